@@ -1,0 +1,11 @@
+/* longvk: long video generation with linear-attention diffusion transformers on Vulkan.
+ * The one header for programs that embed the library (pkg-config --cflags --libs longvk). */
+#ifndef LONGVK_H
+#define LONGVK_H
+
+#include "longvk/status.h"
+#include "longvk/engine.h"
+#include "longvk/ops.h"
+#include "longvk/npy.h"
+
+#endif

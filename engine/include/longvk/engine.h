@@ -1,0 +1,135 @@
+/* The Vulkan compute engine: a context on one device, tensors in device memory, and a
+ * command stream that records kernel dispatches until lv_flush() submits them.
+ *
+ *   lv_ctx_options opt; lv_ctx_options_default(&opt);
+ *   lv_ctx *ctx; if (lv_ctx_create(&opt, &ctx) != LV_OK) fprintf(stderr, "%s\n", lv_last_error());
+ *   lv_tensor x; lv_tensor_create(ctx, LV_F32, 2, (int64_t[]){rows, cols}, &x);
+ *   lv_tensor_write(ctx, &x, host, bytes);  ... kernels (longvk/ops_*.h) ...
+ *   lv_tensor_read(ctx, &y, host, bytes);    (flushes the stream first)
+ */
+#ifndef LONGVK_ENGINE_H
+#define LONGVK_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "longvk/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- devices -------------------------------------------------------------------------- */
+
+typedef enum lv_device_type {
+    LV_DEVICE_OTHER = 0,
+    LV_DEVICE_DISCRETE,
+    LV_DEVICE_INTEGRATED,
+    LV_DEVICE_VIRTUAL,
+    LV_DEVICE_CPU
+} lv_device_type;
+
+typedef struct lv_device_info {
+    int index;                      /* position in Vulkan's enumeration order */
+    char name[256];
+    lv_device_type type;
+    char driver[256];               /* driver name and info */
+    uint32_t vendor_id;
+    uint64_t device_local_bytes;    /* size of the largest device-local heap */
+    uint32_t subgroup_size;
+    int fp16;                       /* shaderFloat16 supported */
+    uint64_t max_storage_buffer_range;
+    uint64_t max_allocation_bytes;  /* maxMemoryAllocationSize */
+    uint32_t max_workgroup_invocations;
+    uint32_t max_shared_memory_bytes;
+    uint32_t timestamp_valid_bits;
+} lv_device_info;
+
+const char *lv_device_type_name(lv_device_type type);
+
+/* Fill up to `max` entries of `out` (out may be NULL to count). Fails with LV_ERR_DEVICE and
+ * a message naming mesa-vulkan-drivers when there is no Vulkan device at all. */
+lv_status lv_list_devices(lv_device_info *out, int max, int *count);
+
+/* ---- context -------------------------------------------------------------------------- */
+
+typedef struct lv_ctx lv_ctx;
+
+typedef struct lv_ctx_options {
+    int device_index;            /* -1: LONGVK_DEVICE if set, else the best device */
+    int validation;              /* -1: LONGVK_VALIDATE=1 turns it on; 0 off; 1 on */
+    int profile;                 /* -1: LONGVK_PROFILE=1 turns it on; 0 off; 1 on */
+    uint64_t max_binding_bytes;  /* 0: the device's maxStorageBufferRange; smaller values
+                                    (or LONGVK_MAX_BINDING) exercise the splitting paths */
+} lv_ctx_options;
+
+void lv_ctx_options_default(lv_ctx_options *opt);
+lv_status lv_ctx_create(const lv_ctx_options *opt, lv_ctx **out);
+/* Waits for the device, prints the profile if enabled, frees everything. */
+void lv_ctx_destroy(lv_ctx *ctx);
+
+const lv_device_info *lv_ctx_device(const lv_ctx *ctx);
+/* The largest byte range one kernel binding may cover (device limit or override). */
+uint64_t lv_ctx_max_binding(const lv_ctx *ctx);
+/* Validation-layer errors and warnings seen so far (0 when validation is off). */
+uint64_t lv_ctx_validation_messages(const lv_ctx *ctx);
+/* Device memory currently held by live tensors, and the peak, in bytes. */
+uint64_t lv_ctx_memory_in_use(const lv_ctx *ctx);
+uint64_t lv_ctx_memory_peak(const lv_ctx *ctx);
+
+/* Submit everything recorded so far and wait for it. */
+lv_status lv_flush(lv_ctx *ctx);
+
+/* ---- tensors -------------------------------------------------------------------------- */
+
+typedef enum lv_dtype { LV_F32 = 0, LV_F16, LV_BF16, LV_I32 } lv_dtype;
+size_t lv_dtype_size(lv_dtype dtype);
+const char *lv_dtype_name(lv_dtype dtype);
+
+#define LV_MAX_DIMS 5
+
+typedef struct lv_alloc lv_alloc;
+
+/* A tensor is a typed, shaped, contiguous (row-major) range of one device allocation.
+ * Tensors are small values: views made with lv_tensor_view share the allocation and must
+ * not be freed; only the tensor returned by lv_tensor_create owns it. */
+typedef struct lv_tensor {
+    lv_alloc *alloc;
+    uint64_t offset;   /* bytes from the start of the allocation */
+    lv_dtype dtype;
+    int ndim;
+    int64_t shape[LV_MAX_DIMS];
+    int is_view;
+} lv_tensor;
+
+lv_status lv_tensor_create(lv_ctx *ctx, lv_dtype dtype, int ndim, const int64_t *shape,
+                           lv_tensor *out);
+void lv_tensor_free(lv_ctx *ctx, lv_tensor *t);
+int64_t lv_tensor_numel(const lv_tensor *t);
+uint64_t lv_tensor_nbytes(const lv_tensor *t);
+/* A view of `ndim`/`shape` starting `elem_offset` elements into t (must stay inside t). */
+lv_tensor lv_tensor_view(const lv_tensor *t, int64_t elem_offset, int ndim, const int64_t *shape);
+/* Rows [row0, row0 + nrows) of t along its first dimension. */
+lv_tensor lv_tensor_rows(const lv_tensor *t, int64_t row0, int64_t nrows);
+int lv_tensor_same_shape(const lv_tensor *a, const lv_tensor *b);
+/* "[2, 3, 4] f32" into buf. */
+const char *lv_tensor_describe(const lv_tensor *t, char *buf, size_t size);
+
+/* Copy host bytes in the tensor's dtype to the device (nbytes must equal the tensor size),
+ * and back. Both wait for recorded work that touches the tensor. */
+lv_status lv_tensor_write(lv_ctx *ctx, const lv_tensor *t, const void *src, uint64_t nbytes);
+lv_status lv_tensor_read(lv_ctx *ctx, const lv_tensor *t, void *dst, uint64_t nbytes);
+/* Recorded in the stream: set every byte to zero / copy src into dst (same byte size). */
+lv_status lv_tensor_zero(lv_ctx *ctx, const lv_tensor *t);
+lv_status lv_tensor_copy(lv_ctx *ctx, const lv_tensor *dst, const lv_tensor *src);
+
+/* Host-side half conversions used by loaders, tests and references. */
+float lv_half_to_float(uint16_t h);
+uint16_t lv_float_to_half(float f);
+float lv_bf16_to_float(uint16_t b);
+uint16_t lv_float_to_bf16(float f); /* round to nearest even */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,33 @@
+/* NumPy .npy files (format 1.0-3.0), float32 little-endian, C order: the exchange format
+ * of `longvk attn`, `longvk forward` and the test vectors. */
+#ifndef LONGVK_NPY_H
+#define LONGVK_NPY_H
+
+#include <stdint.h>
+
+#include "longvk/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LV_NPY_MAX_DIMS 8
+
+typedef struct lv_npy {
+    int ndim;
+    int64_t shape[LV_NPY_MAX_DIMS];
+    float *data; /* numel floats, owned */
+} lv_npy;
+
+int64_t lv_npy_numel(const lv_npy *a);
+/* Reads a float32 array; any other dtype, Fortran order, a broken header or a file
+ * shorter than its header says is an error naming the file. */
+lv_status lv_npy_read(const char *path, lv_npy *out);
+/* Writes atomically: a temporary file beside `path`, renamed when complete. */
+lv_status lv_npy_write(const char *path, int ndim, const int64_t *shape, const float *data);
+void lv_npy_free(lv_npy *a);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

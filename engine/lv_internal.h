@@ -1,0 +1,152 @@
+/* Engine internals shared by the engine sources and the op wrappers. Not installed. */
+#ifndef LONGVK_INTERNAL_H
+#define LONGVK_INTERNAL_H
+
+#include <stdbool.h>
+#include <vulkan/vulkan.h>
+
+#include "longvk/engine.h"
+
+typedef enum lv_op {
+#define LV_OP(name, shader, bindings) LV_OP_##name,
+#include "ops.def"
+#undef LV_OP
+    LV_OP_COUNT
+} lv_op;
+
+#define LV_MAX_BINDINGS 8
+#define LV_MAX_SPEC 8
+#define LV_PUSH_MAX 128
+
+/* One device memory block; tensors are suballocated from blocks (memory.c). */
+typedef struct lv_block lv_block;
+
+struct lv_alloc {
+    lv_block *block;
+    VkBuffer buffer;     /* the block's buffer */
+    uint64_t offset;     /* offset of this allocation in the block */
+    uint64_t size;       /* bytes, rounded up to the offset alignment */
+    void *mapped;        /* host pointer when the block is host-visible, else NULL */
+    /* barrier tracking (stream.c): the barrier epoch in which the allocation was last
+     * written / read by recorded work */
+    uint64_t write_epoch;
+    uint64_t read_epoch;
+};
+
+/* A pipeline for one op and one set of specialization constants (pipeline.c). */
+typedef struct lv_pipeline {
+    lv_op op;
+    uint32_t spec[LV_MAX_SPEC];
+    uint32_t nspec;
+    VkPipeline pipeline;
+    struct lv_pipeline *next;
+} lv_pipeline;
+
+typedef struct lv_profile_entry {
+    lv_op op;
+    uint32_t query;     /* timestamp index written after the dispatch */
+} lv_profile_entry;
+
+struct lv_ctx {
+    VkInstance instance;
+    VkDebugUtilsMessengerEXT messenger;
+    VkPhysicalDevice physical;
+    VkDevice device;
+    VkQueue queue;
+    uint32_t queue_family;
+    lv_device_info info;
+    VkPhysicalDeviceLimits limits;
+    VkPhysicalDeviceMemoryProperties memory_props;
+    bool unified_memory;    /* tensors live in host-visible memory: no staging */
+    uint64_t max_binding;
+    bool validation;
+    uint64_t validation_messages;
+
+    /* memory.c */
+    lv_block *blocks;
+    uint64_t memory_in_use, memory_peak;
+    VkBuffer staging;
+    VkDeviceMemory staging_memory;
+    void *staging_mapped;
+    uint64_t staging_size;
+
+    /* pipeline.c */
+    VkDescriptorSetLayout set_layouts[LV_MAX_BINDINGS + 1]; /* by binding count */
+    VkPipelineLayout pipeline_layouts[LV_MAX_BINDINGS + 1];
+    VkShaderModule modules[LV_OP_COUNT];
+    lv_pipeline *pipelines;
+    VkPipelineCache pipeline_cache;
+
+    /* stream.c */
+    VkCommandPool command_pool;
+    VkCommandBuffer cmd;
+    VkFence fence;
+    VkDescriptorPool descriptor_pool;
+    uint32_t descriptor_sets_used;
+    bool recording;
+    uint64_t epoch;              /* barrier epoch; 0 is never current */
+    uint64_t stream_first_epoch; /* epoch at which the recording began */
+    uint32_t dispatches_recorded;
+    /* profiling (LONGVK_PROFILE=1) */
+    bool profile;
+    VkQueryPool query_pool;
+    uint32_t queries_used;
+    lv_profile_entry *profile_entries;
+    double op_time_ms[LV_OP_COUNT];
+    uint64_t op_calls[LV_OP_COUNT];
+};
+
+/* A tensor bound to one kernel binding. lv_dispatch fills elem_offset: the tensor's start
+ * in elements of its dtype from the start of the bound range (bindings start at an offset
+ * aligned to minStorageBufferOffsetAlignment); shaders add it to every index. For 16-bit
+ * dtypes shaders read 32-bit words: element e is half (e & 1) of word e >> 1. */
+typedef struct lv_binding {
+    const lv_tensor *tensor;
+    bool write;
+    uint32_t elem_offset; /* out */
+} lv_binding;
+
+/* Check every binding against the device's range limit and compute elem_offset. */
+lv_status lv_bindings_prepare(lv_ctx *ctx, lv_binding *bindings, uint32_t count);
+/* Record one dispatch of `op` with specialization constants `spec` (constant_id 0..n-1),
+ * the prepared bindings, push constants and a workgroup grid. Inserts a barrier first if
+ * a binding was written (or, for a written binding, read) since the last barrier. */
+lv_status lv_dispatch(lv_ctx *ctx, lv_op op, const uint32_t *spec, uint32_t nspec,
+                      const lv_binding *bindings, uint32_t count, const void *push,
+                      uint32_t push_size, uint32_t groups_x, uint32_t groups_y,
+                      uint32_t groups_z);
+/* Split a linear count of workgroups over x and y within the device's grid limits;
+ * shaders recover the linear index as gl_WorkGroupID.y * gl_NumWorkGroups.x + x. */
+void lv_grid_1d(const lv_ctx *ctx, uint64_t groups, uint32_t *gx, uint32_t *gy);
+
+/* stream.c */
+lv_status lv_stream_begin(lv_ctx *ctx);
+/* Record a barrier before work that touches `a` if recorded work wrote it (or read it,
+ * when `write`), then mark the access. Used by transfers recorded in the stream. */
+void lv_stream_track(lv_ctx *ctx, lv_alloc *a, bool write);
+/* True when recorded, unsubmitted work touches the allocation. */
+bool lv_stream_touches(const lv_ctx *ctx, const lv_alloc *a);
+
+/* pipeline.c */
+lv_status lv_pipelines_init(lv_ctx *ctx);
+void lv_pipelines_destroy(lv_ctx *ctx);
+lv_status lv_pipeline_get(lv_ctx *ctx, lv_op op, const uint32_t *spec, uint32_t nspec,
+                          lv_pipeline **out);
+const char *lv_op_name(lv_op op);
+uint32_t lv_op_bindings(lv_op op);
+
+/* memory.c */
+lv_status lv_memory_init(lv_ctx *ctx);
+void lv_memory_destroy(lv_ctx *ctx);
+lv_status lv_alloc_create(lv_ctx *ctx, uint64_t size, lv_alloc **out);
+void lv_alloc_free(lv_ctx *ctx, lv_alloc *a);
+lv_status lv_alloc_upload(lv_ctx *ctx, lv_alloc *a, uint64_t offset, const void *src,
+                          uint64_t size);
+lv_status lv_alloc_download(lv_ctx *ctx, lv_alloc *a, uint64_t offset, void *dst,
+                            uint64_t size);
+
+/* Vulkan result to status with a message naming the call. */
+lv_status lv_vk_check(VkResult r, const char *what);
+#define LV_VK(call) LV_TRY(lv_vk_check((call), #call))
+
+#endif

@@ -1,0 +1,173 @@
+/* .npy reader and writer for float32 arrays (see longvk/npy.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "longvk/npy.h"
+
+int64_t lv_npy_numel(const lv_npy *a) {
+    int64_t n = 1;
+    for (int i = 0; i < a->ndim; i++) n *= a->shape[i];
+    return n;
+}
+
+void lv_npy_free(lv_npy *a) {
+    free(a->data);
+    a->data = NULL;
+}
+
+/* Find `'key':` in the header dict and return a pointer just past the colon. */
+static const char *dict_value(const char *header, const char *key) {
+    char pattern[32];
+    snprintf(pattern, sizeof pattern, "'%s'", key);
+    const char *p = strstr(header, pattern);
+    if (!p) return NULL;
+    p += strlen(pattern);
+    while (*p == ' ') p++;
+    if (*p != ':') return NULL;
+    p++;
+    while (*p == ' ') p++;
+    return p;
+}
+
+static lv_status parse_header(const char *path, const char *h, lv_npy *out) {
+    const char *descr = dict_value(h, "descr");
+    if (!descr) return lv_error(LV_ERR_FORMAT, "%s: .npy header has no 'descr'", path);
+    if (strncmp(descr, "'<f4'", 5) != 0) {
+        char got[16] = {0};
+        for (int i = 0; i < 15 && descr[i] && descr[i] != ','; i++) got[i] = descr[i];
+        return lv_error(LV_ERR_FORMAT, "%s: dtype %s is not float32 ('<f4'); convert with "
+                        "numpy's astype(np.float32)", path, got);
+    }
+    const char *fortran = dict_value(h, "fortran_order");
+    if (!fortran) return lv_error(LV_ERR_FORMAT, "%s: .npy header has no 'fortran_order'", path);
+    if (strncmp(fortran, "False", 5) != 0)
+        return lv_error(LV_ERR_FORMAT, "%s: Fortran-ordered arrays are not supported", path);
+    const char *shape = dict_value(h, "shape");
+    if (!shape || *shape != '(') return lv_error(LV_ERR_FORMAT, "%s: .npy header has no 'shape'", path);
+    shape++;
+    out->ndim = 0;
+    for (;;) {
+        while (*shape == ' ' || *shape == ',') shape++;
+        if (*shape == ')') break;
+        if (*shape < '0' || *shape > '9')
+            return lv_error(LV_ERR_FORMAT, "%s: malformed shape in .npy header", path);
+        if (out->ndim == LV_NPY_MAX_DIMS)
+            return lv_error(LV_ERR_FORMAT, "%s: more than %d dimensions", path, LV_NPY_MAX_DIMS);
+        char *end;
+        errno = 0;
+        long long v = strtoll(shape, &end, 10);
+        if (errno || v < 0 || v > (1ll << 40))
+            return lv_error(LV_ERR_FORMAT, "%s: dimension out of range in .npy header", path);
+        out->shape[out->ndim++] = v;
+        shape = end;
+    }
+    return LV_OK;
+}
+
+lv_status lv_npy_read(const char *path, lv_npy *out) {
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    if (!f) return lv_error(LV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    unsigned char magic[10];
+    lv_status s = LV_OK;
+    char *header = NULL;
+    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, "\x93NUMPY", 6) != 0) {
+        s = lv_error(LV_ERR_FORMAT, "%s: not a .npy file (bad magic)", path);
+        goto done;
+    }
+    uint32_t header_len;
+    if (magic[6] == 1) {
+        unsigned char l[2];
+        if (fread(l, 1, 2, f) != 2) {
+            s = lv_error(LV_ERR_FORMAT, "%s: truncated .npy header", path);
+            goto done;
+        }
+        header_len = (uint32_t)l[0] | (uint32_t)l[1] << 8;
+    } else if (magic[6] == 2 || magic[6] == 3) {
+        unsigned char l[4];
+        if (fread(l, 1, 4, f) != 4) {
+            s = lv_error(LV_ERR_FORMAT, "%s: truncated .npy header", path);
+            goto done;
+        }
+        header_len = (uint32_t)l[0] | (uint32_t)l[1] << 8 | (uint32_t)l[2] << 16 | (uint32_t)l[3] << 24;
+        if (header_len > (1u << 20)) {
+            s = lv_error(LV_ERR_FORMAT, "%s: .npy header of %u bytes is implausible", path, header_len);
+            goto done;
+        }
+    } else {
+        s = lv_error(LV_ERR_FORMAT, "%s: unsupported .npy version %d", path, magic[6]);
+        goto done;
+    }
+    header = calloc(header_len + 1, 1);
+    if (!header) {
+        s = lv_error(LV_ERR_NOMEM, "out of host memory");
+        goto done;
+    }
+    if (fread(header, 1, header_len, f) != header_len) {
+        s = lv_error(LV_ERR_FORMAT, "%s: truncated .npy header (%u bytes expected)", path, header_len);
+        goto done;
+    }
+    s = parse_header(path, header, out);
+    if (s != LV_OK) goto done;
+    int64_t n = lv_npy_numel(out);
+    long here = ftell(f);
+    if (fseek(f, 0, SEEK_END) != 0) {
+        s = lv_error(LV_ERR_IO, "%s: cannot seek", path);
+        goto done;
+    }
+    long size = ftell(f);
+    if (size - here < n * 4) {
+        s = lv_error(LV_ERR_FORMAT, "%s: truncated: the header promises %lld floats (%lld bytes) "
+                     "but only %ld bytes follow it", path, (long long)n, (long long)n * 4, size - here);
+        goto done;
+    }
+    fseek(f, here, SEEK_SET);
+    out->data = malloc(n ? (size_t)n * 4 : 4);
+    if (!out->data) {
+        s = lv_error(LV_ERR_NOMEM, "%s: cannot hold %lld floats", path, (long long)n);
+        goto done;
+    }
+    if (fread(out->data, 4, (size_t)n, f) != (size_t)n) s = lv_error(LV_ERR_IO, "%s: read failed", path);
+done:
+    free(header);
+    fclose(f);
+    if (s != LV_OK) lv_npy_free(out);
+    return s;
+}
+
+lv_status lv_npy_write(const char *path, int ndim, const int64_t *shape, const float *data) {
+    char dict[256];
+    int n = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (");
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        n += snprintf(dict + n, sizeof dict - (size_t)n, "%lld%s", (long long)shape[i],
+                      ndim == 1 ? "," : (i + 1 < ndim ? ", " : ""));
+        numel *= shape[i];
+    }
+    n += snprintf(dict + n, sizeof dict - (size_t)n, "), }");
+    /* pad so that the data starts on a 64-byte boundary, header ends with '\n' */
+    int total = 10 + n + 1;
+    int pad = (64 - total % 64) % 64;
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return lv_error(LV_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0};
+    uint16_t hl = (uint16_t)(n + pad + 1);
+    pre[8] = (unsigned char)(hl & 0xff);
+    pre[9] = (unsigned char)(hl >> 8);
+    int ok = fwrite(pre, 1, 10, f) == 10 && fwrite(dict, 1, (size_t)n, f) == (size_t)n;
+    for (int i = 0; i < pad && ok; i++) ok = fputc(' ', f) != EOF;
+    ok = ok && fputc('\n', f) != EOF;
+    ok = ok && fwrite(data, 4, (size_t)numel, f) == (size_t)numel;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return lv_error(LV_ERR_IO, "%s: write failed: %s", path, strerror(e));
+    }
+    return LV_OK;
+}

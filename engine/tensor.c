@@ -1,0 +1,203 @@
+/* Tensors: shapes, views, host transfers, and half-precision conversions. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lv_internal.h"
+
+size_t lv_dtype_size(lv_dtype dtype) {
+    switch (dtype) {
+    case LV_F16:
+    case LV_BF16: return 2;
+    default: return 4;
+    }
+}
+
+const char *lv_dtype_name(lv_dtype dtype) {
+    switch (dtype) {
+    case LV_F32: return "f32";
+    case LV_F16: return "f16";
+    case LV_BF16: return "bf16";
+    case LV_I32: return "i32";
+    }
+    return "?";
+}
+
+int64_t lv_tensor_numel(const lv_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+uint64_t lv_tensor_nbytes(const lv_tensor *t) {
+    return (uint64_t)lv_tensor_numel(t) * lv_dtype_size(t->dtype);
+}
+
+lv_status lv_tensor_create(lv_ctx *ctx, lv_dtype dtype, int ndim, const int64_t *shape,
+                           lv_tensor *out) {
+    memset(out, 0, sizeof *out);
+    if (ndim < 1 || ndim > LV_MAX_DIMS)
+        return lv_error(LV_ERR_INVALID, "tensors have 1 to %d dimensions, not %d", LV_MAX_DIMS, ndim);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] <= 0)
+            return lv_error(LV_ERR_INVALID, "dimension %d of a tensor is %lld (must be positive)",
+                            i, (long long)shape[i]);
+    out->dtype = dtype;
+    out->ndim = ndim;
+    memcpy(out->shape, shape, (size_t)ndim * sizeof *shape);
+    lv_status s = lv_alloc_create(ctx, lv_tensor_nbytes(out), &out->alloc);
+    if (s != LV_OK) memset(out, 0, sizeof *out);
+    return s;
+}
+
+void lv_tensor_free(lv_ctx *ctx, lv_tensor *t) {
+    if (!t || !t->alloc || t->is_view) return;
+    lv_alloc_free(ctx, t->alloc);
+    memset(t, 0, sizeof *t);
+}
+
+lv_tensor lv_tensor_view(const lv_tensor *t, int64_t elem_offset, int ndim, const int64_t *shape) {
+    lv_tensor v = *t;
+    v.is_view = 1;
+    v.offset = t->offset + (uint64_t)elem_offset * lv_dtype_size(t->dtype);
+    v.ndim = ndim;
+    memset(v.shape, 0, sizeof v.shape);
+    memcpy(v.shape, shape, (size_t)ndim * sizeof *shape);
+    return v;
+}
+
+lv_tensor lv_tensor_rows(const lv_tensor *t, int64_t row0, int64_t nrows) {
+    int64_t row = lv_tensor_numel(t) / t->shape[0];
+    int64_t shape[LV_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    shape[0] = nrows;
+    return lv_tensor_view(t, row0 * row, t->ndim, shape);
+}
+
+int lv_tensor_same_shape(const lv_tensor *a, const lv_tensor *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return 0;
+    return 1;
+}
+
+const char *lv_tensor_describe(const lv_tensor *t, char *buf, size_t size) {
+    size_t n = 0;
+    n += (size_t)snprintf(buf + n, size - n, "[");
+    for (int i = 0; i < t->ndim && n < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+    if (n < size) snprintf(buf + n, size - n, "] %s", lv_dtype_name(t->dtype));
+    return buf;
+}
+
+static lv_status check_size(const lv_tensor *t, uint64_t nbytes, const char *what) {
+    if (!t->alloc) return lv_error(LV_ERR_INVALID, "%s: tensor has no storage", what);
+    if (nbytes != lv_tensor_nbytes(t)) {
+        char d[96];
+        return lv_error(LV_ERR_INVALID, "%s: %llu bytes given for a tensor %s of %llu bytes", what,
+                        (unsigned long long)nbytes, lv_tensor_describe(t, d, sizeof d),
+                        (unsigned long long)lv_tensor_nbytes(t));
+    }
+    return LV_OK;
+}
+
+lv_status lv_tensor_write(lv_ctx *ctx, const lv_tensor *t, const void *src, uint64_t nbytes) {
+    LV_TRY(check_size(t, nbytes, "tensor write"));
+    return lv_alloc_upload(ctx, t->alloc, t->offset, src, nbytes);
+}
+
+lv_status lv_tensor_read(lv_ctx *ctx, const lv_tensor *t, void *dst, uint64_t nbytes) {
+    LV_TRY(check_size(t, nbytes, "tensor read"));
+    return lv_alloc_download(ctx, t->alloc, t->offset, dst, nbytes);
+}
+
+lv_status lv_tensor_zero(lv_ctx *ctx, const lv_tensor *t) {
+    uint64_t n = lv_tensor_nbytes(t);
+    uint64_t start = t->alloc->offset + t->offset;
+    if ((start | n) & 3) return lv_error(LV_ERR_INVALID, "lv_tensor_zero needs a 4-byte aligned range");
+    LV_TRY(lv_stream_begin(ctx));
+    lv_stream_track(ctx, t->alloc, true);
+    vkCmdFillBuffer(ctx->cmd, t->alloc->buffer, start, n, 0);
+    return LV_OK;
+}
+
+lv_status lv_tensor_copy(lv_ctx *ctx, const lv_tensor *dst, const lv_tensor *src) {
+    uint64_t n = lv_tensor_nbytes(src);
+    if (n != lv_tensor_nbytes(dst))
+        return lv_error(LV_ERR_INVALID, "tensor copy of %llu bytes into %llu bytes",
+                        (unsigned long long)n, (unsigned long long)lv_tensor_nbytes(dst));
+    LV_TRY(lv_stream_begin(ctx));
+    lv_stream_track(ctx, src->alloc, false);
+    lv_stream_track(ctx, dst->alloc, true);
+    VkBufferCopy region = {.srcOffset = src->alloc->offset + src->offset,
+                           .dstOffset = dst->alloc->offset + dst->offset,
+                           .size = n};
+    vkCmdCopyBuffer(ctx->cmd, src->alloc->buffer, dst->alloc->buffer, 1, &region);
+    return LV_OK;
+}
+
+float lv_half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t mant = h & 0x3ff;
+    uint32_t bits;
+    if (exp == 0) {
+        if (mant == 0) {
+            bits = sign;
+        } else { /* subnormal: renormalise */
+            int e = -1;
+            do {
+                mant <<= 1;
+                e++;
+            } while (!(mant & 0x400));
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((mant & 0x3ff) << 13);
+        }
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (mant << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t lv_float_to_half(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000;
+    uint32_t exp = (x >> 23) & 0xff;
+    uint32_t mant = x & 0x7fffff;
+    if (exp == 0xff) return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));
+    int e = (int)exp - 127 + 15;
+    if (e >= 31) return (uint16_t)(sign | 0x7c00);
+    if (e <= 0) {
+        if (e < -10) return (uint16_t)sign;
+        mant |= 0x800000;
+        uint32_t shift = (uint32_t)(14 - e);
+        uint32_t half = mant >> shift;
+        uint32_t rem = mant & ((1u << shift) - 1);
+        uint32_t mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1))) half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t half = sign | ((uint32_t)e << 10) | (mant >> 13);
+    uint32_t rem = mant & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) half++;
+    return (uint16_t)half;
+}
+
+float lv_bf16_to_float(uint16_t b) {
+    uint32_t bits = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t lv_float_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */
+    x += 0x7fff + ((x >> 16) & 1);
+    return (uint16_t)(x >> 16);
+}

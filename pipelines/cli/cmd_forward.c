@@ -1,0 +1,11 @@
+/* `longvk forward`: not built yet (placeholder until its issue lands). */
+#include <stdio.h>
+
+#include "commands.h"
+
+int cmd_forward(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "longvk forward: not implemented in this build yet\n");
+    return 2;
+}

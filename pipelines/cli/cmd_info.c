@@ -1,0 +1,11 @@
+/* `longvk info`: not built yet (placeholder until its issue lands). */
+#include <stdio.h>
+
+#include "commands.h"
+
+int cmd_info(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "longvk info: not implemented in this build yet\n");
+    return 2;
+}

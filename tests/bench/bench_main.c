@@ -1,0 +1,67 @@
+/* `longvk bench`: dispatch to one benchmark, plus the timing helpers they share. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+#include "commands.h"
+
+typedef struct bench_entry {
+    const char *name;
+    int (*run)(int argc, char **argv, bool json);
+    const char *summary;
+} bench_entry;
+
+static const bench_entry benches[] = {
+    {"gemm", bench_gemm, "matrix multiply GFLOP/s (1024^3 and model shapes) vs a C loop"},
+    {"attn", bench_attn, "linear attention time per block at block 1, 10, 100, 1000"},
+    {"encode", bench_encode, "encoder frames/s (libx264, ffv1) and memory for 10 vs 1000 frames"},
+    {"chunks", bench_chunks, "DiT chunks: time and memory per chunk at chunk 2, 20, 200"},
+    {"vae", bench_vae, "VAE decode time per latent frame and memory"},
+};
+#define NBENCH (sizeof benches / sizeof benches[0])
+
+double bench_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double bench_median(double *values, int n) {
+    qsort(values, (size_t)n, sizeof *values, cmp_double);
+    return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+long long bench_peak_rss(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0) kb = atoll(line + 6);
+    fclose(f);
+    return kb * 1024;
+}
+
+int cmd_bench(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        FILE *out = argc < 2 ? stderr : stdout;
+        fprintf(out, "usage: longvk bench <name> [--json]\n\nbenchmarks:\n");
+        for (size_t i = 0; i < NBENCH; i++) fprintf(out, "  %-8s %s\n", benches[i].name, benches[i].summary);
+        fprintf(out, "\n--json prints one JSON object with the same figures.\n");
+        return argc < 2 ? 2 : 0;
+    }
+    bool json = false;
+    for (int i = 2; i < argc; i++)
+        if (strcmp(argv[i], "--json") == 0) json = true;
+    for (size_t i = 0; i < NBENCH; i++)
+        if (strcmp(argv[1], benches[i].name) == 0) return benches[i].run(argc - 1, argv + 1, json);
+    fprintf(stderr, "longvk bench: unknown benchmark '%s' (gemm, attn, encode, chunks, vae)\n", argv[1]);
+    return 2;
+}

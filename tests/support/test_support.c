@@ -1,0 +1,103 @@
+#include "test_support.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+lv_ctx *ts_ctx(void) {
+    lv_ctx_options opt;
+    lv_ctx_options_default(&opt);
+    opt.validation = 1;
+    lv_ctx *ctx = NULL;
+    lv_status s = lv_ctx_create(&opt, &ctx);
+    cr_assert_eq(s, LV_OK, "lv_ctx_create: %s", lv_last_error());
+    return ctx;
+}
+
+void ts_ctx_done(lv_ctx *ctx) {
+    cr_assert_eq(lv_flush(ctx), LV_OK, "flush: %s", lv_last_error());
+    uint64_t n = lv_ctx_validation_messages(ctx);
+    lv_ctx_destroy(ctx);
+    cr_assert_eq(n, 0, "the validation layer reported %llu message(s)", (unsigned long long)n);
+}
+
+static uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void ts_rand_fill(float *x, size_t n, uint64_t seed, float lo, float hi) {
+    uint64_t state = seed;
+    for (size_t i = 0; i < n; i++) {
+        double u = (double)(splitmix64(&state) >> 11) * (1.0 / 9007199254740992.0);
+        x[i] = lo + (hi - lo) * (float)u;
+    }
+}
+
+float *ts_rand_alloc(size_t n, uint64_t seed, float lo, float hi) {
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    cr_assert_not_null(x);
+    ts_rand_fill(x, n, seed, lo, hi);
+    return x;
+}
+
+double ts_nmse(const float *got, const float *want, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)got[i] - (double)want[i];
+        num += d * d;
+        den += (double)want[i] * (double)want[i];
+    }
+    if (den == 0) return num == 0 ? 0 : INFINITY;
+    return num / den;
+}
+
+double ts_max_abs_diff(const float *got, const float *want, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)want[i]);
+        if (!(d <= m)) m = d; /* NaN propagates */
+    }
+    return m;
+}
+
+void ts_round_to(lv_dtype dtype, float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (dtype == LV_F16) x[i] = lv_half_to_float(lv_float_to_half(x[i]));
+        else if (dtype == LV_BF16) x[i] = lv_bf16_to_float(lv_float_to_bf16(x[i]));
+    }
+}
+
+lv_tensor ts_tensor(lv_ctx *ctx, lv_dtype dtype, int ndim, const int64_t *shape, const float *data) {
+    lv_tensor t;
+    cr_assert_eq(lv_tensor_create(ctx, dtype, ndim, shape, &t), LV_OK, "%s", lv_last_error());
+    size_t n = (size_t)lv_tensor_numel(&t);
+    if (dtype == LV_F32) {
+        cr_assert_eq(lv_tensor_write(ctx, &t, data, n * 4), LV_OK, "%s", lv_last_error());
+    } else {
+        uint16_t *h = malloc(n * 2);
+        cr_assert_not_null(h);
+        for (size_t i = 0; i < n; i++)
+            h[i] = dtype == LV_F16 ? lv_float_to_half(data[i]) : lv_float_to_bf16(data[i]);
+        cr_assert_eq(lv_tensor_write(ctx, &t, h, n * 2), LV_OK, "%s", lv_last_error());
+        free(h);
+    }
+    return t;
+}
+
+lv_tensor ts_empty(lv_ctx *ctx, int ndim, const int64_t *shape) {
+    lv_tensor t;
+    cr_assert_eq(lv_tensor_create(ctx, LV_F32, ndim, shape, &t), LV_OK, "%s", lv_last_error());
+    return t;
+}
+
+float *ts_read(lv_ctx *ctx, const lv_tensor *t) {
+    size_t n = (size_t)lv_tensor_numel(t);
+    float *x = malloc(n * 4);
+    cr_assert_not_null(x);
+    cr_assert_eq(lv_tensor_read(ctx, t, x, n * 4), LV_OK, "%s", lv_last_error());
+    return x;
+}

@@ -1,0 +1,33 @@
+/* Helpers shared by the Criterion tests: a validated context, deterministic random data,
+ * error measures, and tensor upload in any dtype. */
+#ifndef LONGVK_TEST_SUPPORT_H
+#define LONGVK_TEST_SUPPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "longvk.h"
+
+/* A context with the validation layer on; fails the test if it cannot be made. */
+lv_ctx *ts_ctx(void);
+/* Asserts that the validation layer reported nothing, then destroys the context. */
+void ts_ctx_done(lv_ctx *ctx);
+
+/* Deterministic uniform random floats in [lo, hi) from a seed (splitmix64). */
+void ts_rand_fill(float *x, size_t n, uint64_t seed, float lo, float hi);
+float *ts_rand_alloc(size_t n, uint64_t seed, float lo, float hi);
+
+/* Normalised mean squared error sum (g - w)^2 / sum w^2 (0 when both are zero). */
+double ts_nmse(const float *got, const float *want, size_t n);
+double ts_max_abs_diff(const float *got, const float *want, size_t n);
+
+/* Create a tensor of `dtype` holding `data` (converted from f32); fails the test on error. */
+lv_tensor ts_tensor(lv_ctx *ctx, lv_dtype dtype, int ndim, const int64_t *shape, const float *data);
+/* Create an uninitialised f32 tensor. */
+lv_tensor ts_empty(lv_ctx *ctx, int ndim, const int64_t *shape);
+/* Read an f32 tensor into a new malloc'd array (flushes first). */
+float *ts_read(lv_ctx *ctx, const lv_tensor *t);
+/* Round f32 values through a 16-bit dtype in place, as the device will see them. */
+void ts_round_to(lv_dtype dtype, float *x, size_t n);
+
+#endif

@@ -1,0 +1,111 @@
+/* The engine itself: devices, context, tensors, transfers, the stream and its limits. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+Test(engine, lists_devices) {
+    lv_device_info infos[8];
+    int n = 0;
+    cr_assert_eq(lv_list_devices(infos, 8, &n), LV_OK, "%s", lv_last_error());
+    cr_assert_gt(n, 0);
+    cr_assert_gt(infos[0].max_storage_buffer_range, 0);
+    cr_assert_gt(infos[0].subgroup_size, 0);
+}
+
+Test(engine, fill_and_read_back) {
+    lv_ctx *ctx = ts_ctx();
+    int64_t shape[2] = {37, 53};
+    lv_tensor t = ts_empty(ctx, 2, shape);
+    cr_assert_eq(lv_op_fill(ctx, &t, 2.5f), LV_OK, "%s", lv_last_error());
+    float *x = ts_read(ctx, &t);
+    for (int i = 0; i < 37 * 53; i++) cr_assert_eq(x[i], 2.5f);
+    free(x);
+    lv_tensor_free(ctx, &t);
+    ts_ctx_done(ctx);
+}
+
+Test(engine, write_read_roundtrip_and_views) {
+    lv_ctx *ctx = ts_ctx();
+    int64_t shape[1] = {1001};
+    float *data = ts_rand_alloc(1001, 7, -1, 1);
+    lv_tensor t = ts_tensor(ctx, LV_F32, 1, shape, data);
+    /* an unaligned view: fill elements 3..102 */
+    int64_t vshape[1] = {100};
+    lv_tensor v = lv_tensor_view(&t, 3, 1, vshape);
+    cr_assert_eq(lv_op_fill(ctx, &v, -7.0f), LV_OK, "%s", lv_last_error());
+    float *x = ts_read(ctx, &t);
+    for (int i = 0; i < 1001; i++) cr_assert_eq(x[i], (i >= 3 && i < 103) ? -7.0f : data[i], "at %d", i);
+    free(x);
+    free(data);
+    lv_tensor_free(ctx, &t);
+    ts_ctx_done(ctx);
+}
+
+Test(engine, fill_splits_over_binding_limit) {
+    lv_ctx_options opt;
+    lv_ctx_options_default(&opt);
+    opt.validation = 1;
+    opt.max_binding_bytes = 4096; /* force many splits */
+    lv_ctx *ctx;
+    cr_assert_eq(lv_ctx_create(&opt, &ctx), LV_OK, "%s", lv_last_error());
+    int64_t shape[1] = {10000};
+    lv_tensor t = ts_empty(ctx, 1, shape);
+    cr_assert_eq(lv_op_fill(ctx, &t, 1.0f), LV_OK, "%s", lv_last_error());
+    float *x = ts_read(ctx, &t);
+    for (int i = 0; i < 10000; i++) cr_assert_eq(x[i], 1.0f, "at %d", i);
+    free(x);
+    lv_tensor_free(ctx, &t);
+    ts_ctx_done(ctx);
+}
+
+Test(engine, zero_and_copy_in_stream) {
+    lv_ctx *ctx = ts_ctx();
+    int64_t shape[1] = {256};
+    lv_tensor a = ts_empty(ctx, 1, shape), b = ts_empty(ctx, 1, shape);
+    cr_assert_eq(lv_op_fill(ctx, &a, 3.0f), LV_OK);
+    cr_assert_eq(lv_tensor_copy(ctx, &b, &a), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_tensor_zero(ctx, &a), LV_OK, "%s", lv_last_error());
+    float *xa = ts_read(ctx, &a), *xb = ts_read(ctx, &b);
+    for (int i = 0; i < 256; i++) {
+        cr_assert_eq(xa[i], 0.0f);
+        cr_assert_eq(xb[i], 3.0f);
+    }
+    free(xa);
+    free(xb);
+    lv_tensor_free(ctx, &a);
+    lv_tensor_free(ctx, &b);
+    ts_ctx_done(ctx);
+}
+
+Test(engine, bad_requests_are_errors) {
+    lv_ctx *ctx = ts_ctx();
+    lv_tensor t;
+    int64_t bad[2] = {4, 0};
+    cr_assert_eq(lv_tensor_create(ctx, LV_F32, 2, bad, &t), LV_ERR_INVALID);
+    cr_assert(strstr(lv_last_error(), "dimension 1") != NULL, "%s", lv_last_error());
+    int64_t huge[1] = {(int64_t)1 << 40};
+    cr_assert_eq(lv_tensor_create(ctx, LV_F32, 1, huge, &t), LV_ERR_LIMIT);
+    cr_assert(strstr(lv_last_error(), "maxMemoryAllocationSize") != NULL, "%s", lv_last_error());
+    int64_t shape[1] = {16};
+    lv_tensor small = ts_empty(ctx, 1, shape);
+    float buf[8];
+    cr_assert_eq(lv_tensor_write(ctx, &small, buf, sizeof buf), LV_ERR_INVALID);
+    lv_tensor_free(ctx, &small);
+    cr_assert_eq(lv_ctx_memory_in_use(ctx), 0);
+    ts_ctx_done(ctx);
+}
+
+Test(engine, half_conversions) {
+    float vals[] = {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.96e-08f, 0.333333f};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        float h = lv_half_to_float(lv_float_to_half(vals[i]));
+        cr_assert_float_eq(h, vals[i], fabsf(vals[i]) * 1e-3f + 1e-7f, "%g -> %g", vals[i], h);
+        float b = lv_bf16_to_float(lv_float_to_bf16(vals[i]));
+        cr_assert_float_eq(b, vals[i], fabsf(vals[i]) * 8e-3f, "%g -> %g", vals[i], b);
+    }
+    cr_assert_eq(lv_float_to_bf16(1.0f), 0x3f80);
+    cr_assert_eq(lv_float_to_half(1.0f), 0x3c00);
+}
