@@ -7,5 +7,8 @@
 #include "longvk/engine.h"
 #include "longvk/ops.h"
 #include "longvk/npy.h"
+#include "longvk/weights.h"
+#include "longvk/sana.h"
+#include "longvk/codec.h"
 
 #endif

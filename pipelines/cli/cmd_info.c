@@ -1,11 +1,231 @@
-/* `longvk info`: not built yet (placeholder until its issue lands). */
+/* `longvk info MODEL`: what a model file holds and what running it needs: architecture,
+ * parameters, dtypes, device memory (weights as stored + activations of one block for one
+ * chunk + the carried state), extra tensors. Any other weights file gets a plain summary. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "commands.h"
+#include "longvk.h"
+#include "longvk/sana.h"
+#include "longvk/weights.h"
+#include "sana_names.h"
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: longvk info MODEL [--config C.json | --preset P] [--latent FxHxW] [--text-tokens L] "
+            "[--tensors]\n\n"
+            "MODEL: a .safetensors file, a PyTorch checkpoint (.pth/.pt), a diffusers model directory or\n"
+            "its *.safetensors.index.json. The architecture comes from --config or --preset, else the\n"
+            "file's __metadata__.config, else a diffusers config.json beside it, else the preset whose\n"
+            "shapes the tensors match (presets: sana-video-2b-480p, sana-video-2b-720p).\n\n"
+            "  --latent FxHxW    latent frames x height x width of one chunk for the memory estimate\n"
+            "                    (default 10x60x104: a LongSANA chunk at 480x832 in Wan2.1 latents;\n"
+            "                    10x22x40 for 128-channel models, 704x1280 in LTX-2 latents)\n"
+            "  --text-tokens L   text tokens (default 300)\n"
+            "  --tensors         list every tensor of the file\n\n"
+            "Device memory = weights as stored + activations + carried state, where for N tokens per\n"
+            "chunk (F/pt x H/ph x W/pw), hidden C, FFN width F, L text tokens, fp32 activations of one\n"
+            "block at a time:\n"
+            "  activations = 4 B x (N x max(6C, 2C + 5F) + 3 L C)\n"
+            "    (attention: x, modulated x, q/k/v, output = 6C per token; Mix-FFN: x, modulated x,\n"
+            "     2F expanded, 2F after the depthwise conv, F gated = 2C + 5F per token; text: y, K, V)\n"
+            "  carried state = 4 B x depth x (heads d^2 + heads d + C x H/ph x W/pw)\n"
+            "    (LongSANA: sum v k^T and sum k per head, and the last frame before the temporal conv)\n");
+}
+
+static const char *human(double bytes, char *buf, size_t size) {
+    if (bytes >= 1024.0 * 1024 * 1024) snprintf(buf, size, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+    else if (bytes >= 1024.0 * 1024) snprintf(buf, size, "%.1f MiB", bytes / (1024.0 * 1024));
+    else if (bytes >= 1024.0) snprintf(buf, size, "%.1f KiB", bytes / 1024.0);
+    else snprintf(buf, size, "%.0f B", bytes);
+    return buf;
+}
+
+static void shape_text(const lv_weight *t, char *buf, size_t size) {
+    size_t at = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < t->ndim && at < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, i ? ", %lld" : "%lld", (long long)t->shape[i]);
+    if (at < size) snprintf(buf + at, size - at, "]");
+}
+
+static void print_tensor(const lv_weight *t, const char *indent) {
+    char s[128];
+    shape_text(t, s, sizeof s);
+    printf("%s%s %s %s\n", indent, t->name, lv_dtype_name(t->dtype), s);
+}
+
+/* Counts and bytes per dtype over `n` tensors given by `at`. */
+static void print_dtypes(const char *label, int n, const lv_weight *(*at)(const void *, int), const void *ctx) {
+    int count[4] = {0};
+    double bytes[4] = {0};
+    for (int i = 0; i < n; i++) {
+        const lv_weight *t = at(ctx, i);
+        if ((unsigned)t->dtype < 4) {
+            count[t->dtype]++;
+            bytes[t->dtype] += (double)t->nbytes;
+        }
+    }
+    printf("%-14s", label);
+    int first = 1;
+    for (int d = 0; d < 4; d++) {
+        if (!count[d]) continue;
+        char b[32];
+        printf("%s%s: %d tensor%s (%s)", first ? "" : ", ", lv_dtype_name((lv_dtype)d), count[d],
+               count[d] == 1 ? "" : "s", human(bytes[d], b, sizeof b));
+        first = 0;
+    }
+    printf("%s\n", first ? "none" : "");
+}
+
+static const lv_weight *weights_at(const void *w, int i) { return lv_weights_at(w, i); }
+static const lv_weight *model_at(const void *f, int i) { return lv_sana_file_tensor_at(f, i); }
+
+/* Not a SANA-Video model: a summary of the file. */
+static int plain_summary(const lv_weights *w, int list) {
+    uint64_t params = 0, bytes = 0;
+    for (int i = 0; i < lv_weights_count(w); i++) {
+        params += lv_weight_numel(lv_weights_at(w, i));
+        bytes += lv_weights_at(w, i)->nbytes;
+    }
+    char b[32];
+    printf("file:         %s (%s%s%s)\n", lv_weights_path(w), lv_weights_format(w), *lv_weights_note(w) ? ", " : "",
+           lv_weights_note(w));
+    printf("model:        not a SANA-Video model (no SANA-Video tensor names)\n");
+    printf("tensors:      %d, %llu parameters, %s\n", lv_weights_count(w), (unsigned long long)params,
+           human((double)bytes, b, sizeof b));
+    print_dtypes("dtypes:", lv_weights_count(w), weights_at, w);
+    for (int i = 0; i < lv_weights_metadata_count(w); i++) {
+        const char *v = lv_weights_metadata_value(w, i);
+        printf("metadata:     %s = %.*s%s\n", lv_weights_metadata_key(w, i), 100, v, strlen(v) > 100 ? "..." : "");
+    }
+    if (list)
+        for (int i = 0; i < lv_weights_count(w); i++) print_tensor(lv_weights_at(w, i), "  ");
+    return 0;
+}
+
+static int has_sana_names(const lv_weights *w) {
+    for (int i = 0; i < lv_weights_count(w); i++) {
+        const char *n = lv_weights_at(w, i)->name;
+        if (sana_block_index(n, LV_SANA_NAMES_ORIGINAL) >= 0 || sana_block_index(n, LV_SANA_NAMES_DIFFUSERS) >= 0 ||
+            sana_is_top_level_name(n, LV_SANA_NAMES_ORIGINAL) || sana_is_top_level_name(n, LV_SANA_NAMES_DIFFUSERS))
+            return 1;
+    }
+    return 0;
+}
+
+static int parse_latent(const char *v, long out[3]) {
+    char tail;
+    if (!v || sscanf(v, "%ldx%ldx%ld%c", &out[0], &out[1], &out[2], &tail) != 3 || out[0] < 1 || out[1] < 1 ||
+        out[2] < 1 || out[0] > 100000 || out[1] > 100000 || out[2] > 100000) {
+        fprintf(stderr, "longvk info: --latent: '%s' is not FxHxW with positive integers\n", v ? v : "");
+        return 0;
+    }
+    return 1;
+}
 
 int cmd_info(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "longvk info: not implemented in this build yet\n");
-    return 2;
+    const char *model = NULL, *config = NULL, *preset = NULL;
+    long latent[3] = {0, 0, 0}, text_tokens = 300;
+    int list = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--config") && i + 1 < argc) config = argv[++i];
+        else if (!strcmp(a, "--preset") && i + 1 < argc) preset = argv[++i];
+        else if (!strcmp(a, "--latent")) {
+            if (!parse_latent(i + 1 < argc ? argv[++i] : NULL, latent)) return 2;
+        } else if (!strcmp(a, "--text-tokens")) {
+            if (!cli_parse_int("--text-tokens", i + 1 < argc ? argv[++i] : NULL, 0, 1000000, &text_tokens)) return 2;
+        } else if (!strcmp(a, "--tensors")) list = 1;
+        else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "longvk info: unknown option '%s' (or it needs a value)\n", a);
+            return 2;
+        } else if (!model) model = a;
+        else {
+            fprintf(stderr, "longvk info: one MODEL only ('%s' and '%s')\n", model, a);
+            return 2;
+        }
+    }
+    if (!model) {
+        usage(stderr);
+        return 2;
+    }
+
+    lv_sana_file *f = NULL;
+    if (lv_sana_file_open(model, config, preset, &f) != LV_OK) {
+        /* A weights file without any SANA-Video name gets a plain summary instead. */
+        struct stat st;
+        lv_weights *w = NULL;
+        if (!config && !preset && stat(model, &st) == 0 && S_ISREG(st.st_mode)) {
+            char saved[1024];
+            snprintf(saved, sizeof saved, "%s", lv_last_error());
+            if (lv_weights_open(model, &w) == LV_OK && !has_sana_names(w)) {
+                int rc = plain_summary(w, list);
+                lv_weights_close(w);
+                return rc;
+            }
+            lv_weights_close(w);
+            lv_error(LV_ERR_INVALID, "%s", saved);
+        }
+        return cli_fail("info");
+    }
+    const lv_sana_config *c = lv_sana_file_config(f);
+    const lv_weights *w = lv_sana_file_weights(f);
+    char desc[300], b1[32], b2[32], b3[32], b4[32];
+    printf("file:          %s (%s%s%s; %s names%s)\n", model, lv_weights_format(w), *lv_weights_note(w) ? ", " : "",
+           lv_weights_note(w), lv_sana_file_naming(f) == LV_SANA_NAMES_DIFFUSERS ? "diffusers" : "original SANA-Video",
+           lv_sana_file_naming(f) == LV_SANA_NAMES_DIFFUSERS ? ", q/k/v merged" : "");
+    printf("config:        %s\n", lv_sana_file_config_source(f));
+    printf("architecture:  SANA-Video DiT: %s\n", lv_sana_config_describe(c, desc, sizeof desc));
+    printf("               RoPE per head: t %d, h %d, w %d dims (theta %g); eps: qk norm %g, cross qk norm %g, "
+           "caption norm %g, LayerNorm %g, linear attention %g\n",
+           c->rope_dims[0], c->rope_dims[1], c->rope_dims[2], (double)c->rope_theta, (double)c->qk_norm_eps,
+           (double)c->cross_norm_eps, (double)c->caption_norm_eps, (double)c->ln_eps, (double)c->attn_eps);
+    uint64_t params = lv_sana_file_param_count(f);
+    printf("parameters:    %llu (%.3f B) in %d tensors\n", (unsigned long long)params, (double)params / 1e9,
+           lv_sana_file_tensor_count(f));
+    print_dtypes("dtypes:", lv_sana_file_tensor_count(f), model_at, f);
+
+    /* Memory (see usage() for the formula). */
+    if (!latent[0]) {
+        latent[0] = 10;
+        latent[1] = c->in_channels == 128 ? 22 : 60;
+        latent[2] = c->in_channels == 128 ? 40 : 104;
+    }
+    double weights = 0;
+    for (int i = 0; i < lv_sana_file_tensor_count(f); i++) weights += (double)lv_sana_file_tensor_at(f, i)->nbytes;
+    double C = c->hidden, F = c->ffn_hidden, L = (double)text_tokens;
+    double hp = (double)(latent[1] / c->patch[1]), wp = (double)(latent[2] / c->patch[2]);
+    double N = (double)(latent[0] / c->patch[0]) * hp * wp;
+    double per_token = 6 * C > 2 * C + 5 * F ? 6 * C : 2 * C + 5 * F;
+    double act = 4.0 * (N * per_token + 3 * L * C);
+    double state = 4.0 * c->depth * ((double)c->heads * c->head_dim * c->head_dim + (double)c->heads * c->head_dim + C * hp * wp);
+    printf("memory:        weights as stored             %s\n", human(weights, b1, sizeof b1));
+    printf("               activations, one block        %s  (%.0f tokens = %ld/%d x %ld/%d x %ld/%d latent, "
+           "%ld text tokens; %s per token)\n",
+           human(act, b2, sizeof b2), N, latent[0], c->patch[0], latent[1], c->patch[1], latent[2], c->patch[2],
+           text_tokens, human(4.0 * per_token, b4, sizeof b4));
+    printf("               carried state, %d layers      %s  (LongSANA)\n", c->depth, human(state, b3, sizeof b3));
+    printf("               total on the device         ~ %s  (fp32 activations; `longvk info --help` has the "
+           "formula)\n",
+           human(weights + act + state, b1, sizeof b1));
+    int n_extra = lv_sana_file_extra_count(f);
+    printf("extra tensors: %d%s\n", n_extra, n_extra ? " (in the file, not used by the model):" : "");
+    for (int i = 0; i < n_extra; i++) {
+        char s[128];
+        const lv_weight *t = lv_sana_file_extra(f, i);
+        shape_text(t, s, sizeof s);
+        printf("  %s %s %s%s\n", t->name, lv_dtype_name(t->dtype), s,
+               lv_sana_file_extra_known(f, i) ? "  (known: SANA-Video never reads it)" : "");
+    }
+    if (list) {
+        printf("tensors (original names):\n");
+        for (int i = 0; i < lv_sana_file_tensor_count(f); i++) print_tensor(lv_sana_file_tensor_at(f, i), "  ");
+    }
+    lv_sana_file_close(f);
+    return 0;
 }

@@ -1,13 +1,18 @@
-/* Linear attention with a carried state (engine/ops_linear_attention.c), exactly as
- * shared/design/linear-attention.md defines it. Layout: q, k, v are [N, H*D] (N tokens,
- * H heads of D dims; head h is channels h*D .. h*D+D-1), as the DiT produces them.
- * A state is S [H, D, D] (row = value dim, column = key dim) and z [H, D].
+/* Linear attention with a carried state (engine/ops_linear_attention.c, linattn_state.c),
+ * exactly as shared/design/linear-attention.md defines it. Layout: q, k, v are [N, H*D]
+ * (or [N, H, D]; N tokens, H heads of D dims; head h is channels h*D .. h*D+D-1), as the
+ * DiT produces them. A state is S [H, D, D] (row = value dim, column = key dim) and
+ * z [H, D]. All tensors f32.
  *
  *   contribution:  S += sum_n v_n rot_n(phi(k_n))^T      z += sum_n phi(k_n)
  *   query:         o_n = S rot_n(phi(q_n)) [ / (z . phi(q_n) + eps) ]
  *
- * rot_n is the rotary embedding with the rope table row n ([N, D], see lv_op_rope), or
- * nothing when the table is NULL. Never materialises an N x N matrix. */
+ * phi is applied inside the kernels. rot_n is the rotary embedding with the rope table
+ * row n ([N, D] of (cos, sin) per adjacent pair, D even; the convention of lv_op_rope:
+ * out[2i] = x[2i] c - x[2i+1] s, out[2i+1] = x[2i] s + x[2i+1] c), or nothing when the
+ * table is NULL. z and the denominator always use the unrotated phi. Never materialises
+ * an N x N matrix; tensors larger than one binding (lv_ctx_max_binding) are processed in
+ * runs of tokens; the state itself must fit in one binding (LV_ERR_LIMIT otherwise). */
 #ifndef LONGVK_OPS_LINEAR_ATTENTION_H
 #define LONGVK_OPS_LINEAR_ATTENTION_H
 
@@ -25,11 +30,13 @@ typedef enum lv_feature_map { LV_PHI_IDENTITY = 0, LV_PHI_RELU, LV_PHI_ELU1 } lv
 int lv_feature_map_parse(const char *name);
 const char *lv_feature_map_name(lv_feature_map phi);
 
-/* Write (or, with accumulate, add) the contribution of tokens k, v to S and z. */
+/* Write (or, with accumulate, add) the contribution of tokens k, v to S and z.
+ * k and v have the same token count; rope is [N, D] or NULL. */
 lv_status lv_op_linattn_state(lv_ctx *ctx, const lv_tensor *S, const lv_tensor *z,
                               const lv_tensor *k, const lv_tensor *v, const lv_tensor *rope,
                               lv_feature_map phi, bool accumulate);
-/* Read the state S, z for queries q into out [N, H*D]; z is unused when !normalize. */
+/* Read the state S, z for queries q into out [N, H*D]; z is unused (may be NULL) when
+ * !normalize. rope is [N, D] or NULL. */
 lv_status lv_op_linattn_query(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *q,
                               const lv_tensor *S, const lv_tensor *z, const lv_tensor *rope,
                               lv_feature_map phi, bool normalize, float eps);
@@ -38,8 +45,20 @@ lv_status lv_op_linattn_query(lv_ctx *ctx, const lv_tensor *out, const lv_tensor
 
 typedef enum lv_state_rule { LV_RULE_ADDITIVE = 0, LV_RULE_WINDOW, LV_RULE_DECAY } lv_state_rule;
 
-/* The state one layer carries from block to block. Its size is fixed at creation
- * (window K keeps a ring of K contributions) and never grows with the number of blocks. */
+/* The state one layer carries from block to block. C_b is block b's contribution
+ * (sum over its tokens, as lv_op_linattn_state computes it) and the carried state after
+ * committing block b is, by rule:
+ *
+ *   additive   S_b = S_{b-1} + C_b                 (SANA-Video / LongSANA default)
+ *   window K   S_b = C_{b-K+1} + ... + C_b         (LongSANA num_cached_blocks = K: a ring
+ *                                                   of the last K committed contributions,
+ *                                                   re-summed every block, never subtracted)
+ *   decay      S_b = lambda S_{b-1} + C_b          (RetNet-style forgetting)
+ *
+ * z follows the same rule. The queries of block b read the carried state of the blocks
+ * before it combined with the block's own contribution: S_{b-1} + C_b, (the last K
+ * committed) + C_b, or lambda S_{b-1} + C_b. All device memory is allocated at creation;
+ * its size never grows with the number of blocks (lv_linattn_state_bytes). */
 typedef struct lv_linattn_state lv_linattn_state;
 
 typedef struct lv_linattn_config {
@@ -54,21 +73,24 @@ typedef struct lv_linattn_config {
 
 lv_status lv_linattn_state_create(lv_ctx *ctx, const lv_linattn_config *cfg, lv_linattn_state **out);
 void lv_linattn_state_destroy(lv_ctx *ctx, lv_linattn_state *st);
-/* Device bytes held by the state (constant for its lifetime). */
+/* Device bytes held by the state, scratch included (constant for its lifetime). */
 uint64_t lv_linattn_state_bytes(const lv_linattn_state *st);
 /* Blocks committed so far. */
 int64_t lv_linattn_state_blocks(const lv_linattn_state *st);
 /* Read pass: out = attention of block (q, k, v) over carried state + the block's own
- * contribution, without changing the carried state (diffusion denoising passes). */
+ * contribution, without changing the carried state (diffusion denoising passes). q, k, v
+ * and out are [n, H*D] with the same n; rope is [n, D] or NULL. Recorded in the stream. */
 lv_status lv_linattn_block_read(lv_ctx *ctx, lv_linattn_state *st, const lv_tensor *out,
                                 const lv_tensor *q, const lv_tensor *k, const lv_tensor *v,
                                 const lv_tensor *rope);
 /* Write pass: the same output, and the block's contribution is committed to the state
- * by the state's rule. out may be NULL when only the state is wanted. */
+ * by the state's rule. out may be NULL when only the state is wanted (q is then unused). */
 lv_status lv_linattn_block_write(lv_ctx *ctx, lv_linattn_state *st, const lv_tensor *out,
                                  const lv_tensor *q, const lv_tensor *k, const lv_tensor *v,
                                  const lv_tensor *rope);
-/* The carried (S, z) as the next block reads them (for tests and resume files). */
+/* The carried (S, z) after the last committed block (S_b above: for the window rule the
+ * sum of the ring, for decay before the next block's lambda), into host arrays of H*D*D
+ * and H*D floats (either may be NULL). Flushes the stream. */
 lv_status lv_linattn_state_read(lv_ctx *ctx, lv_linattn_state *st, float *S, float *z);
 
 #ifdef __cplusplus

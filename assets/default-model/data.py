@@ -1,0 +1,283 @@
+"""Procedural training clips for the default model, and its tokenizer.
+
+A clip: one to three coloured shapes (balls, squares, triangles) moving with constant
+velocity and bouncing off the walls, on a plain or a vertical/horizontal gradient
+background, rendered anti-aliased (signed distance, 1-pixel ramp) at H x W, RGB in
+[-1, 1], layout [3, F, H, W]. The caption is made from the same parameters, e.g.
+"two red balls bouncing on a blue background". Everything is a pure function of the
+seed (numpy PCG64).
+
+Tokenizer (re-implemented in C by the engine; keep it trivial):
+  1. lowercase ASCII A-Z to a-z;
+  2. split on every byte that is not a-z (digits, punctuation, spaces, non-ASCII bytes);
+     empty pieces are skipped;
+  3. look each piece up in VOCAB (exact match; token id = index in VOCAB); a piece not
+     in VOCAB is dropped with a warning naming it;
+  4. keep the first TEXT_LEN ids; mask = 1 for them, then pad with id 0 and mask 0.
+  No valid token (empty prompt): every mask entry is 0 and the cross-attention adds only
+  its output projection's bias (this is the unconditional input used for CFG).
+
+    /usr/bin/python3 data.py --seed 1 --frames 64 --png /tmp/clip   # look at one clip
+"""
+import argparse
+import re
+import sys
+
+import numpy as np
+
+TEXT_LEN = 20
+
+# colour name -> RGB in [0, 1]
+OBJECT_COLOURS = {
+    "red": (0.92, 0.12, 0.10),
+    "green": (0.15, 0.80, 0.20),
+    "blue": (0.15, 0.35, 1.00),
+    "yellow": (1.00, 0.90, 0.10),
+    "white": (0.97, 0.97, 0.97),
+    "orange": (1.00, 0.52, 0.05),
+    "purple": (0.62, 0.22, 0.90),
+    "cyan": (0.10, 0.88, 0.92),
+    "pink": (1.00, 0.50, 0.75),
+}
+# background colour name -> mid RGB (muted so that objects stand out)
+BACKGROUND_COLOURS = {
+    "black": (0.03, 0.03, 0.03),
+    "gray": (0.45, 0.45, 0.45),
+    "white": (0.92, 0.92, 0.92),
+    "blue": (0.10, 0.16, 0.50),
+    "green": (0.08, 0.36, 0.12),
+    "red": (0.50, 0.08, 0.08),
+    "purple": (0.32, 0.10, 0.42),
+    "brown": (0.40, 0.25, 0.12),
+}
+SHAPES = {"ball": "balls", "square": "squares", "triangle": "triangles"}
+SHAPE_SYNONYMS = {"circle": "ball"}  # caption word -> shape (used sometimes for balls)
+COUNT_WORDS = ["a", "an", "one", "two", "three"]
+MOTION_WORDS = ["bouncing", "moving", "sliding"]
+OTHER_WORDS = ["and", "on", "the", "background", "gradient", "plain", "dark", "light",
+               "vertical", "horizontal"]
+
+VOCAB = (COUNT_WORDS + OTHER_WORDS + MOTION_WORDS
+         + sorted(set(OBJECT_COLOURS) | set(BACKGROUND_COLOURS))
+         + [w for s, p in SHAPES.items() for w in (s, p)]
+         + [w for s in SHAPE_SYNONYMS for w in (s, s + "s")])
+assert len(VOCAB) == len(set(VOCAB))
+WORD_ID = {w: i for i, w in enumerate(VOCAB)}
+TOKENIZER_RULE = ("lowercase ASCII A-Z; split on every byte not in a-z (empty pieces skipped); "
+                  "look each piece up in vocab (exact match, id = index); unknown pieces are dropped "
+                  "with a warning; keep the first text_len ids with mask 1, pad with id 0 and mask 0; "
+                  "no valid token: the cross-attention adds only its proj bias")
+
+
+def tokenize(text, L=TEXT_LEN, warn=True):
+    """-> (ids int64 [L], mask float32 [L], unknown words)."""
+    pieces = [p for p in re.split(r"[^a-z]+", text.lower()) if p]
+    ids, unknown = [], []
+    for p in pieces:
+        if p in WORD_ID:
+            ids.append(WORD_ID[p])
+        else:
+            unknown.append(p)
+    if unknown and warn:
+        print(f"warning: unknown words ignored: {' '.join(unknown)}", file=sys.stderr)
+    ids = ids[:L]
+    mask = np.zeros(L, np.float32)
+    mask[: len(ids)] = 1
+    return np.array(ids + [0] * (L - len(ids)), np.int64), mask, unknown
+
+
+# ----------------------------------------------------------------------------- scene
+
+
+def _tri_wave(u, length):
+    """Position in [0, length] of a point moving freely by u along a segment with
+    reflecting ends (closed form, exact for every frame)."""
+    if length <= 0:
+        return np.zeros_like(u)
+    m = np.mod(u, 2 * length)
+    return np.where(m <= length, m, 2 * length - m)
+
+
+def _shape_extent(shape, size):
+    """Half width, half height of the shape's bounding box (size = radius / half side)."""
+    if shape == "triangle":
+        return size, size * 0.9
+    return size, size
+
+
+def _sdf(shape, size, px, py, cx, cy):
+    """Signed distance in pixels (negative inside) on pixel centres px, py [H, W] for
+    objects centred at cx, cy [F] -> [F, H, W]."""
+    dx = px[None] - cx[:, None, None]
+    dy = py[None] - cy[:, None, None]
+    if shape == "ball":
+        return np.sqrt(dx * dx + dy * dy) - size
+    if shape == "square":
+        return np.maximum(np.abs(dx), np.abs(dy)) - size
+    # isosceles triangle pointing up: apex (0, -h), base y = +h from x = -s to s
+    s, h = _shape_extent("triangle", size)
+    base = dy - h
+    # edge normals (outward) of the two slanted sides, normalised
+    nx, ny = 2 * h, s
+    n = np.hypot(nx, ny)
+    left = (-nx * dx - ny * (dy + h)) / n
+    right = (nx * dx - ny * (dy + h)) / n
+    return np.maximum(base, np.maximum(left, right))
+
+
+def sample_scene(rng, H=32, W=32):
+    """Draws the parameters of one clip (a dict; render() and caption() use it)."""
+    n_obj = int(rng.choice([1, 2, 3], p=[0.4, 0.35, 0.25]))
+    bg_name = str(rng.choice(sorted(BACKGROUND_COLOURS)))
+    bg_kind = str(rng.choice(["plain", "vertical", "horizontal"], p=[0.5, 0.25, 0.25]))
+    shade = "normal"
+    if bg_kind == "plain" and bg_name not in ("black", "white"):
+        shade = str(rng.choice(["normal", "dark", "light"], p=[0.6, 0.2, 0.2]))
+    bg_rgb = np.array(BACKGROUND_COLOURS[bg_name])
+    # colours that stand out from the background
+    allowed = [c for c in sorted(OBJECT_COLOURS)
+               if c != bg_name and np.abs(np.array(OBJECT_COLOURS[c]) - bg_rgb).sum() > 0.6]
+    motion = str(rng.choice(MOTION_WORDS, p=[0.45, 0.35, 0.2]))
+    objects = []
+    proto = None
+    for i in range(n_obj):
+        if proto is not None and rng.random() < 0.45:
+            colour, shape = proto  # same kind as the first: "two red balls"
+        else:
+            colour, shape = str(rng.choice(allowed)), str(rng.choice(sorted(SHAPES)))
+        if proto is None:
+            proto = (colour, shape)
+        size = float(rng.uniform(2.6, 5.5)) * (H / 32.0)
+        ex, ey = _shape_extent(shape, size)
+        speed = float(rng.uniform(0.35, 1.3)) * (H / 32.0)
+        if motion == "sliding":  # along one axis
+            ang = float(rng.choice([0.0, 0.5, 1.0, 1.5])) * np.pi
+        else:
+            ang = float(rng.uniform(0.15, 0.35) + rng.integers(4) * 0.5) * np.pi
+        objects.append(dict(colour=colour, shape=shape, size=size,
+                            x0=float(rng.uniform(ex, W - ex)), y0=float(rng.uniform(ey, H - ey)),
+                            vx=speed * np.cos(ang), vy=speed * np.sin(ang)))
+    return dict(H=H, W=W, bg_name=bg_name, bg_kind=bg_kind, shade=shade,
+                bg_flip=bool(rng.random() < 0.5), motion=motion, objects=objects,
+                style=dict(plain_word=bool(rng.random() < 0.3), the=bool(rng.random() < 0.2),
+                           no_bg=bool(rng.random() < 0.08), grad_colour=bool(rng.random() < 0.75),
+                           grad_dir=bool(rng.random() < 0.5), one=bool(rng.random() < 0.15),
+                           circle=bool(rng.random() < 0.25)))
+
+
+def _background(sc):
+    H, W = sc["H"], sc["W"]
+    c = np.array(BACKGROUND_COLOURS[sc["bg_name"]])
+    if sc["shade"] == "dark":
+        c = c * 0.45
+    elif sc["shade"] == "light":
+        c = c + (1 - c) * 0.35
+    if sc["bg_kind"] == "plain":
+        return np.broadcast_to(c[:, None, None], (3, H, W)).copy()
+    lo, hi = c * 0.35, c + (1 - c) * 0.3
+    n = H if sc["bg_kind"] == "vertical" else W
+    ramp = (np.arange(n) + 0.5) / n
+    if sc["bg_flip"]:
+        ramp = ramp[::-1]
+    col = lo[:, None] + (hi - lo)[:, None] * ramp[None]  # [3, n]
+    if sc["bg_kind"] == "vertical":  # varies down the rows
+        return np.broadcast_to(col[:, :, None], (3, H, W)).copy()
+    return np.broadcast_to(col[:, None, :], (3, H, W)).copy()
+
+
+def render(sc, frames, start=0):
+    """Frames start .. start+frames-1 of the scene -> float32 [3, F, H, W] in [-1, 1]."""
+    H, W = sc["H"], sc["W"]
+    py, px = np.meshgrid(np.arange(H) + 0.5, np.arange(W) + 0.5, indexing="ij")
+    img = np.broadcast_to(_background(sc)[:, None], (3, frames, H, W)).copy()
+    t = np.arange(start, start + frames, dtype=np.float64)
+    for o in sc["objects"]:
+        ex, ey = _shape_extent(o["shape"], o["size"])
+        cx = ex + _tri_wave(o["x0"] - ex + o["vx"] * t, W - 2 * ex)
+        cy = ey + _tri_wave(o["y0"] - ey + o["vy"] * t, H - 2 * ey)
+        alpha = np.clip(0.5 - _sdf(o["shape"], o["size"], px, py, cx, cy), 0.0, 1.0)  # [F, H, W]
+        col = np.array(OBJECT_COLOURS[o["colour"]])[:, None, None, None]
+        img = img * (1 - alpha[None]) + col * alpha[None]
+    return (img * 2 - 1).astype(np.float32)
+
+
+def caption(sc):
+    st = sc["style"]
+    groups = []  # (colour, shape, count) in order of first appearance
+    for o in sc["objects"]:
+        for g in groups:
+            if g[0] == o["colour"] and g[1] == o["shape"]:
+                g[2] += 1
+                break
+        else:
+            groups.append([o["colour"], o["shape"], 1])
+    parts = []
+    for colour, shape, n in groups:
+        word = "circle" if (shape == "ball" and st["circle"]) else shape
+        if n == 1:
+            count = "one" if st["one"] else ("an" if colour[0] in "aeiou" else "a")
+            parts.append(f"{count} {colour} {word}")
+        else:
+            parts.append(f"{['', '', 'two', 'three'][n]} {colour} {word}s")
+    text = " and ".join(parts) + " " + sc["motion"]
+    if st["no_bg"]:
+        return text
+    art = "the" if st["the"] else "a"
+    if sc["bg_kind"] == "plain":
+        words = (["plain"] if st["plain_word"] else []) + ([sc["shade"]] if sc["shade"] != "normal" else [])
+        bg = " ".join(words + [sc["bg_name"], "background"])
+    else:
+        words = ([sc["bg_kind"]] if st["grad_dir"] else []) + ([sc["bg_name"]] if st["grad_colour"] else [])
+        bg = " ".join(words + ["gradient", "background"])
+    if art == "a" and bg[0] in "aeiou":
+        art = "an"
+    return f"{text} on {art} {bg}"
+
+
+def make_clip(seed, frames, H=32, W=32, start=None):
+    """-> (video float32 [3, frames, H, W] in [-1, 1], caption). Deterministic in seed."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    sc = sample_scene(rng, H, W)
+    if start is None:
+        start = int(rng.integers(0, 1000))
+    return render(sc, frames, start), caption(sc)
+
+
+def make_batch(rng, n, frames, H=32, W=32):
+    """n clips from seeds drawn by rng -> (video [n, 3, F, H, W], ids [n, L], mask [n, L], captions)."""
+    vids, ids, masks, caps = [], [], [], []
+    for _ in range(n):
+        v, c = make_clip(int(rng.integers(1 << 62)), frames, H, W)
+        i, m, _ = tokenize(c, warn=False)
+        vids.append(v)
+        ids.append(i)
+        masks.append(m)
+        caps.append(c)
+    return np.stack(vids), np.stack(ids), np.stack(masks), caps
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--frames", type=int, default=32)
+    ap.add_argument("--count", type=int, default=1)
+    ap.add_argument("--png", help="write a contact sheet (every 4th frame) to this path prefix")
+    a = ap.parse_args()
+    print("vocab", len(VOCAB), VOCAB)
+    for s in range(a.seed, a.seed + a.count):
+        v, c = make_clip(s, a.frames)
+        ids, mask, _ = tokenize(c)
+        print(s, repr(c), ids[: int(mask.sum())].tolist())
+        if a.png:
+            import subprocess
+            sheet = v[:, ::4]  # [3, n, H, W]
+            sheet = np.concatenate(list(sheet.transpose(1, 0, 2, 3)), axis=2)  # [3, H, n*W]
+            u8 = np.clip(sheet * 127.5 + 127.5, 0, 255).astype(np.uint8).transpose(1, 2, 0)
+            h, w = u8.shape[:2]
+            subprocess.run(["ffmpeg", "-loglevel", "error", "-y", "-f", "rawvideo", "-pix_fmt", "rgb24",
+                            "-s", f"{w}x{h}", "-i", "-", "-vf", "scale=iw*4:ih*4:flags=neighbor",
+                            f"{a.png}{s}.png"], input=u8.tobytes(), check=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+"""Trains the default model block-causally, as LongSANA infers, with diffusion forcing.
+
+Each step draws a batch of procedural clips (data.py) of `chunks` x `block_frames`
+frames and runs two passes of the same DiT (model.py), both with gradients:
+
+  1. the clean pass (t = 0) over the whole clip, block-causal: chunk c reads the
+     linear-attention contributions of chunks c-K..c-1 (K = --window) plus its own, and its
+     temporal conv starts from chunk c-1's last Mix-FFN frame. This is exactly the write
+     pass of inference; it yields, per layer and chunk, the contribution (S, z) and the
+     conv-cache frame.
+  2. the noisy pass: every chunk gets its own noise level (diffusion forcing),
+     x_t = (1 - s) x0 + s noise, s = t / 1000 with an integer t; chunk c reads the CLEAN
+     contributions of chunks c-K..c-1 plus its own noisy one, and the clean pass's last
+     frame of chunk c-1 in its temporal conv -- exactly what a read pass at inference sees.
+     Loss: MSE between the predicted velocity and noise - x0 (flow matching).
+
+Deterministic: the clips and the noise of step i depend only on (--seed, i), so a resumed
+run draws exactly what an uninterrupted one would. Checkpoints (model, EMA, optimiser,
+step) every --ckpt-minutes to --out/ckpt.pt; --resume continues from it. At the end the
+EMA weights go to --out/default.safetensors with the metadata the engine reads.
+
+    nice -n 5 /usr/bin/python3 train.py --steps 1800 --out .    (see RECIPE.md)
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import data  # noqa: E402
+from model import SanaVideoDiT, context_from_clean  # noqa: E402
+import st  # noqa: E402
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=HERE, help="directory for ckpt.pt, default.safetensors, the log")
+    ap.add_argument("--seed", type=int, default=20251122)
+    ap.add_argument("--steps", type=int, default=1800)
+    ap.add_argument("--batch", type=int, default=4, help="clips per step")
+    ap.add_argument("--chunks", type=int, default=8, help="chunks per training clip")
+    ap.add_argument("--block-frames", type=int, default=4)
+    ap.add_argument("--window", type=int, default=3, help="cached blocks K (0: all earlier chunks)")
+    ap.add_argument("--res", type=int, default=32)
+    ap.add_argument("--hidden", type=int, default=96)
+    ap.add_argument("--depth", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=2)
+    ap.add_argument("--patch", type=int, default=4)
+    ap.add_argument("--mlp-ratio", type=float, default=3.0)
+    ap.add_argument("--caption-channels", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--wd", type=float, default=0.01)
+    ap.add_argument("--ema", type=float, default=0.995)
+    ap.add_argument("--p-uncond", type=float, default=0.05, help="fraction of clips trained with no text")
+    ap.add_argument("--p-sample-t", type=float, default=0.4,
+                    help="fraction of chunks whose t is one of --sample-timesteps exactly")
+    ap.add_argument("--sample-timesteps", default="1000,750,500,250")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ckpt-minutes", type=float, default=5.0)
+    ap.add_argument("--log-every", type=int, default=20)
+    ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--max-minutes", type=float, default=0, help="stop (with a checkpoint) after this long; 0: no limit")
+    return ap.parse_args(argv)
+
+
+def build_model(a):
+    return SanaVideoDiT(hidden_size=a.hidden, depth=a.depth, num_heads=a.heads, head_dim=a.hidden // a.heads,
+                        patch_size=(1, a.patch, a.patch), in_channels=3, out_channels=3,
+                        caption_channels=a.caption_channels, mlp_ratio=a.mlp_ratio, vocab_size=len(data.VOCAB))
+
+
+def metadata(a, model, extra=None):
+    lv = {
+        "kind": "pixel",
+        "resolution": [a.res, a.res],
+        "fps": 16,
+        "block_frames": a.block_frames,
+        "cached_blocks": a.window,
+        "sample_timesteps": [int(s) for s in a.sample_timesteps.split(",")],
+        "text_len": data.TEXT_LEN,
+        "vocab": data.VOCAB,
+        "tokenizer": data.TOKENIZER_RULE,
+        "pixel_range": [-1, 1],
+        "cfg_scale": 1.0,
+    }
+    if extra:
+        lv.update(extra)
+    return {"config": json.dumps(model.cfg), "longvk": json.dumps(lv)}
+
+
+def save_weights(path, model, meta):
+    sd = {k: v.detach().to(torch.float32).numpy() for k, v in model.state_dict().items()}
+    st.save(path, sd, meta)
+
+
+def draw_timesteps(g, n, sample_ts, p_sample):
+    """n integer timesteps in [0, 1000]: with probability p_sample one of the sampler's
+    timesteps, else uniform."""
+    u = torch.randint(0, 1001, (n,), generator=g)
+    pick = torch.tensor(sample_ts)[torch.randint(0, len(sample_ts), (n,), generator=g)]
+    use = torch.rand(n, generator=g) < p_sample
+    return torch.where(use, pick, u).to(torch.float32)
+
+
+def lr_at(a, step):
+    if step < a.warmup:
+        return a.lr * (step + 1) / a.warmup
+    p = (step - a.warmup) / max(1, a.steps - a.warmup)
+    return a.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, p))))
+
+
+def train_step(a, model, step):
+    """Loss of step `step` (its data and noise depend only on (seed, step))."""
+    rng = np.random.Generator(np.random.PCG64([a.seed, step]))
+    g = torch.Generator().manual_seed(a.seed * 1_000_003 + step)
+    F = a.chunks * a.block_frames
+    vid, ids, mask, _ = data.make_batch(rng, a.batch, F, a.res, a.res)
+    x0 = torch.from_numpy(vid)
+    ids = torch.from_numpy(ids)
+    mask = torch.from_numpy(mask)
+    drop = torch.rand(a.batch, generator=g) < a.p_uncond
+    mask = mask * (~drop)[:, None].float()
+    offset = torch.randint(0, 900, (a.batch,), generator=g)  # absolute RoPE frame position
+
+    _, contribs = model(x0, torch.zeros(a.batch, F), ids, mask, chunks=a.chunks, frame_offset=offset,
+                        window=a.window, return_contrib=True)
+    ctx = context_from_clean(contribs, a.window)
+
+    sample_ts = [int(s) for s in a.sample_timesteps.split(",")]
+    tc = draw_timesteps(g, a.batch * a.chunks, sample_ts, a.p_sample_t).reshape(a.batch, a.chunks)
+    tF = tc.repeat_interleave(a.block_frames, dim=1)  # [B, F]
+    s = (tF / 1000.0)[:, None, :, None, None]
+    noise = torch.randn(x0.shape, generator=g)
+    xt = (1 - s) * x0 + s * noise
+    v = model(xt, tF, ids, mask, chunks=a.chunks, frame_offset=offset, context=ctx)
+    err = (v - (noise - x0)).pow(2).mean(dim=(1, 3, 4))  # [B, F]
+    loss = err.mean()
+    first = err[:, : a.block_frames].mean()
+    return loss, first
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    os.makedirs(a.out, exist_ok=True)
+    model = build_model(a)
+    ema = build_model(a)
+    ema.load_state_dict(model.state_dict())
+    for p in ema.parameters():
+        p.requires_grad_(False)
+    nparams = sum(p.numel() for p in model.parameters())
+    decay, no_decay = [], []
+    for n, p in model.named_parameters():
+        (decay if p.dim() >= 2 and "embedding" not in n else no_decay).append(p)
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.wd}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=a.lr, betas=(0.9, 0.99))
+    ckpt_path = os.path.join(a.out, "ckpt.pt")
+    step, elapsed = 0, 0.0
+    if a.resume and os.path.exists(ckpt_path):
+        ck = torch.load(ckpt_path)
+        model.load_state_dict(ck["model"])
+        ema.load_state_dict(ck["ema"])
+        opt.load_state_dict(ck["opt"])
+        step, elapsed = ck["step"], ck["elapsed"]
+        print(f"resumed from {ckpt_path} at step {step} ({elapsed / 60:.1f} min done)", flush=True)
+    print(f"params {nparams} ({nparams * 4 / 1e6:.2f} MB f32); config {json.dumps(model.cfg)}; args {vars(a)}", flush=True)
+
+    def checkpoint():
+        torch.save({"model": model.state_dict(), "ema": ema.state_dict(), "opt": opt.state_dict(),
+                    "step": step, "elapsed": elapsed + time.time() - t_start, "args": vars(a)}, ckpt_path + ".tmp")
+        os.replace(ckpt_path + ".tmp", ckpt_path)
+
+    t_start = time.time()
+    last_ckpt = t_start
+    acc, acc_first, acc_n = 0.0, 0.0, 0
+    while step < a.steps:
+        for gr in opt.param_groups:
+            gr["lr"] = lr_at(a, step)
+        loss, first = train_step(a, model, step)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        with torch.no_grad():
+            d = min(a.ema, (1 + step) / (10 + step))
+            for pe, pm in zip(ema.parameters(), model.parameters()):
+                pe.mul_(d).add_(pm, alpha=1 - d)
+        step += 1
+        acc += float(loss)
+        acc_first += float(first)
+        acc_n += 1
+        now = time.time()
+        if step % a.log_every == 0 or step == a.steps:
+            tot = elapsed + now - t_start
+            print(f"step {step} loss {acc / acc_n:.4f} first-chunk {acc_first / acc_n:.4f} gnorm {float(gnorm):.2f} "
+                  f"lr {lr_at(a, step - 1):.2e} {tot / 60:.1f} min ({tot / step:.2f} s/step)", flush=True)
+            acc, acc_first, acc_n = 0.0, 0.0, 0
+        if now - last_ckpt > a.ckpt_minutes * 60 or step == a.steps:
+            checkpoint()
+            save_weights(os.path.join(a.out, "default.safetensors"), ema,
+                         metadata(a, ema, {"train_steps": step}))
+            last_ckpt = now
+        if a.max_minutes and elapsed + now - t_start > a.max_minutes * 60:
+            checkpoint()
+            print(f"stopping at step {step} (--max-minutes)", flush=True)
+            break
+    print(f"done: step {step}, {(elapsed + time.time() - t_start) / 60:.1f} min", flush=True)
+
+
+if __name__ == "__main__":
+    main()

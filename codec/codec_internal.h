@@ -1,0 +1,78 @@
+/* Internals shared by the codec sources (the files of codec/). Not installed. */
+#ifndef LONGVK_CODEC_INTERNAL_H
+#define LONGVK_CODEC_INTERNAL_H
+
+#include <stdio.h>
+
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/pixfmt.h>
+
+#include "longvk/codec.h"
+
+/* av_error.c: record `fmt` followed by ": " and FFmpeg's text for `averr`. */
+lv_status lv_av_error(lv_status status, int averr, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* Lowers FFmpeg's log level to errors once, unless the program has set one. */
+void lv_av_quiet(void);
+/* The lv_status that fits an FFmpeg error code (ENOMEM -> LV_ERR_NOMEM, I/O -> LV_ERR_IO...). */
+lv_status lv_status_from_av(int averr);
+
+/* containers.c: what a file extension means and which encoder and pixel format to use. */
+typedef struct lv_container {
+    const char *extension;     /* "mp4" */
+    const char *format;        /* libavformat muxer name: "mp4", "matroska", "webm" */
+    const char *default_codec; /* encoder name */
+} lv_container;
+
+/* The container for `path`'s extension; an unknown one is an error naming it. */
+lv_status lv_container_for_path(const char *path, const lv_container **out);
+/* The encoder for `name` (NULL: the container's default; short names "h264", "vp9", "av1");
+ * errors name an unknown codec and a codec the container cannot hold. */
+lv_status lv_codec_resolve(const char *name, const lv_container *container, const char *path,
+                           const AVCodec **out);
+/* The pixel format to feed `codec`: bgr0 for ffv1 (lossless RGB), yuv420p otherwise. */
+lv_status lv_codec_pix_fmt(const AVCodec *codec, enum AVPixelFormat *out);
+/* The crf and preset a codec gets when the options leave them unset (-1 / NULL: none). */
+int lv_codec_default_crf(const AVCodec *codec);
+const char *lv_codec_default_preset(const AVCodec *codec);
+
+/* colour.c: libswscale contexts with the colour matrix and range set explicitly.
+ * RGB24 (full range) -> `dst` (yuv: BT.709 limited; rgb formats: a repack). */
+struct SwsContext *lv_sws_from_rgb24(int width, int height, enum AVPixelFormat dst);
+/* `src` -> RGB24 full range, reading YUV with `space` and `range` (unspecified: BT.601, limited). */
+struct SwsContext *lv_sws_to_rgb24(int width, int height, enum AVPixelFormat src,
+                                   enum AVColorSpace space, enum AVColorRange range);
+/* `src` -> yuv444p 8-bit, for metrics on sources whose planes are not 8-bit planar YUV:
+ * RGB becomes BT.709 limited (as the encoder writes it), YUV keeps its range. */
+struct SwsContext *lv_sws_to_yuv444(int width, int height, enum AVPixelFormat src, enum AVColorRange range);
+/* 1 when `fmt` is 8-bit planar YUV (or gray) whose planes metrics can use as they are. */
+int lv_pix_fmt_is_planar_yuv8(enum AVPixelFormat fmt);
+
+/* file_output.c: an AVIOContext writing to a file descriptor we own, so that a write error
+ * (a full disk) is reported with its errno and a block can be synced to the disk. */
+typedef struct lv_file_output lv_file_output;
+lv_status lv_file_output_open(const char *path, lv_file_output **out);
+AVIOContext *lv_file_output_avio(lv_file_output *f);
+/* avio_flush and, with sync, fdatasync. Returns the first write error met so far. */
+lv_status lv_file_output_flush(lv_file_output *f, int sync);
+/* The first write error (0 if none), as an AVERROR code. */
+int lv_file_output_error(const lv_file_output *f);
+/* Flushes and closes; returns the first error met over the file's life. NULL is allowed. */
+lv_status lv_file_output_close(lv_file_output *f);
+
+/* atomic_file.c: text outputs written to a temporary file beside `path`, renamed at commit. */
+typedef struct lv_atomic_file {
+    FILE *fp;
+    char path[4096];
+    char tmp[4200];
+} lv_atomic_file;
+lv_status lv_atomic_open(lv_atomic_file *f, const char *path);
+/* Closes and renames; on a write error removes the temporary file and reports it. */
+lv_status lv_atomic_commit(lv_atomic_file *f);
+void lv_atomic_discard(lv_atomic_file *f);
+
+#endif

@@ -1,0 +1,91 @@
+/* What the output file's extension means, which encoder a name stands for, and what pixel
+ * format, crf and preset each encoder gets by default. */
+#include <ctype.h>
+#include <string.h>
+#include <strings.h>
+
+#include <libavutil/pixdesc.h>
+
+#include "codec_internal.h"
+
+static const lv_container containers[] = {
+    {"mp4", "mp4", "libx264"},
+    {"mkv", "matroska", "libx264"},
+    {"webm", "webm", "libvpx-vp9"},
+};
+#define NCONTAINERS (sizeof containers / sizeof containers[0])
+
+lv_status lv_container_for_path(const char *path, const lv_container **out) {
+    *out = NULL;
+    const char *slash = strrchr(path, '/');
+    const char *dot = strrchr(slash ? slash + 1 : path, '.');
+    if (!dot || !dot[1])
+        return lv_error(LV_ERR_UNSUPPORTED, "%s has no extension to choose a container by: use .mp4, .mkv or .webm",
+                        path);
+    for (size_t i = 0; i < NCONTAINERS; i++)
+        if (strcasecmp(dot + 1, containers[i].extension) == 0) {
+            *out = &containers[i];
+            return LV_OK;
+        }
+    return lv_error(LV_ERR_UNSUPPORTED, "unknown container '%s' for %s: use .mp4, .mkv or .webm", dot, path);
+}
+
+/* Short names for the encoders the issue names. */
+static const char *alias(const char *name) {
+    static const char *const table[][2] = {
+        {"h264", "libx264"}, {"x264", "libx264"}, {"avc", "libx264"},
+        {"vp9", "libvpx-vp9"}, {"av1", "libsvtav1"}, {"svtav1", "libsvtav1"},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strcasecmp(name, table[i][0]) == 0) return table[i][1];
+    return name;
+}
+
+lv_status lv_codec_resolve(const char *name, const lv_container *container, const char *path, const AVCodec **out) {
+    *out = NULL;
+    const char *wanted = name ? alias(name) : container->default_codec;
+    const AVCodec *codec = avcodec_find_encoder_by_name(wanted);
+    if (!codec)
+        return lv_error(LV_ERR_UNSUPPORTED,
+                        "unknown codec '%s': this FFmpeg has no such encoder (try libx264, ffv1, libvpx-vp9 or av1)",
+                        name ? name : wanted);
+    if (codec->type != AVMEDIA_TYPE_VIDEO)
+        return lv_error(LV_ERR_UNSUPPORTED, "codec '%s' is not a video encoder", name ? name : wanted);
+    const AVOutputFormat *fmt = av_guess_format(container->format, NULL, NULL);
+    if (!fmt) return lv_error(LV_ERR_UNSUPPORTED, "this FFmpeg has no %s muxer (for %s)", container->format, path);
+    if (avformat_query_codec(fmt, codec->id, FF_COMPLIANCE_NORMAL) != 1)
+        return lv_error(LV_ERR_UNSUPPORTED, "a .%s file cannot hold %s video (%s): choose another codec or container",
+                        container->extension, avcodec_get_name(codec->id), codec->name);
+    *out = codec;
+    return LV_OK;
+}
+
+static int supports(const AVCodec *codec, enum AVPixelFormat fmt) {
+    if (!codec->pix_fmts) return 0;
+    for (const enum AVPixelFormat *p = codec->pix_fmts; *p != AV_PIX_FMT_NONE; p++)
+        if (*p == fmt) return 1;
+    return 0;
+}
+
+lv_status lv_codec_pix_fmt(const AVCodec *codec, enum AVPixelFormat *out) {
+    /* ffv1 is lossless: feed it the RGB samples themselves so a round trip is exact. */
+    if (codec->id == AV_CODEC_ID_FFV1 && supports(codec, AV_PIX_FMT_BGR0)) {
+        *out = AV_PIX_FMT_BGR0;
+        return LV_OK;
+    }
+    if (supports(codec, AV_PIX_FMT_YUV420P)) {
+        *out = AV_PIX_FMT_YUV420P;
+        return LV_OK;
+    }
+    return lv_error(LV_ERR_UNSUPPORTED, "encoder %s does not take 8-bit yuv420p frames", codec->name);
+}
+
+int lv_codec_default_crf(const AVCodec *codec) {
+    if (strcmp(codec->name, "libx264") == 0) return 18;
+    if (strcmp(codec->name, "libvpx-vp9") == 0) return 31; /* with b:v 0: constant quality */
+    return -1;
+}
+
+const char *lv_codec_default_preset(const AVCodec *codec) {
+    return strcmp(codec->name, "libx264") == 0 ? "medium" : NULL;
+}

@@ -1,0 +1,294 @@
+/* Video files: a streaming encoder (frames go in one block at a time and reach the disk at
+ * every block boundary), a decoder (frames come out one at a time as 8-bit RGB), and the
+ * temporal-consistency metrics of `longvk metrics` (../shared/design/consistency-metrics.md).
+ *
+ * Built on FFmpeg's libavcodec, libavformat, libavutil and libswscale; none of their types
+ * appear here. Every function returns an lv_status and leaves a message in lv_last_error(). */
+#ifndef LONGVK_CODEC_H
+#define LONGVK_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "longvk/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------------
+ * Encoder
+ *
+ * The container comes from the file extension: .mp4 (default codec libx264), .mkv (libx264;
+ * ffv1 for lossless RGB), .webm (libvpx-vp9). libx264, libvpx-vp9 and libsvtav1 encode
+ * yuv420p, converted from RGB with BT.709 coefficients and limited (MPEG) range, and the
+ * stream is tagged BT.709 / limited to match. ffv1 stores the RGB samples themselves (bgr0):
+ * a round trip is bit-exact.
+ *
+ * Blocks: lv_encoder_flush_block() ends a block. The encoder is drained, every frame of the
+ * block is muxed, the container is flushed (a fragment per block for mp4, a cluster for
+ * mkv/webm) and the file is synced, so a process killed later leaves a file that plays and
+ * holds every flushed frame. The file is written in place, not through a temporary name,
+ * for exactly that reason.
+ *
+ * An encoder that holds frames back (x264's B-frames and look-ahead, vpx's lag, svt-av1)
+ * cannot resume once drained, so after a block boundary a new encoder instance with the
+ * same parameters starts the next block with a keyframe (a closed GOP per block); one
+ * clock of timestamps runs through all of them. That keyframe is a small seam of its own:
+ * with libx264 at crf 18 a near-static 128x96 clip measured a seam ratio (MAE) of 1.42
+ * against 0.97 for one continuous encode, a panning clip 1.07 against 1.03. To measure a
+ * model's seams, write ffv1 (lossless) or set low_delay, which keeps one encoder across
+ * blocks. Encoders that give a packet for every frame at once (ffv1, low_delay) are never
+ * restarted.
+ *
+ * Memory stays constant however many frames are written: one frame of scratch space plus
+ * the encoder's own look-ahead. (mp4 with faststart keeps its sample index, ~40 bytes per
+ * frame, until the end.) */
+
+typedef struct lv_encoder lv_encoder;
+
+typedef struct lv_encoder_options {
+    /* NULL: the container's default. Otherwise an FFmpeg encoder name ("libx264", "ffv1",
+     * "libvpx-vp9", "libsvtav1", ...) or one of the short names "h264", "vp9", "av1"
+     * (libsvtav1). An unknown name is an error naming it. */
+    const char *codec;
+    /* Constant-quality factor; < 0 for the default: 18 for libx264, 31 for libvpx-vp9,
+     * the encoder's own otherwise. An encoder without a "crf" option reports it. */
+    int crf;
+    /* NULL for the default: "medium" for libx264, the encoder's own otherwise. */
+    const char *preset;
+    /* mp4 only: write an ordinary (non-fragmented) file and move its index to the front at
+     * close. Not interrupt safe: a killed process leaves a file without an index. */
+    int faststart;
+    /* More encoder options, "key=value:key=value" (NULL: none). An option the encoder does
+     * not know is an error naming it. */
+    const char *extra;
+    /* 1 (default): fdatasync() at every block boundary, so flushed blocks survive a power
+     * loss and not only a killed process. */
+    int sync_blocks;
+    /* 1: configure the encoder to hold no frame back (libx264: tune zerolatency, i.e. no
+     * B-frames and no look-ahead; libvpx-vp9: lag-in-frames 0), so one encoder instance runs
+     * across blocks and blocks do not start with a keyframe. Costs compression; see above. */
+    int low_delay;
+} lv_encoder_options;
+
+void lv_encoder_options_default(lv_encoder_options *opt);
+
+/* How float frames are laid out in memory. */
+typedef enum lv_frame_layout {
+    LV_LAYOUT_FHWC = 0, /* [frames, height, width, 3]: interleaved RGB, frame after frame */
+    LV_LAYOUT_CFHW = 1  /* [3, frames, height, width]: channel planes, as the VAE decoder gives them */
+} lv_frame_layout;
+
+/* Opens `path` for writing `width` x `height` frames at `fps` frames per second (opt NULL:
+ * defaults). Errors: an odd size for a 4:2:0 codec (the message suggests the nearest even
+ * sizes), an unknown codec, container or option, a codec the container cannot hold, an
+ * unwritable path. The codec is checked before the file is created or truncated. */
+lv_status lv_encoder_open(const char *path, int width, int height, double fps,
+                          const lv_encoder_options *opt, lv_encoder **out);
+
+/* Appends `nframes` frames of 8-bit RGB, [frames, height, width, 3], rows packed. */
+lv_status lv_encoder_write_rgb(lv_encoder *enc, const uint8_t *rgb, int nframes);
+
+/* Appends `nframes` float frames in [-1, 1] (the model's range). Each value is clamped to
+ * [-1, 1] and stored as round(127.5 x + 127.5); NaN is stored as 0 (black). */
+lv_status lv_encoder_write_float(lv_encoder *enc, const float *x, int nframes, lv_frame_layout layout);
+
+/* Ends the current block: every frame written so far is encoded, muxed, flushed and synced
+ * to the file. A no-op if no frame was written since the last flush. */
+lv_status lv_encoder_flush_block(lv_encoder *enc);
+
+/* Flushes the last block, finalises the container and frees the encoder. Returns the first
+ * error met (while writing or now, e.g. a full disk); the file is closed either way. */
+lv_status lv_encoder_close(lv_encoder *enc);
+
+/* Stops without encoding the frames of the unfinished block: finalises the container with
+ * the blocks (and packets) already written, closes the file and frees the encoder. For
+ * error paths; never fails. NULL is allowed. */
+void lv_encoder_abort(lv_encoder *enc);
+
+/* Frames written so far, and frames flushed to the file (those a killed process keeps). */
+int64_t lv_encoder_frames_written(const lv_encoder *enc);
+int64_t lv_encoder_frames_flushed(const lv_encoder *enc);
+/* Encoder instances used so far: 1, plus one for every block boundary that had to drain
+ * (and so restart) an encoder holding frames back. */
+int64_t lv_encoder_instances(const lv_encoder *enc);
+/* The FFmpeg encoder in use ("libx264") and the pixel format it is fed ("yuv420p"). */
+const char *lv_encoder_codec_name(const lv_encoder *enc);
+const char *lv_encoder_pix_fmt(const lv_encoder *enc);
+
+/* ------------------------------------------------------------------------------------------
+ * Decoder: any video FFmpeg reads; frames come out in display order as 8-bit RGB, converted
+ * with the matrix and range the stream is tagged with (untagged: BT.601, limited, as FFmpeg
+ * assumes). */
+
+typedef struct lv_decoder lv_decoder;
+
+typedef struct lv_video_info {
+    int width, height;
+    int fps_num, fps_den;   /* frame rate as the container gives it (0/1 when unknown) */
+    double fps;             /* fps_num / fps_den, 0 when unknown */
+    int64_t frames;         /* frame count the container states, -1 when it does not
+                             * (fragmented mp4): count by decoding for the exact number */
+    double duration;        /* seconds (the stream's, else the file's), -1 when unknown */
+    char container[32];     /* "mov,mp4,m4a,3gp,3g2,mj2", "matroska,webm", ... */
+    char codec[32];         /* decoder name, e.g. "h264", "ffv1" */
+    char pix_fmt[32];       /* decoded pixel format, e.g. "yuv420p", "bgr0" */
+    /* colour tags as FFmpeg names them ("bt709", "tv" = limited, "pc" = full), or
+     * "unknown" when the stream does not say */
+    char color_primaries[24], color_trc[24], color_space[24], color_range[16];
+} lv_video_info;
+
+/* One decoded frame: its index in display order (0, 1, ...) and its presentation time in
+ * seconds from the start of the stream. */
+typedef struct lv_frame_info {
+    int64_t index;
+    double pts_seconds;
+} lv_frame_info;
+
+/* Up to three 8-bit planes of the last decoded frame in YUV (Y first). For 8-bit planar YUV
+ * sources these are the decoded planes themselves (what FFmpeg's ssim and psnr filters
+ * see); for other sources (RGB, more than 8 bits) they are computed from the RGB frame
+ * with BT.709 limited range as yuv444p, and `native` is 0. nplanes is 1 for gray video. */
+typedef struct lv_yuv_planes {
+    int nplanes;
+    const uint8_t *data[3];
+    int stride[3];
+    int width[3], height[3];
+    int native;
+} lv_yuv_planes;
+
+/* Errors: a missing or unreadable file (LV_ERR_IO), a file FFmpeg cannot read or one with
+ * no video stream (LV_ERR_FORMAT), no decoder for its codec (LV_ERR_UNSUPPORTED). */
+lv_status lv_decoder_open(const char *path, lv_decoder **out);
+const lv_video_info *lv_decoder_info(const lv_decoder *dec);
+/* Decodes the next frame into `rgb` (width * height * 3 bytes, rows packed; NULL to skip the
+ * conversion) and fills `frame` (may be NULL). Sets *end to 1 and returns LV_OK at the end of
+ * the stream (a truncated file, e.g. one whose writer was killed, ends where its data ends);
+ * otherwise *end is 0. */
+lv_status lv_decoder_next(lv_decoder *dec, uint8_t *rgb, lv_frame_info *frame, int *end);
+/* The YUV planes of the frame the last lv_decoder_next returned; valid until the next call. */
+lv_status lv_decoder_planes(lv_decoder *dec, lv_yuv_planes *out);
+void lv_decoder_close(lv_decoder *dec);
+
+/* ------------------------------------------------------------------------------------------
+ * Similarity of two 8-bit planes as FFmpeg's filters compute it. */
+
+/* SSIM as libavfilter's ssim filter (from x264): 8x8 windows on a 4-pixel grid built from
+ * 4x4 block sums, mean over windows; pixels beyond the last whole 4x4 block are ignored.
+ * Planes smaller than 8x8 give 1 if identical, else 0. */
+double lv_ssim_plane(const uint8_t *a, int astride, const uint8_t *b, int bstride, int width, int height);
+/* Sum of squared differences of two planes. */
+uint64_t lv_sse_plane(const uint8_t *a, int astride, const uint8_t *b, int bstride, int width, int height);
+/* PSNR in dB for 8-bit data from a mean squared error (infinity when mse is 0). */
+double lv_psnr_from_mse(double mse);
+
+/* ------------------------------------------------------------------------------------------
+ * Temporal-consistency metrics, computed in one streaming pass: push frames in order, then
+ * read the summary and series, or write them as JSON and SVG.
+ *
+ * Memory: the frames the long-range similarity needs, max(distances) luma planes (256 by
+ * default: 102 MB at 832x480), plus the previous RGB frame and its chroma planes
+ * (lv_metrics_frame_bytes tells the total); this does not grow
+ * with the length of the video. The per-pair and per-block series kept for the JSON and the
+ * chart grow by 8 bytes per series per frame pair (80 bytes a frame with the default five
+ * distances: 7 MB for an hour at 24 fps). */
+
+#define LV_METRICS_MAX_DISTANCES 8
+
+typedef struct lv_metrics_options {
+    int block_frames;       /* frames per block (required, >= 1) */
+    int first_block_frames; /* frames in block 0; 0 means block_frames. A latent block of L
+                             * frames through the Wan VAE gives 1 + 4 (L - 1) pixel frames
+                             * first and 4 L after. */
+    int ndistances;         /* long-range SSIM distances d: SSIM(frame t, frame t + d) */
+    int distances[LV_METRICS_MAX_DISTANCES]; /* default 1, 4, 16, 64, 256 */
+    double freeze_mae;      /* a pair with MAE below this is frozen (default 0.5) */
+} lv_metrics_options;
+
+void lv_metrics_options_default(lv_metrics_options *opt);
+
+typedef struct lv_metrics lv_metrics;
+
+typedef enum lv_metrics_series {
+    LV_SERIES_MAE = 0,      /* mean |I_{t+1} - I_t| over pixels and RGB channels */
+    LV_SERIES_LUMA_FLICKER, /* |mean Y_{t+1} - mean Y_t| */
+    LV_SERIES_PSNR_Y,       /* dB on the luma plane (infinity for identical frames) */
+    LV_SERIES_PSNR_AVG,     /* dB over all planes, weighted by plane size as FFmpeg's psnr_avg */
+    LV_SERIES_SSIM_Y,       /* SSIM on the luma plane */
+    LV_SERIES_COUNT
+} lv_metrics_series;
+
+/* Bytes of frame storage lv_metrics_create allocates for this size and these options. */
+size_t lv_metrics_frame_bytes(int width, int height, const lv_metrics_options *opt);
+lv_status lv_metrics_create(int width, int height, const lv_metrics_options *opt, lv_metrics **out);
+/* Adds the next frame: packed RGB (width * height * 3) and its YUV planes (luma the same size
+ * as the frame). */
+lv_status lv_metrics_push(lv_metrics *m, const uint8_t *rgb, const lv_yuv_planes *planes);
+void lv_metrics_free(lv_metrics *m);
+/* The options in effect (first_block_frames filled in). */
+const lv_metrics_options *lv_metrics_options_used(const lv_metrics *m);
+
+typedef struct lv_metrics_summary {
+    int width, height;
+    int64_t frames, pairs, blocks;
+    int64_t boundary_pairs, within_pairs;
+    /* seam ratio R = mean D over boundary pairs / mean D over within-block pairs, for
+     * D = MAE and D = 1 - SSIM. 1 when both means are 0 (nothing moves, nothing jumps),
+     * infinity when only the within-block mean is 0, NaN when there is no boundary pair or no
+     * within-block pair. */
+    double seam_ratio_mae, seam_ratio_ssim;
+    double boundary_mae, within_mae;
+    double temporal_flickering;              /* (255 - mean MAE) / 255; 1 is static */
+    double luma_flicker, luma_flicker_boundary, luma_flicker_within; /* means */
+    double mean_mae, mean_ssim_y, mean_psnr_y; /* mean PSNR over pairs that differ */
+    int64_t identical_pairs;                 /* pairs with infinite PSNR */
+    double freeze_fraction;                  /* share of pairs with MAE < freeze_mae */
+    int64_t frozen_pairs;
+    double colour_drift[3];       /* mean R, G, B of the last block minus the first's */
+    double colour_max_step;       /* largest |change| of a channel mean between neighbours */
+    int64_t colour_max_step_block; /* the step is from block b - 1 to block b; -1 if none */
+    double hist_last, hist_max;   /* histogram chi-square distance to block 0: last, largest */
+    int ndistances;
+    int distances[LV_METRICS_MAX_DISTANCES];
+    double long_range_ssim[LV_METRICS_MAX_DISTANCES]; /* mean; NaN when video is too short */
+    int64_t long_range_pairs[LV_METRICS_MAX_DISTANCES];
+} lv_metrics_summary;
+
+void lv_metrics_summarize(const lv_metrics *m, lv_metrics_summary *out);
+
+/* One-line readings of the summary (thresholds from consistency-metrics.md where it gives
+ * them: a seam ratio about 1 is no visible seam, above 1.5 a seam you can see). */
+const char *lv_metrics_verdict_seam(const lv_metrics_summary *s);
+const char *lv_metrics_verdict_flicker(const lv_metrics_summary *s);
+const char *lv_metrics_verdict_colour(const lv_metrics_summary *s);
+const char *lv_metrics_verdict_freeze(const lv_metrics_summary *s);
+
+/* Per frame pair t (frames t and t + 1): `*n` values. */
+const double *lv_metrics_pair_series(const lv_metrics *m, lv_metrics_series which, int64_t *n);
+/* 1 when pair t crosses a block boundary. */
+int lv_metrics_is_boundary_pair(const lv_metrics *m, int64_t t);
+/* SSIM(frame t, frame t + distances[k]) for t = 0 .. n - 1. */
+const double *lv_metrics_long_range_series(const lv_metrics *m, int k, int64_t *n);
+
+typedef struct lv_metrics_block {
+    int64_t first_frame, frames;
+    double mean_rgb[3], mean_y;
+    double hist_chi2; /* histogram distance to block 0 (32 bins per channel) */
+} lv_metrics_block;
+/* Blocks with at least one frame, in order. */
+const lv_metrics_block *lv_metrics_blocks(const lv_metrics *m, int64_t *n);
+
+/* Writes every series, the summary and its verdicts as JSON (atomically: a temporary file
+ * renamed when complete). `video` describes the source (may be NULL). Infinite and NaN
+ * values are written as null. */
+lv_status lv_metrics_write_json(const lv_metrics *m, const char *path, const char *video_path,
+                                const lv_video_info *video);
+/* Draws MAE and 1 - SSIM per frame pair with the block boundaries marked, and the per-block
+ * colour means below, as an SVG file (atomically). */
+lv_status lv_metrics_write_svg(const lv_metrics *m, const char *path, const char *title);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

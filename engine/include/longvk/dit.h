@@ -1,0 +1,81 @@
+/* The SANA-Video diffusion transformer on the engine (pipelines/sana_dit*.c).
+ *
+ * A lv_dit holds the model's weights on the device, the text conditioning, and the state
+ * it carries from chunk to chunk in long-video mode: per layer the linear-attention state
+ * (S, z) and the last frame of Mix-FFN features for the temporal conv. Its size is fixed
+ * at creation; it does not grow with the number of chunks.
+ *
+ *   lv_dit_create(ctx, file, &opt, &dit);
+ *   lv_dit_set_text(ctx, dit, y, L, mask);
+ *   for each chunk: read passes (commit = false) at the denoising timesteps, then one
+ *   write pass (commit = true) over the clean chunk at t = 0. */
+#ifndef LONGVK_DIT_H
+#define LONGVK_DIT_H
+
+#include <stdbool.h>
+
+#include "longvk/engine.h"
+#include "longvk/sana.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct lv_dit lv_dit;
+
+typedef struct lv_dit_options {
+    int cached_blocks; /* 0: every earlier chunk (additive state); K > 0: the last K chunks */
+} lv_dit_options;
+
+/* Uploads every weight (matmul weights keep their dtype; the rest become f32). */
+lv_status lv_dit_create(lv_ctx *ctx, const lv_sana_file *file, const lv_dit_options *opt,
+                        lv_dit **out);
+void lv_dit_destroy(lv_ctx *ctx, lv_dit *dit);
+const lv_sana_config *lv_dit_config(const lv_dit *dit);
+
+/* Text conditioning in slot 0 or 1 (e.g. the prompt and the negative prompt for CFG):
+ * y [L, caption_channels] raw caption embeddings, mask [L] (1 valid, 0 padding; NULL: all
+ * valid). Runs the caption embedder and each block's key/value projections once; they are
+ * reused by every forward pass that names the slot. */
+lv_status lv_dit_set_text(lv_ctx *ctx, lv_dit *dit, int slot, const float *y, int L,
+                          const float *mask);
+
+/* One forward pass over a chunk of latent frames. Attention reads the carried state of
+ * every committed chunk plus this chunk's own contribution; the temporal conv starts from
+ * the last committed chunk's cached frame. A fresh dit (or after lv_dit_reset) makes this
+ * the ordinary one-shot forward over all given frames. */
+typedef struct lv_dit_pass {
+    const float *x;          /* [in_channels, frames, height, width] latents */
+    int frames, height, width;
+    const float *timesteps;  /* [frames] in the model's scale (0..1000); truncated to integers */
+    int frame_offset;        /* absolute index of the first latent frame (RoPE time position) */
+    int text_slot;           /* which lv_dit_set_text conditioning to attend to */
+    bool commit;             /* write pass: add this chunk to the carried state */
+} lv_dit_pass;
+
+/* out: [out_channels, frames, height, width], the velocity prediction. */
+lv_status lv_dit_forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass, float *out);
+
+/* Forget every carried chunk. */
+lv_status lv_dit_reset(lv_ctx *ctx, lv_dit *dit);
+/* Device bytes of the carried state (all layers), constant for the dit's lifetime. */
+uint64_t lv_dit_state_bytes(const lv_dit *dit);
+/* Chunks committed so far. */
+int64_t lv_dit_chunks(const lv_dit *dit);
+
+/* Test hook: called with each intermediate activation (names: "patch_embed", "temb",
+ * "caption", "block{B}_attn_out", "block{B}_after_attn", "block{B}_after_cross",
+ * "block{B}_ffn_out", "block{B}_after_ffn",
+ * "final_tokens"; token-major [T, C]). The tensor is valid only during the call. */
+typedef void (*lv_dit_tap)(void *user, const char *name, lv_ctx *ctx, const lv_tensor *t);
+void lv_dit_set_tap(lv_dit *dit, lv_dit_tap tap, void *user);
+
+/* Carried state of one layer, for tests and resume files: S [H, D, D], z [H, D],
+ * conv_last [P, C] (P = tokens per frame of the last committed chunk; NULL to skip). */
+lv_status lv_dit_layer_state(lv_ctx *ctx, lv_dit *dit, int layer, float *S, float *z,
+                             float *conv_last, int64_t conv_last_count);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

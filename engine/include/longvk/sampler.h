@@ -1,0 +1,63 @@
+/* Samplers of SANA-Video (pipelines/sampler.c, pipelines/longsana.c) and the noise they
+ * draw (pipelines/noise.c). The model predicts the flow-matching velocity v; with the
+ * noise level s in [0, 1] (the DiT receives 1000 s), x0 = x - s v. */
+#ifndef LONGVK_SAMPLER_H
+#define LONGVK_SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "longvk/dit.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Standard normal noise that depends only on (seed, stream, index): counter-based, so a
+ * resumed run draws exactly what an uninterrupted one would, with no generator state to
+ * save. Stream numbers name what the noise is for (chunk c, step k). */
+void lv_noise_fill(uint64_t seed, uint64_t stream, float *out, size_t n);
+uint64_t lv_noise_stream(uint64_t chunk, uint64_t step);
+
+/* The base model's time grid: s = linspace(0, 0.999, steps + 1), shifted by
+ * shift s / (1 + (shift - 1) s), reversed: sigmas[0] is the noisiest, sigmas[steps] = 0. */
+void lv_flow_sigmas(int steps, double shift, double *sigmas);
+
+typedef enum lv_solver { LV_SOLVER_EULER = 0, LV_SOLVER_DPMPP_2M } lv_solver;
+
+typedef struct lv_clip_options {
+    int steps;              /* default 50 */
+    double shift;           /* default 8 */
+    double cfg_scale;       /* default 6; 1 disables the unconditional pass */
+    lv_solver solver;
+    uint64_t seed;
+} lv_clip_options;
+
+/* Single-clip sampling of the base model: x [C, F, H, W] starts as noise (drawn here from
+ * the seed), text slot 0 is the prompt, slot 1 the negative prompt (used when cfg != 1).
+ * The dit's carried state is reset first and left empty. On return x holds the latents. */
+lv_status lv_sample_clip(lv_ctx *ctx, lv_dit *dit, const lv_clip_options *opt, int frames,
+                         int height, int width, float *x);
+
+/* LongSANA: one chunk of `frames` latent frames at absolute frame `frame_offset`.
+ * Denoises at the given timesteps (model scale, e.g. 1000, 960, 889, 727): after each
+ * step x0 = x - s v, then re-noise x = (1 - s') x0 + s' noise for the next step s'. The
+ * last x0 is the chunk; a final t = 0 pass over it commits the chunk to the carried state.
+ * The initial noise and the re-noise draws come from (seed, chunk). x0 [C, F, H, W]. */
+typedef struct lv_chunk_options {
+    const float *timesteps;
+    int steps;
+    uint64_t seed;
+    double cfg_scale;       /* 1: prompt only (LongSANA's default) */
+    const float *const *noise; /* optional: noise[k] replaces the draw for step k (k = 0 is
+                                  the initial noise), to check against other samplers */
+} lv_chunk_options;
+
+lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *opt,
+                            int64_t chunk_index, int frame_offset, int frames, int height,
+                            int width, float *x0);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

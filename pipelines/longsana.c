@@ -1,0 +1,60 @@
+/* LongSANA's chunk procedure (see longvk/sampler.h): a few denoising steps with re-noising
+ * in between, then a t = 0 write pass that commits the clean chunk to the carried state. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "longvk/sampler.h"
+
+static void draw_noise(const lv_chunk_options *opt, int64_t chunk, int step, float *out, size_t n) {
+    if (opt->noise) memcpy(out, opt->noise[step], n * sizeof *out);
+    else lv_noise_fill(opt->seed, lv_noise_stream((uint64_t)chunk, (uint64_t)step), out, n);
+}
+
+lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *opt,
+                            int64_t chunk_index, int frame_offset, int frames, int height,
+                            int width, float *x0) {
+    const lv_sana_config *cfg = lv_dit_config(dit);
+    if (opt->steps < 1 || opt->steps > 64)
+        return lv_error(LV_ERR_INVALID, "a chunk takes 1 to 64 denoising steps, not %d", opt->steps);
+    size_t n = (size_t)cfg->in_channels * frames * height * width;
+    float *x = malloc(n * sizeof *x), *v = malloc(n * sizeof *v), *vu = NULL;
+    float *ts = malloc((size_t)frames * sizeof *ts);
+    bool cfg_on = opt->cfg_scale != 1.0;
+    if (cfg_on) vu = malloc(n * sizeof *vu);
+    lv_status s = LV_OK;
+    if (!x || !v || !ts || (cfg_on && !vu)) s = lv_error(LV_ERR_NOMEM, "out of host memory");
+    if (s == LV_OK) draw_noise(opt, chunk_index, 0, x, n);
+    lv_dit_pass pass = {.x = x, .frames = frames, .height = height, .width = width,
+                        .timesteps = ts, .frame_offset = frame_offset};
+    for (int k = 0; s == LV_OK && k < opt->steps; k++) {
+        double sig = opt->timesteps[k] / 1000.0;
+        for (int f = 0; f < frames; f++) ts[f] = opt->timesteps[k];
+        pass.text_slot = 0;
+        s = lv_dit_forward(ctx, dit, &pass, v);
+        if (s == LV_OK && cfg_on) {
+            pass.text_slot = 1;
+            s = lv_dit_forward(ctx, dit, &pass, vu);
+            for (size_t j = 0; s == LV_OK && j < n; j++)
+                v[j] = vu[j] + (float)opt->cfg_scale * (v[j] - vu[j]);
+        }
+        if (s != LV_OK) break;
+        for (size_t j = 0; j < n; j++) x0[j] = x[j] - (float)sig * v[j];
+        if (k + 1 < opt->steps) {
+            double next = opt->timesteps[k + 1] / 1000.0;
+            draw_noise(opt, chunk_index, k + 1, v, n);
+            for (size_t j = 0; j < n; j++) x[j] = (float)((1 - next) * x0[j] + next * v[j]);
+        }
+    }
+    if (s == LV_OK) { /* write pass over the clean chunk */
+        for (int f = 0; f < frames; f++) ts[f] = 0.0f;
+        pass.x = x0;
+        pass.text_slot = 0;
+        pass.commit = true;
+        s = lv_dit_forward(ctx, dit, &pass, v);
+    }
+    free(x);
+    free(v);
+    free(vu);
+    free(ts);
+    return s;
+}

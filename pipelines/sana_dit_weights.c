@@ -1,0 +1,211 @@
+/* Creating a lv_dit: weights from a checked lv_sana_file to the device, the carried state
+ * per layer, and the state accessors. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "longvk/ops.h"
+#include "sana_dit_internal.h"
+
+/* Upload tensor `name` reshaped to `shape`. Matmul weights (keep_dtype) stay f32, f16 or
+ * bf16 as stored; everything else is widened to f32. */
+static lv_status upload(lv_ctx *ctx, const lv_sana_file *file, const char *name, bool keep_dtype,
+                        int ndim, const int64_t *shape, lv_tensor *out) {
+    const lv_weight *w = lv_sana_file_tensor(file, name);
+    if (!w) return lv_error(LV_ERR_FORMAT, "model: tensor '%s' is missing", name);
+    int64_t n = 1, wn = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    for (int i = 0; i < w->ndim; i++) wn *= w->shape[i];
+    if (n != wn)
+        return lv_error(LV_ERR_FORMAT, "model: tensor '%s' has %lld elements, expected %lld", name,
+                        (long long)wn, (long long)n);
+    lv_dtype dtype = keep_dtype ? w->dtype : LV_F32;
+    LV_TRY(lv_tensor_create(ctx, dtype, ndim, shape, out));
+    if (dtype == w->dtype) return lv_tensor_write(ctx, out, w->data, w->nbytes);
+    float *f = malloc((size_t)n * sizeof *f);
+    if (!f) return lv_error(LV_ERR_NOMEM, "out of host memory for '%s'", name);
+    const uint16_t *h = w->data;
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t bits;
+        memcpy(&bits, h + i, 2); /* the mapping may be unaligned */
+        f[i] = w->dtype == LV_F16 ? lv_half_to_float(bits) : lv_bf16_to_float(bits);
+    }
+    lv_status s = lv_tensor_write(ctx, out, f, (uint64_t)n * 4);
+    free(f);
+    return s;
+}
+
+#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
+#define NDIM(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+#define UP(keep, name, dst, ...) LV_TRY(upload(ctx, file, name, keep, NDIM(__VA_ARGS__), SHAPE(__VA_ARGS__), dst))
+
+static lv_status upload_block(lv_ctx *ctx, const lv_sana_file *file, const lv_sana_config *c,
+                              int b, lv_dit_block *blk) {
+    const int64_t C = c->hidden, Fh = c->ffn_hidden;
+    char n[128];
+#define BN(suffix) (snprintf(n, sizeof n, "blocks.%d.%s", b, suffix), n)
+    UP(false, BN("scale_shift_table"), &blk->sst, 6, C);
+    UP(true, BN("attn.qkv.weight"), &blk->qkv_w, 3 * C, C);
+    UP(false, BN("attn.q_norm.weight"), &blk->q_norm, C);
+    UP(false, BN("attn.k_norm.weight"), &blk->k_norm, C);
+    UP(true, BN("attn.proj.weight"), &blk->proj_w, C, C);
+    UP(false, BN("attn.proj.bias"), &blk->proj_b, C);
+    UP(true, BN("cross_attn.q_linear.weight"), &blk->cq_w, C, C);
+    UP(false, BN("cross_attn.q_linear.bias"), &blk->cq_b, C);
+    UP(true, BN("cross_attn.kv_linear.weight"), &blk->ckv_w, 2 * C, C);
+    UP(false, BN("cross_attn.kv_linear.bias"), &blk->ckv_b, 2 * C);
+    UP(true, BN("cross_attn.proj.weight"), &blk->cproj_w, C, C);
+    UP(false, BN("cross_attn.proj.bias"), &blk->cproj_b, C);
+    UP(false, BN("cross_attn.q_norm.weight"), &blk->cq_norm, C);
+    UP(false, BN("cross_attn.k_norm.weight"), &blk->ck_norm, C);
+    UP(true, BN("mlp.inverted_conv.conv.weight"), &blk->inv_w, 2 * Fh, C);
+    UP(false, BN("mlp.inverted_conv.conv.bias"), &blk->inv_b, 2 * Fh);
+    UP(false, BN("mlp.depth_conv.conv.weight"), &blk->dw_w, 2 * Fh, 1, 3, 3);
+    UP(false, BN("mlp.depth_conv.conv.bias"), &blk->dw_b, 2 * Fh);
+    UP(true, BN("mlp.point_conv.conv.weight"), &blk->point_w, C, Fh);
+    UP(false, BN("mlp.t_conv.weight"), &blk->tconv_w, C, C, 3);
+#undef BN
+    return LV_OK;
+}
+
+static lv_status create_states(lv_ctx *ctx, lv_dit *dit) {
+    lv_linattn_config lc = {
+        .heads = dit->cfg.heads,
+        .head_dim = dit->cfg.head_dim,
+        .phi = LV_PHI_RELU,
+        .normalize = true,
+        .eps = dit->cfg.attn_eps,
+        .rule = dit->opt.cached_blocks > 0 ? LV_RULE_WINDOW : LV_RULE_ADDITIVE,
+        .window = dit->opt.cached_blocks,
+        .decay = 1.0f,
+    };
+    dit->state_bytes = 0;
+    for (int b = 0; b < dit->cfg.depth; b++) {
+        LV_TRY(lv_linattn_state_create(ctx, &lc, &dit->blocks[b].state));
+        dit->state_bytes += lv_linattn_state_bytes(dit->blocks[b].state);
+    }
+    return LV_OK;
+}
+
+static lv_status create(lv_ctx *ctx, const lv_sana_file *file, lv_dit *dit) {
+    const lv_sana_config *c = &dit->cfg;
+    const int64_t C = c->hidden;
+    const int64_t Kin = (int64_t)c->in_channels * c->patch[0] * c->patch[1] * c->patch[2];
+    const int64_t Kout = (int64_t)c->out_channels * c->patch[0] * c->patch[1] * c->patch[2];
+    UP(true, "x_embedder.proj.weight", &dit->x_embed_w, C, Kin);
+    UP(false, "x_embedder.proj.bias", &dit->x_embed_b, C);
+    UP(true, "t_embedder.mlp.0.weight", &dit->t_mlp0_w, C, 256);
+    UP(false, "t_embedder.mlp.0.bias", &dit->t_mlp0_b, C);
+    UP(true, "t_embedder.mlp.2.weight", &dit->t_mlp2_w, C, C);
+    UP(false, "t_embedder.mlp.2.bias", &dit->t_mlp2_b, C);
+    UP(true, "t_block.1.weight", &dit->t_block_w, 6 * C, C);
+    UP(false, "t_block.1.bias", &dit->t_block_b, 6 * C);
+    UP(true, "y_embedder.y_proj.fc1.weight", &dit->y_fc1_w, C, c->caption_channels);
+    UP(false, "y_embedder.y_proj.fc1.bias", &dit->y_fc1_b, C);
+    UP(true, "y_embedder.y_proj.fc2.weight", &dit->y_fc2_w, C, C);
+    UP(false, "y_embedder.y_proj.fc2.bias", &dit->y_fc2_b, C);
+    UP(false, "attention_y_norm.weight", &dit->y_norm_w, C);
+    UP(true, "final_layer.linear.weight", &dit->final_w, Kout, C);
+    UP(false, "final_layer.linear.bias", &dit->final_b, Kout);
+    UP(false, "final_layer.scale_shift_table", &dit->final_sst, 2, C);
+    dit->blocks = calloc((size_t)c->depth, sizeof *dit->blocks);
+    if (!dit->blocks) return lv_error(LV_ERR_NOMEM, "out of host memory");
+    for (int b = 0; b < c->depth; b++) LV_TRY(upload_block(ctx, file, c, b, &dit->blocks[b]));
+    LV_TRY(create_states(ctx, dit));
+    return lv_flush(ctx);
+}
+
+lv_status lv_dit_create(lv_ctx *ctx, const lv_sana_file *file, const lv_dit_options *opt,
+                        lv_dit **out) {
+    *out = NULL;
+    lv_dit *dit = calloc(1, sizeof *dit);
+    if (!dit) return lv_error(LV_ERR_NOMEM, "out of host memory");
+    dit->cfg = *lv_sana_file_config(file);
+    if (opt) dit->opt = *opt;
+    if (dit->opt.cached_blocks < 0) {
+        free(dit);
+        return lv_error(LV_ERR_INVALID, "cached blocks must be >= 0 (0: all)");
+    }
+    lv_status s = create(ctx, file, dit);
+    if (s != LV_OK) {
+        lv_dit_destroy(ctx, dit);
+        return s;
+    }
+    *out = dit;
+    return LV_OK;
+}
+
+void lv_dit_text_free(lv_ctx *ctx, lv_dit *dit, int slot) {
+    lv_tensor_free(ctx, &dit->text_mask[slot]);
+    for (int b = 0; dit->blocks && b < dit->cfg.depth; b++) {
+        lv_tensor_free(ctx, &dit->blocks[b].text_k[slot]);
+        lv_tensor_free(ctx, &dit->blocks[b].text_v[slot]);
+    }
+    dit->text_tokens[slot] = 0;
+}
+
+static void free_block(lv_ctx *ctx, lv_dit_block *blk) {
+    lv_tensor *ts[] = {&blk->sst, &blk->qkv_w, &blk->q_norm, &blk->k_norm, &blk->proj_w,
+                       &blk->proj_b, &blk->cq_w, &blk->cq_b, &blk->ckv_w, &blk->ckv_b,
+                       &blk->cproj_w, &blk->cproj_b, &blk->cq_norm, &blk->ck_norm, &blk->inv_w,
+                       &blk->inv_b, &blk->dw_w, &blk->dw_b, &blk->point_w, &blk->tconv_w,
+                       &blk->conv_cache};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) lv_tensor_free(ctx, ts[i]);
+    if (blk->state) lv_linattn_state_destroy(ctx, blk->state);
+    blk->state = NULL;
+}
+
+void lv_dit_destroy(lv_ctx *ctx, lv_dit *dit) {
+    if (!dit) return;
+    for (int slot = 0; slot < LV_DIT_TEXT_SLOTS; slot++) lv_dit_text_free(ctx, dit, slot);
+    for (int b = 0; dit->blocks && b < dit->cfg.depth; b++) free_block(ctx, &dit->blocks[b]);
+    free(dit->blocks);
+    lv_tensor *ts[] = {&dit->x_embed_w, &dit->x_embed_b, &dit->t_mlp0_w, &dit->t_mlp0_b,
+                       &dit->t_mlp2_w, &dit->t_mlp2_b, &dit->t_block_w, &dit->t_block_b,
+                       &dit->y_fc1_w, &dit->y_fc1_b, &dit->y_fc2_w, &dit->y_fc2_b,
+                       &dit->y_norm_w, &dit->final_w, &dit->final_b, &dit->final_sst};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) lv_tensor_free(ctx, ts[i]);
+    free(dit);
+}
+
+const lv_sana_config *lv_dit_config(const lv_dit *dit) { return &dit->cfg; }
+
+lv_status lv_dit_reset(lv_ctx *ctx, lv_dit *dit) {
+    for (int b = 0; b < dit->cfg.depth; b++) {
+        lv_dit_block *blk = &dit->blocks[b];
+        lv_linattn_state_destroy(ctx, blk->state);
+        blk->state = NULL;
+        blk->conv_valid = false;
+    }
+    uint64_t conv = 0;
+    for (int b = 0; b < dit->cfg.depth; b++)
+        if (dit->blocks[b].conv_cache.alloc) conv += lv_tensor_nbytes(&dit->blocks[b].conv_cache);
+    LV_TRY(create_states(ctx, dit));
+    dit->state_bytes += conv;
+    dit->chunks = 0;
+    return LV_OK;
+}
+
+uint64_t lv_dit_state_bytes(const lv_dit *dit) { return dit->state_bytes; }
+int64_t lv_dit_chunks(const lv_dit *dit) { return dit->chunks; }
+
+void lv_dit_set_tap(lv_dit *dit, lv_dit_tap tap, void *user) {
+    dit->tap = tap;
+    dit->tap_user = user;
+}
+
+lv_status lv_dit_layer_state(lv_ctx *ctx, lv_dit *dit, int layer, float *S, float *z,
+                             float *conv_last, int64_t conv_last_count) {
+    if (layer < 0 || layer >= dit->cfg.depth)
+        return lv_error(LV_ERR_INVALID, "layer %d of a %d-layer model", layer, dit->cfg.depth);
+    lv_dit_block *blk = &dit->blocks[layer];
+    LV_TRY(lv_linattn_state_read(ctx, blk->state, S, z));
+    if (conv_last) {
+        if (!blk->conv_valid) return lv_error(LV_ERR_INVALID, "layer %d has no cached frame yet", layer);
+        if (conv_last_count != lv_tensor_numel(&blk->conv_cache))
+            return lv_error(LV_ERR_INVALID, "conv cache of layer %d holds %lld values, %lld asked",
+                            layer, (long long)lv_tensor_numel(&blk->conv_cache), (long long)conv_last_count);
+        LV_TRY(lv_tensor_read(ctx, &blk->conv_cache, conv_last, (uint64_t)conv_last_count * 4));
+    }
+    return LV_OK;
+}

@@ -1,0 +1,67 @@
+#version 450
+// LayerNorm over the last dimension: out = (x - mean) / sqrt(var + eps) * weight + bias,
+// var the biased variance. Two passes (mean, then the squared deviations) so a large mean
+// does not cancel the variance away. Specialization constants: 0 workgroup size, 1 row
+// layout (row_reduce.glsl), 2 HAS_WEIGHT, 3 HAS_BIAS (0: that binding is a placeholder),
+// 4 VEC4 (units of four elements with vec4 access, as in rmsnorm.comp).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+#include "push_layernorm.h"
+#include "row_reduce.glsl"
+
+layout(constant_id = 2) const uint HAS_WEIGHT = 1;
+layout(constant_id = 3) const uint HAS_BIAS = 1;
+layout(constant_id = 4) const uint VEC4 = 0;
+
+// out may be the same range as x (in place): each lane writes only the elements it read,
+// after the row's reductions.
+layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
+layout(std430, binding = 1) readonly buffer X { float x_data[]; };
+layout(std430, binding = 2) readonly buffer W { float w_data[]; };
+layout(std430, binding = 3) readonly buffer B { float b_data[]; };
+layout(std430, binding = 0) writeonly buffer Out4 { vec4 out_data4[]; };
+layout(std430, binding = 1) readonly buffer X4 { vec4 x_data4[]; };
+layout(std430, binding = 2) readonly buffer W4 { vec4 w_data4[]; };
+layout(std430, binding = 3) readonly buffer B4 { vec4 b_data4[]; };
+
+// Unit u of a row starting at element `base`: elements 4u..4u+3 (VEC4) or element u in .x
+// (MASK zeroes the unused components where they would count).
+const vec4 MASK = VEC4 != 0u ? vec4(1.0) : vec4(1.0, 0.0, 0.0, 0.0);
+vec4 load_x(uint base, uint u) {
+    return VEC4 != 0u ? x_data4[base / 4u + u] : vec4(x_data[base + u], 0.0, 0.0, 0.0);
+}
+vec4 load_w(uint u) {
+    return VEC4 != 0u ? w_data4[pc.w_offset / 4u + u] : vec4(w_data[pc.w_offset + u]);
+}
+vec4 load_b(uint u) {
+    return VEC4 != 0u ? b_data4[pc.b_offset / 4u + u] : vec4(b_data[pc.b_offset + u]);
+}
+void store(uint base, uint u, vec4 v) {
+    if (VEC4 != 0u) out_data4[base / 4u + u] = v;
+    else out_data[base + u] = v.x;
+}
+
+float hsum(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
+
+void main() {
+    uint row = lv_row_index();
+    if (row >= pc.rows) return; // whole rows leave together: reductions stay uniform
+    uint lane = lv_row_lane(), lanes = lv_row_lanes();
+    uint units = VEC4 != 0u ? pc.cols / 4u : pc.cols;
+    uint x0 = pc.x_offset + row * pc.cols, o0 = pc.out_offset + row * pc.cols;
+    vec4 s = vec4(0.0);
+    for (uint u = lane; u < units; u += lanes) s += load_x(x0, u);
+    float mean = lv_row_sum(hsum(s)) / float(pc.cols);
+    vec4 ss = vec4(0.0);
+    for (uint u = lane; u < units; u += lanes) {
+        vec4 d = (load_x(x0, u) - mean) * MASK;
+        ss += d * d;
+    }
+    float r = inversesqrt(lv_row_sum(hsum(ss)) / float(pc.cols) + pc.eps);
+    for (uint u = lane; u < units; u += lanes) {
+        vec4 y = (load_x(x0, u) - mean) * r;
+        if (HAS_WEIGHT != 0u) y *= load_w(u);
+        if (HAS_BIAS != 0u) y += load_b(u);
+        store(o0, u, y);
+    }
+}

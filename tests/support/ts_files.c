@@ -1,0 +1,61 @@
+#include "ts_files.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+uint8_t *ts_slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = malloc((size_t)n + 1);
+    cr_assert_not_null(buf);
+    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n, "short read of %s", path);
+    fclose(f);
+    buf[n] = 0;
+    *len = (size_t)n;
+    return buf;
+}
+
+void ts_spit(const char *path, const void *data, size_t len) {
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f, "cannot create %s", path);
+    cr_assert_eq(fwrite(data, 1, len, f), len);
+    cr_assert_eq(fclose(f), 0);
+}
+
+const char *ts_tmp_in(const char *dir, const char *name) {
+    static char bufs[8][1024];
+    static int next;
+    char *b = bufs[next++ % 8];
+    snprintf(b, sizeof bufs[0], "%s/%s", dir, name);
+    return b;
+}
+
+int ts_run(const char *command, char **output) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s 2>&1", command);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p, "cannot run %s", command);
+    size_t len = 0, cap = 4096;
+    char *out = malloc(cap);
+    cr_assert_not_null(out);
+    for (;;) {
+        if (len + 1024 > cap) {
+            cap *= 2;
+            out = realloc(out, cap);
+            cr_assert_not_null(out);
+        }
+        size_t k = fread(out + len, 1, cap - len - 1, p);
+        len += k;
+        if (k == 0) break;
+    }
+    out[len] = 0;
+    int status = pclose(p);
+    *output = out;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}

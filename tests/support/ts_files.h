@@ -1,0 +1,19 @@
+/* File helpers for the tests of the model-file readers: whole-file reads and writes, and
+ * paths in the test scratch directory. Failures fail the test. */
+#ifndef LONGVK_TS_FILES_H
+#define LONGVK_TS_FILES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The whole file in a malloc'd buffer (NUL-terminated, *len bytes). */
+uint8_t *ts_slurp(const char *path, size_t *len);
+void ts_spit(const char *path, const void *data, size_t len);
+/* "<dir>/<name>" in a static rotating buffer (valid for the next 7 calls); ts_tmp(name) puts
+ * it in the test's scratch directory (LONGVK_TEST_TMP, defined for test executables). */
+const char *ts_tmp_in(const char *dir, const char *name);
+#define ts_tmp(name) ts_tmp_in(LONGVK_TEST_TMP, (name))
+/* Runs a shell command; returns its exit status and its stdout+stderr in *output (malloc'd). */
+int ts_run(const char *command, char **output);
+
+#endif
