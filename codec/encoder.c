@@ -18,6 +18,9 @@
 
 #include "codec_internal.h"
 
+/* bytes past a frame that swscale may read */
+#define LV_SWS_PADDING 64
+
 struct lv_encoder {
     char path[4096];
     const lv_container *container;
@@ -273,7 +276,7 @@ lv_status lv_encoder_open(const char *path, int width, int height, double fps, c
         enc->frame = av_frame_alloc();
         enc->pkt = av_packet_alloc();
         enc->sws = lv_sws_from_rgb24(width, height, enc->pix_fmt);
-        enc->scratch = malloc((size_t)width * (size_t)height * 3);
+        enc->scratch = calloc(1, (size_t)width * (size_t)height * 3 + LV_SWS_PADDING);
         if (!enc->frame || !enc->pkt || !enc->sws || !enc->scratch)
             st = lv_error(LV_ERR_NOMEM, "encoder for %s: out of memory", path);
     }
@@ -287,6 +290,9 @@ lv_status lv_encoder_open(const char *path, int width, int height, double fps, c
         enc->frame->color_range = enc->cc->color_range;
         int ret = av_frame_get_buffer(enc->frame, 0);
         if (ret < 0) st = lv_av_error(LV_ERR_NOMEM, ret, "encoder for %s", path);
+        /* defined padding (row ends, the unused byte of bgr0): encoders may read it */
+        for (int i = 0; ret >= 0 && i < AV_NUM_DATA_POINTERS && enc->frame->buf[i]; i++)
+            memset(enc->frame->buf[i]->data, 0, enc->frame->buf[i]->size);
     }
     if (st == LV_OK) st = lv_file_output_open(path, &enc->file);
     if (st == LV_OK) st = setup_muxer(enc, opt->faststart);
@@ -300,8 +306,9 @@ lv_status lv_encoder_open(const char *path, int width, int height, double fps, c
     return LV_OK;
 }
 
-/* Converts one packed RGB frame and hands it to the current block's encoder. */
-static lv_status encode_rgb_frame(lv_encoder *enc, const uint8_t *rgb) {
+/* Converts one packed RGB frame (in enc->scratch) and hands it to the current block's encoder. */
+static lv_status encode_scratch_frame(lv_encoder *enc) {
+    const uint8_t *rgb = enc->scratch;
     if (!enc->cc) LV_TRY(open_block(enc));
     int ret = av_frame_make_writable(enc->frame); /* the encoder may still hold the last one */
     if (ret < 0) return lv_av_error(LV_ERR_NOMEM, ret, "encoder for %s", enc->path);
@@ -324,7 +331,10 @@ lv_status lv_encoder_write_rgb(lv_encoder *enc, const uint8_t *rgb, int nframes)
         return lv_error(LV_ERR_INVALID, "lv_encoder_write_rgb(%s): %d frames at %p", enc->path, nframes, (const void *)rgb);
     size_t frame_bytes = (size_t)enc->width * (size_t)enc->height * 3;
     for (int i = 0; i < nframes; i++) {
-        lv_status st = encode_rgb_frame(enc, rgb + (size_t)i * frame_bytes);
+        /* swscale's vector code reads a few bytes past the end of its input: never hand it the
+         * caller's buffer, whose last row may end at an unmapped page */
+        memcpy(enc->scratch, rgb + (size_t)i * frame_bytes, frame_bytes);
+        lv_status st = encode_scratch_frame(enc);
         if (st != LV_OK) return fail(enc, st);
     }
     return LV_OK;
@@ -356,7 +366,7 @@ lv_status lv_encoder_write_float(lv_encoder *enc, const float *x, int nframes, l
                 for (size_t k = 0; k < hw; k++) enc->scratch[3 * k + (size_t)c] = float_to_u8(plane[k]);
             }
         }
-        lv_status st = encode_rgb_frame(enc, enc->scratch);
+        lv_status st = encode_scratch_frame(enc);
         if (st != LV_OK) return fail(enc, st);
     }
     return LV_OK;

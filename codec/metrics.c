@@ -25,6 +25,7 @@ struct lv_metrics {
     uint8_t *ring;         /* max_d luma planes, frame f in slot f % max_d */
     uint8_t *prev_rgb;
     uint8_t *prev_chroma;  /* two chroma planes of the previous frame, packed */
+    uint8_t *own_yuv;      /* yuv444 computed here when lv_metrics_push gets no planes */
     int nplanes;           /* of the stream, fixed by the first frame */
     int chroma_w, chroma_h;
     double prev_mean_y;
@@ -103,6 +104,7 @@ void lv_metrics_free(lv_metrics *m) {
     free(m->ring);
     free(m->prev_rgb);
     free(m->prev_chroma);
+    free(m->own_yuv);
     for (int s = 0; s < LV_SERIES_COUNT; s++) free(m->pair[s].v);
     for (int k = 0; k < LV_METRICS_MAX_DISTANCES; k++) free(m->lr[k].v);
     free(m->blocks);
@@ -217,8 +219,32 @@ static lv_status check_planes(lv_metrics *m, const lv_yuv_planes *p) {
     return LV_OK;
 }
 
-lv_status lv_metrics_push(lv_metrics *m, const uint8_t *rgb, const lv_yuv_planes *p) {
-    if (!m || !rgb || !p) return lv_error(LV_ERR_INVALID, "lv_metrics_push: NULL argument");
+/* Y'CbCr 4:4:4 from RGB, BT.709 limited range, as the encoder would store it (the
+ * coefficients of ITU-R BT.709 scaled to 219 and 224 levels, rounded to nearest). */
+static lv_status own_planes(lv_metrics *m, const uint8_t *rgb, lv_yuv_planes *p) {
+    size_t n = m->luma_bytes;
+    if (!m->own_yuv && !(m->own_yuv = malloc(3 * n))) return lv_error(LV_ERR_NOMEM, "metrics: out of memory");
+    uint8_t *y = m->own_yuv, *u = y + n, *v = u + n;
+    for (size_t i = 0; i < n; i++) {
+        double r = rgb[3 * i] / 255.0, g = rgb[3 * i + 1] / 255.0, b = rgb[3 * i + 2] / 255.0;
+        double ey = 0.2126 * r + 0.7152 * g + 0.0722 * b;
+        y[i] = (uint8_t)lrint(16 + 219 * ey);
+        u[i] = (uint8_t)lrint(128 + 224 * (b - ey) / 1.8556);
+        v[i] = (uint8_t)lrint(128 + 224 * (r - ey) / 1.5748);
+    }
+    *p = (lv_yuv_planes){3, {y, u, v}, {m->width, m->width, m->width}, {m->width, m->width, m->width},
+                         {m->height, m->height, m->height}, 0};
+    return LV_OK;
+}
+
+lv_status lv_metrics_push(lv_metrics *m, const uint8_t *rgb, const lv_yuv_planes *planes) {
+    if (!m || !rgb) return lv_error(LV_ERR_INVALID, "lv_metrics_push: NULL argument");
+    lv_yuv_planes computed;
+    const lv_yuv_planes *p = planes;
+    if (!p) {
+        LV_TRY(own_planes(m, rgb, &computed));
+        p = &computed;
+    }
     LV_TRY(check_planes(m, p));
     int w = m->width, h = m->height;
     size_t n = m->luma_bytes;

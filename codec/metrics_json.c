@@ -7,7 +7,8 @@
  *            psnr_y, psnr_avg, ssim_y
  *   long_range: [{d, ssim: [SSIM(t, t + d) for t = 0 ..]}]
  *   blocks:  per block: first_frame, frames, mean_r/g/b/y, hist_chi2 (to block 0)
- * Infinite PSNR (identical frames) and undefined values are null. */
+ * Infinite values (PSNR of identical frames, a seam ratio with no change inside blocks)
+ * and undefined ones are null. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,11 +34,10 @@ static cJSON *summary_json(const lv_metrics_summary *s) {
     add_number(o, "blocks", (double)s->blocks);
     add_number(o, "boundary_pairs", (double)s->boundary_pairs);
     add_number(o, "within_pairs", (double)s->within_pairs);
-    /* a ratio may be infinite (motion only at boundaries): say so in words */
-    if (isinf(s->seam_ratio_mae)) cJSON_AddStringToObject(o, "seam_ratio_mae", "inf");
-    else add_number(o, "seam_ratio_mae", s->seam_ratio_mae);
-    if (isinf(s->seam_ratio_ssim)) cJSON_AddStringToObject(o, "seam_ratio_ssim", "inf");
-    else add_number(o, "seam_ratio_ssim", s->seam_ratio_ssim);
+    /* null when infinite (change only at boundaries) or undefined: boundary_mae and
+     * within_mae below tell which */
+    add_number(o, "seam_ratio_mae", s->seam_ratio_mae);
+    add_number(o, "seam_ratio_ssim", s->seam_ratio_ssim);
     add_number(o, "boundary_mae", s->boundary_mae);
     add_number(o, "within_mae", s->within_mae);
     add_number(o, "temporal_flickering", s->temporal_flickering);

@@ -45,8 +45,8 @@ void lv_linattn_tiles_choose(const lv_ctx *ctx, lv_linattn_tiles *t) {
         /* lavapipe: every buffer load is a loop over the 8 SIMD lanes, so loads are shared
          * through subgroup broadcasts and each loaded value feeds as many FMAs as the
          * register tiles allow; a few cores need no token splitting */
-        *t = (lv_linattn_tiles){.local = 64, .state_tr = 32, .state_pp = 2,
-                                .query_tt = 4, .query_tr = 32, .splits = 1, .bcast = 1};
+        *t = (lv_linattn_tiles){.local = 64, .state_tr = 56, .state_pp = 4,
+                                .query_tt = 8, .query_tr = 56, .splits = 1, .bcast = 1};
     } else {
         *t = (lv_linattn_tiles){.local = 64, .state_tr = 16, .state_pp = 1,
                                 .query_tt = 1, .query_tr = 16, .splits = 4, .bcast = 0};

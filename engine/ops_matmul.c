@@ -25,7 +25,7 @@ typedef struct mm_config {
     uint32_t tile_m, tile_n;
 } mm_config;
 
-/* ---- configurations ------------------------------------------------------------------ */
+/* ---- kernels ------------------------------------------------------------------------ */
 
 static uint32_t env_u32(const char *name, uint32_t fallback) {
     const char *v = getenv(name);
@@ -33,27 +33,51 @@ static uint32_t env_u32(const char *name, uint32_t fallback) {
     return (uint32_t)strtoul(v, NULL, 10);
 }
 
-static void config_register(mm_config *c, lv_dtype wdtype) {
-    uint32_t lanes = env_u32("LVX_L", 8), tm = env_u32("LVX_TM", 8), tn = env_u32("LVX_TN", 4);
-    uint32_t vec = env_u32("LVX_VEC", 1);
-    c->op = LV_OP_MATMUL;
-    c->spec[0] = lanes;
-    c->spec[1] = tm;
-    c->spec[2] = tn;
-    c->spec[3] = (uint32_t)wdtype;
-    c->spec[4] = vec;
-    c->spec[5] = env_u32("LVX_LD64", 0);
-    c->spec[6] = env_u32("LVX_SHUF", 0);
-    c->nspec = 7;
-    c->tile_m = tm;
-    c->tile_n = tn * lanes;
-}
-
 lv_matmul_variant lv_matmul_auto_variant(const lv_ctx *ctx) {
     const char *v = getenv("LONGVK_MATMUL_VARIANT");
     if (v && strcmp(v, "register") == 0) return LV_MATMUL_REGISTER;
     if (v && strcmp(v, "tiled") == 0) return LV_MATMUL_TILED;
     return lv_ctx_device(ctx)->type == LV_DEVICE_CPU ? LV_MATMUL_REGISTER : LV_MATMUL_TILED;
+}
+
+/* Register-blocked kernel. vec: the fast path (see shaders/matmul_reg.comp). */
+static void kernel_register(const lv_ctx *ctx, lv_dtype wdtype, int64_t M, bool vec, mm_config *c) {
+    /* rows of a are shared through subgroupShuffle where a subgroup is exactly 8 lanes; on
+     * CPU devices it is fixed, on GPUs it may vary per pipeline, so only trust it there */
+    bool shuf = lv_ctx_device(ctx)->type == LV_DEVICE_CPU && lv_ctx_device(ctx)->subgroup_size == 8;
+    uint32_t tm = vec ? env_u32("LVX_TM", 32) : 8, tn = vec ? env_u32("LVX_TN", 8) : 2;
+    if (M <= 8) tm = 8;
+    else if (M <= 16 && tm > 16) tm = 16;
+    c->op = LV_OP_MATMUL;
+    c->spec[0] = 8;
+    c->spec[1] = tm;
+    c->spec[2] = tn;
+    c->spec[3] = (uint32_t)wdtype;
+    c->spec[4] = vec;
+    c->spec[5] = shuf;
+    c->nspec = 6;
+    c->tile_m = tm;
+    c->tile_n = tn * c->spec[0];
+}
+
+/* Shared-memory tiled kernel: BM x BN blocks per workgroup, BK-deep slabs in shared memory,
+ * TM x TN per invocation; 64 x 64 x 16 with 256 invocations, or 32 x 32 x 16 with 64 where
+ * the device allows fewer invocations or less shared memory. */
+static void kernel_tiled(const lv_ctx *ctx, lv_dtype wdtype, mm_config *c) {
+    const lv_device_info *d = lv_ctx_device(ctx);
+    uint32_t bm = 64, bn = 64, bk = 16, tm = 4, tn = 4;
+    if (d->max_workgroup_invocations < 256 || d->max_shared_memory_bytes < 2 * bk * (bm + 1) * 4) bm = bn = 32;
+    c->op = LV_OP_MATMUL_TILED;
+    c->spec[0] = (bm / tm) * (bn / tn);
+    c->spec[1] = bm;
+    c->spec[2] = bn;
+    c->spec[3] = bk;
+    c->spec[4] = tm;
+    c->spec[5] = tn;
+    c->spec[6] = (uint32_t)wdtype;
+    c->nspec = 7;
+    c->tile_m = bm;
+    c->tile_n = bn;
 }
 
 /* ---- shape checks -------------------------------------------------------------------- */
@@ -133,65 +157,123 @@ static lv_status check_shapes(const lv_tensor *out, const lv_tensor *a, const lv
 
 static int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
 
-/* Dispatch one chunk: batches [b0, b0 + nb), rows [m0, m0 + mc), columns [n0, n0 + nc). */
-static lv_status dispatch_chunk(lv_ctx *ctx, const mm_config *cfg, const mm_shape *s,
-                                const lv_tensor *out, const lv_tensor *a, const lv_tensor *w,
-                                const lv_tensor *bias, int64_t b0, int64_t nb, int64_t m0,
-                                int64_t mc, int64_t n0, int64_t nc) {
+/* A chunk: batches [b0, b0 + nb), rows [m0, m0 + mc), columns [n0, n0 + nc). */
+typedef struct mm_chunk {
+    int64_t b0, nb, m0, mc, n0, nc;
+} mm_chunk;
+
+typedef struct mm_views {
+    lv_tensor out, a, w, bias;
+} mm_views;
+
+/* Views of the chunk's ranges: a rows, w rows, out from (m0, n0) to (m0 + mc - 1, n0 + nc - 1)
+ * (rows of out are ldo = N apart), bias [n0, n0 + nc). Without bias, a stands in (unread). */
+static void chunk_views(const mm_shape *s, const lv_tensor *out, const lv_tensor *a,
+                        const lv_tensor *w, const lv_tensor *bias, const mm_chunk *c, mm_views *v) {
     int64_t M = s->M, N = s->N, K = s->K;
-    /* views: a rows, w rows, out from (m0, n0) to (m0 + mc - 1, n0 + nc - 1) */
-    int64_t a_len = ((nb - 1) * M + mc) * K;
-    lv_tensor av = lv_tensor_view(a, (b0 * M + m0) * K, 1, &a_len);
-    int64_t wb0 = s->batched_w ? b0 : 0, wnb = s->batched_w ? nb : 1;
-    int64_t w_len = ((wnb - 1) * N + nc) * K;
-    lv_tensor wv = lv_tensor_view(w, (wb0 * N + n0) * K, 1, &w_len);
-    int64_t o_len = ((nb - 1) * M + mc - 1) * N + nc;
-    lv_tensor ov = lv_tensor_view(out, (b0 * M + m0) * N + n0, 1, &o_len);
-    lv_tensor bv = av;
-    if (bias) bv = lv_tensor_view(bias, n0, 1, &nc);
-    lv_binding b[4] = {{&ov, true, 0}, {&av, false, 0}, {&wv, false, 0}, {&bv, false, 0}};
+    int64_t a_len = ((c->nb - 1) * M + c->mc) * K;
+    v->a = lv_tensor_view(a, (c->b0 * M + c->m0) * K, 1, &a_len);
+    int64_t wb0 = s->batched_w ? c->b0 : 0, wnb = s->batched_w ? c->nb : 1;
+    int64_t w_len = ((wnb - 1) * N + c->nc) * K;
+    v->w = lv_tensor_view(w, (wb0 * N + c->n0) * K, 1, &w_len);
+    int64_t o_len = ((c->nb - 1) * M + c->mc - 1) * N + c->nc;
+    v->out = lv_tensor_view(out, (c->b0 * M + c->m0) * N + c->n0, 1, &o_len);
+    v->bias = bias ? lv_tensor_view(bias, c->n0, 1, &c->nc) : v->a;
+}
+
+static lv_status dispatch(lv_ctx *ctx, const mm_config *k, const mm_shape *s, mm_views *v,
+                          bool has_bias, const mm_chunk *c) {
+    lv_binding b[4] = {{&v->out, true, 0}, {&v->a, false, 0}, {&v->w, false, 0}, {&v->bias, false, 0}};
     LV_TRY(lv_bindings_prepare(ctx, b, 4));
     lv_push_matmul pc = {
-        .M = (uint32_t)mc,
-        .N = (uint32_t)nc,
-        .K = (uint32_t)K,
+        .M = (uint32_t)c->mc,
+        .N = (uint32_t)c->nc,
+        .K = (uint32_t)s->K,
         .a_off = b[1].elem_offset,
         .w_off = b[2].elem_offset,
         .bias_off = b[3].elem_offset,
         .out_off = b[0].elem_offset,
-        .ldo = (uint32_t)N,
-        .a_batch = (uint32_t)(M * K),
-        .w_batch = s->batched_w ? (uint32_t)(N * K) : 0,
-        .out_batch = (uint32_t)(M * N),
-        .has_bias = bias != NULL,
+        .ldo = (uint32_t)s->N,
+        .a_batch = (uint32_t)(s->M * s->K),
+        .w_batch = s->batched_w ? (uint32_t)(s->N * s->K) : 0,
+        .out_batch = (uint32_t)(s->M * s->N),
+        .has_bias = has_bias,
     };
-    uint32_t gx = (uint32_t)((nc + cfg->tile_n - 1) / cfg->tile_n);
-    uint32_t gy = (uint32_t)((mc + cfg->tile_m - 1) / cfg->tile_m);
-    return lv_dispatch(ctx, cfg->op, cfg->spec, cfg->nspec, b, 4, &pc, sizeof pc, gx, gy, (uint32_t)nb);
+    uint32_t gx = (uint32_t)((c->nc + k->tile_n - 1) / k->tile_n);
+    uint32_t gy = (uint32_t)((c->mc + k->tile_m - 1) / k->tile_m);
+    return lv_dispatch(ctx, k->op, k->spec, k->nspec, b, 4, &pc, sizeof pc, gx, gy, (uint32_t)c->nb);
 }
 
-static lv_status run(lv_ctx *ctx, const mm_config *cfg, const mm_shape *s, const lv_tensor *out,
+/* Element offset of a view inside its binding, as lv_bindings_prepare will compute it. */
+static uint64_t bound_elem_offset(const lv_ctx *ctx, const lv_tensor *t) {
+    uint64_t align = ctx->limits.minStorageBufferOffsetAlignment;
+    if (align < 4) align = 4;
+    return (t->alloc->offset + t->offset) % align / lv_dtype_size(t->dtype);
+}
+
+/* The register kernel's fast path: K a multiple of 8 and every row start a multiple of
+ * 4 elements (8 for 16-bit w) from its binding's start, so rows load and store as vec4. */
+static bool register_fast_ok(const lv_ctx *ctx, const mm_shape *s, const mm_views *v, bool has_bias) {
+    uint64_t wq = v->w.dtype == LV_F32 ? 4 : 8;
+    return s->K % 8 == 0 && s->N % 4 == 0 && bound_elem_offset(ctx, &v->a) % 4 == 0 &&
+           bound_elem_offset(ctx, &v->w) % wq == 0 && bound_elem_offset(ctx, &v->out) % 4 == 0 &&
+           (!has_bias || bound_elem_offset(ctx, &v->bias) % 4 == 0);
+}
+
+static lv_status run_chunk(lv_ctx *ctx, lv_matmul_variant variant, const mm_shape *s,
+                           const lv_tensor *out, const lv_tensor *a, const lv_tensor *w,
+                           const lv_tensor *bias, const mm_chunk *c) {
+    mm_config k;
+    mm_views v;
+    memset(&k, 0, sizeof k);
+    if (variant == LV_MATMUL_TILED) {
+        kernel_tiled(ctx, w->dtype, &k);
+        chunk_views(s, out, a, w, bias, c, &v);
+        return dispatch(ctx, &k, s, &v, bias != NULL, c);
+    }
+    /* fast path over whole column tiles, general path for the rest */
+    kernel_register(ctx, w->dtype, c->mc, true, &k);
+    mm_chunk main = *c;
+    main.nc = c->nc - c->nc % k.tile_n;
+    if (main.nc > 0) {
+        chunk_views(s, out, a, w, bias, &main, &v);
+        if (register_fast_ok(ctx, s, &v, bias != NULL)) LV_TRY(dispatch(ctx, &k, s, &v, bias != NULL, &main));
+        else main.nc = 0;
+    }
+    mm_chunk rest = *c;
+    rest.n0 = c->n0 + main.nc;
+    rest.nc = c->nc - main.nc;
+    if (rest.nc == 0) return LV_OK;
+    kernel_register(ctx, w->dtype, c->mc, false, &k);
+    chunk_views(s, out, a, w, bias, &rest, &v);
+    return dispatch(ctx, &k, s, &v, bias != NULL, &rest);
+}
+
+static lv_status run(lv_ctx *ctx, lv_matmul_variant variant, const mm_shape *s, const lv_tensor *out,
                      const lv_tensor *a, const lv_tensor *w, const lv_tensor *bias) {
     int64_t M = s->M, N = s->N, K = s->K;
     int64_t ws = (int64_t)lv_dtype_size(w->dtype);
     /* bytes a binding may cover, less the slack lv_bindings_prepare adds for an unaligned start */
     int64_t budget = (int64_t)lv_ctx_max_binding(ctx) - (int64_t)ctx->limits.minStorageBufferOffsetAlignment - 8;
-    const uint32_t *maxg = ctx->limits.maxComputeWorkGroupCount;
-    if (budget < K * 4 || budget < K * ws || budget < N * 4) {
+    if (budget < K * 4 || budget < N * 4) {
         char da[96], dw[96];
-        return lv_error(LV_ERR_LIMIT, "matmul: a row of a %s, w %s or out (%lld columns) exceeds the "
-                        "device's %llu-byte binding limit", lv_tensor_describe(a, da, sizeof da),
+        return lv_error(LV_ERR_LIMIT, "matmul: one row of a %s, w %s or out (%lld columns) exceeds "
+                        "the device's %llu-byte binding limit", lv_tensor_describe(a, da, sizeof da),
                         lv_tensor_describe(w, dw, sizeof dw), (long long)N,
                         (unsigned long long)lv_ctx_max_binding(ctx));
     }
-    /* rows per chunk: a rows and out rows must fit one binding, and the grid its limit */
+    /* the largest tiles any kernel uses: chunks are cut at multiples of them, and grids
+     * stay within maxComputeWorkGroupCount */
+    const int64_t tile = 256;
+    const uint32_t *maxg = ctx->limits.maxComputeWorkGroupCount;
+    /* rows per chunk: a rows and out rows must fit one binding */
     int64_t mc = min64(M, min64(budget / (K * 4), budget / (N * 4)));
-    mc = min64(mc, (int64_t)maxg[1] * cfg->tile_m);
-    if (mc < M && mc > (int64_t)cfg->tile_m) mc -= mc % cfg->tile_m;
+    mc = min64(mc, (int64_t)maxg[1] * 8);
+    if (mc < M && mc > tile) mc -= mc % tile;
     /* columns per chunk: w rows must fit one binding */
     int64_t nc = min64(N, budget / (K * ws));
-    nc = min64(nc, (int64_t)maxg[0] * cfg->tile_n);
-    if (nc < N && nc > (int64_t)cfg->tile_n) nc -= nc % cfg->tile_n;
+    nc = min64(nc, (int64_t)maxg[0] * 16);
+    if (nc < N && nc > tile) nc -= nc % tile;
     /* whole batches per dispatch when a batch fits entirely */
     int64_t nb = 1;
     if (mc == M && nc == N && s->batch > 1) {
@@ -200,13 +282,12 @@ static lv_status run(lv_ctx *ctx, const mm_config *cfg, const mm_shape *s, const
         nb = min64(nb, (int64_t)maxg[2]);
         if (nb < 1) nb = 1;
     }
-    for (int64_t b0 = 0; b0 < s->batch; b0 += nb) {
-        int64_t bn = min64(nb, s->batch - b0);
+    for (int64_t b0 = 0; b0 < s->batch; b0 += nb)
         for (int64_t m0 = 0; m0 < M; m0 += mc)
-            for (int64_t n0 = 0; n0 < N; n0 += nc)
-                LV_TRY(dispatch_chunk(ctx, cfg, s, out, a, w, bias, b0, bn, m0, min64(mc, M - m0),
-                                      n0, min64(nc, N - n0)));
-    }
+            for (int64_t n0 = 0; n0 < N; n0 += nc) {
+                mm_chunk c = {b0, min64(nb, s->batch - b0), m0, min64(mc, M - m0), n0, min64(nc, N - n0)};
+                LV_TRY(run_chunk(ctx, variant, s, out, a, w, bias, &c));
+            }
     return LV_OK;
 }
 
@@ -216,10 +297,7 @@ lv_status lv_op_matmul_variant(lv_ctx *ctx, const lv_tensor *out, const lv_tenso
     mm_shape s = {0, 0, 0, 0, 0};
     LV_TRY(check_shapes(out, a, w, bias, &s));
     if (variant == LV_MATMUL_AUTO) variant = lv_matmul_auto_variant(ctx);
-    mm_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    config_register(&cfg, w->dtype);
-    return run(ctx, &cfg, &s, out, a, w, bias);
+    return run(ctx, variant, &s, out, a, w, bias);
 }
 
 lv_status lv_op_matmul(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a, const lv_tensor *w,

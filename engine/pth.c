@@ -70,8 +70,7 @@ static lv_status get_storage(lv_weights *w, const char *tensor, const pk_value *
         return lv_error(LV_ERR_FORMAT, "%s: tensor '%s': storage '%s' of %lld elements is too large", w->path,
                         tensor, key, (long long)numel);
     const void *data = NULL;
-    lv_status s = load(user, w, key, (uint64_t)numel * (uint64_t)type->elem_size, &data);
-    if (s != LV_OK) return lv_error_prefix(s, "tensor '%s'", tensor);
+    LV_TRY(load(user, w, tensor, key, (uint64_t)numel * (uint64_t)type->elem_size, &data));
     pth_storage *grown = realloc(*cache, ((size_t)*n_cache + 1) * sizeof **cache);
     if (!grown) return lv_error(LV_ERR_NOMEM, "%s: out of memory", w->path);
     *cache = grown;
@@ -226,6 +225,7 @@ static lv_status zip_fail(const char *path, const char *what, zip_error_t *err) 
 
 /* Read record `index` completely; it must hold exactly `expect` bytes. */
 static lv_status read_record(pth_zip *z, zip_int64_t index, const char *name, uint64_t expect, uint8_t **out) {
+    /* `name` may say "record (tensor 'x')": messages below start with it. */
     *out = NULL;
     zip_file_t *f = zip_fopen_index(z->zip, (zip_uint64_t)index, 0);
     if (!f) return zip_fail(z->path, name, zip_get_error(z->zip));
@@ -264,22 +264,23 @@ static lv_status read_record(pth_zip *z, zip_int64_t index, const char *name, ui
     return LV_OK;
 }
 
-static lv_status load_storage(void *user, lv_weights *w, const char *key, uint64_t nbytes, const void **data) {
+static lv_status load_storage(void *user, lv_weights *w, const char *tensor, const char *key, uint64_t nbytes,
+                              const void **data) {
     pth_zip *z = user;
-    char name[1100];
+    char name[1100], what[1400];
     snprintf(name, sizeof name, "%sdata/%s", z->prefix, key);
+    snprintf(what, sizeof what, "tensor '%.200s': storage record '%s'", tensor, name);
     zip_int64_t index = zip_name_locate(z->zip, name, 0);
-    if (index < 0)
-        return lv_error(LV_ERR_FORMAT, "%s: storage record '%s' is missing from the archive", z->path, name);
+    if (index < 0) return lv_error(LV_ERR_FORMAT, "%s: %s is missing from the archive", z->path, what);
     zip_stat_t st;
     zip_stat_init(&st);
     if (zip_stat_index(z->zip, (zip_uint64_t)index, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
-        return zip_fail(z->path, name, zip_get_error(z->zip));
+        return zip_fail(z->path, what, zip_get_error(z->zip));
     if (st.size != nbytes)
-        return lv_error(LV_ERR_FORMAT, "%s: storage record '%s' holds %llu bytes, the pickle says %llu", z->path,
-                        name, (unsigned long long)st.size, (unsigned long long)nbytes);
+        return lv_error(LV_ERR_FORMAT, "%s: %s holds %llu bytes, the pickle says %llu", z->path, what,
+                        (unsigned long long)st.size, (unsigned long long)nbytes);
     uint8_t *buf;
-    LV_TRY(read_record(z, index, name, nbytes, &buf));
+    LV_TRY(read_record(z, index, what, nbytes, &buf));
     LV_TRY(lv_weights_own(w, buf));
     *data = buf;
     return LV_OK;

@@ -48,10 +48,11 @@ lv_status lv_safetensors_open(const char *path, lv_weights **out);
 /* PyTorch zip checkpoints (pth.c). */
 lv_status lv_pth_open(const char *path, lv_weights **out);
 
-/* Supplies the bytes of storage record `key` (exactly `nbytes`); the pointer must stay valid
- * while `w` lives (hand buffers to lv_weights_own). */
-typedef lv_status (*lv_pth_storage_fn)(void *user, lv_weights *w, const char *key, uint64_t nbytes,
-                                       const void **data);
+/* Supplies the bytes of storage record `key` (exactly `nbytes`) for the first tensor that uses
+ * it (`tensor`, for messages); the pointer must stay valid while `w` lives (hand buffers to
+ * lv_weights_own). */
+typedef lv_status (*lv_pth_storage_fn)(void *user, lv_weights *w, const char *tensor, const char *key,
+                                       uint64_t nbytes, const void **data);
 /* Runs the restricted pickle reader on data.pkl, finds the state dict and adds its tensors
  * to `w`, loading each storage it references once through `load`. */
 lv_status lv_pth_from_pickle(lv_weights *w, const uint8_t *pickle, size_t size, lv_pth_storage_fn load,

@@ -76,13 +76,19 @@ static int same_shape(const lv_weight *t, int ndim, const int64_t *shape) {
 
 static int is_float(lv_dtype d) { return d == LV_F32 || d == LV_F16 || d == LV_BF16; }
 
-static const lv_weight *find_any(const lv_sana_file *f, const char *name) {
+/* The tensor `name` in any shard; *src (if given) receives the shard's index. */
+static const lv_weight *find_in(const lv_sana_file *f, const char *name, int *src) {
     for (int i = 0; i < f->n_src; i++) {
         const lv_weight *t = lv_weights_find(f->src[i], name);
-        if (t) return t;
+        if (t) {
+            if (src) *src = i;
+            return t;
+        }
     }
     return NULL;
 }
+
+static const lv_weight *find_any(const lv_sana_file *f, const char *name) { return find_in(f, name, NULL); }
 
 /* ---- locating the weights -------------------------------------------------------------- */
 
@@ -210,12 +216,8 @@ static lv_status detect_naming(lv_sana_file *f, const char *path) {
         for (int i = 0; i < lv_weights_count(f->src[s]); i++) {
             const char *n = lv_weights_at(f->src[s], i)->name;
             total++;
-            if (!orig && (sana_block_index(n, LV_SANA_NAMES_ORIGINAL) >= 0 ||
-                          sana_is_top_level_name(n, LV_SANA_NAMES_ORIGINAL)))
-                orig = n;
-            if (!diff && (sana_block_index(n, LV_SANA_NAMES_DIFFUSERS) >= 0 ||
-                          sana_is_top_level_name(n, LV_SANA_NAMES_DIFFUSERS)))
-                diff = n;
+            if (!orig && sana_is_model_name(n, LV_SANA_NAMES_ORIGINAL)) orig = n;
+            if (!diff && sana_is_model_name(n, LV_SANA_NAMES_DIFFUSERS)) diff = n;
         }
     if (orig && diff)
         return lv_error(LV_ERR_FORMAT,
@@ -335,12 +337,9 @@ static lv_status choose_config(lv_sana_file *f, const char *path, const char *co
 
 /* ---- checking and collecting the tensors ----------------------------------------------- */
 
-static void mark_used(const lv_sana_file *f, const lv_weight *t, unsigned char **used) {
-    for (int s = 0; s < f->n_src; s++) {
-        const lv_weight *first = lv_weights_at(f->src[s], 0);
-        int n = lv_weights_count(f->src[s]);
-        if (first && t >= first && t < first + n) used[s][t - first] = 1;
-    }
+/* lv_weights_find hands out pointers into the shard's array of tensors: their index. */
+static void mark_used(const lv_sana_file *f, const lv_weight *t, int src, unsigned char **used) {
+    used[src][t - lv_weights_at(f->src[src], 0)] = 1;
 }
 
 /* Checks every expected tensor; when all are right, fills f->tensors (merging parts). */
@@ -361,14 +360,15 @@ static lv_status check_tensors(lv_sana_file *f, const char *path, unsigned char 
             char also[SANA_NAME_MAX + 40] = "";
             if (f->naming == LV_SANA_NAMES_DIFFUSERS)
                 snprintf(also, sizeof also, " (%s %s)", n > 1 ? "part of" : "original name", sp->name);
-            t[k] = find_any(f, parts[k]);
+            int src = 0;
+            t[k] = find_in(f, parts[k], &src);
             shape_str(part_shape, sp->ndim, want, sizeof want);
             if (!t[k]) {
                 problem(pb, parts[k], "tensor '%s'%s is missing (expected shape %s)", parts[k], also, want);
                 ok = 0;
                 continue;
             }
-            mark_used(f, t[k], used);
+            mark_used(f, t[k], src, used);
             if (!same_shape(t[k], sp->ndim, part_shape)) {
                 shape_str(t[k]->shape, t[k]->ndim, got, sizeof got);
                 problem(pb, parts[k], "tensor '%s'%s has shape %s in the file, the config needs %s", parts[k], also,

@@ -167,3 +167,15 @@ int sana_is_top_level_name(const char *name, lv_sana_naming naming) {
         if (strcmp(name, top_names[i][column]) == 0) return 1;
     return 0;
 }
+
+int sana_is_model_name(const char *name, lv_sana_naming naming) {
+    if (sana_is_top_level_name(name, naming)) return 1;
+    if (sana_block_index(name, naming) < 0) return 0;
+    const char *suffix = strchr(strchr(name, '.') + 1, '.') + 1; /* after "<prefix>.N." */
+    for (size_t i = 0; i < NBLOCK; i++) {
+        if (naming == LV_SANA_NAMES_ORIGINAL && strcmp(suffix, block_names[i].original) == 0) return 1;
+        for (int k = 0; naming == LV_SANA_NAMES_DIFFUSERS && k < 3 && block_names[i].diffusers[k]; k++)
+            if (strcmp(suffix, block_names[i].diffusers[k]) == 0) return 1;
+    }
+    return 0;
+}

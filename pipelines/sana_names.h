@@ -31,4 +31,8 @@ int sana_block_index(const char *name, lv_sana_naming naming);
 /* 1 when `name` is a non-block tensor of that naming (x_embedder.proj.weight, ...). */
 int sana_is_top_level_name(const char *name, lv_sana_naming naming);
 
+/* 1 when `name` is a SANA-Video tensor name of that naming: top-level, or a block tensor with
+ * a known suffix (blocks.N.attn.qkv.weight, transformer_blocks.N.attn1.to_q.weight, ...). */
+int sana_is_model_name(const char *name, lv_sana_naming naming);
+
 #endif

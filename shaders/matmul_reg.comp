@@ -1,106 +1,159 @@
 #version 450
-// experimental register-blocked matmul v2
+// Matrix multiply, register-blocked, for CPU devices (lavapipe):
+//   out[z, m, n] = sum_k a[z, m, k] * w[z?, n, k] + bias[n]
+//
+// Why it looks like this (measured on lavapipe / llvmpipe, LLVM 15, 8-wide SIMD):
+// - every buffer load inside a loop becomes a serial loop over the 8 lanes of the subgroup
+//   (~200 cycles, whatever the address pattern), so the kernel loads as little as possible
+//   per multiply-add: each subgroup owns a TM x (8 * TN) block of outputs in registers and
+//   per 8 values of k loads TN rows of w per lane (its own columns) and TM / 8 rows of a
+//   per lane, which subgroupShuffle with a constant lane (a single permute) hands to all
+//   lanes;
+// - arrays live in registers only while every index is a constant, hence [[unroll]]
+//   everywhere but the k loop, and a store epilogue of vec4 rows (scalar per-lane stores
+//   dominate compile time).
+// Spec constant VEC selects the fast path (K % 8 == 0, 16-byte aligned rows, whole column
+// tiles, vec4 loads/stores); VEC == 0 is the general path (any shape, scalar loads, guarded
+// stores) used for odd shapes and the column remainder.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_ballot : require
 #extension GL_KHR_shader_subgroup_shuffle : require
-#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 #include "common.glsl"
 #include "push_matmul.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint TM = 16;  // rows per subgroup: a multiple of 8
-layout(constant_id = 2) const uint TN = 4;   // columns per invocation
-layout(constant_id = 3) const uint WDT = 0;
-layout(constant_id = 4) const uint VEC = 1;
-layout(constant_id = 5) const uint LD64 = 0;
-vec4 u2f(u64vec2 v) { return vec4(uintBitsToFloat(unpackUint2x32(v.x)), uintBitsToFloat(unpackUint2x32(v.y))); }
-#define LDW(i) (LD64 == 1u ? u2f(w8[(i) >> 2]) : w4[(i) >> 2])
-#define LDA(i) (LD64 == 1u ? u2f(a8[(i) >> 2]) : a4[(i) >> 2])
-
+layout(local_size_x_id = 0) in;             // invocations per workgroup (8 = one subgroup)
+layout(constant_id = 1) const uint TM = 32;  // rows per workgroup, a multiple of 8
+layout(constant_id = 2) const uint TN = 8;   // columns per invocation (multiple of 4 if VEC)
+layout(constant_id = 3) const uint WDT = 0;  // w dtype: LV_DTYPE_F32 / F16 / BF16
+layout(constant_id = 4) const uint VEC = 1;  // fast path, see above
+layout(constant_id = 5) const uint SHUF = 1; // rows of a shared by subgroupShuffle (subgroup of 8)
 
 layout(std430, binding = 0) writeonly buffer Out { float o[]; };
+layout(std430, binding = 0) writeonly buffer Out4 { vec4 o4[]; };
 layout(std430, binding = 1) readonly buffer A { float a[]; };
 layout(std430, binding = 1) readonly buffer A4 { vec4 a4[]; };
-layout(std430, binding = 2) readonly buffer W { float w[]; };
-layout(std430, binding = 2) readonly buffer W4 { vec4 w4[]; };
-layout(std430, binding = 1) readonly buffer A8 { u64vec2 a8[]; };
-layout(std430, binding = 2) readonly buffer W8 { u64vec2 w8[]; };
-layout(std430, binding = 1) readonly buffer A16 { u64vec4 a16[]; };
-layout(std430, binding = 2) readonly buffer W16 { u64vec4 w16[]; };
+layout(std430, binding = 2) readonly buffer W { uint w[]; };
+layout(std430, binding = 2) readonly buffer W4 { uvec4 w4[]; };
 layout(std430, binding = 3) readonly buffer Bias { float bias[]; };
+layout(std430, binding = 3) readonly buffer Bias4 { vec4 bias4[]; };
 
-const uint TR = TM / 8u;
+const uint TR = TM / 8u; // rows of a each lane loads per k step
 
-layout(constant_id = 6) const uint SHUF = 0;
-#define BC(v, l) (SHUF == 1u ? subgroupShuffle(v, l) : subgroupBroadcast(v, l))
+// element e of w, any dtype
+float w_at(uint e) {
+    if (WDT == LV_DTYPE_F32) return uintBitsToFloat(w[e]);
+    if (WDT == LV_DTYPE_F16) return lv_f16_at(w[e >> 1], e);
+    return lv_bf16_at(w[e >> 1], e);
+}
+
+// w[e .. e + 7] as two vec4, e a multiple of 8 (VEC path)
+void w_at8(uint e, out vec4 lo, out vec4 hi) {
+    if (WDT == LV_DTYPE_F32) {
+        lo = uintBitsToFloat(w4[e >> 2]);
+        hi = uintBitsToFloat(w4[(e >> 2) + 1u]);
+    } else {
+        uvec4 t = w4[e >> 3];
+        if (WDT == LV_DTYPE_F16) {
+            lo = vec4(unpackHalf2x16(t.x), unpackHalf2x16(t.y));
+            hi = vec4(unpackHalf2x16(t.z), unpackHalf2x16(t.w));
+        } else {
+            uvec4 l = t << 16, h = t & 0xffff0000u;
+            lo = uintBitsToFloat(uvec4(l.x, h.x, l.y, h.y));
+            hi = uintBitsToFloat(uvec4(l.z, h.z, l.w, h.w));
+        }
+    }
+}
 
 void main() {
     uint L = gl_WorkGroupSize.x;
     uint lane = gl_LocalInvocationID.x;
     uint sl = gl_SubgroupInvocationID;
     uint m0 = gl_WorkGroupID.y * TM;
-    uint n0 = gl_WorkGroupID.x * TN * L;
+    uint n0 = gl_WorkGroupID.x * TN * L + lane * TN; // this invocation's first column
     uint z = gl_WorkGroupID.z;
     uint abase = pc.a_off + z * pc.a_batch;
     uint wbase = pc.w_off + z * pc.w_batch;
+
+    // row starts; loads of rows/columns past the edge are clamped, their results unused
     uint arow[TR];
+    [[unroll]] for (uint r = 0; r < TR; r++)
+        arow[r] = abase + min(m0 + r * 8u + (SHUF != 0u ? sl : 0u), pc.M - 1u) * pc.K;
     uint wrow[TN];
-    [[unroll]] for (uint r = 0; r < TR; r++) arow[r] = abase + min(m0 + r * 8u + sl, pc.M - 1u) * pc.K;
-    [[unroll]] for (uint j = 0; j < TN; j++) wrow[j] = wbase + min(n0 + j * L + lane, pc.N - 1u) * pc.K;
+    [[unroll]] for (uint j = 0; j < TN; j++) wrow[j] = wbase + min(n0 + j, pc.N - 1u) * pc.K;
+
     float acc[TM * TN];
-    [[unroll]] for (uint i = 0; i < TM; i++) [[unroll]] for (uint j = 0; j < TN; j++) acc[i * TN + j] = 0.0;
-    uint K8 = pc.K & ~7u;
-    for (uint k = 0; k < K8; k += 8u) {
-        vec4 w0[TN], w1[TN];
-        [[unroll]] for (uint j = 0; j < TN; j++) {
-            if (LD64 == 2u) {
-                u64vec4 t = w16[(wrow[j] + k) >> 3];
-                w0[j] = u2f(t.xy); w1[j] = u2f(t.zw);
-            } else {
-            w0[j] = LDW(wrow[j] + k);
-            w1[j] = LDW(wrow[j] + k + 4u);
+    [[unroll]] for (uint i = 0; i < TM; i++)
+        [[unroll]] for (uint j = 0; j < TN; j++) acc[i * TN + j] = 0.0;
+
+    if (VEC != 0u) {
+        for (uint k = 0; k < pc.K; k += 8u) {
+            vec4 w0[TN], w1[TN];
+            [[unroll]] for (uint j = 0; j < TN; j++) w_at8(wrow[j] + k, w0[j], w1[j]);
+            [[unroll]] for (uint r = 0; r < TR; r++) {
+                vec4 x0 = a4[(arow[r] + k) >> 2];
+                vec4 x1 = a4[(arow[r] + k + 4u) >> 2];
+                // row (8 r + l): lane l's a values, shuffled to every lane
+#define LV_MM_ROW(l)                                                                      \
+                {                                                                         \
+                    vec4 p = subgroupShuffle(x0, l), q = subgroupShuffle(x1, l);          \
+                    [[unroll]] for (uint j = 0; j < TN; j++) {                            \
+                        float s = acc[(r * 8u + l) * TN + j];                             \
+                        s += p.x * w0[j].x; s += p.y * w0[j].y;                           \
+                        s += p.z * w0[j].z; s += p.w * w0[j].w;                           \
+                        s += q.x * w1[j].x; s += q.y * w1[j].y;                           \
+                        s += q.z * w1[j].z; s += q.w * w1[j].w;                           \
+                        acc[(r * 8u + l) * TN + j] = s;                                   \
+                    }                                                                     \
+                }
+                LV_MM_ROW(0) LV_MM_ROW(1) LV_MM_ROW(2) LV_MM_ROW(3)
+                LV_MM_ROW(4) LV_MM_ROW(5) LV_MM_ROW(6) LV_MM_ROW(7)
+#undef LV_MM_ROW
             }
         }
-        [[unroll]] for (uint r = 0; r < TR; r++) {
-            vec4 x0, x1;
-            if (LD64 == 2u) {
-                u64vec4 t = a16[(arow[r] + k) >> 3];
-                x0 = u2f(t.xy); x1 = u2f(t.zw);
-            } else {
-            x0 = LDA(arow[r] + k);
-            x1 = LDA(arow[r] + k + 4u);
-            }
-#define ROW(l) { \
-                vec4 p = BC(x0, l), q = BC(x1, l); \
-                [[unroll]] for (uint j = 0; j < TN; j++) { \
-                    float s = acc[(r * 8u + l) * TN + j]; \
-                    s += p.x * w0[j].x; s += p.y * w0[j].y; s += p.z * w0[j].z; s += p.w * w0[j].w; \
-                    s += q.x * w1[j].x; s += q.y * w1[j].y; s += q.z * w1[j].z; s += q.w * w1[j].w; \
-                    acc[(r * 8u + l) * TN + j] = s; \
-                } }
-            ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5) ROW(6) ROW(7)
-#undef ROW
-        }
-    }
-    for (uint k = K8; k < pc.K; k++) {
-        float wv[TN];
-        [[unroll]] for (uint j = 0; j < TN; j++) wv[j] = w[wrow[j] + k];
-        [[unroll]] for (uint r = 0; r < TR; r++) {
-            float x = a[arow[r] + k];
-#define ROW(l) { float p = BC(x, l); [[unroll]] for (uint j = 0; j < TN; j++) acc[(r * 8u + l) * TN + j] += p * wv[j]; }
-            ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5) ROW(6) ROW(7)
-#undef ROW
-        }
-    }
-    [[unroll]] for (uint j = 0; j < TN; j++) {
-        uint n = n0 + j * L + lane;
-        if (n >= pc.N) continue;
-        float b = pc.has_bias != 0u ? bias[pc.bias_off + n] : 0.0;
+        vec4 b[(TN + 3u) / 4u];
+        [[unroll]] for (uint j = 0; j < TN / 4u; j++)
+            b[j] = pc.has_bias != 0u ? bias4[(pc.bias_off + n0) / 4u + j] : vec4(0.0);
+        uint obase = pc.out_off + z * pc.out_batch + n0;
         [[unroll]] for (uint i = 0; i < TM; i++) {
-            uint m = m0 + i;
-            if (m < pc.M) o[pc.out_off + z * pc.out_batch + m * pc.ldo + n] = acc[i * TN + j] + b;
+            if (m0 + i < pc.M) {
+                uint row = (obase + (m0 + i) * pc.ldo) / 4u;
+                [[unroll]] for (uint j = 0; j < TN / 4u; j++)
+                    o4[row + j] = vec4(acc[i * TN + 4u * j], acc[i * TN + 4u * j + 1u],
+                                       acc[i * TN + 4u * j + 2u], acc[i * TN + 4u * j + 3u]) + b[j];
+            }
+        }
+    } else {
+        for (uint k = 0; k < pc.K; k++) {
+            float wv[TN];
+            [[unroll]] for (uint j = 0; j < TN; j++) wv[j] = w_at(wrow[j] + k);
+            [[unroll]] for (uint r = 0; r < TR; r++) {
+                if (SHUF != 0u) {
+                    float x = a[arow[r] + k];
+#define LV_MM_ROW(l)                                                                      \
+                    {                                                                     \
+                        float p = subgroupShuffle(x, l);                                  \
+                        [[unroll]] for (uint j = 0; j < TN; j++)                          \
+                            acc[(r * 8u + l) * TN + j] += p * wv[j];                      \
+                    }
+                    LV_MM_ROW(0) LV_MM_ROW(1) LV_MM_ROW(2) LV_MM_ROW(3)
+                    LV_MM_ROW(4) LV_MM_ROW(5) LV_MM_ROW(6) LV_MM_ROW(7)
+#undef LV_MM_ROW
+                } else {
+                    // no subgroup of 8 to share through: every lane reads the rows itself
+                    [[unroll]] for (uint l = 0; l < 8u; l++) {
+                        float p = a[abase + min(m0 + r * 8u + l, pc.M - 1u) * pc.K + k];
+                        [[unroll]] for (uint j = 0; j < TN; j++) acc[(r * 8u + l) * TN + j] += p * wv[j];
+                    }
+                }
+            }
+        }
+        uint obase = pc.out_off + z * pc.out_batch;
+        [[unroll]] for (uint j = 0; j < TN; j++) {
+            uint n = n0 + j;
+            float bj = pc.has_bias != 0u ? bias[pc.bias_off + min(n, pc.N - 1u)] : 0.0;
+            [[unroll]] for (uint i = 0; i < TM; i++)
+                if (m0 + i < pc.M && n < pc.N) o[obase + (m0 + i) * pc.ldo + n] = acc[i * TN + j] + bj;
         }
     }
 }

@@ -35,7 +35,7 @@ void main() {
             vec4 v = x_data4[(pc.x_offset + xi) / 4u];
             out_data4[(pc.out_offset + xi) / 4u] =
                 vec4(v.x * cs.x - v.y * cs.y, v.x * cs.y + v.y * cs.x,
-                     v.z * cs.z - v.w * cs.w, v.z * cs.w - v.w * cs.z);
+                     v.z * cs.z - v.w * cs.w, v.z * cs.w + v.w * cs.z);
         }
     } else {
         float c = t_data[t], s = t_data[t + 1u];

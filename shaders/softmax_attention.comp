@@ -1,20 +1,23 @@
 #version 450
 // Masked softmax attention over a short key set (cross-attention to text tokens).
 //
-// One invocation per (query, head); a workgroup holds LOCAL_SIZE queries of one head, so
-// every key and value load is the same address for the whole workgroup (a broadcast on
-// lavapipe, a cached load on GPUs) and no shared memory or barrier is needed. The query
-// and the output accumulator stay in the invocation; an online softmax over blocks of
-// KEY_BLOCK keys keeps the running maximum m and the running sum l:
-//   per block: s_j = scale * q.k_j (valid keys only), m' = max(m, max_j s_j),
-//   acc *= e^(m - m'), l *= e^(m - m'), then acc += e^(s_j - m') v_j, l += e^(s_j - m').
-// Scores are kept in base 2 (scale premultiplied by log2 e) so exp2 is used directly.
-// Masked keys (mask == 0) are skipped; a query with no valid key writes zeros.
+// An invocation owns QUERY_BLOCK queries of one head (query n0 + lane + i * LOCAL_SIZE
+// for i < QUERY_BLOCK); a workgroup's queries all share that head. Keys go in blocks of
+// KEY_BLOCK with an online softmax that keeps, per query, the running maximum m and sum l:
+//   s_j = scale * q.k_j (masked keys: excluded), m' = max(m, max_j s_j),
+//   acc = acc e^(m - m') + sum_j e^(s_j - m') v_j,  l = l e^(m - m') + sum_j e^(s_j - m').
+// Scores are in base 2 (the scale is premultiplied by log2 e) so exp2 is used directly.
+// A query with no valid key writes zeros. No N x L matrix, no shared memory, no barrier.
 //
-// Loops over the head dimension run in unrolled steps of DIM_STEP. Not unrolled fully on
-// purpose: a fully unrolled 112-dim body makes lavapipe's LLVM compile for minutes, and
-// on lavapipe every loop iteration counts against a per-invocation limit of 65535 (loops
-// silently stop there), so the wrapper bounds L * 2 * D / DIM_STEP.
+// Register blocking: each k or v element loaded is used by QUERY_BLOCK queries and each q
+// or acc element by KEY_BLOCK keys. On lavapipe every buffer load inside a loop is a
+// per-lane gather, so loads per FMA decide the speed.
+//
+// Loops over the head dimension run in unrolled steps of DIM_STEP. GPUs take DIM_STEP =
+// HEAD_DIM (fully unrolled: q and acc in registers). On lavapipe they stay loops on
+// purpose: fully unrolled they make its LLVM compile for minutes, and every loop
+// iteration counts against a limit of 65535 per invocation (loops stop silently there);
+// this shader runs about L / KEY_BLOCK * 2 * HEAD_DIM / DIM_STEP, which the wrapper checks.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
@@ -23,9 +26,10 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint HEAD_DIM = 112;
 layout(constant_id = 2) const uint KEY_BLOCK = 8;
-const uint DIM_STEP = 8;
-const uint DIM_STEPS = (HEAD_DIM + DIM_STEP - 1) / DIM_STEP;
-const uint DIM_PADDED = DIM_STEPS * DIM_STEP;
+layout(constant_id = 3) const uint QUERY_BLOCK = 4;
+layout(constant_id = 4) const uint DIM_STEP = 4;
+const uint DIM_PADDED = (HEAD_DIM + DIM_STEP - 1) / DIM_STEP * DIM_STEP;
+const float LOWEST = -3.0e38; // a finite "minus infinity": e^(LOWEST - s) is 0, never NaN
 
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
 layout(std430, binding = 1) readonly buffer Q { float q_data[]; };
@@ -33,80 +37,106 @@ layout(std430, binding = 2) readonly buffer K { float k_data[]; };
 layout(std430, binding = 3) readonly buffer V { float v_data[]; };
 layout(std430, binding = 4) readonly buffer Mask { float mask_data[]; };
 
-// dimension d exists (always true when HEAD_DIM is a multiple of DIM_STEP)
+// dimension d exists (constant true when HEAD_DIM is a multiple of DIM_STEP)
 bool in_head(uint d) { return HEAD_DIM % DIM_STEP == 0u || d < HEAD_DIM; }
 
 void main() {
-    uint n = gl_WorkGroupID.x * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
-    uint head = gl_WorkGroupID.y;
-    if (n >= pc.n) return;
     uint width = pc.heads * HEAD_DIM;
+    uint head = gl_WorkGroupID.y;
+    uint first = gl_WorkGroupID.x * gl_WorkGroupSize.x * QUERY_BLOCK + gl_LocalInvocationID.x;
+    if (first >= pc.n) return;
 
-    float q[DIM_PADDED];
-    float acc[DIM_PADDED];
-    uint qbase = pc.q_offset + n * width + head * HEAD_DIM;
+    // Queries past the end repeat the last one and are not stored.
+    uint qrow[QUERY_BLOCK];
+    [[unroll]] for (uint i = 0; i < QUERY_BLOCK; i++)
+        qrow[i] = min(first + i * gl_WorkGroupSize.x, pc.n - 1u) * width + head * HEAD_DIM;
+
+    float q[QUERY_BLOCK * DIM_PADDED];
+    float acc[QUERY_BLOCK * DIM_PADDED];
     [[dont_unroll]] for (uint d0 = 0; d0 < DIM_PADDED; d0 += DIM_STEP) {
         [[unroll]] for (uint u = 0; u < DIM_STEP; u++) {
             uint d = d0 + u;
-            q[d] = in_head(d) ? q_data[qbase + d] * pc.scale_log2e : 0.0;
-            acc[d] = 0.0;
+            [[unroll]] for (uint i = 0; i < QUERY_BLOCK; i++) {
+                q[i * DIM_PADDED + d] =
+                    in_head(d) ? q_data[pc.q_offset + qrow[i] + d] * pc.scale_log2e : 0.0;
+                acc[i * DIM_PADDED + d] = 0.0;
+            }
         }
     }
+    float m[QUERY_BLOCK], l[QUERY_BLOCK];
+    [[unroll]] for (uint i = 0; i < QUERY_BLOCK; i++) {
+        m[i] = LOWEST;
+        l[i] = 0.0;
+    }
 
-    // m starts at the most negative finite float: e^(m - s) underflows to 0 for the first
-    // block without producing inf - inf.
-    float m = -3.0e38;
-    float l = 0.0;
     for (uint j0 = 0; j0 < pc.l; j0 += KEY_BLOCK) {
-        float s[KEY_BLOCK];
+        // keys past the end repeat the last one and count as masked
+        uint krow[KEY_BLOCK];
         bool valid[KEY_BLOCK];
-        bool any = false;
-        float mnew = m;
         [[unroll]] for (uint b = 0; b < KEY_BLOCK; b++) {
-            uint j = j0 + b;
-            valid[b] = j < pc.l && (pc.has_mask == 0u || mask_data[pc.mask_offset + j] != 0.0);
-            s[b] = 0.0;
-            if (valid[b]) {
-                uint kbase = pc.k_offset + j * width + head * HEAD_DIM;
-                float dot = 0.0;
-                [[dont_unroll]] for (uint d0 = 0; d0 < DIM_PADDED; d0 += DIM_STEP) {
-                    [[unroll]] for (uint u = 0; u < DIM_STEP; u++) {
-                        uint d = d0 + u;
-                        if (in_head(d)) dot = fma(q[d], k_data[kbase + d], dot);
-                    }
+            uint j = min(j0 + b, pc.l - 1u);
+            krow[b] = j * width + head * HEAD_DIM;
+            valid[b] = j0 + b < pc.l && (pc.has_mask == 0u || mask_data[pc.mask_offset + j] != 0.0);
+        }
+
+        float s[QUERY_BLOCK * KEY_BLOCK];
+        [[unroll]] for (uint e = 0; e < QUERY_BLOCK * KEY_BLOCK; e++) s[e] = 0.0;
+        [[dont_unroll]] for (uint d0 = 0; d0 < DIM_PADDED; d0 += DIM_STEP) {
+            [[unroll]] for (uint u = 0; u < DIM_STEP; u++) {
+                uint d = d0 + u;
+                if (!in_head(d)) continue;
+                [[unroll]] for (uint b = 0; b < KEY_BLOCK; b++) {
+                    float kv = k_data[pc.k_offset + krow[b] + d];
+                    [[unroll]] for (uint i = 0; i < QUERY_BLOCK; i++)
+                        s[i * KEY_BLOCK + b] = fma(q[i * DIM_PADDED + d], kv, s[i * KEY_BLOCK + b]);
                 }
-                s[b] = dot;
-                mnew = max(mnew, dot);
-                any = true;
             }
         }
-        if (!any) continue;
-        float correction = exp2(m - mnew);
-        l *= correction;
-        [[dont_unroll]] for (uint d0 = 0; d0 < DIM_PADDED; d0 += DIM_STEP)
-            [[unroll]] for (uint u = 0; u < DIM_STEP; u++) acc[d0 + u] *= correction;
-        m = mnew;
-        [[unroll]] for (uint b = 0; b < KEY_BLOCK; b++) {
-            if (valid[b]) {
-                float p = exp2(s[b] - m);
-                l += p;
-                uint vbase = pc.v_offset + (j0 + b) * width + head * HEAD_DIM;
-                [[dont_unroll]] for (uint d0 = 0; d0 < DIM_PADDED; d0 += DIM_STEP) {
-                    [[unroll]] for (uint u = 0; u < DIM_STEP; u++) {
-                        uint d = d0 + u;
-                        if (in_head(d)) acc[d] = fma(p, v_data[vbase + d], acc[d]);
-                    }
+
+        // s becomes the weight e^(s - m'); m, l updated; correction kept for acc
+        float correction[QUERY_BLOCK];
+        [[unroll]] for (uint i = 0; i < QUERY_BLOCK; i++) {
+            float mnew = m[i];
+            [[unroll]] for (uint b = 0; b < KEY_BLOCK; b++)
+                if (valid[b]) mnew = max(mnew, s[i * KEY_BLOCK + b]);
+            correction[i] = exp2(m[i] - mnew);
+            float sum = 0.0;
+            [[unroll]] for (uint b = 0; b < KEY_BLOCK; b++) {
+                float p = valid[b] ? exp2(s[i * KEY_BLOCK + b] - mnew) : 0.0;
+                s[i * KEY_BLOCK + b] = p;
+                sum += p;
+            }
+            l[i] = l[i] * correction[i] + sum;
+            m[i] = mnew;
+        }
+
+        [[dont_unroll]] for (uint d0 = 0; d0 < DIM_PADDED; d0 += DIM_STEP) {
+            [[unroll]] for (uint u = 0; u < DIM_STEP; u++) {
+                uint d = d0 + u;
+                if (!in_head(d)) continue;
+                float vv[KEY_BLOCK];
+                [[unroll]] for (uint b = 0; b < KEY_BLOCK; b++)
+                    vv[b] = v_data[pc.v_offset + krow[b] + d];
+                [[unroll]] for (uint i = 0; i < QUERY_BLOCK; i++) {
+                    float a = acc[i * DIM_PADDED + d] * correction[i];
+                    [[unroll]] for (uint b = 0; b < KEY_BLOCK; b++)
+                        a = fma(s[i * KEY_BLOCK + b], vv[b], a);
+                    acc[i * DIM_PADDED + d] = a;
                 }
             }
         }
     }
 
-    float inv = l > 0.0 ? 1.0 / l : 0.0;
-    uint obase = pc.out_offset + n * width + head * HEAD_DIM;
-    [[dont_unroll]] for (uint d0 = 0; d0 < DIM_PADDED; d0 += DIM_STEP) {
-        [[unroll]] for (uint u = 0; u < DIM_STEP; u++) {
-            uint d = d0 + u;
-            if (in_head(d)) out_data[obase + d] = acc[d] * inv;
+    [[unroll]] for (uint i = 0; i < QUERY_BLOCK; i++) {
+        uint n = first + i * gl_WorkGroupSize.x;
+        if (n >= pc.n) break;
+        float inv = l[i] > 0.0 ? 1.0 / l[i] : 0.0;
+        uint obase = pc.out_offset + n * width + head * HEAD_DIM;
+        [[dont_unroll]] for (uint d0 = 0; d0 < DIM_PADDED; d0 += DIM_STEP) {
+            [[unroll]] for (uint u = 0; u < DIM_STEP; u++) {
+                uint d = d0 + u;
+                if (in_head(d)) out_data[obase + d] = acc[i * DIM_PADDED + d] * inv;
+            }
         }
     }
 }

@@ -18,9 +18,10 @@
 
 /* The child: writes up to 5 blocks, tells the parent after flushing the third, then writes
  * half of the fourth and waits to be killed. It never returns into the test runner. */
-static void child(const char *path, int notify_fd) {
+static void child(const char *path, int notify_fd, int low_delay) {
     lv_encoder_options opt;
     lv_encoder_options_default(&opt);
+    opt.low_delay = low_delay;
     lv_encoder *enc;
     if (lv_encoder_open(path, W, H, 16, &opt, &enc) != LV_OK) _exit(10);
     uint8_t rgb[W * H * 3];
@@ -41,7 +42,7 @@ static void child(const char *path, int notify_fd) {
     _exit(14); /* not reached */
 }
 
-static void killed_writer_leaves_playable_file(const char *name) {
+static void killed_writer_leaves_playable_file(const char *name, int low_delay) {
     char path[512];
     snprintf(path, sizeof path, "%s/kill_%s", LONGVK_TEST_TMP, name);
     unlink(path);
@@ -52,7 +53,7 @@ static void killed_writer_leaves_playable_file(const char *name) {
     cr_assert_geq(pid, 0);
     if (pid == 0) {
         close(fds[0]);
-        child(path, fds[1]);
+        child(path, fds[1], low_delay);
     }
     close(fds[1]);
     char c = 0;
@@ -93,6 +94,10 @@ static void killed_writer_leaves_playable_file(const char *name) {
     cr_assert_eq(clip_run(cmd), 0, "ffmpeg cannot decode %s", path);
 }
 
-Test(codec_kill, fragmented_mp4_survives_sigkill) { killed_writer_leaves_playable_file("killed.mp4"); }
+Test(codec_kill, fragmented_mp4_survives_sigkill) { killed_writer_leaves_playable_file("killed.mp4", 0); }
 
-Test(codec_kill, mkv_survives_sigkill) { killed_writer_leaves_playable_file("killed.mkv"); }
+Test(codec_kill, mkv_survives_sigkill) { killed_writer_leaves_playable_file("killed.mkv", 0); }
+
+/* low_delay keeps one encoder across blocks instead of restarting it: the blocks must
+ * reach the file all the same */
+Test(codec_kill, low_delay_mp4_survives_sigkill) { killed_writer_leaves_playable_file("killed_low_delay.mp4", 1); }

@@ -1,6 +1,9 @@
 /* Element-wise kernels (lv_op_add, mul, scale_add, add_gated, modulate, silu, gelu_tanh,
  * relu) against tests/reference/ref_elementwise.c on random inputs: odd shapes, the [G, C]
  * broadcasts (G = 1, G = frames, G = rows), in place, and split over a small binding limit.
+ * Rows of a multiple of 4 (or no broadcast) on aligned tensors take the shaders' vec4 path
+ * (with a scalar tail when the element count is not a multiple of 4), others the scalar
+ * path; both are covered.
  *
  * Error bounds, per element, from the Vulkan precision rules (u = 2^-24, the unit roundoff
  * of fp32; 1 ULP is at most 2u relative):
@@ -20,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "op_helpers.h" /* lv_fastdiv_make, checked directly below */
 #include "ref_elementwise.h"
 #include "test_support.h"
 
@@ -418,4 +422,32 @@ Test(elementwise, bad_shapes_are_clear_errors) {
     lv_tensor_free(ctx, &flat);
     lv_tensor_free(ctx, &h);
     ts_ctx_done(ctx);
+}
+
+/* The shaders divide by a per-dispatch constant with a multiply-high and a shift
+ * (shaders/fastdiv.glsl); the same arithmetic here must equal integer division for every
+ * dividend below 2^30 (the ops keep their indices there). Divisors: small ones densely,
+ * the model's sizes, and extremes; dividends: a dense start, the multiples of d and their
+ * neighbours near 2^30, and a sweep. */
+static uint32_t fastdiv(uint32_t n, lv_fastdiv f) {
+    if (f.magic == 0) return n;
+    return (uint32_t)(((uint64_t)n * f.magic) >> 32) >> f.shift;
+}
+
+Test(elementwise, fastdiv_magic_is_exact) {
+    const uint32_t top = 1u << 30;
+    const uint32_t special[] = {56, 112, 2240, 6720, 13440, 15600, 32760, 65535, 65537,
+                                1000003, (1u << 29) + 1, top - 1, top, 0xffffffffu};
+    for (uint32_t k = 0; k < 3000 + sizeof special / sizeof special[0]; k++) {
+        uint32_t d = k < 3000 ? k + 1 : special[k - 3000];
+        lv_fastdiv f = lv_fastdiv_make(d);
+        for (uint32_t n = 0; n < 4096; n++) cr_assert_eq(fastdiv(n, f), n / d, "%u / %u", n, d);
+        for (uint32_t j = 0; j < 16; j++) {
+            uint32_t m = (top - j) / d * d; /* a multiple of d near the top */
+            cr_assert_eq(fastdiv(m, f), m / d, "%u / %u", m, d);
+            if (m) cr_assert_eq(fastdiv(m - 1, f), (m - 1) / d, "%u / %u", m - 1, d);
+            cr_assert_eq(fastdiv(top - j, f), (top - j) / d, "%u / %u", top - j, d);
+        }
+        for (uint32_t n = 0; n < top; n += 1048573u) cr_assert_eq(fastdiv(n, f), n / d, "%u / %u", n, d);
+    }
 }

@@ -312,3 +312,57 @@ Test(metrics, ssim_edge_cases) {
     cr_assert_lt(lv_ssim_plane(a, 64, b, 64, 64, 64), 1.0);
     cr_assert_eq(lv_sse_plane(a, 64, b, 64, 64, 64), 1u);
 }
+
+/* For an RGB source (ffv1) the metrics' luma is computed from RGB with BT.709 limited range.
+ * Checked against the textbook formula (Y = 16 + 219 (0.2126 R + 0.7152 G + 0.0722 B), Cb and
+ * Cr scaled to 224 levels) to within 1 level (rounding), and lv_metrics_push without planes
+ * (its own conversion) gives the same series as with the decoder's planes. */
+Test(metrics, luma_of_rgb_sources_is_bt709_limited) {
+    char path[512];
+    tmp_path(path, sizeof path, "rgb_source.mkv");
+    const int w = 66, h = 50, n = 6;
+    cr_assert_eq(clip_write(path, "ffv1", CLIP_NOISY, w, h, 16, n, 0, 0), LV_OK, "%s", lv_last_error());
+    lv_decoder *dec;
+    cr_assert_eq(lv_decoder_open(path, &dec), LV_OK, "%s", lv_last_error());
+    lv_metrics_options opt = block_options(2);
+    lv_metrics *with_planes, *without;
+    cr_assert_eq(lv_metrics_create(w, h, &opt, &with_planes), LV_OK);
+    cr_assert_eq(lv_metrics_create(w, h, &opt, &without), LV_OK);
+    uint8_t rgb[66 * 50 * 3];
+    int worst = 0;
+    for (int t = 0; t < n; t++) {
+        int end;
+        cr_assert_eq(lv_decoder_next(dec, rgb, NULL, &end), LV_OK, "%s", lv_last_error());
+        cr_assert_eq(end, 0);
+        lv_yuv_planes p;
+        cr_assert_eq(lv_decoder_planes(dec, &p), LV_OK, "%s", lv_last_error());
+        cr_assert_eq(p.native, 0);
+        cr_assert_eq(p.nplanes, 3);
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                const uint8_t *c = rgb + 3 * (y * w + x);
+                double r = c[0] / 255.0, g = c[1] / 255.0, b = c[2] / 255.0;
+                double ey = 0.2126 * r + 0.7152 * g + 0.0722 * b;
+                double want[3] = {16 + 219 * ey, 128 + 224 * (b - ey) / 1.8556, 128 + 224 * (r - ey) / 1.5748};
+                for (int k = 0; k < 3; k++) {
+                    int d = abs((int)p.data[k][y * p.stride[k] + x] - (int)lrint(want[k]));
+                    if (d > worst) worst = d;
+                }
+            }
+        cr_assert_eq(lv_metrics_push(with_planes, rgb, &p), LV_OK, "%s", lv_last_error());
+        cr_assert_eq(lv_metrics_push(without, rgb, NULL), LV_OK, "%s", lv_last_error());
+    }
+    lv_decoder_close(dec);
+    cr_log_info("RGB -> Y'CbCr (swscale, BT.709 limited) vs the formula: largest difference %d level(s)", worst);
+    cr_assert_leq(worst, 1, "swscale's BT.709 limited conversion differs from the formula by %d levels", worst);
+    int64_t na, nb;
+    const double *a = lv_metrics_pair_series(with_planes, LV_SERIES_SSIM_Y, &na);
+    const double *b = lv_metrics_pair_series(without, LV_SERIES_SSIM_Y, &nb);
+    cr_assert_eq(na, nb);
+    for (int64_t t = 0; t < na; t++) cr_assert_leq(fabs(a[t] - b[t]), 0.002, "pair %lld: %.5f vs %.5f", (long long)t, a[t], b[t]);
+    const double *ma = lv_metrics_pair_series(with_planes, LV_SERIES_MAE, NULL);
+    const double *mb = lv_metrics_pair_series(without, LV_SERIES_MAE, NULL);
+    for (int64_t t = 0; t < na; t++) cr_assert_eq(ma[t], mb[t]);
+    lv_metrics_free(with_planes);
+    lv_metrics_free(without);
+}

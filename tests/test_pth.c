@@ -74,8 +74,10 @@ static uint8_t *read_entry(const char *zip_path, const char *entry, size_t *len)
     return buf;
 }
 
-static lv_status zero_storage(void *user, lv_weights *w, const char *key, uint64_t nbytes, const void **out) {
+static lv_status zero_storage(void *user, lv_weights *w, const char *tensor, const char *key, uint64_t nbytes,
+                              const void **out) {
     (void)user;
+    (void)tensor;
     if (nbytes > (1u << 20)) return lv_error(LV_ERR_FORMAT, "storage '%s' over the test's 1 MiB cap", key);
     void *b = calloc(1, nbytes ? nbytes : 1);
     LV_TRY(lv_weights_own(w, b));

@@ -384,6 +384,7 @@ Test(sana_file, namings_must_not_mix_and_other_files_are_not_models) {
                       "'transformer_blocks.1.attn1.to_q.weight' (f32) and 'transformer_blocks.1.attn1.to_k.weight' "
                       "(bf16) are parts of blocks.1.attn.qkv.weight");
     /* A missing diffusers part names both names. */
+    for (int i = 0; i < n; i++) t[i] = *lv_weights_at(w, i);
     cr_assert_eq(lv_safetensors_write(ts_tmp("sana-diff-dtype/diffusion_pytorch_model.safetensors"), t, n - 1, NULL, 0),
                  LV_OK);
     const char *last = t[n - 1].name;

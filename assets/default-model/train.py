@@ -28,8 +28,9 @@ import os
 import sys
 import time
 
-import numpy as np
-import torch
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before torch loads the BLAS
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -43,7 +44,7 @@ def parse_args(argv=None):
     ap.add_argument("--out", default=HERE, help="directory for ckpt.pt, default.safetensors, the log")
     ap.add_argument("--seed", type=int, default=20251122)
     ap.add_argument("--steps", type=int, default=1800)
-    ap.add_argument("--batch", type=int, default=4, help="clips per step")
+    ap.add_argument("--batch", type=int, default=2, help="clips per step")
     ap.add_argument("--chunks", type=int, default=8, help="chunks per training clip")
     ap.add_argument("--block-frames", type=int, default=4)
     ap.add_argument("--window", type=int, default=3, help="cached blocks K (0: all earlier chunks)")
@@ -62,7 +63,8 @@ def parse_args(argv=None):
     ap.add_argument("--p-sample-t", type=float, default=0.4,
                     help="fraction of chunks whose t is one of --sample-timesteps exactly")
     ap.add_argument("--sample-timesteps", default="1000,750,500,250")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads; 1 is ~5x faster than 2 when other jobs share the 2 cores")
     ap.add_argument("--ckpt-minutes", type=float, default=5.0)
     ap.add_argument("--log-every", type=int, default=20)
     ap.add_argument("--resume", action="store_true")
@@ -146,9 +148,24 @@ def train_step(a, model, step):
     return loss, first
 
 
+def check_blas():
+    """Debian's default libblas3 is the netlib reference BLAS (~1-3 GFLOP/s here); OpenBLAS is
+    ~20x faster (see RECIPE.md). Warn when matmuls are that slow."""
+    a = torch.randn(512, 512)
+    t = time.process_time()
+    for _ in range(4):
+        a @ a
+    gf = 4 * 2 * 512 ** 3 / max(1e-9, time.process_time() - t) / 1e9
+    if gf < 8:
+        print(f"warning: matmul runs at {gf:.1f} GFLOP/s: torch uses a slow BLAS; run with OpenBLAS "
+              "(LD_LIBRARY_PATH=.../openblas-pthread, see RECIPE.md)", file=sys.stderr, flush=True)
+    return gf
+
+
 def main(argv=None):
     a = parse_args(argv)
     torch.set_num_threads(a.threads)
+    print(f"matmul {check_blas():.1f} GFLOP/s", flush=True)
     torch.manual_seed(a.seed)
     os.makedirs(a.out, exist_ok=True)
     model = build_model(a)

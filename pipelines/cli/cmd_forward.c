@@ -1,11 +1,216 @@
-/* `longvk forward`: not built yet (placeholder until its issue lands). */
+/* `longvk forward`: one DiT forward pass on latents from a .npy file, so that anyone can
+ * check the engine against another implementation of the same weights. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "commands.h"
+#include "longvk.h"
+#include "longvk/dit.h"
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: longvk forward --model MODEL --latents X.npy --timestep T\n"
+            "                      --text-embeds E.safetensors -o OUT.npy [options]\n"
+            "\n"
+            "Runs the DiT once and writes its velocity prediction (float32 .npy, the model's\n"
+            "latent layout [C, F, H, W]).\n"
+            "\n"
+            "  --model MODEL        weights: .safetensors, .pth/.pt, or a diffusers directory\n"
+            "  --config C.json      architecture (default: the file's metadata, else a preset)\n"
+            "  --preset NAME        sana-video-2b-480p or sana-video-2b-720p\n"
+            "  --latents X.npy      float32 [C, F, H, W]\n"
+            "  --timestep T         model scale 0..1000 (truncated to an integer as the model\n"
+            "                       does); a comma list gives one per latent frame\n"
+            "  --text-embeds E      safetensors with 'y' [L, caption_channels] (also accepted:\n"
+            "                       'prompt_embeds', 'text_embeds') and optionally 'mask' [L]\n"
+            "                       (1 valid, 0 padding)\n"
+            "  --block-frames B     block-causal: chunks of B latent frames, each reading the\n"
+            "                       carried state of the earlier ones (default: one block,\n"
+            "                       bidirectional over all frames)\n"
+            "  --cached-blocks K    with --block-frames: only the last K chunks (default 0: all)\n"
+            "  --device N           Vulkan device (see `longvk devices`)\n"
+            "  -o OUT.npy           output file (written only when the pass succeeds)\n");
+}
+
+static const lv_weight *find_any(const lv_weights *w, const char *const *names) {
+    for (int i = 0; names[i]; i++) {
+        const lv_weight *t = lv_weights_find(w, names[i]);
+        if (t) return t;
+    }
+    return NULL;
+}
+
+/* Reads y [L, caption] and the optional mask [L] as f32 host arrays. */
+static int load_text(const char *path, int caption_channels, float **y, float **mask, int *L) {
+    lv_weights *w;
+    if (lv_weights_open(path, &w) != LV_OK) return cli_fail("text embeddings");
+    static const char *const ynames[] = {"y", "prompt_embeds", "text_embeds", NULL};
+    static const char *const mnames[] = {"mask", "prompt_attention_mask", "attention_mask", NULL};
+    const lv_weight *ty = find_any(w, ynames), *tm = find_any(w, mnames);
+    int rc = 0;
+    if (!ty) {
+        fprintf(stderr, "longvk forward: %s has no tensor 'y' (or 'prompt_embeds', 'text_embeds')\n", path);
+        rc = 1;
+    } else if (ty->dtype != LV_F32 || !(ty->ndim == 2 || (ty->ndim == 3 && ty->shape[0] == 1)) ||
+               ty->shape[ty->ndim - 1] != caption_channels) {
+        fprintf(stderr, "longvk forward: %s: '%s' must be float32 [L, %d] (or [1, L, %d])\n", path,
+                ty->name, caption_channels, caption_channels);
+        rc = 1;
+    }
+    if (!rc) {
+        *L = (int)ty->shape[ty->ndim - 2];
+        *y = malloc(ty->nbytes);
+        *mask = NULL;
+        memcpy(*y, ty->data, ty->nbytes);
+        if (tm) {
+            if (tm->dtype != LV_F32 || (int64_t)lv_weight_numel(tm) != *L) {
+                fprintf(stderr, "longvk forward: %s: '%s' must be float32 with %d values\n", path, tm->name, *L);
+                rc = 1;
+            } else {
+                *mask = malloc(tm->nbytes);
+                memcpy(*mask, tm->data, tm->nbytes);
+            }
+        }
+    }
+    lv_weights_close(w);
+    return rc;
+}
+
+static int parse_timesteps(const char *s, int frames, float *out) {
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || n == frames) return -1;
+        out[n++] = (float)v;
+        p = end;
+        if (*p == ',') p++;
+        else if (*p) return -1;
+    }
+    if (n == 1)
+        for (int i = 1; i < frames; i++) out[i] = out[0];
+    else if (n != frames)
+        return -1;
+    return 0;
+}
 
 int cmd_forward(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "longvk forward: not implemented in this build yet\n");
-    return 2;
+    const char *model = NULL, *config = NULL, *preset = NULL, *latents = NULL, *timestep = NULL;
+    const char *text = NULL, *output = NULL;
+    long block_frames = 0, cached = 0, device = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        int takes_value = 1;
+        if (!strcmp(a, "--model")) model = v;
+        else if (!strcmp(a, "--config")) config = v;
+        else if (!strcmp(a, "--preset")) preset = v;
+        else if (!strcmp(a, "--latents")) latents = v;
+        else if (!strcmp(a, "--timestep")) timestep = v;
+        else if (!strcmp(a, "--text-embeds")) text = v;
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) output = v;
+        else if (!strcmp(a, "--block-frames")) { if (!cli_parse_int(a, v, 1, 100000, &block_frames)) return 2; }
+        else if (!strcmp(a, "--cached-blocks")) { if (!cli_parse_int(a, v, 0, 100000, &cached)) return 2; }
+        else if (!strcmp(a, "--device")) { if (!cli_parse_int(a, v, 0, 64, &device)) return 2; }
+        else {
+            fprintf(stderr, "longvk forward: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+        if (takes_value && !v) {
+            fprintf(stderr, "longvk forward: %s needs a value\n", a);
+            return 2;
+        }
+        i++;
+    }
+    if (!model || !latents || !timestep || !text || !output) {
+        fprintf(stderr, "longvk forward: --model, --latents, --timestep, --text-embeds and -o are required\n\n");
+        usage(stderr);
+        return 2;
+    }
+
+    lv_sana_file *file = NULL;
+    lv_npy x = {0};
+    lv_ctx *ctx = NULL;
+    lv_dit *dit = NULL;
+    float *y = NULL, *mask = NULL, *out = NULL, *ts = NULL, *chunk_in = NULL, *chunk_out = NULL;
+    int rc = 1, L = 0;
+    if (lv_sana_file_open(model, config, preset, &file) != LV_OK) {
+        cli_fail("model");
+        goto done;
+    }
+    const lv_sana_config *cfg = lv_sana_file_config(file);
+    if (lv_npy_read(latents, &x) != LV_OK) {
+        cli_fail("latents");
+        goto done;
+    }
+    if (x.ndim != 4 || x.shape[0] != cfg->in_channels) {
+        fprintf(stderr, "longvk forward: %s: latents must be [C=%d, F, H, W], got %d dimensions%s\n",
+                latents, cfg->in_channels, x.ndim, x.ndim == 4 ? " with another channel count" : "");
+        goto done;
+    }
+    int C = (int)x.shape[0], F = (int)x.shape[1], H = (int)x.shape[2], W = (int)x.shape[3];
+    ts = malloc((size_t)F * sizeof *ts);
+    if (parse_timesteps(timestep, F, ts) != 0) {
+        fprintf(stderr, "longvk forward: --timestep '%s': give one number or %d comma-separated ones\n", timestep, F);
+        goto done;
+    }
+    if (load_text(text, cfg->caption_channels, &y, &mask, &L)) goto done;
+
+    lv_ctx_options opt;
+    lv_ctx_options_default(&opt);
+    opt.device_index = (int)device;
+    if (lv_ctx_create(&opt, &ctx) != LV_OK) {
+        cli_fail(NULL);
+        goto done;
+    }
+    lv_dit_options dopt = {.cached_blocks = (int)cached};
+    if (lv_dit_create(ctx, file, &dopt, &dit) != LV_OK || lv_dit_set_text(ctx, dit, 0, y, L, mask) != LV_OK) {
+        cli_fail("model");
+        goto done;
+    }
+    int B = block_frames > 0 ? (int)block_frames : F;
+    size_t HW = (size_t)H * W;
+    out = malloc((size_t)cfg->out_channels * F * HW * sizeof *out);
+    chunk_in = malloc((size_t)C * B * HW * sizeof *chunk_in);
+    chunk_out = malloc((size_t)cfg->out_channels * B * HW * sizeof *chunk_out);
+    if (!out || !chunk_in || !chunk_out) {
+        fprintf(stderr, "longvk forward: out of host memory\n");
+        goto done;
+    }
+    for (int f0 = 0; f0 < F; f0 += B) {
+        int n = F - f0 < B ? F - f0 : B;
+        for (int c = 0; c < C; c++)
+            memcpy(chunk_in + (size_t)c * n * HW, x.data + ((size_t)c * F + f0) * HW, n * HW * sizeof(float));
+        lv_dit_pass pass = {.x = chunk_in, .frames = n, .height = H, .width = W,
+                            .timesteps = ts + f0, .frame_offset = f0, .commit = n < F};
+        if (lv_dit_forward(ctx, dit, &pass, chunk_out) != LV_OK) {
+            cli_fail("forward");
+            goto done;
+        }
+        for (int c = 0; c < cfg->out_channels; c++)
+            memcpy(out + ((size_t)c * F + f0) * HW, chunk_out + (size_t)c * n * HW, n * HW * sizeof(float));
+    }
+    int64_t shape[4] = {cfg->out_channels, F, H, W};
+    if (lv_npy_write(output, 4, shape, out) != LV_OK) {
+        cli_fail(NULL);
+        goto done;
+    }
+    rc = 0;
+done:
+    if (dit) lv_dit_destroy(ctx, dit);
+    if (ctx) lv_ctx_destroy(ctx);
+    lv_sana_file_close(file);
+    lv_npy_free(&x);
+    free(y);
+    free(mask);
+    free(out);
+    free(ts);
+    free(chunk_in);
+    free(chunk_out);
+    return rc;
 }

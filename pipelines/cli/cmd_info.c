@@ -57,7 +57,7 @@ static void print_tensor(const lv_weight *t, const char *indent) {
 }
 
 /* Counts and bytes per dtype over `n` tensors given by `at`. */
-static void print_dtypes(const char *label, int n, const lv_weight *(*at)(const void *, int), const void *ctx) {
+static void print_dtypes(const char *label, int width, int n, const lv_weight *(*at)(const void *, int), const void *ctx) {
     int count[4] = {0};
     double bytes[4] = {0};
     for (int i = 0; i < n; i++) {
@@ -67,7 +67,7 @@ static void print_dtypes(const char *label, int n, const lv_weight *(*at)(const 
             bytes[t->dtype] += (double)t->nbytes;
         }
     }
-    printf("%-14s", label);
+    printf("%-*s", width, label);
     int first = 1;
     for (int d = 0; d < 4; d++) {
         if (!count[d]) continue;
@@ -95,7 +95,7 @@ static int plain_summary(const lv_weights *w, int list) {
     printf("model:        not a SANA-Video model (no SANA-Video tensor names)\n");
     printf("tensors:      %d, %llu parameters, %s\n", lv_weights_count(w), (unsigned long long)params,
            human((double)bytes, b, sizeof b));
-    print_dtypes("dtypes:", lv_weights_count(w), weights_at, w);
+    print_dtypes("dtypes:", 14, lv_weights_count(w), weights_at, w);
     for (int i = 0; i < lv_weights_metadata_count(w); i++) {
         const char *v = lv_weights_metadata_value(w, i);
         printf("metadata:     %s = %.*s%s\n", lv_weights_metadata_key(w, i), 100, v, strlen(v) > 100 ? "..." : "");
@@ -108,9 +108,7 @@ static int plain_summary(const lv_weights *w, int list) {
 static int has_sana_names(const lv_weights *w) {
     for (int i = 0; i < lv_weights_count(w); i++) {
         const char *n = lv_weights_at(w, i)->name;
-        if (sana_block_index(n, LV_SANA_NAMES_ORIGINAL) >= 0 || sana_block_index(n, LV_SANA_NAMES_DIFFUSERS) >= 0 ||
-            sana_is_top_level_name(n, LV_SANA_NAMES_ORIGINAL) || sana_is_top_level_name(n, LV_SANA_NAMES_DIFFUSERS))
-            return 1;
+        if (sana_is_model_name(n, LV_SANA_NAMES_ORIGINAL) || sana_is_model_name(n, LV_SANA_NAMES_DIFFUSERS)) return 1;
     }
     return 0;
 }
@@ -186,9 +184,11 @@ int cmd_info(int argc, char **argv) {
            c->rope_dims[0], c->rope_dims[1], c->rope_dims[2], (double)c->rope_theta, (double)c->qk_norm_eps,
            (double)c->cross_norm_eps, (double)c->caption_norm_eps, (double)c->ln_eps, (double)c->attn_eps);
     uint64_t params = lv_sana_file_param_count(f);
-    printf("parameters:    %llu (%.3f B) in %d tensors\n", (unsigned long long)params, (double)params / 1e9,
+    double p = (double)params;
+    printf("parameters:    %llu (%.*f %s) in %d tensors\n", (unsigned long long)params, p >= 1e9 ? 3 : 2,
+           p >= 1e9 ? p / 1e9 : p >= 1e6 ? p / 1e6 : p / 1e3, p >= 1e9 ? "B" : p >= 1e6 ? "M" : "K",
            lv_sana_file_tensor_count(f));
-    print_dtypes("dtypes:", lv_sana_file_tensor_count(f), model_at, f);
+    print_dtypes("dtypes:", 15, lv_sana_file_tensor_count(f), model_at, f);
 
     /* Memory (see usage() for the formula). */
     if (!latent[0]) {
@@ -204,15 +204,16 @@ int cmd_info(int argc, char **argv) {
     double per_token = 6 * C > 2 * C + 5 * F ? 6 * C : 2 * C + 5 * F;
     double act = 4.0 * (N * per_token + 3 * L * C);
     double state = 4.0 * c->depth * ((double)c->heads * c->head_dim * c->head_dim + (double)c->heads * c->head_dim + C * hp * wp);
-    printf("memory:        weights as stored             %s\n", human(weights, b1, sizeof b1));
-    printf("               activations, one block        %s  (%.0f tokens = %ld/%d x %ld/%d x %ld/%d latent, "
-           "%ld text tokens; %s per token)\n",
-           human(act, b2, sizeof b2), N, latent[0], c->patch[0], latent[1], c->patch[1], latent[2], c->patch[2],
-           text_tokens, human(4.0 * per_token, b4, sizeof b4));
-    printf("               carried state, %d layers      %s  (LongSANA)\n", c->depth, human(state, b3, sizeof b3));
-    printf("               total on the device         ~ %s  (fp32 activations; `longvk info --help` has the "
-           "formula)\n",
-           human(weights + act + state, b1, sizeof b1));
+    char state_label[64];
+    snprintf(state_label, sizeof state_label, "carried state, %d layers", c->depth);
+    printf("memory:        %-26s %11s\n", "weights as stored", human(weights, b1, sizeof b1));
+    printf("               %-26s %11s  (%.0f tokens = %ld/%d x %ld/%d x %ld/%d latent, %ld text tokens; %s per "
+           "token)\n",
+           "activations, one block", human(act, b2, sizeof b2), N, latent[0], c->patch[0], latent[1], c->patch[1],
+           latent[2], c->patch[2], text_tokens, human(4.0 * per_token, b4, sizeof b4));
+    printf("               %-26s %11s  (LongSANA)\n", state_label, human(state, b3, sizeof b3));
+    printf("               %-26s %11s  (fp32 activations; `longvk info --help` has the formula)\n",
+           "total on the device", human(weights + act + state, b1, sizeof b1));
     int n_extra = lv_sana_file_extra_count(f);
     printf("extra tensors: %d%s\n", n_extra, n_extra ? " (in the file, not used by the model):" : "");
     for (int i = 0; i < n_extra; i++) {

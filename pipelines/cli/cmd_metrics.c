@@ -66,7 +66,7 @@ static int parse_distances(const char *text, lv_metrics_options *opt) {
 
 static void print_summary(const char *path, const lv_video_info *info, const lv_yuv_planes *planes,
                           const lv_metrics_summary *s, const lv_metrics_options *opt, size_t frame_bytes) {
-    printf("video            %s: %dx%d, %.4g fps, %s %s, %lld frames in %lld blocks (%d first, then %d)\n", path,
+    printf("video            %s: %dx%d, %.4g fps, %s %s, %lld frames in %lld block(s) (%d first, then %d)\n", path,
            info->width, info->height, info->fps, info->codec, info->pix_fmt, (long long)s->frames,
            (long long)s->blocks, opt->first_block_frames, opt->block_frames);
     printf("                 luma: %s\n", planes->native ? "the decoded Y plane"

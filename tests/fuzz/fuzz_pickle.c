@@ -9,8 +9,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static lv_status fake_storage(void *user, lv_weights *w, const char *key, uint64_t nbytes, const void **out) {
+static lv_status fake_storage(void *user, lv_weights *w, const char *tensor, const char *key, uint64_t nbytes,
+                              const void **out) {
     (void)user;
+    (void)tensor;
     if (nbytes > ((uint64_t)1 << 20)) return lv_error(LV_ERR_FORMAT, "storage '%s': %llu bytes is over the fuzz cap", key,
                                                       (unsigned long long)nbytes);
     void *buf = calloc(1, nbytes ? (size_t)nbytes : 1);

@@ -223,7 +223,9 @@ typedef enum lv_metrics_series {
 size_t lv_metrics_frame_bytes(int width, int height, const lv_metrics_options *opt);
 lv_status lv_metrics_create(int width, int height, const lv_metrics_options *opt, lv_metrics **out);
 /* Adds the next frame: packed RGB (width * height * 3) and its YUV planes (luma the same size
- * as the frame). */
+ * as the frame). With planes NULL (frames that were never encoded, e.g. straight from the
+ * model) they are computed from the RGB, BT.709 limited range 4:4:4, in 3 more planes of
+ * memory. */
 lv_status lv_metrics_push(lv_metrics *m, const uint8_t *rgb, const lv_yuv_planes *planes);
 void lv_metrics_free(lv_metrics *m);
 /* The options in effect (first_block_frames filled in). */

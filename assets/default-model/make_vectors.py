@@ -1,0 +1,110 @@
+"""Test vectors for the engine's run of the default model (assets/default-model/vectors.safetensors).
+
+With the trained weights (default.safetensors, f32), computed in float64 by model.py:
+a fixed prompt, fixed noise tensors (stored), and a LongSANA generation of CHUNKS chunks of
+block_frames frames at the file's sample_timesteps with its cached_blocks window (5 chunks
+and K = 3, so chunk 4 no longer reads chunk 0).
+
+Tensors (batch dimension dropped; video layout [3, F, H, W], RGB in [-1, 1]):
+  ids [L] (I32), mask [L]           the prompt through the tokenizer (pads: id 0, mask 0)
+  y [L, caption_channels]           text_embedding rows of ids (the raw caption embeddings)
+  first_chunk_v_t1000 [3, bf, H, W] one-shot forward of chunk0_noise at t = 1000, empty state
+  chunkC_noise [3, bf, H, W]        initial noise of chunk C
+  chunkC_renoise [S-1, 3, bf, H, W] noise drawn before steps 1..S-1 of chunk C
+  chunkC_stepK_v [3, bf, H, W]      velocity of read pass K (chunks 0 and 1 only)
+  chunkC_out [3, bf, H, W]          the chunk's output x0 (what is encoded and committed)
+  final_layerB_S [heads, D, D], final_layerB_z [heads, D], final_layerB_conv_last [C, H/p, W/p]
+                                    carried state after the last chunk's write pass (S, z are
+                                    the sums over the window's chunks)
+Sampler, per chunk C at frame offset C * bf: x = noise; for step k at t_k:
+  v = DiT(x, t_k); x0 = x - (t_k / 1000) v; if k < S-1: x = (1 - s) x0 + s renoise[k],
+  s = t_{k+1} / 1000. Output x0 of the last step; then a t = 0 pass over it commits.
+__metadata__: prompt, chunks, block_frames, cached_blocks, timesteps, tokenizer_cases.
+
+    /usr/bin/python3 make_vectors.py [--weights default.safetensors] [--out vectors.safetensors]
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import data  # noqa: E402
+import st  # noqa: E402
+from model import CarriedState, chunk_pass  # noqa: E402
+from sample import load_model  # noqa: E402
+
+PROMPT = "two red balls bouncing on a blue background"
+CHUNKS = 5
+SEED = 1234
+TOKENIZER_CASES = [
+    "two red balls bouncing on a blue background",
+    "Two RED balls, bouncing!! on a dark-blue background.",
+    "a purple triangle and an orange square sliding on the vertical gray gradient background",
+    "three zebras dancing on a blue background",
+    "",
+    "one one one one one one one one one one one one one one one one one one one one one one red",
+]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--weights", default=os.path.join(HERE, "default.safetensors"))
+    ap.add_argument("--out", default=os.path.join(HERE, "vectors.safetensors"))
+    a = ap.parse_args()
+    model, cfg, lv = load_model(a.weights, torch.float64)
+    H, W = lv["resolution"]
+    bf, K = lv["block_frames"], lv["cached_blocks"]
+    steps = [float(s) for s in lv["sample_timesteps"]]
+    ids, mask, _ = data.tokenize(PROMPT, lv["text_len"])
+    tid, tmask = torch.from_numpy(ids)[None], torch.from_numpy(mask)[None].double()
+    g = torch.Generator().manual_seed(SEED)
+    out = {"ids": ids.astype(np.int32), "mask": mask,
+           "y": model.text_embedding.weight.detach()[torch.from_numpy(ids)].numpy()}
+    with torch.no_grad():
+        state = CarriedState(model.depth, K)
+        for c in range(CHUNKS):
+            noise = torch.randn(1, 3, bf, H, W, generator=g, dtype=torch.float64).float().double()
+            ren = torch.randn(len(steps) - 1, 1, 3, bf, H, W, generator=g, dtype=torch.float64).float().double()
+            out[f"chunk{c}_noise"] = noise[0].numpy()
+            out[f"chunk{c}_renoise"] = ren[:, 0].numpy()
+            if c == 0:
+                v = model(noise, 1000.0, tid, tmask)
+                out["first_chunk_v_t1000"] = v[0].numpy()
+            x = noise
+            for k, t in enumerate(steps):
+                v = chunk_pass(model, state, x, t, tid, tmask, c * bf, commit=False)
+                if c < 2:
+                    out[f"chunk{c}_step{k}_v"] = v[0].numpy()
+                x0 = x - (t / 1000.0) * v
+                if k + 1 < len(steps):
+                    s = steps[k + 1] / 1000.0
+                    x = (1 - s) * x0 + s * ren[k]
+            out[f"chunk{c}_out"] = x0[0].numpy()
+            chunk_pass(model, state, x0, 0.0, tid, tmask, c * bf, commit=True)
+        ctx = state.context(model, 1, 1, torch.float64, "cpu")
+        hp, wp = H // model.patch[1], W // model.patch[2]
+        for b in range(model.depth):
+            out[f"final_layer{b}_S"] = ctx[b]["S"][0, 0].numpy()
+            out[f"final_layer{b}_z"] = ctx[b]["z"][0, 0].numpy()
+            out[f"final_layer{b}_conv_last"] = state.left[b][0, 0].t().reshape(model.C, hp, wp).numpy()
+    out = {k: (v.astype(np.float32) if v.dtype == np.float64 else v) for k, v in out.items()}
+    cases = []
+    for text in TOKENIZER_CASES:
+        i, m, unk = data.tokenize(text, lv["text_len"], warn=False)
+        cases.append({"text": text, "ids": i[: int(m.sum())].tolist(), "unknown": unk})
+    meta = {"prompt": PROMPT, "chunks": CHUNKS, "block_frames": bf, "cached_blocks": K,
+            "timesteps": json.dumps(steps), "frame_offset": "chunk * block_frames",
+            "computed": "float64 from the f32 weights of default.safetensors (model.py)",
+            "tokenizer_cases": json.dumps(cases)}
+    st.save(a.out, out, meta)
+    n = sum(v.size for v in out.values())
+    print(f"wrote {a.out}: {len(out)} tensors, {n} values, {os.path.getsize(a.out)} bytes")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,26 @@
+#version 450
+// Gather copies of the VAE decoder (see push_vae_resample.h): nearest 2x upsample and
+// the time_conv channel-half interleave. x of the grid walks (column, channel) pairs of
+// one output row, y the rows of the dispatch.
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+#include "push_vae_resample.h"
+
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
+layout(std430, binding = 1) readonly buffer In { float in_data[]; };
+
+void main() {
+    uint i = gl_GlobalInvocationID.x;
+    uint row = gl_WorkGroupID.y;
+    uint C = pc.channels;
+    if (i >= pc.out_w * C || row >= pc.rows) return;
+    uint x = i / C, c = i - x * C;
+    uint y = pc.row0 + row;
+    uint src;
+    if (pc.mode == 0u)
+        src = (((y >> 1) - pc.in_row0) * pc.in_w + (x >> 1)) * pc.in_channels + c;
+    else
+        src = ((y - pc.in_row0) * pc.in_w + x) * pc.in_channels + pc.half_sel * C + c;
+    out_data[pc.out_offset + row * pc.out_w * C + i] = in_data[pc.in_offset + src];
+}

@@ -1,0 +1,293 @@
+/* lv_op_matmul against the C reference (tests/reference/ref_matmul.c).
+ *
+ * Error bound. The device accumulates in fp32: every product a*w is rounded once, the K
+ * products and the bias are summed in some order with one rounding per addition, and the
+ * reference (double accumulation) is rounded once to float. With u = 2^-24 the classic
+ * bound for a recursive sum gives, per output,
+ *     |got - want| <= (K + 2) u  sum_k |a w| + |bias|     (to first order in u),
+ * whatever the summation order, so it holds for both kernel variants and every tile shape.
+ * We assert it with a 1% margin for the second-order terms. f16 / bf16 weights are widened
+ * exactly, so the reference runs on the same rounded weights (ts_round_to) and the same
+ * bound applies. On top, the normalised error must stay below 1e-10: the typical fp32 error
+ * is ~ u |out| per element (NMSE ~ 1e-14), while any indexing mistake gives NMSE ~ 1. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops_matmul_internal.h"
+#include "ref_matmul.h"
+#include "test_support.h"
+
+typedef struct mm_case {
+    int64_t batch, M, N, K;
+    lv_dtype wdtype;
+    int bias;
+    int batched_w; /* w [batch, N, K]; else w [N, K] and a [batch, M, K] */
+} mm_case;
+
+static const char *variant_name(lv_matmul_variant v) {
+    return v == LV_MATMUL_TILED ? "tiled" : v == LV_MATMUL_REGISTER ? "register" : "auto";
+}
+
+/* Compare out with the reference under the bound above; returns the largest err / bound. */
+static double check_against_ref(const float *got, const float *a, const float *w, const float *bias,
+                                const mm_case *c, const char *what) {
+    size_t no = (size_t)(c->batch * c->M * c->N);
+    float *want = malloc(no * sizeof *want);
+    double *mag = malloc(no * sizeof *mag);
+    cr_assert(want && mag);
+    ref_matmul(want, mag, a, w, bias, c->batch, c->M, c->N, c->K, c->batched_w);
+    const double u = ldexp(1.0, -24);
+    double worst = 0;
+    for (size_t i = 0; i < no; i++) {
+        double bound = 1.01 * (double)(c->K + 2) * u * mag[i] + 1e-30;
+        double err = fabs((double)got[i] - (double)want[i]);
+        cr_assert(err <= bound, "%s: out[%zu] = %.9g, reference %.9g, |err| %.3g > bound %.3g", what, i,
+                  (double)got[i], (double)want[i], err, bound);
+        if (err / bound > worst) worst = err / bound;
+    }
+    double nmse = ts_nmse(got, want, no);
+    cr_assert(nmse <= 1e-10, "%s: NMSE %.3g > 1e-10", what, nmse);
+    free(want);
+    free(mag);
+    return worst;
+}
+
+/* Random a, w (rounded to the weight dtype), bias; run one variant; check. */
+static void run_case(lv_ctx *ctx, lv_matmul_variant variant, const mm_case *c, uint64_t seed) {
+    char what[160];
+    snprintf(what, sizeof what, "%s %s batch %lld M %lld N %lld K %lld%s%s", variant_name(variant),
+             lv_dtype_name(c->wdtype), (long long)c->batch, (long long)c->M, (long long)c->N,
+             (long long)c->K, c->bias ? " bias" : "", c->batched_w ? " batched w" : "");
+    int64_t wb = c->batched_w ? c->batch : 1;
+    size_t na = (size_t)(c->batch * c->M * c->K), nw = (size_t)(wb * c->N * c->K);
+    float *a = ts_rand_alloc(na, seed, -1, 1);
+    float *w = ts_rand_alloc(nw, seed + 1, -1, 1);
+    float *bias = c->bias ? ts_rand_alloc((size_t)c->N, seed + 2, -1, 1) : NULL;
+    ts_round_to(c->wdtype, w, nw);
+
+    lv_tensor ta = ts_tensor(ctx, LV_F32, 3, (int64_t[]){c->batch, c->M, c->K}, a);
+    lv_tensor tw = c->batched_w ? ts_tensor(ctx, c->wdtype, 3, (int64_t[]){c->batch, c->N, c->K}, w)
+                                : ts_tensor(ctx, c->wdtype, 2, (int64_t[]){c->N, c->K}, w);
+    lv_tensor tb = {0};
+    if (bias) tb = ts_tensor(ctx, LV_F32, 1, (int64_t[]){c->N}, bias);
+    lv_tensor to = ts_empty(ctx, 3, (int64_t[]){c->batch, c->M, c->N});
+    lv_op_fill(ctx, &to, NAN); /* every output must be written */
+    cr_assert_eq(lv_op_matmul_variant(ctx, &to, &ta, &tw, bias ? &tb : NULL, variant), LV_OK, "%s: %s",
+                 what, lv_last_error());
+    float *got = ts_read(ctx, &to);
+    check_against_ref(got, a, w, bias, c, what);
+    free(got);
+    free(a);
+    free(w);
+    free(bias);
+    lv_tensor_free(ctx, &ta);
+    lv_tensor_free(ctx, &tw);
+    lv_tensor_free(ctx, &tb);
+    lv_tensor_free(ctx, &to);
+}
+
+static const lv_matmul_variant variants[] = {LV_MATMUL_REGISTER, LV_MATMUL_TILED};
+static const lv_dtype dtypes[] = {LV_F32, LV_F16, LV_BF16};
+
+/* The shapes of the brief (none meets the register kernel's fast path except 64^3) plus
+ * shapes on the fast path: K % 8 == 0 and N % 4 == 0, with rows past the tile edge and a
+ * column remainder that the general path finishes. */
+static void shapes_for(lv_dtype dt) {
+    static const int64_t shapes[][3] = {{1, 1, 1},    {7, 13, 5},   {33, 65, 129}, {100, 3, 257},
+                                        {64, 64, 64}, {40, 200, 136}, {5, 68, 16}};
+    lv_ctx *ctx = ts_ctx();
+    uint64_t seed = 100 * (uint64_t)dt;
+    for (size_t v = 0; v < 2; v++)
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            for (int bias = 0; bias < 2; bias++) {
+                mm_case c = {1, shapes[i][0], shapes[i][1], shapes[i][2], dt, bias, 0};
+                run_case(ctx, variants[v], &c, seed++);
+            }
+    ts_ctx_done(ctx);
+}
+
+Test(matmul, shapes_f32) { shapes_for(LV_F32); }
+Test(matmul, shapes_f16) { shapes_for(LV_F16); }
+Test(matmul, shapes_bf16) { shapes_for(LV_BF16); }
+
+/* a [B, M, K] with w [N, K] shared (rows fold into M) and with w [B, N, K] */
+Test(matmul, batched_both_ways) {
+    lv_ctx *ctx = ts_ctx();
+    uint64_t seed = 1000;
+    for (size_t v = 0; v < 2; v++)
+        for (size_t d = 0; d < 3; d++)
+            for (int batched_w = 0; batched_w < 2; batched_w++) {
+                mm_case odd = {3, 7, 13, 21, dtypes[d], 1, batched_w};
+                run_case(ctx, variants[v], &odd, seed++);
+                mm_case fast = {2, 20, 72, 48, dtypes[d], batched_w, batched_w};
+                run_case(ctx, variants[v], &fast, seed++);
+            }
+    ts_ctx_done(ctx);
+}
+
+/* a with two batch dims [2, 3, M, K] against w [6, N, K]; out keeps a's leading dims */
+Test(matmul, batch_dims_flatten) {
+    lv_ctx *ctx = ts_ctx();
+    int64_t M = 5, N = 12, K = 16;
+    mm_case c = {6, M, N, K, LV_F32, 0, 1};
+    float *a = ts_rand_alloc(6 * M * K, 7, -1, 1), *w = ts_rand_alloc(6 * N * K, 8, -1, 1);
+    lv_tensor ta = ts_tensor(ctx, LV_F32, 4, (int64_t[]){2, 3, M, K}, a);
+    lv_tensor tw = ts_tensor(ctx, LV_F32, 3, (int64_t[]){6, N, K}, w);
+    lv_tensor to = ts_empty(ctx, 4, (int64_t[]){2, 3, M, N});
+    for (size_t v = 0; v < 2; v++) {
+        lv_op_fill(ctx, &to, NAN);
+        cr_assert_eq(lv_op_matmul_variant(ctx, &to, &ta, &tw, NULL, variants[v]), LV_OK, "%s", lv_last_error());
+        float *got = ts_read(ctx, &to);
+        check_against_ref(got, a, w, NULL, &c, variant_name(variants[v]));
+        free(got);
+    }
+    free(a);
+    free(w);
+    lv_tensor_free(ctx, &ta);
+    lv_tensor_free(ctx, &tw);
+    lv_tensor_free(ctx, &to);
+    ts_ctx_done(ctx);
+}
+
+/* Long reductions: the bound grows with K, the kernels must not lose more than that. */
+Test(matmul, long_k) {
+    lv_ctx *ctx = ts_ctx();
+    for (size_t v = 0; v < 2; v++) {
+        mm_case c = {1, 9, 64, 4096, LV_F32, 1, 0};
+        run_case(ctx, variants[v], &c, 77 + v);
+        mm_case h = {1, 9, 64, 4096, LV_BF16, 1, 0};
+        run_case(ctx, variants[v], &h, 79 + v);
+    }
+    ts_ctx_done(ctx);
+}
+
+/* Views that start at odd element offsets (rows of a bigger tensor, shifted by one element):
+ * 16-bit weights whose rows start in the middle of a 32-bit word, unaligned a and out. */
+Test(matmul, unaligned_views) {
+    lv_ctx *ctx = ts_ctx();
+    int64_t M = 9, N = 20, K = 24;
+    for (size_t v = 0; v < 2; v++)
+        for (size_t d = 0; d < 3; d++) {
+            float *a = ts_rand_alloc(M * K + 1, 11, -1, 1), *w = ts_rand_alloc(N * K + 1, 12, -1, 1);
+            float *bias = ts_rand_alloc(N + 1, 13, -1, 1);
+            ts_round_to(dtypes[d], w, (size_t)(N * K + 1));
+            lv_tensor ta = ts_tensor(ctx, LV_F32, 1, (int64_t[]){M * K + 1}, a);
+            lv_tensor tw = ts_tensor(ctx, dtypes[d], 1, (int64_t[]){N * K + 1}, w);
+            lv_tensor tb = ts_tensor(ctx, LV_F32, 1, (int64_t[]){N + 1}, bias);
+            lv_tensor to = ts_empty(ctx, 1, (int64_t[]){M * N + 1});
+            lv_op_fill(ctx, &to, NAN);
+            lv_tensor va = lv_tensor_view(&ta, 1, 2, (int64_t[]){M, K});
+            lv_tensor vw = lv_tensor_view(&tw, 1, 2, (int64_t[]){N, K});
+            lv_tensor vb = lv_tensor_view(&tb, 1, 1, (int64_t[]){N});
+            lv_tensor vo = lv_tensor_view(&to, 1, 2, (int64_t[]){M, N});
+            cr_assert_eq(lv_op_matmul_variant(ctx, &vo, &va, &vw, &vb, variants[v]), LV_OK, "%s", lv_last_error());
+            float *got = ts_read(ctx, &to);
+            cr_assert(isnan(got[0]), "the element before the view was written");
+            mm_case c = {1, M, N, K, dtypes[d], 1, 0};
+            check_against_ref(got + 1, a + 1, w + 1, bias + 1, &c, "unaligned views");
+            free(got);
+            free(a);
+            free(w);
+            free(bias);
+            lv_tensor_free(ctx, &ta);
+            lv_tensor_free(ctx, &tw);
+            lv_tensor_free(ctx, &tb);
+            lv_tensor_free(ctx, &to);
+        }
+    ts_ctx_done(ctx);
+}
+
+/* With a small binding limit every tensor is split: over M for a / out, over N for w / out,
+ * and batches one at a time. */
+Test(matmul, splits_over_binding_limit) {
+    lv_ctx_options opt;
+    lv_ctx_options_default(&opt);
+    opt.validation = 1;
+    opt.max_binding_bytes = 32768;
+    lv_ctx *ctx;
+    cr_assert_eq(lv_ctx_create(&opt, &ctx), LV_OK, "%s", lv_last_error());
+    uint64_t seed = 500;
+    for (size_t v = 0; v < 2; v++) {
+        mm_case fast = {1, 200, 320, 64, LV_F32, 1, 0};     /* a 51 KB, w 80 KB, out 256 KB */
+        run_case(ctx, variants[v], &fast, seed++);
+        mm_case half = {1, 150, 600, 40, LV_BF16, 1, 0};    /* w 48 KB, out 360 KB */
+        run_case(ctx, variants[v], &half, seed++);
+        mm_case odd = {1, 131, 77, 99, LV_F16, 0, 0};
+        run_case(ctx, variants[v], &odd, seed++);
+        mm_case batched = {3, 60, 50, 72, LV_F32, 1, 1};   /* one batch: a 17 KB, w 14 KB */
+        run_case(ctx, variants[v], &batched, seed++);
+        mm_case folded = {4, 90, 40, 16, LV_BF16, 0, 0};    /* a [4, 90, 16] folds into M = 360 */
+        run_case(ctx, variants[v], &folded, seed++);
+    }
+    ts_ctx_done(ctx);
+}
+
+Test(matmul, row_over_binding_limit_is_a_clear_error) {
+    lv_ctx_options opt;
+    lv_ctx_options_default(&opt);
+    opt.validation = 1;
+    opt.max_binding_bytes = 256;
+    lv_ctx *ctx;
+    cr_assert_eq(lv_ctx_create(&opt, &ctx), LV_OK, "%s", lv_last_error());
+    lv_tensor a = ts_empty(ctx, 2, (int64_t[]){4, 100});
+    lv_tensor w = ts_empty(ctx, 2, (int64_t[]){8, 100});
+    lv_tensor o = ts_empty(ctx, 2, (int64_t[]){4, 8});
+    cr_assert_eq(lv_op_matmul(ctx, &o, &a, &w, NULL), LV_ERR_LIMIT);
+    cr_assert(strstr(lv_last_error(), "[4, 100] f32") && strstr(lv_last_error(), "binding limit"), "%s",
+              lv_last_error());
+    lv_tensor_free(ctx, &a);
+    lv_tensor_free(ctx, &w);
+    lv_tensor_free(ctx, &o);
+    ts_ctx_done(ctx);
+}
+
+static void expect_invalid(lv_ctx *ctx, const lv_tensor *o, const lv_tensor *a, const lv_tensor *w,
+                           const lv_tensor *b, const char *s1, const char *s2) {
+    cr_assert_eq(lv_op_matmul(ctx, o, a, w, b), LV_ERR_INVALID, "expected an error naming %s and %s", s1, s2);
+    const char *msg = lv_last_error();
+    cr_assert(strstr(msg, s1) && strstr(msg, s2), "message does not name %s and %s: %s", s1, s2, msg);
+}
+
+Test(matmul, bad_shapes_name_both_shapes) {
+    lv_ctx *ctx = ts_ctx();
+    lv_tensor a = ts_empty(ctx, 2, (int64_t[]){4, 6});
+    lv_tensor a3 = ts_empty(ctx, 3, (int64_t[]){2, 4, 6});
+    lv_tensor w = ts_empty(ctx, 2, (int64_t[]){5, 6});
+    lv_tensor w_badk = ts_empty(ctx, 2, (int64_t[]){5, 7});
+    lv_tensor wb = ts_empty(ctx, 3, (int64_t[]){3, 5, 6});
+    lv_tensor o = ts_empty(ctx, 2, (int64_t[]){4, 5});
+    lv_tensor o_bad = ts_empty(ctx, 2, (int64_t[]){4, 4});
+    lv_tensor b_bad = ts_empty(ctx, 1, (int64_t[]){4});
+    lv_tensor a16;
+    cr_assert_eq(lv_tensor_create(ctx, LV_F16, 2, (int64_t[]){4, 6}, &a16), LV_OK);
+    expect_invalid(ctx, &o, &a, &w_badk, NULL, "[4, 6] f32", "[5, 7] f32");
+    expect_invalid(ctx, &o_bad, &a, &w, NULL, "[4, 4] f32", "[5, 6] f32");
+    expect_invalid(ctx, &o, &a, &w, &b_bad, "[4] f32", "[5, 6] f32");
+    expect_invalid(ctx, &o, &a, &wb, NULL, "[4, 6] f32", "[3, 5, 6] f32");       /* 2-D a, batched w */
+    expect_invalid(ctx, &o, &a3, &wb, NULL, "[2, 4, 6] f32", "[3, 5, 6] f32");    /* batch 2 vs 3 */
+    expect_invalid(ctx, &o, &a16, &w, NULL, "[4, 6] f16", "f32");                 /* a must be f32 */
+    lv_tensor alias = lv_tensor_view(&a, 0, 2, (int64_t[]){4, 5});
+    expect_invalid(ctx, &alias, &a, &w, NULL, "[4, 5] f32", "[4, 6] f32");        /* out overlaps a */
+    lv_tensor *all[] = {&a, &a3, &w, &w_badk, &wb, &o, &o_bad, &b_bad, &a16};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) lv_tensor_free(ctx, all[i]);
+    ts_ctx_done(ctx);
+}
+
+Test(matmul, variant_choice) {
+    lv_ctx *ctx = ts_ctx();
+    lv_matmul_variant want = lv_ctx_device(ctx)->type == LV_DEVICE_CPU ? LV_MATMUL_REGISTER : LV_MATMUL_TILED;
+    unsetenv("LONGVK_MATMUL_VARIANT");
+    cr_assert_eq(lv_matmul_auto_variant(ctx), want);
+    setenv("LONGVK_MATMUL_VARIANT", "tiled", 1);
+    cr_assert_eq(lv_matmul_auto_variant(ctx), LV_MATMUL_TILED);
+    setenv("LONGVK_MATMUL_VARIANT", "register", 1);
+    cr_assert_eq(lv_matmul_auto_variant(ctx), LV_MATMUL_REGISTER);
+    /* and through the public entry point */
+    mm_case c = {1, 7, 13, 5, LV_F32, 1, 0};
+    run_case(ctx, LV_MATMUL_AUTO, &c, 3);
+    unsetenv("LONGVK_MATMUL_VARIANT");
+    ts_ctx_done(ctx);
+}
