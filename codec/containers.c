@@ -1,6 +1,5 @@
 /* What the output file's extension means, which encoder a name stands for, and what pixel
  * format, crf and preset each encoder gets by default. */
-#include <ctype.h>
 #include <string.h>
 #include <strings.h>
 

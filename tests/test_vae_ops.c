@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "longvk/ops_vae.h"
 #include "ref_vae.h"
@@ -331,13 +332,17 @@ static void attention_run(lv_ctx *ctx, int N, int L, int D, uint64_t seed) {
     lv_tensor tq = ts_tensor(ctx, LV_F32, 2, qs, q), tk = ts_tensor(ctx, LV_F32, 2, ks, k);
     lv_tensor tv = ts_tensor(ctx, LV_F32, 2, ks, v), to = ts_empty(ctx, 2, qs);
     double scale = 1.0 / sqrt((double)D);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     cr_assert_eq(lv_op_flash_attention(ctx, &to, &tq, &tk, &tv, (float)scale), LV_OK, "%s",
                  lv_last_error());
     float *got = ts_read(ctx, &to), *want = malloc((size_t)N * D * sizeof *want);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     ref_vae_attention(want, q, k, v, N, L, D, (float)scale);
     double e = ts_nmse(got, want, (size_t)N * D);
-    cr_log_info("flash attention N%d L%d D%d: nmse %.3g, max|err| %.3g", N, L, D, e,
-                ts_max_abs_diff(got, want, (size_t)N * D));
+    cr_log_info("flash attention N%d L%d D%d: nmse %.3g, max|err| %.3g (%.2f s on the device)", N,
+                L, D, e, ts_max_abs_diff(got, want, (size_t)N * D),
+                (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
     cr_assert(e <= 1e-9, "flash attention N%d L%d D%d: nmse %.3g > 1e-9", N, L, D, e);
     free(got), free(want), free(q), free(k), free(v);
     lv_tensor_free(ctx, &tq), lv_tensor_free(ctx, &tk), lv_tensor_free(ctx, &tv);
