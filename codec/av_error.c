@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <pthread.h>
 
@@ -33,9 +34,13 @@ lv_status lv_av_error(lv_status status, int averr, const char *fmt, ...) {
 
 /* FFmpeg logs at "info" by default: x264 alone prints several lines for every encoder
  * opened (one per block). Keep its errors, drop the chatter, unless the program embedding
- * the library has chosen a level itself. */
+ * the library has chosen a level itself. Called before the first encoder or decoder opens. */
 static void quiet_once(void) {
-    if (av_log_get_level() == AV_LOG_INFO) av_log_set_level(AV_LOG_ERROR);
+    if (av_log_get_level() != AV_LOG_INFO) return;
+    av_log_set_level(AV_LOG_ERROR);
+    /* SVT-AV1 prints its configuration to stdout through its own logger, which only this
+     * variable controls (1: errors); a value the user set is kept */
+    setenv("SVT_LOG", "1", 0);
 }
 
 void lv_av_quiet(void) {

@@ -207,7 +207,7 @@ lv_status lv_decoder_next(lv_decoder *dec, uint8_t *rgb, lv_frame_info *info, in
         ret = av_read_frame(dec->fmt, dec->pkt);
         if (ret < 0) {
             /* the end of the file, or of its readable part (a writer killed mid-block) */
-            if (ret != AVERROR_EOF && ret != AVERROR_INVALIDDATA && ret != AVERROR(EIO))
+            if (ret != AVERROR_EOF && ret != AVERROR_INVALIDDATA)
                 return lv_av_error(lv_status_from_av(ret), ret, "reading %s", dec->path);
             dec->draining = 1;
             ret = avcodec_send_packet(dec->cc, NULL);

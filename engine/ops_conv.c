@@ -23,7 +23,8 @@ static int64_t rows_per_binding(const lv_ctx *ctx, uint64_t row_bytes, int64_t e
 /* ---- depthwise 3x3 --------------------------------------------------------------------- */
 
 #define DW_LOCAL 64
-#define DW_X_BLOCK 4
+/* Output columns per invocation: each input value loaded serves up to 3 of them. */
+#define DW_X_BLOCK 8
 
 lv_status lv_op_dwconv3x3(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
                           const lv_tensor *w, const lv_tensor *bias) {
@@ -71,7 +72,6 @@ lv_status lv_op_dwconv3x3(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
     int64_t row_elems = W * C;
     int64_t xrows_shape[2] = {total_rows, row_elems};
     lv_tensor x2 = lv_tensor_view(x, 0, 2, xrows_shape), o2 = lv_tensor_view(out, 0, 2, xrows_shape);
-    uint32_t spec[2] = {DW_LOCAL, DW_X_BLOCK};
 
     for (int64_t r0 = 0; r0 < total_rows; r0 += chunk) {
         int64_t rows = total_rows - r0 < chunk ? total_rows - r0 : chunk;
@@ -81,6 +81,10 @@ lv_status lv_op_dwconv3x3(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
         lv_binding b[4] = {{&oc, true, 0}, {&xc, false, 0}, {w, false, 0},
                            {bias ? bias : w, false, 0}};
         LV_TRY(lv_bindings_prepare(ctx, b, 4));
+        /* 4 channels per invocation as vec4 when rows and bindings are 16-byte aligned */
+        bool vec = C % 4 == 0 && b[0].elem_offset % 4 == 0 && b[1].elem_offset % 4 == 0 &&
+                   b[2].elem_offset % 4 == 0;
+        uint32_t spec[3] = {DW_LOCAL, DW_X_BLOCK, vec ? 1u : 0u};
         lv_push_dwconv3x3 pc = {
             .out_offset = b[0].elem_offset,
             .x_offset = b[1].elem_offset,
@@ -95,48 +99,97 @@ lv_status lv_op_dwconv3x3(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
             .channels = (uint32_t)C,
             .strips = (uint32_t)strips,
         };
-        uint64_t invocations = (uint64_t)rows * (uint64_t)strips * (uint64_t)C;
+        uint64_t invocations = (uint64_t)rows * (uint64_t)strips * (uint64_t)(vec ? C / 4 : C);
         if (invocations > UINT32_MAX)
             return lv_error(LV_ERR_LIMIT, "dwconv3x3: %llu invocations in one dispatch exceed "
                             "32-bit indexing", (unsigned long long)invocations);
         uint32_t gx, gy;
         lv_grid_1d(ctx, (invocations + DW_LOCAL - 1) / DW_LOCAL, &gx, &gy);
-        LV_TRY(lv_dispatch(ctx, LV_OP_DWCONV3X3, spec, 2, b, 4, &pc, sizeof pc, gx, gy, 1));
+        LV_TRY(lv_dispatch(ctx, LV_OP_DWCONV3X3, spec, 3, b, 4, &pc, sizeof pc, gx, gy, 1));
     }
     return LV_OK;
 }
 
 /* ---- temporal conv ---------------------------------------------------------------------- */
 
-/* out rows [0, rows) (+)= in rows [0, rows) times tap `tap` of w, split over rows so that
- * in and out each fit one binding. */
-static lv_status tconv_tap(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *in,
-                           const lv_tensor *w, int64_t C, uint32_t tap, bool accumulate) {
-    bool cpu = lv_ctx_device(ctx)->type == LV_DEVICE_CPU;
-    /* local size, output channels and rows per invocation */
-    uint32_t spec[3] = {cpu ? 16u : 64u, 4, 8};
-    int64_t total = out->shape[0];
-    int64_t chunk = rows_per_binding(ctx, (uint64_t)C * 4, 0);
-    int64_t max_chunk = (int64_t)ctx->limits.maxComputeWorkGroupCount[1] * spec[2];
-    if (chunk > max_chunk) chunk = max_chunk;
-    uint64_t per_group = (uint64_t)spec[0] * spec[1];
-    uint32_t gx = (uint32_t)(((uint64_t)C + per_group - 1) / per_group);
-    for (int64_t r0 = 0; r0 < total; r0 += chunk) {
-        int64_t rows = total - r0 < chunk ? total - r0 : chunk;
-        lv_tensor oc = lv_tensor_rows(out, r0, rows), ic = lv_tensor_rows(in, r0, rows);
-        lv_binding b[3] = {{&oc, true, 0}, {&ic, false, 0}, {w, false, 0}};
+/* lavapipe (llvmpipe) stops every loop of an invocation once their iterations add up to
+ * 65535 (LP_MAX_TGSI_LOOP_ITERATIONS), silently; the kernel loops once per channel (or
+ * per 4 channels). */
+#define LV_LAVAPIPE_LOOP_BUDGET 60000
+
+/* Specialization constants of shaders/temporal_conv.comp. */
+typedef struct tconv_tile {
+    uint32_t local, tm, tn, vec, shuf;
+} tconv_tile;
+
+/* Rows of the source are shared within a subgroup through subgroupShuffle, which needs
+ * subgroups of exactly 8 lanes: trusted on CPU devices (one fixed subgroup size) only. */
+static tconv_tile tconv_choose_tile(const lv_ctx *ctx, bool vec) {
+    const lv_device_info *dev = lv_ctx_device(ctx);
+    if (dev->type == LV_DEVICE_CPU && dev->subgroup_size == 8)
+        /* lavapipe, each load a serial loop over the lanes: 32 rows x 8 lanes x 8 channels,
+         * per 4 input channels 24 + 12 vec4 loads per lane for 3072 multiply-adds */
+        return vec ? (tconv_tile){8, 32, 8, 1, 1} : (tconv_tile){8, 16, 4, 0, 1};
+    /* GPUs (untuned): 64 invocations, each 8 rows x 4 channels, rows read by every lane */
+    return (tconv_tile){64, 8, 4, vec ? 1u : 0u, 0};
+}
+
+/* What one kernel pass computes: output rows [r0, r1) (global, over [F, P]) of out2, from
+ * src2 (src_frames frames of P rows), taps in tap_mask, source frame = f + t - 1 + shift. */
+typedef struct tconv_pass {
+    const lv_tensor *out2, *src2, *w;
+    int64_t P, C, src_frames, shift;
+    uint32_t tap_mask;
+    bool accumulate;
+    int64_t r0, r1;
+} tconv_pass;
+
+static int tap_lo(uint32_t mask) { return mask & 1u ? 0 : mask & 2u ? 1 : 2; }
+static int tap_hi(uint32_t mask) { return mask & 4u ? 2 : mask & 2u ? 1 : 0; }
+
+/* Rows of halo a chunk's source binding holds beyond its output rows. */
+static int64_t tconv_halo(const tconv_pass *ps) {
+    return (int64_t)(tap_hi(ps->tap_mask) - tap_lo(ps->tap_mask)) * ps->P;
+}
+
+static lv_status tconv_run(lv_ctx *ctx, const tconv_pass *ps, int64_t chunk) {
+    int64_t src_rows = ps->src_frames * ps->P;
+    for (int64_t c0 = ps->r0; c0 < ps->r1; c0 += chunk) {
+        int64_t rows = ps->r1 - c0 < chunk ? ps->r1 - c0 : chunk;
+        /* source rows the chunk reads: its rows moved by the lowest and highest tap */
+        int64_t s0 = c0 + (tap_lo(ps->tap_mask) - 1 + ps->shift) * ps->P;
+        int64_t s1 = c0 + rows + (tap_hi(ps->tap_mask) - 1 + ps->shift) * ps->P;
+        if (s0 < 0) s0 = 0;
+        if (s1 > src_rows) s1 = src_rows;
+        if (s1 <= s0) { /* every tap reads padding: a plain pass would add zeros */
+            s0 = 0;
+            s1 = 1;
+        }
+        lv_tensor oc = lv_tensor_rows(ps->out2, c0, rows), sc = lv_tensor_rows(ps->src2, s0, s1 - s0);
+        lv_binding b[3] = {{&oc, true, 0}, {&sc, false, 0}, {ps->w, false, 0}};
         LV_TRY(lv_bindings_prepare(ctx, b, 3));
+        bool vec = ps->C % 4 == 0 && b[0].elem_offset % 4 == 0 && b[1].elem_offset % 4 == 0 &&
+                   b[2].elem_offset % 4 == 0;
+        tconv_tile t = tconv_choose_tile(ctx, vec);
+        uint32_t spec[5] = {t.local, t.tm, t.tn, t.vec, t.shuf};
         lv_push_temporal_conv pc = {
             .out_offset = b[0].elem_offset,
             .in_offset = b[1].elem_offset,
             .w_offset = b[2].elem_offset,
+            .row0 = (uint32_t)c0,
             .rows = (uint32_t)rows,
-            .channels = (uint32_t)C,
-            .tap = tap,
-            .accumulate = accumulate ? 1u : 0u,
+            .in_row0 = (uint32_t)s0,
+            .pixels = (uint32_t)ps->P,
+            .src_frames = (uint32_t)ps->src_frames,
+            .frame_shift = (int32_t)ps->shift,
+            .channels = (uint32_t)ps->C,
+            .tap_mask = ps->tap_mask,
+            .accumulate = ps->accumulate ? 1u : 0u,
         };
-        uint32_t gy = (uint32_t)((rows + spec[2] - 1) / spec[2]);
-        LV_TRY(lv_dispatch(ctx, LV_OP_TEMPORAL_CONV, spec, 3, b, 3, &pc, sizeof pc, gx, gy, 1));
+        uint64_t per_group = (uint64_t)t.local * t.tn;
+        uint32_t gx = (uint32_t)(((uint64_t)ps->C + per_group - 1) / per_group);
+        uint32_t gy = (uint32_t)((rows + t.tm - 1) / t.tm);
+        LV_TRY(lv_dispatch(ctx, LV_OP_TEMPORAL_CONV, spec, 5, b, 3, &pc, sizeof pc, gx, gy, 1));
     }
     return LV_OK;
 }
@@ -177,29 +230,41 @@ lv_status lv_op_temporal_conv(lv_ctx *ctx, const lv_tensor *out, const lv_tensor
                         lv_tensor_describe(w, d0, sizeof d0),
                         (unsigned long long)lv_tensor_nbytes(w),
                         (unsigned long long)lv_ctx_max_binding(ctx));
-    if (rows_per_binding(ctx, (uint64_t)C * 4, 0) < 1)
+    if (lv_ctx_device(ctx)->type == LV_DEVICE_CPU && C > LV_LAVAPIPE_LOOP_BUDGET)
+        return lv_error(LV_ERR_LIMIT, "temporal_conv: %lld channels need as many loop iterations "
+                        "per invocation; CPU Vulkan drivers (lavapipe) stop loops after 65535",
+                        (long long)C);
+    int64_t budget = rows_per_binding(ctx, (uint64_t)C * 4, 0);
+    if (budget < 1)
         return lv_error(LV_ERR_LIMIT, "temporal_conv: one pixel row of %lld channels exceeds "
                         "the device's binding limit (%llu bytes)", (long long)C,
                         (unsigned long long)lv_ctx_max_binding(ctx));
+    /* chunks must also keep the grid within maxComputeWorkGroupCount[1] (rows / tile) */
+    int64_t max_rows = (int64_t)ctx->limits.maxComputeWorkGroupCount[1] * 8;
 
-    /* As [F * P, C] row matrices, tap t reads frame f + t - 1 for output frame f:
-     *   tap 1: out[0, F)      = W1 x[0, F)
-     *   tap 0: out[1, F)     += W0 x[0, F - 1),   out[0] += W0 prev
-     *   tap 2: out[0, F - 1) += W2 x[1, F)
-     * (frame ranges; rows are P times that). */
     int64_t shape2[2] = {F * P, C};
     lv_tensor x2 = lv_tensor_view(x, 0, 2, shape2), o2 = lv_tensor_view(out, 0, 2, shape2);
-    LV_TRY(tconv_tap(ctx, &o2, &x2, w, C, 1, false));
-    if (F > 1) {
-        int64_t shifted = (F - 1) * P;
-        lv_tensor o_late = lv_tensor_rows(&o2, P, shifted), x_early = lv_tensor_rows(&x2, 0, shifted);
-        lv_tensor o_early = lv_tensor_rows(&o2, 0, shifted), x_late = lv_tensor_rows(&x2, P, shifted);
-        LV_TRY(tconv_tap(ctx, &o_late, &x_early, w, C, 0, true));
-        LV_TRY(tconv_tap(ctx, &o_early, &x_late, w, C, 2, true));
+    /* All three taps in one pass when a chunk of rows and its source halo of two frames fit
+     * one binding; otherwise one pass per tap (each reads rows shifted by whole frames). */
+    tconv_pass ps = {&o2, &x2, w, P, C, F, 0, 7u, false, 0, F * P};
+    int64_t chunk = budget - tconv_halo(&ps);
+    if (chunk >= 1) {
+        LV_TRY(tconv_run(ctx, &ps, chunk < max_rows ? chunk : max_rows));
+    } else {
+        static const uint32_t order[3] = {2u, 1u, 4u}; /* centre tap first: it covers all rows */
+        chunk = budget < max_rows ? budget : max_rows;
+        for (int i = 0; i < 3; i++) {
+            ps.tap_mask = order[i];
+            ps.accumulate = i > 0;
+            LV_TRY(tconv_run(ctx, &ps, chunk));
+        }
     }
     if (prev) {
-        lv_tensor o_first = lv_tensor_rows(&o2, 0, P);
-        LV_TRY(tconv_tap(ctx, &o_first, prev, w, C, 0, true));
+        /* frame 0's tap 0 reads the cached previous frame: source frame f + 0 - 1 + 1 = 0 */
+        int64_t pshape[2] = {P, C};
+        lv_tensor p2 = lv_tensor_view(prev, 0, 2, pshape);
+        tconv_pass pp = {&o2, &p2, w, P, C, 1, 1, 1u, true, 0, P};
+        LV_TRY(tconv_run(ctx, &pp, budget < max_rows ? budget : max_rows));
     }
     return LV_OK;
 }

@@ -357,7 +357,9 @@ lv_status lv_linattn_combine(lv_ctx *ctx, const lv_tensor *out, const lv_tensor 
             };
             uint32_t gx, gy;
             lv_grid_1d(ctx, ((uint64_t)cnt + 255) / 256, &gx, &gy);
-            LV_TRY(lv_dispatch(ctx, LV_OP_LINATTN_COMBINE, NULL, 0, bind, 3, &pc, sizeof pc, gx, gy, 1));
+            /* a non-NULL (empty) spec list: lv_pipeline_get memcmp()s it */
+            static const uint32_t no_spec[1] = {0};
+            LV_TRY(lv_dispatch(ctx, LV_OP_LINATTN_COMBINE, no_spec, 0, bind, 3, &pc, sizeof pc, gx, gy, 1));
         }
     }
     return LV_OK;

@@ -48,9 +48,9 @@ static bool register_shuffle_ok(const lv_ctx *ctx) {
  * multiply-adds per lane, which is what pays on lavapipe where each load is a serial loop
  * over the lanes (measured: 1024^3 fp32 at 64 x 8 about 25% faster than 32 x 8, but twice
  * the LLVM compile time, ~5 s). Fewer rows for small M so that little work is wasted.
- * General path: 8 rows x 8 lanes x 2 columns, scalar loads, any shape. */
+ * General path: 16 (8 for small M) rows x 8 lanes x 4 columns, scalar loads, any shape. */
 static void kernel_register(const lv_ctx *ctx, lv_dtype wdtype, int64_t M, bool vec, mm_config *c) {
-    uint32_t tm = 8, tn = 2;
+    uint32_t tm = M <= 8 ? 8 : 16, tn = 4;
     if (vec) {
         tn = 8;
         tm = M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64;

@@ -8,13 +8,14 @@
 //   per multiply-add: each subgroup owns a TM x (8 * TN) block of outputs in registers and
 //   per 8 values of k loads TN rows of w per lane (its own columns) and TM / 8 rows of a
 //   per lane, which subgroupShuffle with a constant lane (a single permute) hands to all
-//   lanes;
+//   lanes (subgroupBroadcast is itself a loop over the lanes there);
 // - arrays live in registers only while every index is a constant, hence [[unroll]]
 //   everywhere but the k loop, and a store epilogue of vec4 rows (scalar per-lane stores
 //   dominate compile time).
+// - lavapipe splits fma into a multiply and an add anyway, so plain s += p * q.
 // Spec constant VEC selects the fast path (K % 8 == 0, 16-byte aligned rows, whole column
-// tiles, vec4 loads/stores); VEC == 0 is the general path (any shape, scalar loads, guarded
-// stores) used for odd shapes and the column remainder.
+// tiles, vec4 loads/stores, needs SHUF); VEC == 0 is the general path (any shape, scalar
+// loads, guarded stores) used for odd shapes and the column remainder.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require

@@ -50,6 +50,35 @@ static int decode_and_compare(const char *path, clip_kind kind, int w, int h, in
     return count;
 }
 
+static size_t read_file(const char *path, char **out) {
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *out = malloc((size_t)n);
+    cr_assert_eq(fread(*out, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    return (size_t)n;
+}
+
+/* Occurrences of an mp4 box type; `first` gets the offset of the first (-1 if none). */
+static int find_boxes(const char *data, size_t n, const char *type, long *first) {
+    int count = 0;
+    *first = -1;
+    for (size_t i = 4; i + 4 <= n; i++)
+        if (memcmp(data + i, type, 4) == 0) {
+            if (*first < 0) *first = (long)i;
+            count++;
+        }
+    return count;
+}
+
+static int count_boxes(const char *data, size_t n, const char *type) {
+    long first;
+    return find_boxes(data, n, type, &first);
+}
+
 /* ffv1 in mkv stores the RGB samples: every frame comes back bit-exact. An odd size and a
  * partial last block on purpose (ffv1 has no 4:2:0 restriction). */
 Test(codec, ffv1_mkv_round_trip_is_bit_exact) {
@@ -123,6 +152,12 @@ Test(codec, x264_mp4_round_trip) {
     cr_assert_not_null(strstr(probe, "color_transfer=bt709"), "%s", probe);
     cr_assert_not_null(strstr(probe, "color_range=tv"), "%s", probe);
     free(probe);
+
+    /* a fragment per block: three moof boxes for blocks of 16, 16 and 8 frames */
+    char *bytes = NULL;
+    size_t nbytes = read_file(path, &bytes);
+    cr_assert_eq(count_boxes(bytes, nbytes, "moof"), 3, "%d fragments", count_boxes(bytes, nbytes, "moof"));
+    free(bytes);
 
     /* ffmpeg's own decoder and colour conversion, with the matrix and range it reads from the
      * tags, give back the source too: this checks the encoder's matrix and range
@@ -281,6 +316,16 @@ Test(codec, other_containers_and_codecs) {
         cr_assert_str_eq(lv_decoder_info(dec)->color_space, "bt709", "%s", cases[k].name);
         cr_assert_str_eq(lv_decoder_info(dec)->color_range, "tv", "%s", cases[k].name);
         lv_decoder_close(dec);
+        if (cases[k].faststart) { /* finalised: the index in front of the data, no fragments */
+            char *bytes = NULL;
+            size_t nbytes = read_file(path, &bytes);
+            long moov, mdat, moof;
+            find_boxes(bytes, nbytes, "moov", &moov);
+            find_boxes(bytes, nbytes, "mdat", &mdat);
+            find_boxes(bytes, nbytes, "moof", &moof);
+            free(bytes);
+            cr_assert(moov >= 0 && mdat > moov && moof < 0, "moov at %ld, mdat at %ld, moof at %ld", moov, mdat, moof);
+        }
     }
 }
 

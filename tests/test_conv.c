@@ -155,14 +155,18 @@ Test(temporal_conv, shapes) {
     tc_case(ctx, 3, 35, 70, 0, 4, 205);
     tc_case(ctx, 3, 6, 33, 1, 3, 206); /* C not a multiple of the channel tile */
     tc_case(ctx, 2, 13, 129, 0, 3, 207); /* more channels than one workgroup covers */
+    tc_case(ctx, 4, 13, 72, 1, 3, 208);  /* the vec4 path over a partial channel tile */
     ts_ctx_done(ctx);
 }
 
 Test(temporal_conv, splits_rows_over_binding_limit) {
-    /* rows of C = 8 floats: 1 KiB bindings take 31 rows, which cut the 35-pixel frames */
+    /* rows of C = 8 floats: 1 KiB bindings take 31 rows. With 35-pixel frames the two
+     * frames of halo of the 3-tap pass do not fit: one pass per tap, chunks cut frames.
+     * With 5-pixel frames 21 rows plus the halo fit: 3-tap passes over chunks. */
     lv_ctx *ctx = ctx_with_binding(1024);
     tc_case(ctx, 3, 35, 8, 1, 3, 211);
     tc_case(ctx, 3, 35, 8, 0, 3, 212);
+    tc_case(ctx, 9, 5, 8, 1, 3, 213);
     ts_ctx_done(ctx);
 }
 

@@ -1,11 +1,188 @@
-/* `longvk decode`: not built yet (placeholder until its issue lands). */
+/* `longvk decode`: latents (from `generate` or `forward`) through the Wan2.1 VAE decoder
+ * into a video file, one latent frame at a time, each decoded frame going straight to the
+ * encoder. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "commands.h"
+#include "longvk.h"
+#include "longvk/vae.h"
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: longvk decode --vae FILE --latents X.npy -o OUT.mp4 [options]\n"
+            "\n"
+            "Decodes normalised latents [16, F, h, w] (float32 .npy, as `generate` and\n"
+            "`forward` write them; [1, 16, F, h, w] is accepted) with the Wan2.1 VAE into\n"
+            "1 + 4 (F - 1) frames of 8h x 8w pixels. Values are clamped to [-1, 1] and stored\n"
+            "as uint8(127.5 x + 127.5), truncated, as SANA-Video does.\n"
+            "\n"
+            "  --vae FILE          Wan2.1_VAE.pth, or safetensors (original or diffusers names)\n"
+            "  --latents X.npy     the latents\n"
+            "  -o OUT              .mp4 / .mkv / .webm (the container picks the default codec)\n"
+            "  --fps N             frame rate (default 16, SANA-Video's)\n"
+            "  --codec NAME        encoder: libx264, ffv1 (lossless RGB, .mkv), libvpx-vp9, ...\n"
+            "  --crf N             constant-quality factor (default: the codec's)\n"
+            "  --step-frames N     latent frames per decoder step (default 1: least memory)\n"
+            "  --vae-tiling        spatial tiles for devices without the memory (not\n"
+            "                      implemented in this build)\n"
+            "  --device N          Vulkan device (see `longvk devices`)\n");
+}
+
+typedef struct sink {
+    lv_encoder *enc;
+    uint8_t *rgb; /* one frame, [H, W, 3] */
+    int64_t frames;
+} sink;
+
+/* [3, H, W] floats -> packed RGB bytes: uint8(clamp(127.5 x + 127.5, 0, 255)), truncated */
+static lv_status on_frame(void *user, int64_t index, const float *x, int height, int width) {
+    (void)index;
+    sink *s = user;
+    size_t P = (size_t)height * width;
+    for (int c = 0; c < 3; c++)
+        for (size_t p = 0; p < P; p++) {
+            float v = 127.5f * x[c * P + p] + 127.5f;
+            v = v > 0.0f ? v : 0.0f; /* also maps NaN to 0 */
+            v = v < 255.0f ? v : 255.0f;
+            s->rgb[p * 3 + c] = (uint8_t)v;
+        }
+    s->frames++;
+    return lv_encoder_write_rgb(s->enc, s->rgb, 1);
+}
+
+static double gib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024.0); }
 
 int cmd_decode(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "longvk decode: not implemented in this build yet\n");
-    return 2;
+    const char *vae = NULL, *latents = NULL, *output = NULL, *codec = NULL;
+    long fps = 16, crf = -1, step = 1, device = -1;
+    int tiling = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--vae-tiling")) {
+            tiling = 1;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "longvk decode: %s needs a value (see --help)\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--vae")) vae = v;
+        else if (!strcmp(a, "--latents")) latents = v;
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) output = v;
+        else if (!strcmp(a, "--codec")) codec = v;
+        else if (!strcmp(a, "--fps")) { if (!cli_parse_int(a, v, 1, 1000, &fps)) return 2; }
+        else if (!strcmp(a, "--crf")) { if (!cli_parse_int(a, v, 0, 63, &crf)) return 2; }
+        else if (!strcmp(a, "--step-frames")) { if (!cli_parse_int(a, v, 1, 1024, &step)) return 2; }
+        else if (!strcmp(a, "--device")) { if (!cli_parse_int(a, v, 0, 64, &device)) return 2; }
+        else {
+            fprintf(stderr, "longvk decode: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+        i++;
+    }
+    if (!vae || !latents || !output) {
+        fprintf(stderr, "longvk decode: --vae, --latents and -o are required\n\n");
+        usage(stderr);
+        return 2;
+    }
+    if (tiling) {
+        fprintf(stderr, "longvk decode: --vae-tiling is not implemented in this build; without it "
+                        "the decoder needs the device memory `longvk decode` prints (about 5.9 GB "
+                        "at 480 x 832)\n");
+        return 2;
+    }
+
+    lv_npy x = {0};
+    lv_weights *w = NULL;
+    lv_ctx *ctx = NULL;
+    lv_vae_decoder *dec = NULL;
+    sink s = {0};
+    int rc = 1;
+    if (lv_npy_read(latents, &x) != LV_OK) {
+        cli_fail("latents");
+        goto done;
+    }
+    if (x.ndim == 5 && x.shape[0] == 1) { /* [1, C, F, h, w] */
+        memmove(x.shape, x.shape + 1, 4 * sizeof *x.shape);
+        x.ndim = 4;
+    }
+    if (lv_weights_open(vae, &w) != LV_OK) {
+        cli_fail("VAE weights");
+        goto done;
+    }
+    lv_ctx_options opt;
+    lv_ctx_options_default(&opt);
+    opt.device_index = (int)device;
+    if (lv_ctx_create(&opt, &ctx) != LV_OK) {
+        cli_fail(NULL);
+        goto done;
+    }
+    if (lv_vae_decoder_create(ctx, w, &dec) != LV_OK || lv_vae_set_step_frames(dec, (int)step) != LV_OK) {
+        cli_fail("VAE");
+        goto done;
+    }
+    int z = lv_vae_z_dim(dec);
+    if (x.ndim != 4 || x.shape[0] != z || x.shape[1] < 1) {
+        fprintf(stderr, "longvk decode: %s: latents must be [%d, F, h, w] (the VAE's %d channels), "
+                        "got %d dimensions%s\n", latents, z, z, x.ndim,
+                x.ndim == 4 ? " with another channel count" : "");
+        goto done;
+    }
+    int F = (int)x.shape[1], h = (int)x.shape[2], wd = (int)x.shape[3];
+    if (h < 1 || wd < 1 || h > 4096 || wd > 4096) {
+        fprintf(stderr, "longvk decode: %s: latent size %d x %d is out of range\n", latents, h, wd);
+        goto done;
+    }
+    int64_t T = lv_vae_frames_for(dec, F);
+    uint64_t need = lv_vae_decoder_memory(dec, h, wd);
+    const lv_device_info *info = lv_ctx_device(ctx);
+    printf("decoding %d latent frames of %d x %d into %lld frames of %d x %d\n", F, h, wd,
+           (long long)T, 8 * wd, 8 * h);
+    printf("device memory needed: %.2f GiB (weights, conv history and work buffers); '%s' has "
+           "%.2f GiB\n", gib(need), info->name, gib(info->device_local_bytes));
+    fflush(stdout);
+    if (info->device_local_bytes && need > info->device_local_bytes)
+        fprintf(stderr, "longvk decode: warning: the decode needs more memory than the device "
+                        "reports; it may fail\n");
+
+    lv_encoder_options eopt;
+    lv_encoder_options_default(&eopt);
+    eopt.codec = codec;
+    eopt.crf = (int)crf;
+    if (lv_encoder_open(output, 8 * wd, 8 * h, (double)fps, &eopt, &s.enc) != LV_OK) {
+        cli_fail(output);
+        goto done;
+    }
+    s.rgb = malloc((size_t)64 * h * wd * 3);
+    if (!s.rgb) {
+        fprintf(stderr, "longvk decode: out of host memory\n");
+        goto done;
+    }
+    lv_vae_set_clamp(dec, 1);
+    if (lv_vae_decode_frames_cb(ctx, dec, x.data, F, h, wd, on_frame, &s) != LV_OK) {
+        cli_fail("decode");
+        goto done;
+    }
+    lv_encoder *enc = s.enc;
+    s.enc = NULL;
+    if (lv_encoder_close(enc) != LV_OK) {
+        cli_fail(output);
+        goto done;
+    }
+    printf("wrote %lld frames to %s\n", (long long)s.frames, output);
+    rc = 0;
+done:
+    if (s.enc) lv_encoder_abort(s.enc);
+    free(s.rgb);
+    if (dec) lv_vae_decoder_destroy(ctx, dec);
+    if (ctx) lv_ctx_destroy(ctx);
+    lv_weights_close(w);
+    lv_npy_free(&x);
+    return rc;
 }

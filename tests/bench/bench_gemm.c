@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
+
 #include "bench.h"
 #include "longvk.h"
 #include "ops_matmul_internal.h"
@@ -21,8 +23,10 @@ typedef struct gemm_case {
     int64_t M, N, K;
     lv_dtype wdtype;
     int runs, c_runs;
-    /* results */
-    double ms, c_ms, max_rel_err;
+    /* results: wall milliseconds (medians), process CPU seconds per run (lavapipe's worker
+     * threads belong to this process: on a busy machine GFLOP per CPU-second still shows
+     * what each core achieves), largest |device - C| / max |C| */
+    double ms, c_ms, cpu_s, max_rel_err;
 } gemm_case;
 
 /* ---- the C loop ----------------------------------------------------------------------- */
@@ -104,6 +108,12 @@ static void cloop(float *out, const float *a, const float *wf, const uint16_t *w
 
 /* ---- one case ------------------------------------------------------------------------- */
 
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void fill_random(float *x, size_t n, uint64_t seed) {
     for (size_t i = 0; i < n; i++) {
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
@@ -142,16 +152,18 @@ static int run_case(lv_ctx *ctx, gemm_case *c, lv_matmul_variant variant, bool d
         fprintf(stderr, "longvk bench gemm: %s\n", lv_last_error());
         goto done;
     }
-    double t[16];
+    double t[16], cpu[16];
     for (int r = 0; r < c->runs; r++) {
-        double t0 = bench_now();
+        double t0 = bench_now(), c0 = cpu_now();
         if (lv_op_matmul_variant(ctx, &to, &ta, &tw, NULL, variant) != LV_OK || lv_flush(ctx) != LV_OK) {
             fprintf(stderr, "longvk bench gemm: %s\n", lv_last_error());
             goto done;
         }
         t[r] = bench_now() - t0;
+        cpu[r] = cpu_now() - c0;
     }
     c->ms = 1e3 * bench_median(t, c->runs);
+    c->cpu_s = bench_median(cpu, c->runs);
     if (lv_tensor_read(ctx, &to, got, no * 4) != LV_OK) {
         fprintf(stderr, "longvk bench gemm: %s\n", lv_last_error());
         goto done;
@@ -188,6 +200,16 @@ done:
 
 static double gflops(const gemm_case *c, double ms) {
     return ms > 0 ? 2.0 * (double)c->M * (double)c->N * (double)c->K / (ms * 1e6) : 0;
+}
+
+static double load_average(void) {
+    FILE *f = fopen("/proc/loadavg", "r");
+    double l = -1;
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1) l = -1;
+        fclose(f);
+    }
+    return l;
 }
 
 static int parse_shape(const char *s, gemm_case *c) {
@@ -249,9 +271,9 @@ int bench_gemm(int argc, char **argv, bool json) {
         custom.runs = custom.c_runs = 3;
         cases[ncases++] = custom;
     } else {
-        cases[ncases++] = (gemm_case){"fp32 1024x1024x1024", 1024, 1024, 1024, LV_F32, 5, 3, 0, 0, 0};
-        cases[ncases++] = (gemm_case){"DiT FFN 512 tok 2240->6720 f32 w", 512, 6720, 2240, LV_F32, 3, 3, 0, 0, 0};
-        cases[ncases++] = (gemm_case){"DiT FFN 512 tok 2240->6720 bf16 w", 512, 6720, 2240, LV_BF16, 3, 3, 0, 0, 0};
+        cases[ncases++] = (gemm_case){"fp32 1024x1024x1024", 1024, 1024, 1024, LV_F32, 5, 3, 0, 0, 0, 0};
+        cases[ncases++] = (gemm_case){"FFN 512 tok 2240->6720 f32 w", 512, 6720, 2240, LV_F32, 3, 3, 0, 0, 0, 0};
+        cases[ncases++] = (gemm_case){"FFN 512 tok 2240->6720 bf16 w", 512, 6720, 2240, LV_BF16, 3, 3, 0, 0, 0, 0};
     }
     if (runs)
         for (int i = 0; i < ncases; i++) cases[i].runs = cases[i].c_runs = runs;
@@ -264,29 +286,33 @@ int bench_gemm(int argc, char **argv, bool json) {
     lv_matmul_variant used = variant == LV_MATMUL_AUTO ? lv_matmul_auto_variant(ctx) : variant;
     const char *vname = used == LV_MATMUL_TILED ? "tiled" : "register";
     const char *cname = cloop_avx2() ? "C loop, 1 thread, AVX2+FMA" : "C loop, 1 thread";
+    double load = load_average();
     if (!json)
-        printf("matmul on %s (%s variant) vs %s; medians\n%-36s %10s %10s %10s %10s %8s %9s\n",
-               lv_ctx_device(ctx)->name, vname, cname, "case", "ms", "GFLOP/s", "C ms", "C GFLOP/s",
-               "ratio", "rel.err");
+        printf("matmul on %s (%s variant) vs %s; medians; load average %.1f\n"
+               "%-34s %9s %8s %9s %9s %9s %7s %8s\n",
+               lv_ctx_device(ctx)->name, vname, cname, load, "case", "ms", "GFLOP/s", "per core", "C ms",
+               "C GFLOP/s", "ratio", "rel.err");
     int rc = 0;
     for (int i = 0; i < ncases && rc == 0; i++) {
         gemm_case *c = &cases[i];
         rc = run_case(ctx, c, variant, do_c);
         if (rc == 0 && !json)
-            printf("%-36s %10.1f %10.2f %10.1f %10.2f %8.2f %9.1e\n", c->name, c->ms, gflops(c, c->ms),
-                   c->c_ms, gflops(c, c->c_ms), c->c_ms > 0 ? c->c_ms / c->ms : 0, c->max_rel_err);
+            printf("%-34s %9.1f %8.2f %9.2f %9.1f %9.2f %7.2f %8.1e\n", c->name, c->ms, gflops(c, c->ms),
+                   gflops(c, 1e3 * c->cpu_s), c->c_ms, gflops(c, c->c_ms), c->c_ms > 0 ? c->c_ms / c->ms : 0,
+                   c->max_rel_err);
         fflush(stdout);
     }
     if (rc == 0 && json) {
-        printf("{\"bench\": \"gemm\", \"device\": \"%s\", \"variant\": \"%s\", \"c_loop\": \"%s\", \"cases\": [",
-               lv_ctx_device(ctx)->name, vname, cname);
+        printf("{\"bench\": \"gemm\", \"device\": \"%s\", \"variant\": \"%s\", \"c_loop\": \"%s\", "
+               "\"load_average\": %.2f, \"cases\": [",
+               lv_ctx_device(ctx)->name, vname, cname, load);
         for (int i = 0; i < ncases; i++) {
             gemm_case *c = &cases[i];
             printf("%s{\"name\": \"%s\", \"M\": %lld, \"N\": %lld, \"K\": %lld, \"w_dtype\": \"%s\", "
-                   "\"runs\": %d, \"ms\": %.3f, \"gflops\": %.3f, \"c_ms\": %.3f, \"c_gflops\": %.3f, "
-                   "\"ratio\": %.3f, \"max_rel_err\": %.3g}",
+                   "\"runs\": %d, \"ms\": %.3f, \"gflops\": %.3f, \"gflops_per_cpu_second\": %.3f, "
+                   "\"c_ms\": %.3f, \"c_gflops\": %.3f, \"ratio\": %.3f, \"max_rel_err\": %.3g}",
                    i ? ", " : "", c->name, (long long)c->M, (long long)c->N, (long long)c->K,
-                   lv_dtype_name(c->wdtype), c->runs, c->ms, gflops(c, c->ms), c->c_ms,
+                   lv_dtype_name(c->wdtype), c->runs, c->ms, gflops(c, c->ms), gflops(c, 1e3 * c->cpu_s), c->c_ms,
                    gflops(c, c->c_ms), c->c_ms > 0 ? c->c_ms / c->ms : 0, c->max_rel_err);
         }
         printf("]}\n");

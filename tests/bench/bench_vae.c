@@ -1,12 +1,321 @@
-/* `longvk bench vae`: placeholder until its issue lands. */
+/* `longvk bench vae`: the Wan VAE decoder's time per latent frame and its memory.
+ *
+ * By default the real Wan2.1 decoder structure (dim 96, z 16) with random weights at a
+ * small latent (4 x 6: 32 x 48 pixels), which lavapipe runs in seconds per frame; --vae
+ * uses a weights file instead, --dim another base width. Latent frame 0 (1 pixel frame,
+ * pipeline creation) is reported apart; the later ones (4 pixel frames each, the steady
+ * state) give the median. Also: device memory at its peak against the decoder's own
+ * estimate, and the memory a 480p decode needs (computed, lv_vae_memory_estimate). */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
+#include "longvk.h"
+#include "longvk/vae.h"
+#include "wan_vae_internal.h"
+
+#define MAX_TENSORS 256
+
+typedef struct tensor_list {
+    lv_weight t[MAX_TENSORS];
+    char names[MAX_TENSORS][96];
+    float *data[MAX_TENSORS];
+    int n;
+    uint64_t state;
+} tensor_list;
+
+static float rnd(tensor_list *l) { /* uniform in [-1, 1) */
+    l->state = l->state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((l->state >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+/* kind: 0 conv weight (unit variance / fan in), 1 bias (0.1 u), 2 gamma (1 + 0.1 u) */
+static int add(tensor_list *l, const char *name, int kind, int ndim, const int64_t *shape) {
+    if (l->n == MAX_TENSORS) return -1;
+    lv_weight *w = &l->t[l->n];
+    memset(w, 0, sizeof *w);
+    snprintf(l->names[l->n], sizeof l->names[l->n], "%s", name);
+    w->name = l->names[l->n];
+    w->dtype = LV_F32;
+    w->ndim = ndim;
+    int64_t count = 1, fan_in = 1;
+    for (int d = 0; d < ndim; d++) {
+        w->shape[d] = shape[d];
+        count *= shape[d];
+        if (d > 0) fan_in *= shape[d];
+    }
+    float *data = malloc((size_t)count * sizeof *data);
+    if (!data) return -1;
+    float scale = kind == 0 ? (float)sqrt(3.0 / (double)fan_in) : 0.1f;
+    for (int64_t i = 0; i < count; i++) data[i] = (kind == 2 ? 1.0f : 0.0f) + scale * rnd(l);
+    l->data[l->n] = data;
+    w->data = data;
+    w->nbytes = (uint64_t)count * sizeof *data;
+    l->n++;
+    return 0;
+}
+
+#define ADD(kind, ...)                                                                       \
+    do {                                                                                     \
+        int64_t shp_[] = {__VA_ARGS__};                                                      \
+        if (add(l, name, kind, (int)(sizeof shp_ / sizeof shp_[0]), shp_)) return -1;        \
+    } while (0)
+
+static int add_conv(tensor_list *l, const char *prefix, int64_t co, int64_t ci, int kt, int k) {
+    char name[96];
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    if (kt) ADD(0, co, ci, kt, k, k);
+    else ADD(0, co, ci, k, k);
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    ADD(1, co);
+    return 0;
+}
+
+static int add_block(tensor_list *l, const char *p, int64_t ci, int64_t co) {
+    char name[96];
+    snprintf(name, sizeof name, "%s.residual.0.gamma", p);
+    ADD(2, ci, 1, 1, 1);
+    snprintf(name, sizeof name, "%s.residual.2", p);
+    if (add_conv(l, name, co, ci, 3, 3)) return -1;
+    snprintf(name, sizeof name, "%s.residual.3.gamma", p);
+    ADD(2, co, 1, 1, 1);
+    snprintf(name, sizeof name, "%s.residual.6", p);
+    if (add_conv(l, name, co, co, 3, 3)) return -1;
+    if (ci != co) {
+        snprintf(name, sizeof name, "%s.shortcut", p);
+        if (add_conv(l, name, co, ci, 1, 1)) return -1;
+    }
+    return 0;
+}
+
+/* Random decoder weights of structure `a` under the original names. */
+static int random_weights(tensor_list *l, const vae_arch *a) {
+    int64_t z = a->z, t = a->trunk;
+    char name[96];
+    if (add_conv(l, "conv2", z, z, 1, 1) || add_conv(l, "decoder.conv1", t, z, 3, 3) ||
+        add_block(l, "decoder.middle.0", t, t))
+        return -1;
+    snprintf(name, sizeof name, "decoder.middle.1.norm.gamma");
+    ADD(2, t, 1, 1);
+    snprintf(name, sizeof name, "decoder.middle.1.to_qkv.weight");
+    ADD(0, 3 * t, t, 1, 1);
+    snprintf(name, sizeof name, "decoder.middle.1.to_qkv.bias");
+    ADD(1, 3 * t);
+    snprintf(name, sizeof name, "decoder.middle.1.proj.weight");
+    ADD(0, t, t, 1, 1);
+    snprintf(name, sizeof name, "decoder.middle.1.proj.bias");
+    ADD(1, t);
+    if (add_block(l, "decoder.middle.2", t, t)) return -1;
+    for (int i = 0; i < a->nups; i++) {
+        char p[64], q[96];
+        snprintf(p, sizeof p, "decoder.upsamples.%d", i);
+        const vae_arch_layer *u = &a->ups[i];
+        if (u->kind == VAE_RES) {
+            if (add_block(l, p, u->ci, u->co)) return -1;
+            continue;
+        }
+        if (u->kind == VAE_UP3D) {
+            snprintf(q, sizeof q, "%s.time_conv", p);
+            if (add_conv(l, q, 2 * u->ci, u->ci, 3, 1)) return -1;
+        }
+        snprintf(q, sizeof q, "%s.resample.1", p);
+        if (add_conv(l, q, u->co, u->ci, 0, 3)) return -1;
+    }
+    snprintf(name, sizeof name, "decoder.head.0.gamma");
+    ADD(2, a->head_ch, 1, 1, 1);
+    return add_conv(l, "decoder.head.2", a->out_ch, a->head_ch, 3, 3);
+}
+
+/* Multiply-adds of one later latent frame (4 pixel frames for Wan2.1). */
+static double macs_per_frame(const vae_arch *a, int h, int w) {
+    double T = 1, P = (double)h * w, z = a->z, t = a->trunk;
+    double m = T * P * z * z + T * P * t * z * 27;
+    m += 2 * T * P * 2 * t * t * 27;                            /* the middle's residual blocks */
+    m += T * (P * 3 * t * t + 2 * P * P * t + P * t * t);      /* attention */
+    for (int i = 0; i < a->nups; i++) {
+        double ci = a->ups[i].ci, co = a->ups[i].co;
+        if (a->ups[i].kind == VAE_RES) {
+            m += T * P * (co * ci * 27 + co * co * 27 + (ci != co ? co * ci : 0));
+            continue;
+        }
+        if (a->ups[i].kind == VAE_UP3D) {
+            m += T * P * 2 * ci * ci * 3;
+            T *= 2;
+        }
+        P *= 4;
+        m += T * P * co * ci * 9;
+    }
+    return m + T * P * a->out_ch * a->head_ch * 27;
+}
+
+typedef struct frame_count {
+    int64_t frames;
+} frame_count;
+
+static lv_status count_frame(void *user, int64_t index, const float *rgb, int height, int width) {
+    (void)index, (void)rgb, (void)height, (void)width;
+    ((frame_count *)user)->frames++;
+    return LV_OK;
+}
+
+static int parse_size(const char *s, int *h, int *w) {
+    return sscanf(s, "%dx%d", h, w) == 2 && *h >= 1 && *w >= 1 && *h <= 512 && *w <= 512;
+}
+
+#define FAIL()                                                                               \
+    do {                                                                                     \
+        fprintf(stderr, "longvk bench vae: %s\n", lv_last_error());                          \
+        goto done;                                                                           \
+    } while (0)
 
 int bench_vae(int argc, char **argv, bool json) {
-    (void)argc;
-    (void)argv;
-    (void)json;
-    fprintf(stderr, "longvk bench vae: not implemented in this build yet\n");
-    return 2;
+    const char *vae = NULL;
+    int dim = 96, h = 4, w = 6, frames = 4;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--json")) continue;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("usage: longvk bench vae [--json] [--vae FILE | --dim D] [--latent HxW] [--frames N]\n"
+                   "  --vae FILE     decoder weights (default: random weights of the Wan2.1 structure)\n"
+                   "  --dim D        base width of the random decoder (default 96, Wan2.1's)\n"
+                   "  --latent HxW   latent size (default 4x6: 32 x 48 pixels)\n"
+                   "  --frames N     latent frames (default 4: frame 0, then 3 timed ones)\n");
+            return 0;
+        }
+        if (!v) {
+            fprintf(stderr, "longvk bench vae: %s needs a value\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--vae")) vae = v;
+        else if (!strcmp(a, "--dim")) dim = atoi(v);
+        else if (!strcmp(a, "--latent")) {
+            if (!parse_size(v, &h, &w)) {
+                fprintf(stderr, "longvk bench vae: --latent wants HxW, e.g. 4x6\n");
+                return 2;
+            }
+        } else if (!strcmp(a, "--frames")) frames = atoi(v);
+        else {
+            fprintf(stderr, "longvk bench vae: unknown option '%s'\n", a);
+            return 2;
+        }
+        i++;
+    }
+    if (dim < 4 || dim > 512 || dim % 4 || frames < 2 || frames > 64) {
+        fprintf(stderr, "longvk bench vae: --dim must be a multiple of 4 in 4..512, --frames 2..64\n");
+        return 2;
+    }
+
+    int rc = 1;
+    lv_ctx *ctx = NULL;
+    lv_weights *weights = NULL;
+    lv_vae_decoder *dec = NULL;
+    tensor_list *tl = NULL;
+    float *lat = NULL;
+    double *times = NULL;
+    char tmp[] = "/tmp/longvk-bench-vae-XXXXXX";
+    int tmp_made = 0;
+    if (!vae) {
+        vae_arch a;
+        vae_arch_make(&a, dim, 16);
+        tl = calloc(1, sizeof *tl);
+        if (!tl) goto done;
+        tl->state = 12345;
+        int fd = mkstemp(tmp);
+        if (fd < 0 || random_weights(tl, &a)) {
+            fprintf(stderr, "longvk bench vae: cannot make random weights in %s\n", tmp);
+            if (fd >= 0) close(fd);
+            goto done;
+        }
+        close(fd);
+        tmp_made = 1;
+        if (lv_safetensors_write(tmp, tl->t, tl->n, NULL, 0) != LV_OK) FAIL();
+        for (int i = 0; i < tl->n; i++) free(tl->data[i]);
+        tl->n = 0;
+        vae = tmp;
+    }
+    if (lv_weights_open(vae, &weights) != LV_OK) FAIL();
+    lv_ctx_options opt;
+    lv_ctx_options_default(&opt);
+    if (lv_ctx_create(&opt, &ctx) != LV_OK) FAIL();
+    uint64_t base = lv_ctx_memory_in_use(ctx);
+    if (lv_vae_decoder_create(ctx, weights, &dec) != LV_OK) FAIL();
+    const vae_arch *arch = &dec->arch;
+    int z = lv_vae_z_dim(dec);
+    size_t per = (size_t)z * h * w;
+    lat = malloc(per * frames * sizeof *lat);
+    times = calloc((size_t)frames, sizeof *times);
+    if (!lat || !times) goto done;
+    tensor_list noise = {.state = 777};
+    for (size_t i = 0; i < per * frames; i++) lat[i] = rnd(&noise);
+    /* frame f of [z, frames, h, w], one at a time */
+    float *one = malloc(per * sizeof *one);
+    if (!one) goto done;
+    frame_count fc = {0};
+    double first_ms = 0;
+    for (int f = 0; f < frames; f++) {
+        for (int c = 0; c < z; c++)
+            memcpy(one + (size_t)c * h * w, lat + ((size_t)c * frames + f) * h * w, (size_t)h * w * sizeof *one);
+        double t0 = bench_now();
+        lv_status s = lv_vae_decode_frames_cb(ctx, dec, one, 1, h, w, count_frame, &fc);
+        double dt = bench_now() - t0;
+        if (s != LV_OK) {
+            free(one);
+            FAIL();
+        }
+        if (f == 0) first_ms = 1e3 * dt;
+        else times[f - 1] = 1e3 * dt;
+    }
+    free(one);
+    double med = bench_median(times, frames - 1);
+    uint64_t peak = lv_ctx_memory_peak(ctx) - base, est = lv_vae_decoder_memory(dec, h, w);
+    vae_arch real;
+    vae_arch_wan21(&real);
+    vae_memory m480;
+    vae_arch_memory(&real, 60, 104, 1, &m480);
+    double gflop = 2 * macs_per_frame(arch, h, w) / 1e9;
+    int up = 1;
+    for (int i = 0; i < arch->nups; i++)
+        if (arch->ups[i].kind != VAE_RES) up *= 2;
+    const lv_device_info *dev = lv_ctx_device(ctx);
+    if (json) {
+        printf("{\"device\": \"%s\", \"weights\": \"%s\", \"trunk\": %d, \"head\": %d, \"z\": %d, "
+               "\"latent\": [%d, %d], \"pixels\": [%d, %d], \"latent_frames\": %d, \"pixel_frames\": %lld, "
+               "\"first_frame_ms\": %.1f, \"ms_per_latent_frame\": %.1f, \"gflop_per_latent_frame\": %.3f, "
+               "\"gflops\": %.2f, \"device_peak_bytes\": %llu, \"device_estimate_bytes\": %llu, "
+               "\"host_peak_rss_bytes\": %lld, \"estimate_480p_bytes\": %llu, "
+               "\"estimate_480p\": {\"weights\": %llu, \"history\": %llu, \"work\": %llu}}\n",
+               dev->name, tmp_made ? "random" : vae, arch->trunk, arch->head_ch, z, h, w, up * h,
+               up * w, frames, (long long)fc.frames, first_ms, med, gflop, gflop / (med / 1e3),
+               (unsigned long long)peak, (unsigned long long)est, bench_peak_rss(),
+               (unsigned long long)lv_vae_memory_estimate(60, 104), (unsigned long long)m480.weights,
+               (unsigned long long)m480.history, (unsigned long long)m480.work);
+    } else {
+        printf("VAE decode on %s: %s decoder (trunk %d, head %d, z %d), latent %dx%d -> %dx%d pixels\n",
+               dev->name, tmp_made ? "random-weight" : vae, arch->trunk, arch->head_ch, z, h, w,
+               up * h, up * w);
+        printf("  latent frame 0 (1 pixel frame, pipelines created): %.1f ms\n", first_ms);
+        printf("  later latent frames (4 pixel frames each), median of %d: %.1f ms  (%.2f GFLOP, %.2f GFLOP/s)\n",
+               frames - 1, med, gflop, gflop / (med / 1e3));
+        printf("  device memory: peak %.1f MiB, decoder estimate %.1f MiB; host peak RSS %.1f MiB\n",
+               peak / 1048576.0, est / 1048576.0, bench_peak_rss() / 1048576.0);
+        printf("  480x832 (latent 60x104) needs %.2f GB of device memory: weights %.2f, conv history "
+               "%.2f, work buffers %.2f\n", lv_vae_memory_estimate(60, 104) / 1e9, m480.weights / 1e9,
+               m480.history / 1e9, m480.work / 1e9);
+    }
+    rc = 0;
+done:
+    if (dec) lv_vae_decoder_destroy(ctx, dec);
+    if (ctx) lv_ctx_destroy(ctx);
+    lv_weights_close(weights);
+    if (tmp_made) unlink(tmp);
+    if (tl)
+        for (int i = 0; i < tl->n; i++) free(tl->data[i]);
+    free(tl);
+    free(lat);
+    free(times);
+    return rc;
 }

@@ -1,0 +1,469 @@
+/* The Wan VAE decoder on the engine against the original WanVAE_.decode (fp32 vectors in
+ * assets/testdata/wan-vae/, tiny random-weight config that has every path of the real
+ * decoder: both upsample3d, the middle attention, a shortcut block, non-square latents).
+ *
+ * Bound: normalised MSE <= 1e-9 for every intermediate the vectors hold and for the
+ * video, as the issue asks. An implementation written from the spec reaches ~1e-12 in
+ * fp32; the engine's kernels are each within a few ulp per output (test_vae_ops.c). The
+ * spec's list of wrong variants (first frame in the time_conv history, swapped halves,
+ * replicate padding, ...) all give NMSE above 0.07. */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "longvk/codec.h"
+#include "longvk/npy.h"
+#include "longvk/vae.h"
+#include "longvk/weights.h"
+#include "test_support.h"
+#include "wan_vae_internal.h"
+
+#define NMSE_BOUND 1e-9
+#define WEIGHTS LONGVK_ASSETS_DIR "/testdata/wan-vae/wan-vae-tiny.weights.safetensors"
+#define VECTORS LONGVK_ASSETS_DIR "/testdata/wan-vae/wan-vae-tiny.vectors.safetensors"
+
+typedef struct fixture {
+    lv_ctx *ctx;
+    lv_weights *w, *vec;
+    lv_vae_decoder *dec;
+    int z, L, h, wd;     /* latents [z, L, h, wd] */
+    int T, OH, OW;       /* video [3, T, OH, OW] */
+} fixture;
+
+static const lv_weight *vec(const fixture *fx, const char *name) {
+    const lv_weight *t = lv_weights_find(fx->vec, name);
+    cr_assert_not_null(t, "vector '%s' missing", name);
+    cr_assert_eq(t->dtype, LV_F32);
+    return t;
+}
+
+static void open_fixture(fixture *fx) {
+    memset(fx, 0, sizeof *fx);
+    fx->ctx = ts_ctx();
+    cr_assert_eq(lv_weights_open(WEIGHTS, &fx->w), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_weights_open(VECTORS, &fx->vec), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_vae_decoder_create(fx->ctx, fx->w, &fx->dec), LV_OK, "%s", lv_last_error());
+    const lv_weight *lat = vec(fx, "latents"), *video = vec(fx, "video");
+    fx->z = (int)lat->shape[0], fx->L = (int)lat->shape[1], fx->h = (int)lat->shape[2];
+    fx->wd = (int)lat->shape[3];
+    fx->T = (int)video->shape[1], fx->OH = (int)video->shape[2], fx->OW = (int)video->shape[3];
+    cr_assert_eq(lv_vae_z_dim(fx->dec), fx->z);
+}
+
+static void close_fixture(fixture *fx) {
+    lv_vae_decoder_destroy(fx->ctx, fx->dec);
+    lv_weights_close(fx->vec);
+    lv_weights_close(fx->w);
+    ts_ctx_done(fx->ctx);
+}
+
+static double check(const char *what, const float *got, const float *want, size_t n) {
+    double e = ts_nmse(got, want, n);
+    cr_log_info("%-28s nmse %.3g  max|err| %.3g", what, e, ts_max_abs_diff(got, want, n));
+    cr_assert(e <= NMSE_BOUND, "%s: nmse %.3g > %.0e", what, e, NMSE_BOUND);
+    return e;
+}
+
+/* latents[:, f0:f0+n] as a contiguous [z, n, h, w] array */
+static float *latent_frames(const fixture *fx, int f0, int n) {
+    const float *lat = vec(fx, "latents")->data;
+    size_t P = (size_t)fx->h * fx->wd;
+    float *out = malloc((size_t)fx->z * n * P * sizeof *out);
+    for (int c = 0; c < fx->z; c++)
+        memcpy(out + (size_t)c * n * P, lat + ((size_t)c * fx->L + f0) * P, (size_t)n * P * sizeof *out);
+    return out;
+}
+
+/* Decodes the latents in blocks of the given sizes; returns [3, T, OH, OW]. */
+static float *decode_chunks(fixture *fx, const int *sizes, int count) {
+    size_t fr = (size_t)fx->OH * fx->OW;
+    float *video = calloc((size_t)3 * fx->T * fr, sizeof *video);
+    int f0 = 0;
+    int64_t t0 = 0;
+    for (int i = 0; i < count; i++) {
+        int n = sizes[i];
+        int64_t T = lv_vae_frames_for(fx->dec, n);
+        float *lat = latent_frames(fx, f0, n), *part = malloc((size_t)3 * T * fr * sizeof *part);
+        cr_assert_eq(lv_vae_decode_frames(fx->ctx, fx->dec, lat, n, fx->h, fx->wd, part), LV_OK,
+                     "%s", lv_last_error());
+        for (int c = 0; c < 3; c++)
+            memcpy(video + ((size_t)c * fx->T + t0) * fr, part + (size_t)c * T * fr,
+                   (size_t)T * fr * sizeof *video);
+        free(lat), free(part);
+        f0 += n;
+        t0 += T;
+    }
+    cr_assert_eq(f0, fx->L);
+    cr_assert_eq(t0, fx->T);
+    cr_assert_eq(lv_vae_frames_decoded(fx->dec), fx->T);
+    return video;
+}
+
+/* ---- every intermediate the vectors hold -------------------------------------------------- */
+
+typedef struct tap_acc {
+    const char *name;   /* the decoder's tap name */
+    const char *vector; /* the vectors' name ([C, T, H, W]) */
+    float *got;         /* [T, H, W, C] accumulated over steps */
+    int64_t frames;
+} tap_acc;
+
+typedef struct tap_state {
+    tap_acc acc[8];
+    int n;
+} tap_state;
+
+static void on_tap(void *user, const char *name, lv_ctx *ctx, const lv_tensor *t) {
+    tap_state *ts = user;
+    for (int i = 0; i < ts->n; i++) {
+        tap_acc *a = &ts->acc[i];
+        if (strcmp(a->name, name) != 0) continue;
+        float *part = ts_read(ctx, t);
+        size_t per = (size_t)(lv_tensor_numel(t) / t->shape[0]);
+        memcpy(a->got + (size_t)a->frames * per, part, (size_t)lv_tensor_numel(t) * sizeof *part);
+        a->frames += t->shape[0];
+        free(part);
+    }
+}
+
+Test(vae, every_intermediate_and_the_video) {
+    fixture fx;
+    open_fixture(&fx);
+    tap_state ts = {.n = 8,
+                    .acc = {{"latents_denorm", "latents_denorm"},
+                            {"conv2", "after_conv2"},
+                            {"decoder.conv1", "tap.decoder.conv1"},
+                            {"decoder.middle.2", "tap.decoder.middle.2"},
+                            {"decoder.upsamples.3", "tap.decoder.upsamples.3"},
+                            {"decoder.upsamples.7", "tap.decoder.upsamples.7"},
+                            {"decoder.upsamples.11", "tap.decoder.upsamples.11"},
+                            {"decoder.upsamples.14", "tap.decoder.upsamples.14"}}};
+    for (int i = 0; i < ts.n; i++)
+        ts.acc[i].got = malloc(lv_weight_numel(vec(&fx, ts.acc[i].vector)) * sizeof(float));
+    lv_vae_set_tap(fx.dec, on_tap, &ts);
+    int whole[1] = {fx.L};
+    float *video = decode_chunks(&fx, whole, 1); /* 1-frame steps inside */
+    lv_vae_set_tap(fx.dec, NULL, NULL);
+    for (int i = 0; i < ts.n; i++) {
+        const lv_weight *want = vec(&fx, ts.acc[i].vector);
+        int64_t C = want->shape[0], T = want->shape[1], P = want->shape[2] * want->shape[3];
+        cr_assert_eq(ts.acc[i].frames, T, "%s: %lld frames, want %lld", ts.acc[i].name,
+                     (long long)ts.acc[i].frames, (long long)T);
+        /* [T, P, C] -> [C, T, P] */
+        float *cf = malloc((size_t)C * T * P * sizeof *cf);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t p = 0; p < P; p++)
+                for (int64_t c = 0; c < C; c++)
+                    cf[(c * T + t) * P + p] = ts.acc[i].got[(t * P + p) * C + c];
+        check(ts.acc[i].vector, cf, want->data, (size_t)(C * T * P));
+        free(cf), free(ts.acc[i].got);
+    }
+    check("video", video, vec(&fx, "video")->data, lv_weight_numel(vec(&fx, "video")));
+    free(video);
+
+    lv_vae_reset(fx.dec);
+    lv_vae_set_clamp(fx.dec, 1);
+    video = decode_chunks(&fx, whole, 1);
+    const lv_weight *vc = vec(&fx, "video_clamped");
+    check("video_clamped", video, vc->data, lv_weight_numel(vc));
+    for (size_t i = 0; i < lv_weight_numel(vc); i++)
+        cr_assert(video[i] >= -1.0f && video[i] <= 1.0f, "clamped value %g", video[i]);
+    free(video);
+    close_fixture(&fx);
+}
+
+/* ---- causality and chunking --------------------------------------------------------------- */
+
+Test(vae, first_frame_alone) {
+    fixture fx;
+    open_fixture(&fx);
+    float *lat = latent_frames(&fx, 0, 1);
+    size_t n = (size_t)3 * fx.OH * fx.OW;
+    float *out = malloc(n * sizeof *out);
+    cr_assert_eq(lv_vae_frames_for(fx.dec, 1), 1);
+    cr_assert_eq(lv_vae_decode_frames(fx.ctx, fx.dec, lat, 1, fx.h, fx.wd, out), LV_OK, "%s",
+                 lv_last_error());
+    check("first_frame_video", out, vec(&fx, "first_frame_video")->data, n);
+    free(lat), free(out);
+    close_fixture(&fx);
+}
+
+Test(vae, chunkings_give_the_same_frames) {
+    fixture fx;
+    open_fixture(&fx);
+    const float *want = vec(&fx, "video")->data;
+    size_t n = (size_t)3 * fx.T * fx.OH * fx.OW;
+    int c1111[4] = {1, 1, 1, 1}, c121[3] = {1, 2, 1}, whole[1] = {4}, c211[3] = {2, 1, 1};
+    float *a = decode_chunks(&fx, c1111, 4);
+    check("chunks 1-1-1-1", a, want, n);
+    lv_vae_reset(fx.dec);
+    float *b = decode_chunks(&fx, c121, 3);
+    check("chunks 1-2-1", b, want, n);
+    lv_vae_reset(fx.dec);
+    float *c = decode_chunks(&fx, whole, 1);
+    check("whole, 1-frame steps", c, want, n);
+    /* the same device work in each: the frames are identical */
+    cr_assert_eq(memcmp(a, b, n * sizeof *a), 0, "chunks 1-2-1 differ from 1-1-1-1");
+    cr_assert_eq(memcmp(a, c, n * sizeof *a), 0, "whole differs from 1-1-1-1");
+    /* whole-sequence passes: one step of 4 latent frames, and a first step of 2 (the
+     * original code would give 10 frames for [2, 1, 1]; only frame 0 may skip time_conv) */
+    cr_assert_eq(lv_vae_set_step_frames(fx.dec, 4), LV_OK);
+    lv_vae_reset(fx.dec);
+    float *d = decode_chunks(&fx, whole, 1);
+    check("whole, one 4-frame step", d, want, n);
+    lv_vae_reset(fx.dec);
+    float *e = decode_chunks(&fx, c211, 3);
+    check("chunks 2-1-1, 4-frame steps", e, want, n);
+    cr_log_info("one-pass vs 1-frame steps: max|diff| %.3g", ts_max_abs_diff(d, a, n));
+    free(a), free(b), free(c), free(d), free(e);
+    close_fixture(&fx);
+}
+
+/* ---- memory -------------------------------------------------------------------------------- */
+
+Test(vae, memory_matches_the_estimate) {
+    lv_ctx *ctx = ts_ctx();
+    lv_weights *w, *v;
+    cr_assert_eq(lv_weights_open(WEIGHTS, &w), LV_OK);
+    cr_assert_eq(lv_weights_open(VECTORS, &v), LV_OK);
+    uint64_t base = lv_ctx_memory_in_use(ctx);
+    lv_vae_decoder *dec;
+    cr_assert_eq(lv_vae_decoder_create(ctx, w, &dec), LV_OK, "%s", lv_last_error());
+    const lv_weight *lat = lv_weights_find(v, "latents");
+    int L = (int)lat->shape[1], h = (int)lat->shape[2], wd = (int)lat->shape[3];
+    float *out = malloc((size_t)3 * (1 + 4 * (L - 1)) * 64 * h * wd * sizeof *out);
+    cr_assert_eq(lv_vae_decode_frames(ctx, dec, lat->data, L, h, wd, out), LV_OK, "%s", lv_last_error());
+    uint64_t used = lv_ctx_memory_peak(ctx) - base, est = lv_vae_decoder_memory(dec, h, wd);
+    cr_log_info("tiny decoder at %dx%d: peak %llu bytes, estimate %llu", h, wd,
+                (unsigned long long)used, (unsigned long long)est);
+    /* tensors are rounded up to the 16-byte offset alignment: at most 16 bytes each */
+    cr_assert(used <= est + 16 * 512, "peak %llu > estimate %llu", (unsigned long long)used,
+              (unsigned long long)est);
+    cr_assert(used >= est, "peak %llu < estimate %llu: the estimate counts a buffer not used",
+              (unsigned long long)used, (unsigned long long)est);
+    free(out);
+    lv_vae_decoder_destroy(ctx, dec);
+    cr_assert_eq(lv_ctx_memory_in_use(ctx), base, "the decoder left device memory behind");
+    lv_weights_close(w);
+    lv_weights_close(v);
+    ts_ctx_done(ctx);
+}
+
+Test(vae, real_config_plan) {
+    vae_arch a;
+    vae_arch_wan21(&a);
+    cr_assert_eq(vae_arch_params(&a), 73295603ull); /* the spec's count for conv2 + decoder.* */
+    cr_assert_eq(vae_arch_slots(&a), 32);
+    vae_memory m;
+    vae_arch_memory(&a, 60, 104, 1, &m);
+    /* the spec: 32 slots x 2 frames at 480 x 832 are about 0.94 G floats (3.8 GB) */
+    double g = (double)m.history / 4 / 1e9;
+    cr_log_info("480p: weights %.2f GB, history %.2f GB, work %.2f GB, total %.2f GB",
+                m.weights / 1e9, m.history / 1e9, m.work / 1e9, lv_vae_memory_estimate(60, 104) / 1e9);
+    cr_assert(g > 0.93 && g < 0.95, "history %.3f G floats", g);
+    /* the largest activation of a step: 4 frames x 96 channels at 480 x 832 */
+    cr_assert_eq(m.work_elems, 4ull * 96 * 480 * 832);
+}
+
+/* ---- weights under other names, and bad input -------------------------------------------- */
+
+/* A copy of the tiny weights under diffusers AutoencoderKLWan names decodes the same. */
+Test(vae, diffusers_names) {
+    lv_weights *w;
+    cr_assert_eq(lv_weights_open(WEIGHTS, &w), LV_OK);
+    int n = lv_weights_count(w);
+    lv_weight *t = calloc((size_t)n, sizeof *t);
+    char (*names)[160] = calloc((size_t)n, sizeof *names);
+    for (int i = 0; i < n; i++) {
+        t[i] = *lv_weights_at(w, i);
+        cr_assert(vae_diffusers_name(t[i].name, 2, names[i], sizeof names[i]), "no diffusers name for %s",
+                  t[i].name);
+        for (int j = 0; j < i; j++) cr_assert_str_neq(names[i], names[j]);
+        t[i].name = names[i];
+    }
+    const char *meta[4] = {"latents_mean", lv_weights_metadata(w, "latents_mean"), "latents_std",
+                           lv_weights_metadata(w, "latents_std")};
+    const char *path = LONGVK_TEST_TMP "/wan-vae-tiny-diffusers.safetensors";
+    cr_assert_eq(lv_safetensors_write(path, t, n, meta, 2), LV_OK, "%s", lv_last_error());
+    char probe[160];
+    cr_assert(vae_diffusers_name("decoder.upsamples.7.time_conv.weight", 2, probe, sizeof probe));
+    cr_assert_str_eq(probe, "decoder.up_blocks.1.upsamplers.0.time_conv.weight");
+    cr_assert(vae_diffusers_name("decoder.upsamples.4.shortcut.bias", 2, probe, sizeof probe));
+    cr_assert_str_eq(probe, "decoder.up_blocks.1.resnets.0.conv_shortcut.bias");
+    cr_assert(vae_diffusers_name("decoder.middle.2.residual.3.gamma", 2, probe, sizeof probe));
+    cr_assert_str_eq(probe, "decoder.mid_block.resnets.1.norm2.gamma");
+
+    fixture fx;
+    open_fixture(&fx);
+    lv_weights *dw;
+    cr_assert_eq(lv_weights_open(path, &dw), LV_OK, "%s", lv_last_error());
+    lv_vae_decoder *dd;
+    cr_assert_eq(lv_vae_decoder_create(fx.ctx, dw, &dd), LV_OK, "%s", lv_last_error());
+    int whole[1] = {fx.L};
+    float *a = decode_chunks(&fx, whole, 1);
+    lv_vae_decoder *orig = fx.dec;
+    fx.dec = dd;
+    float *b = decode_chunks(&fx, whole, 1);
+    fx.dec = orig;
+    size_t nv = (size_t)3 * fx.T * fx.OH * fx.OW;
+    cr_assert_eq(memcmp(a, b, nv * sizeof *a), 0, "diffusers-named weights decode differently");
+    free(a), free(b);
+    lv_vae_decoder_destroy(fx.ctx, dd);
+    lv_weights_close(dw);
+    close_fixture(&fx);
+    free(t), free(names);
+    lv_weights_close(w);
+}
+
+/* Writes the tiny weights without `skip` (or with `reshape` given a wrong shape), with
+ * their metadata when `meta`. */
+static const char *write_broken(const char *file, const char *skip, const char *reshape, int meta) {
+    static char path[512];
+    lv_weights *w;
+    cr_assert_eq(lv_weights_open(WEIGHTS, &w), LV_OK);
+    int n = lv_weights_count(w), k = 0;
+    lv_weight *t = calloc((size_t)n, sizeof *t);
+    for (int i = 0; i < n; i++) {
+        const lv_weight *s = lv_weights_at(w, i);
+        if (skip && strcmp(s->name, skip) == 0) continue;
+        t[k] = *s;
+        if (reshape && strcmp(s->name, reshape) == 0) { /* [32, 32, 3, 3, 3] -> [32, 96, 3, 3, 1] */
+            t[k].shape[1] *= 3;
+            t[k].shape[4] = 1;
+        }
+        k++;
+    }
+    snprintf(path, sizeof path, "%s/%s", LONGVK_TEST_TMP, file);
+    int nm = lv_weights_metadata_count(w);
+    const char **kv = calloc((size_t)(2 * nm + 1), sizeof *kv);
+    for (int i = 0; i < nm; i++) {
+        kv[2 * i] = lv_weights_metadata_key(w, i);
+        kv[2 * i + 1] = lv_weights_metadata_value(w, i);
+    }
+    cr_assert_eq(lv_safetensors_write(path, t, k, kv, meta ? nm : 0), LV_OK, "%s", lv_last_error());
+    free(kv);
+    free(t);
+    lv_weights_close(w);
+    return path;
+}
+
+Test(vae, bad_weights_and_inputs_are_clean_errors) {
+    lv_ctx *ctx = ts_ctx();
+    lv_weights *w;
+    lv_vae_decoder *dec = NULL;
+    const char *p = write_broken("vae-missing.safetensors", "decoder.upsamples.4.shortcut.weight", NULL, 1);
+    cr_assert_eq(lv_weights_open(p, &w), LV_OK);
+    cr_assert_eq(lv_vae_decoder_create(ctx, w, &dec), LV_ERR_FORMAT);
+    cr_assert(strstr(lv_last_error(), "decoder.upsamples.4.shortcut.weight") != NULL, "%s", lv_last_error());
+    cr_assert_null(dec);
+    lv_weights_close(w);
+    p = write_broken("vae-shape.safetensors", NULL, "decoder.middle.0.residual.6.weight", 1);
+    cr_assert_eq(lv_weights_open(p, &w), LV_OK);
+    cr_assert_eq(lv_vae_decoder_create(ctx, w, &dec), LV_ERR_FORMAT);
+    cr_assert(strstr(lv_last_error(), "[32, 96, 3, 3, 1]") != NULL, "%s", lv_last_error());
+    lv_weights_close(w);
+    /* no metadata tables and z = 4: no default de-normalisation */
+    p = write_broken("vae-nometa.safetensors", NULL, NULL, 0);
+    cr_assert_eq(lv_weights_open(p, &w), LV_OK);
+    cr_assert_eq(lv_vae_decoder_create(ctx, w, &dec), LV_ERR_FORMAT);
+    cr_assert(strstr(lv_last_error(), "latents_mean") != NULL, "%s", lv_last_error());
+    lv_weights_close(w);
+    /* a SANA DiT file is not a VAE */
+    cr_assert_eq(lv_weights_open(LONGVK_ASSETS_DIR "/testdata/sana-video/tiny-hd32.weights.safetensors", &w), LV_OK);
+    cr_assert_eq(lv_vae_decoder_create(ctx, w, &dec), LV_ERR_FORMAT);
+    cr_assert(strstr(lv_last_error(), "conv2.weight") != NULL, "%s", lv_last_error());
+    lv_weights_close(w);
+    cr_assert_eq(lv_vae_memory_estimate(60, 104) > 4000000000ull, 1);
+    ts_ctx_done(ctx);
+
+    fixture fx;
+    open_fixture(&fx);
+    float *lat = latent_frames(&fx, 0, 2), out[1];
+    float *frames = malloc((size_t)3 * 5 * fx.OH * fx.OW * sizeof *frames);
+    cr_assert_eq(lv_vae_decode_frames(fx.ctx, fx.dec, lat, 1, fx.h, fx.wd, frames), LV_OK, "%s", lv_last_error());
+    /* the video continues at another size: refused */
+    cr_assert_eq(lv_vae_decode_frames(fx.ctx, fx.dec, lat, 1, fx.h + 1, fx.wd, out), LV_ERR_INVALID);
+    cr_assert(strstr(lv_last_error(), "lv_vae_reset") != NULL, "%s", lv_last_error());
+    cr_assert_eq(lv_vae_decode_frames(fx.ctx, fx.dec, lat, -1, fx.h, fx.wd, out), LV_ERR_INVALID);
+    cr_assert_eq(lv_vae_set_step_frames(fx.dec, 0), LV_ERR_INVALID);
+    free(lat), free(frames);
+    close_fixture(&fx);
+}
+
+/* ---- longvk decode ------------------------------------------------------------------------- */
+
+static int run_cli(const char *args) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s decode %s >%s/decode.out 2>%s/decode.err", LONGVK_CLI, args,
+             LONGVK_TEST_TMP, LONGVK_TEST_TMP);
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+Test(vae, cli_decode_writes_the_frames) {
+    lv_weights *v;
+    cr_assert_eq(lv_weights_open(VECTORS, &v), LV_OK);
+    const lv_weight *lat = lv_weights_find(v, "latents"), *vc = lv_weights_find(v, "video_clamped");
+    const char *npy = LONGVK_TEST_TMP "/vae_latents.npy", *mkv = LONGVK_TEST_TMP "/vae_decode.mkv";
+    cr_assert_eq(lv_npy_write(npy, 4, lat->shape, lat->data), LV_OK, "%s", lv_last_error());
+    remove(mkv);
+    char args[2048];
+    snprintf(args, sizeof args, "--vae %s --latents %s -o %s --codec ffv1 --fps 16", WEIGHTS, npy, mkv);
+    cr_assert_eq(run_cli(args), 0, "longvk decode failed (see %s/decode.err)", LONGVK_TEST_TMP);
+    /* ffv1 stores RGB losslessly: the frames are uint8(clamp(127.5 x + 127.5)), truncated */
+    lv_decoder *d;
+    cr_assert_eq(lv_decoder_open(mkv, &d), LV_OK, "%s", lv_last_error());
+    const lv_video_info *info = lv_decoder_info(d);
+    int T = (int)vc->shape[1], H = (int)vc->shape[2], W = (int)vc->shape[3];
+    cr_assert_eq(info->width, W);
+    cr_assert_eq(info->height, H);
+    uint8_t *rgb = malloc((size_t)H * W * 3);
+    int frames = 0, off_by_one = 0;
+    const float *x = vc->data;
+    for (;;) {
+        int end = 0;
+        cr_assert_eq(lv_decoder_next(d, rgb, NULL, &end), LV_OK, "%s", lv_last_error());
+        if (end) break;
+        cr_assert_lt(frames, T);
+        for (int c = 0; c < 3; c++)
+            for (int p = 0; p < H * W; p++) {
+                double s = 127.5 * x[((size_t)c * T + frames) * H * W + p] + 127.5;
+                int want = (int)(s < 0 ? 0 : s > 255 ? 255 : s);
+                int diff = abs((int)rgb[(size_t)p * 3 + c] - want);
+                /* the engine's value may sit on the other side of an integer (|err| ~1e-6) */
+                cr_assert_leq(diff, 1, "frame %d channel %d pixel %d: %d, want %d", frames, c, p,
+                              rgb[(size_t)p * 3 + c], want);
+                off_by_one += diff;
+            }
+        frames++;
+    }
+    cr_assert_eq(frames, T);
+    cr_log_info("cli decode: %d frames, %d of %d samples off by one", frames, off_by_one, T * H * W * 3);
+    cr_assert_leq(off_by_one, T * H * W * 3 / 1000);
+    lv_decoder_close(d);
+    free(rgb);
+    /* the memory it needs is printed before it starts */
+    FILE *f = fopen(LONGVK_TEST_TMP "/decode.out", "r");
+    cr_assert_not_null(f);
+    char line[512];
+    int saw = 0;
+    while (fgets(line, sizeof line, f)) saw |= strstr(line, "device memory") != NULL;
+    fclose(f);
+    cr_assert(saw, "decode did not print the memory it needs");
+
+    /* bad input: wrong latent channel count, missing file, tiling not implemented */
+    int64_t bad_shape[4] = {3, 2, 4, 6};
+    float zeros[3 * 2 * 4 * 6] = {0};
+    cr_assert_eq(lv_npy_write(LONGVK_TEST_TMP "/vae_bad.npy", 4, bad_shape, zeros), LV_OK);
+    snprintf(args, sizeof args, "--vae %s --latents %s/vae_bad.npy -o %s", WEIGHTS, LONGVK_TEST_TMP, mkv);
+    cr_assert_neq(run_cli(args), 0);
+    snprintf(args, sizeof args, "--vae %s/nope.safetensors --latents %s -o %s", LONGVK_TEST_TMP, npy, mkv);
+    cr_assert_neq(run_cli(args), 0);
+    snprintf(args, sizeof args, "--vae %s --latents %s -o %s --vae-tiling", WEIGHTS, npy, mkv);
+    cr_assert_neq(run_cli(args), 0);
+    lv_weights_close(v);
+}
