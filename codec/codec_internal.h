@@ -75,4 +75,26 @@ lv_status lv_atomic_open(lv_atomic_file *f, const char *path);
 lv_status lv_atomic_commit(lv_atomic_file *f);
 void lv_atomic_discard(lv_atomic_file *f);
 
+/* encoder.c, for resume.c. lv_encoder_open, but the file is written under `tmp_path`
+ * (NULL: path itself) and renamed to `path` at the first block flush or at close; an
+ * encoder aborted (or failing at close) before that removes tmp_path and leaves path alone. */
+lv_status lv_encoder_open_as(const char *path, const char *tmp_path, int width, int height, double fps,
+                             const lv_encoder_options *opt, lv_encoder **out);
+/* The global stream header the encoder's instances write (NULL, 0 when none). */
+const uint8_t *lv_encoder_stream_header(const lv_encoder *enc, int *size);
+/* Frames the encoder reorders (x264's B-frame delay; 0 with low_delay, ffv1, vpx). */
+int lv_encoder_reorder_delay(const lv_encoder *enc);
+/* Muxes a packet taken from another file, its pts, dts and duration in frames (1 / fps).
+ * Consumes the packet's data (unref). */
+lv_status lv_encoder_mux_copy(lv_encoder *enc, AVPacket *pkt);
+/* Ends the current mp4 fragment / mkv cluster and writes it out (no sync). */
+lv_status lv_encoder_end_fragment(lv_encoder *enc);
+/* Counts `frames` frames as written and flushed, before the first lv_encoder_write_*: the
+ * next frame written is frame `frames`, timestamps continuing from there. */
+void lv_encoder_start_at(lv_encoder *enc, int64_t frames);
+
+/* resume.c: renames a resumed file from tmp to path (and, with sync, syncs the directory
+ * so the rename itself survives a power loss). */
+lv_status lv_resume_commit(const char *tmp, const char *path, int sync);
+
 #endif

@@ -48,6 +48,12 @@ struct lv_encoder {
     int64_t written, flushed;
     lv_status failed;         /* the first error, sticky */
     char failure[1024];
+    /* A resumed file (resume.c) is written under this temporary name and renamed to path at
+     * the first block flush or at close, so the file it replaces stays whole until then;
+     * "" once renamed, and for files opened by lv_encoder_open. A faststart mp4 plays only
+     * once finalised, so it replaces the old file at close. */
+    char tmp_path[4200];
+    int faststart;
 };
 
 void lv_encoder_options_default(lv_encoder_options *opt) {
@@ -186,7 +192,9 @@ static lv_status mux_ready_packets(lv_encoder *enc) {
 }
 
 static lv_status setup_muxer(lv_encoder *enc, int faststart) {
-    int ret = avformat_alloc_output_context2(&enc->fmt, NULL, enc->container->format, enc->path);
+    /* the file's own name: faststart reopens it by this name to move the index */
+    const char *url = enc->tmp_path[0] ? enc->tmp_path : enc->path;
+    int ret = avformat_alloc_output_context2(&enc->fmt, NULL, enc->container->format, url);
     if (ret < 0) return lv_av_error(LV_ERR_UNSUPPORTED, ret, "container %s for %s", enc->container->format, enc->path);
     enc->fmt->pb = lv_file_output_avio(enc->file);
     enc->fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
@@ -234,6 +242,11 @@ static lv_status build_options(lv_encoder *enc, const lv_encoder_options *opt) {
 
 lv_status lv_encoder_open(const char *path, int width, int height, double fps, const lv_encoder_options *options,
                           lv_encoder **out) {
+    return lv_encoder_open_as(path, NULL, width, height, fps, options, out);
+}
+
+lv_status lv_encoder_open_as(const char *path, const char *tmp_path, int width, int height, double fps,
+                             const lv_encoder_options *options, lv_encoder **out) {
     if (!out) return lv_error(LV_ERR_INVALID, "lv_encoder_open: out is NULL");
     *out = NULL;
     if (!path || !*path) return lv_error(LV_ERR_INVALID, "lv_encoder_open: empty path");
@@ -250,9 +263,14 @@ lv_status lv_encoder_open(const char *path, int width, int height, double fps, c
     lv_encoder *enc = calloc(1, sizeof *enc);
     if (!enc) return lv_error(LV_ERR_NOMEM, "opening %s: out of memory", path);
     snprintf(enc->path, sizeof enc->path, "%s", path);
+    if (tmp_path && snprintf(enc->tmp_path, sizeof enc->tmp_path, "%s", tmp_path) >= (int)sizeof enc->tmp_path) {
+        free(enc);
+        return lv_error(LV_ERR_INVALID, "path too long: %s", tmp_path);
+    }
     enc->width = width;
     enc->height = height;
     enc->sync_blocks = opt->sync_blocks;
+    enc->faststart = opt->faststart;
     enc->fps = av_d2q(fps, 1001000);
     enc->codec_tb = av_inv_q(enc->fps);
 
@@ -294,12 +312,15 @@ lv_status lv_encoder_open(const char *path, int width, int height, double fps, c
         for (int i = 0; ret >= 0 && i < AV_NUM_DATA_POINTERS && enc->frame->buf[i]; i++)
             memset(enc->frame->buf[i]->data, 0, enc->frame->buf[i]->size);
     }
-    if (st == LV_OK) st = lv_file_output_open(path, &enc->file);
+    const char *file_path = enc->tmp_path[0] ? enc->tmp_path : path;
+    if (st == LV_OK) st = lv_file_output_open(file_path, &enc->file);
     if (st == LV_OK) st = setup_muxer(enc, opt->faststart);
     if (st != LV_OK) {
         int remove_file = enc->file != NULL; /* created here, holds no frame: leave nothing behind */
+        char created[sizeof enc->tmp_path];
+        snprintf(created, sizeof created, "%s", file_path);
         lv_encoder_abort(enc);
-        if (remove_file) unlink(path);
+        if (remove_file) unlink(created);
         return st;
     }
     *out = enc;
@@ -397,6 +418,11 @@ lv_status lv_encoder_flush_block(lv_encoder *enc) {
     st = lv_file_output_flush(enc->file, enc->sync_blocks);
     if (st != LV_OK) return fail(enc, st);
     enc->flushed = enc->written;
+    if (enc->tmp_path[0] && !enc->faststart) { /* a resumed file holds a new block: it replaces the old one */
+        st = lv_resume_commit(enc->tmp_path, enc->path, enc->sync_blocks);
+        if (st != LV_OK) return fail(enc, st);
+        enc->tmp_path[0] = 0;
+    }
     return LV_OK;
 }
 
@@ -433,6 +459,10 @@ lv_status lv_encoder_close(lv_encoder *enc) {
         if (st != LV_OK) fail(enc, st);
     }
     st = finish_file(enc, st);
+    if (enc->tmp_path[0]) { /* resumed, no new block: the kept frames replace the old file */
+        if (st == LV_OK) st = lv_resume_commit(enc->tmp_path, enc->path, enc->sync_blocks);
+        if (st != LV_OK) unlink(enc->tmp_path); /* the old file stays as it was */
+    }
     char message[1024];
     snprintf(message, sizeof message, "%s", lv_last_error());
     free_encoder(enc);
@@ -446,6 +476,7 @@ void lv_encoder_abort(lv_encoder *enc) {
     snprintf(message, sizeof message, "%s", lv_last_error()); /* keep the caller's error */
     avcodec_free_context(&enc->cc); /* the unfinished block's frames are dropped */
     if (enc->file) (void)finish_file(enc, LV_OK);
+    if (enc->tmp_path[0]) unlink(enc->tmp_path); /* a resume that never flushed: the old file stays */
     free_encoder(enc);
     lv_error(LV_OK, "%s", message);
 }
@@ -455,3 +486,33 @@ int64_t lv_encoder_frames_flushed(const lv_encoder *enc) { return enc ? enc->flu
 int64_t lv_encoder_instances(const lv_encoder *enc) { return enc ? enc->instances : 0; }
 const char *lv_encoder_codec_name(const lv_encoder *enc) { return enc && enc->codec ? enc->codec->name : ""; }
 const char *lv_encoder_pix_fmt(const lv_encoder *enc) { return enc ? av_get_pix_fmt_name(enc->pix_fmt) : ""; }
+
+/* For resume.c: the continued file's packets copied from the old one, then the counters. */
+
+const uint8_t *lv_encoder_stream_header(const lv_encoder *enc, int *size) {
+    *size = enc->extradata_size;
+    return enc->extradata;
+}
+
+int lv_encoder_reorder_delay(const lv_encoder *enc) { return enc->cc ? enc->cc->has_b_frames : 0; }
+
+lv_status lv_encoder_mux_copy(lv_encoder *enc, AVPacket *pkt) {
+    av_packet_rescale_ts(pkt, enc->codec_tb, enc->st->time_base);
+    pkt->stream_index = enc->st->index;
+    int ret = av_write_frame(enc->fmt, pkt);
+    av_packet_unref(pkt);
+    return ret < 0 ? fail(enc, write_error(enc, ret, "copying a frame to")) : LV_OK;
+}
+
+lv_status lv_encoder_end_fragment(lv_encoder *enc) {
+    int ret = av_write_frame(enc->fmt, NULL);
+    if (ret < 0) return fail(enc, write_error(enc, ret, "flushing"));
+    lv_status st = lv_file_output_flush(enc->file, 0);
+    return st != LV_OK ? fail(enc, st) : LV_OK;
+}
+
+void lv_encoder_start_at(lv_encoder *enc, int64_t frames) {
+    enc->written = enc->flushed = frames;
+    enc->instance_first_pts = frames;
+    enc->instance_packets = 0;
+}

@@ -207,3 +207,26 @@ lv_status lv_linattn_state_read(lv_ctx *ctx, lv_linattn_state *st, float *S, flo
     if (z) LV_TRY(lv_tensor_read(ctx, &zv, z, lv_tensor_nbytes(&zv)));
     return LV_OK;
 }
+
+/* What carries the state between blocks: the ring (window rule) or the carried slot. The
+ * other buffers are per-block scratch, rebuilt by the next block. */
+static const lv_tensor *persistent(const lv_linattn_state *st) {
+    return st->cfg.rule == LV_RULE_WINDOW ? &st->ring : &st->carried;
+}
+
+int64_t lv_linattn_state_saved_floats(const lv_linattn_state *st) {
+    return lv_tensor_numel(persistent(st));
+}
+
+lv_status lv_linattn_state_save(lv_ctx *ctx, lv_linattn_state *st, float *data) {
+    const lv_tensor *t = persistent(st);
+    return lv_tensor_read(ctx, t, data, lv_tensor_nbytes(t));
+}
+
+lv_status lv_linattn_state_load(lv_ctx *ctx, lv_linattn_state *st, const float *data, int64_t blocks) {
+    if (blocks < 0) return lv_error(LV_ERR_INVALID, "linear attention state: %lld blocks", (long long)blocks);
+    const lv_tensor *t = persistent(st);
+    LV_TRY(lv_tensor_write(ctx, t, data, lv_tensor_nbytes(t)));
+    st->blocks = blocks; /* the window ring's next slot is blocks % K, as when it was saved */
+    return LV_OK;
+}

@@ -31,6 +31,7 @@ struct lv_alloc {
      * written / read by recorded work */
     uint64_t write_epoch;
     uint64_t read_epoch;
+    struct lv_alloc *next_deferred; /* freed while recorded work still uses it */
 };
 
 /* A pipeline for one op and one set of specialization constants (pipeline.c). */
@@ -65,6 +66,7 @@ struct lv_ctx {
     /* memory.c */
     lv_block *blocks;
     uint64_t memory_in_use, memory_peak;
+    lv_alloc *deferred_frees;    /* released after the next lv_flush */
     VkBuffer staging;
     VkDeviceMemory staging_memory;
     void *staging_mapped;
@@ -140,6 +142,8 @@ lv_status lv_memory_init(lv_ctx *ctx);
 void lv_memory_destroy(lv_ctx *ctx);
 lv_status lv_alloc_create(lv_ctx *ctx, uint64_t size, lv_alloc **out);
 void lv_alloc_free(lv_ctx *ctx, lv_alloc *a);
+/* Release allocations freed while recorded work used them (after that work has run). */
+void lv_memory_release_deferred(lv_ctx *ctx);
 lv_status lv_alloc_upload(lv_ctx *ctx, lv_alloc *a, uint64_t offset, const void *src,
                           uint64_t size);
 lv_status lv_alloc_download(lv_ctx *ctx, lv_alloc *a, uint64_t offset, void *dst,

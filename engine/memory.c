@@ -229,13 +229,30 @@ lv_status lv_alloc_create(lv_ctx *ctx, uint64_t size, lv_alloc **out) {
     return LV_OK;
 }
 
-void lv_alloc_free(lv_ctx *ctx, lv_alloc *a) {
-    if (!a) return;
-    /* recorded work may still use it: finish that first */
-    if (lv_stream_touches(ctx, a)) lv_flush(ctx);
+static void release(lv_ctx *ctx, lv_alloc *a) {
     block_give(a->block, a->offset, a->size);
     ctx->memory_in_use -= a->size;
     free(a);
+}
+
+void lv_alloc_free(lv_ctx *ctx, lv_alloc *a) {
+    if (!a) return;
+    if (lv_stream_touches(ctx, a)) {
+        /* recorded work still uses it: release it when that work has run (lv_flush), so
+         * that freeing temporaries never stalls the stream */
+        a->next_deferred = ctx->deferred_frees;
+        ctx->deferred_frees = a;
+        return;
+    }
+    release(ctx, a);
+}
+
+void lv_memory_release_deferred(lv_ctx *ctx) {
+    while (ctx->deferred_frees) {
+        lv_alloc *a = ctx->deferred_frees;
+        ctx->deferred_frees = a->next_deferred;
+        release(ctx, a);
+    }
 }
 
 /* Copy through the staging buffer in chunks, one submit each (device-local memory). */
@@ -265,11 +282,14 @@ lv_status lv_alloc_upload(lv_ctx *ctx, lv_alloc *a, uint64_t offset, const void 
         return lv_error(LV_ERR_INVALID, "upload of %llu bytes at %llu past a %llu-byte tensor",
                         (unsigned long long)size, (unsigned long long)offset,
                         (unsigned long long)a->size);
-    if (ctx->recording) LV_TRY(lv_flush(ctx)); /* keep program order with recorded work */
     if (a->mapped) {
+        /* host-visible, coherent memory: recorded work that uses this allocation must run
+         * before it changes; work that does not will simply read the new bytes */
+        if (lv_stream_touches(ctx, a)) LV_TRY(lv_flush(ctx));
         memcpy((char *)a->mapped + offset, src, size);
         return LV_OK;
     }
+    if (ctx->recording) LV_TRY(lv_flush(ctx)); /* keep program order with recorded work */
     return staged_copy(ctx, a, offset, (void *)src, size, true);
 }
 
@@ -279,10 +299,11 @@ lv_status lv_alloc_download(lv_ctx *ctx, lv_alloc *a, uint64_t offset, void *dst
         return lv_error(LV_ERR_INVALID, "download of %llu bytes at %llu past a %llu-byte tensor",
                         (unsigned long long)size, (unsigned long long)offset,
                         (unsigned long long)a->size);
-    if (ctx->recording) LV_TRY(lv_flush(ctx));
     if (a->mapped) {
+        if (lv_stream_touches(ctx, a)) LV_TRY(lv_flush(ctx));
         memcpy(dst, (const char *)a->mapped + offset, size);
         return LV_OK;
     }
+    if (ctx->recording) LV_TRY(lv_flush(ctx));
     return staged_copy(ctx, a, offset, dst, size, false);
 }

@@ -168,13 +168,21 @@ static void row_tile(int dim, uint32_t most, uint32_t *tiles, uint32_t *rows) {
     *rows = (ceil_div((uint64_t)dim, *tiles) + 7u) / 8u * 8u;
 }
 
-/* Workgroup size for `lanes` useful lanes: a power of two from 8 (one lavapipe SIMD
- * register) up to the device's choice, so that small heads or short blocks do not leave
- * most lanes idle and only a few pipeline variants exist. */
-static uint32_t local_size(uint64_t lanes, uint32_t most) {
-    uint32_t l = 8;
-    while (l < most && l < lanes) l *= 2;
-    return l;
+/* Query workgroup size: a power of two from 8 (one lavapipe SIMD register) up to the
+ * device's choice, the one that pads `tokens` the least to whole tiles of local * tt
+ * tokens (larger on ties), so that short or odd blocks leave few lanes idle and only a
+ * few pipeline variants exist. */
+static uint32_t query_local_size(uint64_t tokens, uint32_t tt, uint32_t most) {
+    uint32_t best = 8;
+    uint64_t best_pad = UINT64_MAX;
+    for (uint32_t l = 8; l <= most; l *= 2) {
+        uint64_t tile = (uint64_t)l * tt, padded = (tokens + tile - 1) / tile * tile;
+        if (padded <= best_pad) {
+            best = l;
+            best_pad = padded;
+        }
+    }
+    return best;
 }
 
 /* ---- state contribution ------------------------------------------------------------- */
@@ -277,7 +285,7 @@ lv_status lv_op_linattn_query(lv_ctx *ctx, const lv_tensor *out, const lv_tensor
     int64_t per;
     LV_TRY(tokens_per_dispatch(ctx, op, row_bytes, rope ? 2 : 1, &per));
 
-    const uint32_t local = local_size(ceil_div((uint64_t)(n < per ? n : per), tl.query_tt), tl.local);
+    const uint32_t local = query_local_size((uint64_t)(n < per ? n : per), tl.query_tt, tl.local);
     uint32_t row_tiles, tr;
     row_tile(dim, tl.query_tr, &row_tiles, &tr);
     uint32_t spec[7] = {local, tl.query_tt, tr, (uint32_t)phi, rope ? 1u : 0u,

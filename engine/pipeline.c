@@ -95,7 +95,7 @@ lv_status lv_pipeline_get(lv_ctx *ctx, lv_op op, const uint32_t *spec, uint32_t 
                           lv_pipeline **out) {
     if (nspec > LV_MAX_SPEC) return lv_error(LV_ERR_INVALID, "too many specialization constants");
     for (lv_pipeline *p = ctx->pipelines; p; p = p->next)
-        if (p->op == op && p->nspec == nspec && memcmp(p->spec, spec, nspec * sizeof *spec) == 0) {
+        if (p->op == op && p->nspec == nspec && (nspec == 0 || memcmp(p->spec, spec, nspec * sizeof *spec) == 0)) {
             *out = p;
             return LV_OK;
         }

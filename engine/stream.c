@@ -134,6 +134,7 @@ lv_status lv_flush(lv_ctx *ctx) {
     LV_VK(vkQueueSubmit(ctx->queue, 1, &submit, ctx->fence));
     LV_VK(vkWaitForFences(ctx->device, 1, &ctx->fence, VK_TRUE, UINT64_MAX));
     LV_VK(vkResetFences(ctx->device, 1, &ctx->fence));
+    lv_memory_release_deferred(ctx);
     collect_profile(ctx);
     LV_VK(vkResetDescriptorPool(ctx->device, ctx->descriptor_pool, 0));
     ctx->descriptor_sets_used = 0;

@@ -210,3 +210,22 @@ lv_status lv_weights_open(const char *path, lv_weights **out) {
                         path);
     return lv_safetensors_open(path, out);
 }
+
+lv_status lv_weights_open_memory(const void *data, size_t size, const char *name, lv_weights **out) {
+    *out = NULL;
+    if (!name) name = "(memory)";
+    if (!data && size) return lv_error(LV_ERR_INVALID, "%s: no data", name);
+    const uint8_t *b = data;
+    if (size >= 4 && b[0] == 'P' && b[1] == 'K')
+        return lv_error(LV_ERR_UNSUPPORTED, "%s: a PyTorch checkpoint in memory: only files are read; "
+                        "convert it with `longvk convert`", name);
+    lv_weights *w = lv_weights_new(name, "safetensors");
+    if (!w) return lv_error(LV_ERR_NOMEM, "%s: out of memory", name);
+    lv_status s = lv_safetensors_parse(w, b, size);
+    if (s != LV_OK) {
+        lv_weights_close(w);
+        return s;
+    }
+    *out = w;
+    return LV_OK;
+}

@@ -129,12 +129,14 @@ static char *read_text(const char *path, size_t *len) {
     return text;
 }
 
-static lv_status add_source(lv_sana_file *f, const char *path) {
+/* Opens `path`, or the image `data` when it is not NULL. */
+static lv_status add_source(lv_sana_file *f, const char *path, const void *data, size_t size) {
     if (f->n_src >= MAX_SHARDS) return lv_error(LV_ERR_INVALID, "%s: more than %d shards", path, MAX_SHARDS);
     lv_weights **grown = realloc(f->src, ((size_t)f->n_src + 1) * sizeof *grown);
     if (!grown) return lv_error(LV_ERR_NOMEM, "out of memory");
     f->src = grown;
-    LV_TRY(lv_weights_open(path, &f->src[f->n_src]));
+    LV_TRY(data ? lv_weights_open_memory(data, size, path, &f->src[f->n_src])
+                : lv_weights_open(path, &f->src[f->n_src]));
     f->n_src++;
     return LV_OK;
 }
@@ -173,7 +175,7 @@ static lv_status open_index(lv_sana_file *f, const char *index, const char *dir)
         seen[n_seen++] = e->valuestring;
         char shard[4096];
         snprintf(shard, sizeof shard, "%s/%s", dir, e->valuestring);
-        s = add_source(f, shard);
+        s = add_source(f, shard, NULL, 0);
     }
     free(seen);
     cJSON_Delete(root);
@@ -196,7 +198,7 @@ static lv_status open_weights(lv_sana_file *f, const char *path, char *config_di
         snprintf(candidate, sizeof candidate, "%s/diffusion_pytorch_model.safetensors.index.json", path);
         if (is_file(candidate)) return open_index(f, candidate, path);
         snprintf(candidate, sizeof candidate, "%s/diffusion_pytorch_model.safetensors", path);
-        if (is_file(candidate)) return add_source(f, candidate);
+        if (is_file(candidate)) return add_source(f, candidate, NULL, 0);
         return lv_error(LV_ERR_IO,
                         "%s: a directory without diffusion_pytorch_model.safetensors or its .index.json: "
                         "give the weights file itself",
@@ -204,7 +206,7 @@ static lv_status open_weights(lv_sana_file *f, const char *path, char *config_di
     }
     dir_of(path, config_dir, size);
     if (ends_with(path, ".index.json")) return open_index(f, path, config_dir);
-    return add_source(f, path);
+    return add_source(f, path, NULL, 0);
 }
 
 /* ---- naming and config ---------------------------------------------------------------- */
@@ -316,8 +318,8 @@ static lv_status choose_config(lv_sana_file *f, const char *path, const char *co
     }
     /* diffusers keeps the config in config.json beside the weights. */
     char candidate[4096];
-    snprintf(candidate, sizeof candidate, "%.4000s/config.json", config_dir);
-    if (is_file(candidate)) {
+    snprintf(candidate, sizeof candidate, "%.4000s/config.json", config_dir ? config_dir : "");
+    if (config_dir && is_file(candidate)) {
         size_t len = 0;
         char *text = read_text(candidate, &len);
         cJSON *obj = text ? cJSON_ParseWithLength(text, len) : NULL;
@@ -436,9 +438,10 @@ static int by_name(const void *a, const void *b) {
     return strcmp(sort_base[*(const int *)a].name, sort_base[*(const int *)b].name);
 }
 
-static lv_status open_model(lv_sana_file *f, const char *path, const char *config_path, const char *preset) {
-    char config_dir[4096];
-    LV_TRY(open_weights(f, path, config_dir, sizeof config_dir));
+/* After the weights are open: naming, config, then every check. No config.json without a
+ * config_dir. */
+static lv_status check_model(lv_sana_file *f, const char *path, const char *config_path, const char *preset,
+                             const char *config_dir) {
     LV_TRY(detect_naming(f, path));
     LV_TRY(choose_config(f, path, config_path, preset, config_dir));
     LV_TRY(sana_expected_tensors(&f->cfg, &f->specs, &f->n_tensors));
@@ -476,7 +479,25 @@ lv_status lv_sana_file_open(const char *path, const char *config_path, const cha
     if (!path) return lv_error(LV_ERR_INVALID, "lv_sana_file_open: no path");
     lv_sana_file *f = calloc(1, sizeof *f);
     if (!f) return lv_error(LV_ERR_NOMEM, "out of memory");
-    lv_status s = open_model(f, path, config_path, preset);
+    char config_dir[4096];
+    lv_status s = open_weights(f, path, config_dir, sizeof config_dir);
+    if (s == LV_OK) s = check_model(f, path, config_path, preset, config_dir);
+    if (s != LV_OK) {
+        lv_sana_file_close(f);
+        return s;
+    }
+    *out = f;
+    return LV_OK;
+}
+
+lv_status lv_sana_file_open_memory(const void *data, size_t size, const char *name, lv_sana_file **out) {
+    *out = NULL;
+    if (!name) name = "(memory)";
+    if (!data) return lv_error(LV_ERR_INVALID, "%s: no model data", name);
+    lv_sana_file *f = calloc(1, sizeof *f);
+    if (!f) return lv_error(LV_ERR_NOMEM, "out of memory");
+    lv_status s = add_source(f, name, data, size);
+    if (s == LV_OK) s = check_model(f, name, NULL, NULL, NULL);
     if (s != LV_OK) {
         lv_sana_file_close(f);
         return s;

@@ -286,6 +286,17 @@ void lv_vae_decoder_destroy(lv_ctx *ctx, lv_vae_decoder *dec) {
 }
 
 int lv_vae_z_dim(const lv_vae_decoder *dec) { return dec->arch.z; }
+
+lv_status lv_vae_set_normalization(lv_vae_decoder *dec, const float *mean, const float *std) {
+    for (int i = 0; i < dec->arch.z; i++)
+        if (!isfinite(mean[i]) || !isfinite(std[i]) || !(std[i] > 0))
+            return lv_error(LV_ERR_INVALID, "lv_vae_set_normalization: entry %d (mean %g, std %g) "
+                            "must be finite with std > 0", i, (double)mean[i], (double)std[i]);
+    memcpy(dec->mean, mean, (size_t)dec->arch.z * sizeof *mean);
+    memcpy(dec->std, std, (size_t)dec->arch.z * sizeof *std);
+    dec->tables_missing = false;
+    return LV_OK;
+}
 void lv_vae_set_clamp(lv_vae_decoder *dec, int clamp) { dec->clamp = clamp != 0; }
 
 lv_status lv_vae_set_step_frames(lv_vae_decoder *dec, int step_frames) {
@@ -320,6 +331,10 @@ lv_status lv_vae_decode_frames_cb(lv_ctx *ctx, lv_vae_decoder *dec, const float 
     if (n < 0 || h < 1 || w < 1 || h > 4096 || w > 4096)
         return lv_error(LV_ERR_INVALID, "lv_vae_decode_frames: %d latent frames of %d x %d", n, h, w);
     if (n == 0) return LV_OK;
+    if (dec->tables_missing)
+        return lv_error(LV_ERR_INVALID, "lv_vae_decode_frames: the weights have %d latent channels "
+                        "and no latents_mean / latents_std metadata (Wan2.1's tables have 16): set "
+                        "them with lv_vae_set_normalization", dec->arch.z);
     if (dec->started && (h != dec->h || w != dec->w))
         return lv_error(LV_ERR_INVALID, "lv_vae_decode_frames: latents are %d x %d but this video "
                         "started at %d x %d (lv_vae_reset starts a new one)", h, w, dec->h, dec->w);

@@ -87,6 +87,7 @@ typedef struct vae_hist {
 struct lv_vae_decoder {
     vae_arch arch;
     float mean[VAE_MAX_Z], std[VAE_MAX_Z];
+    bool tables_missing;        /* no tables in the file and z != 16: must be set */
     lv_tensor conv2_w, conv2_b; /* [z, z], [z] */
     vae_conv conv1;
     vae_block mid0, mid2;

@@ -167,7 +167,8 @@ static lv_status load_block(const loader *L, const char *prefix, int ci, int co,
     return LV_OK;
 }
 
-/* latents_mean / latents_std from the metadata (JSON lists of z numbers), else Wan2.1's. */
+/* latents_mean / latents_std from the metadata (JSON lists of z numbers), else Wan2.1's
+ * for z = 16 (a .pth or a diffusers file has no metadata). */
 static lv_status load_tables(const loader *L, lv_vae_decoder *dec) {
     const int z = dec->arch.z;
     const char *keys[2] = {"latents_mean", "latents_std"};
@@ -175,11 +176,10 @@ static lv_status load_tables(const loader *L, lv_vae_decoder *dec) {
     for (int k = 0; k < 2; k++) {
         const char *text = lv_weights_metadata(L->w, keys[k]);
         if (!text) {
-            if (z != 16)
-                return lv_error(LV_ERR_FORMAT, "VAE weights %s: z = %d latent channels but no "
-                                "'%s' metadata (Wan2.1's table has 16 entries)",
-                                lv_weights_path(L->w), z, keys[k]);
-            memcpy(dst[k], k == 0 ? wan21_mean : wan21_std, sizeof wan21_mean);
+            /* other widths: identity until lv_vae_set_normalization (decoding refuses) */
+            for (int i = 0; i < z; i++) dst[k][i] = k == 0 ? 0.0f : 1.0f;
+            if (z == 16) memcpy(dst[k], k == 0 ? wan21_mean : wan21_std, sizeof wan21_mean);
+            else dec->tables_missing = true;
             continue;
         }
         cJSON *j = cJSON_Parse(text);

@@ -51,13 +51,20 @@ static double check_bound(const char *what, const float *got, const float *want,
 
 /* ---- depthwise 3x3 -------------------------------------------------------------------- */
 
-static void dw_case(lv_ctx *ctx, int f, int h, int w, int c, int with_bias, uint64_t seed) {
+/* `shift` > 0 places x at that element offset inside a larger tensor (an unaligned
+ * binding offset: the scalar path even when C % 4 == 0). */
+static void dw_case_at(lv_ctx *ctx, int f, int h, int w, int c, int with_bias, int shift,
+                       uint64_t seed) {
     size_t n = (size_t)f * h * w * c;
     float *x = ts_rand_alloc(n, seed, -1, 1);
     float *wt = ts_rand_alloc((size_t)c * 9, seed + 1, -1, 1);
     float *bias = ts_rand_alloc((size_t)c, seed + 2, -1, 1);
     int64_t xs[4] = {f, h, w, c}, ws[4] = {c, 1, 3, 3}, bs[1] = {c};
-    lv_tensor tx = ts_tensor(ctx, LV_F32, 4, xs, x), tw = ts_tensor(ctx, LV_F32, 4, ws, wt);
+    int64_t store_shape[1] = {(int64_t)n + shift};
+    float *store = calloc(n + (size_t)shift, sizeof *store);
+    memcpy(store + shift, x, n * sizeof *x);
+    lv_tensor tstore = ts_tensor(ctx, LV_F32, 1, store_shape, store);
+    lv_tensor tx = lv_tensor_view(&tstore, shift, 4, xs), tw = ts_tensor(ctx, LV_F32, 4, ws, wt);
     lv_tensor tb = ts_tensor(ctx, LV_F32, 1, bs, bias), to = ts_empty(ctx, 4, xs);
     cr_assert_eq(lv_op_fill(ctx, &to, NAN), LV_OK);
     cr_assert_eq(lv_op_dwconv3x3(ctx, &to, &tx, &tw, with_bias ? &tb : NULL), LV_OK, "%s",
@@ -68,9 +75,13 @@ static void dw_case(lv_ctx *ctx, int f, int h, int w, int c, int with_bias, uint
     char what[96];
     snprintf(what, sizeof what, "dwconv3x3 F=%d H=%d W=%d C=%d bias=%d", f, h, w, c, with_bias);
     check_bound(what, got, want, mag, n, 10);
-    free(x), free(wt), free(bias), free(got), free(want), free(mag);
-    lv_tensor_free(ctx, &tx), lv_tensor_free(ctx, &tw), lv_tensor_free(ctx, &tb);
+    free(x), free(wt), free(bias), free(got), free(want), free(mag), free(store);
+    lv_tensor_free(ctx, &tstore), lv_tensor_free(ctx, &tw), lv_tensor_free(ctx, &tb);
     lv_tensor_free(ctx, &to);
+}
+
+static void dw_case(lv_ctx *ctx, int f, int h, int w, int c, int with_bias, uint64_t seed) {
+    dw_case_at(ctx, f, h, w, c, with_bias, 0, seed);
 }
 
 Test(dwconv3x3, shapes) {
@@ -81,6 +92,7 @@ Test(dwconv3x3, shapes) {
     dw_case(ctx, 2, 4, 9, 13, 1, 104); /* W not a multiple of the 4-column strip */
     dw_case(ctx, 1, 2, 3, 64, 0, 105);
     dw_case(ctx, 3, 6, 4, 8, 1, 106);
+    dw_case_at(ctx, 2, 5, 7, 8, 1, 1, 107); /* unaligned x: scalar path with C % 4 == 0 */
     ts_ctx_done(ctx);
 }
 
@@ -124,13 +136,19 @@ Test(dwconv3x3, rejects_bad_arguments) {
 
 /* ---- temporal conv -------------------------------------------------------------------- */
 
-static void tc_case(lv_ctx *ctx, int f, int p, int c, int with_prev, int w_ndim, uint64_t seed) {
+/* `shift` > 0 places x at that element offset inside a larger tensor (scalar path). */
+static void tc_case_at(lv_ctx *ctx, int f, int p, int c, int with_prev, int w_ndim, int shift,
+                       uint64_t seed) {
     size_t n = (size_t)f * p * c;
     float *x = ts_rand_alloc(n, seed, -1, 1);
     float *prev = ts_rand_alloc((size_t)p * c, seed + 1, -1, 1);
     float *wt = ts_rand_alloc((size_t)c * c * 3, seed + 2, -1, 1);
     int64_t xs[3] = {f, p, c}, ps[2] = {p, c}, ws[5] = {c, c, 3, 1, 1};
-    lv_tensor tx = ts_tensor(ctx, LV_F32, 3, xs, x), tp = ts_tensor(ctx, LV_F32, 2, ps, prev);
+    int64_t store_shape[1] = {(int64_t)n + shift};
+    float *store = calloc(n + (size_t)shift, sizeof *store);
+    memcpy(store + shift, x, n * sizeof *x);
+    lv_tensor tstore = ts_tensor(ctx, LV_F32, 1, store_shape, store);
+    lv_tensor tx = lv_tensor_view(&tstore, shift, 3, xs), tp = ts_tensor(ctx, LV_F32, 2, ps, prev);
     lv_tensor tw = ts_tensor(ctx, LV_F32, w_ndim, ws, wt), to = ts_empty(ctx, 3, xs);
     cr_assert_eq(lv_op_fill(ctx, &to, NAN), LV_OK);
     cr_assert_eq(lv_op_temporal_conv(ctx, &to, &tx, with_prev ? &tp : NULL, &tw), LV_OK, "%s",
@@ -141,9 +159,13 @@ static void tc_case(lv_ctx *ctx, int f, int p, int c, int with_prev, int w_ndim,
     char what[96];
     snprintf(what, sizeof what, "temporal_conv F=%d P=%d C=%d prev=%d", f, p, c, with_prev);
     check_bound(what, got, want, mag, n, 3 * c);
-    free(x), free(prev), free(wt), free(got), free(want), free(mag);
-    lv_tensor_free(ctx, &tx), lv_tensor_free(ctx, &tp), lv_tensor_free(ctx, &tw);
+    free(x), free(prev), free(wt), free(got), free(want), free(mag), free(store);
+    lv_tensor_free(ctx, &tstore), lv_tensor_free(ctx, &tp), lv_tensor_free(ctx, &tw);
     lv_tensor_free(ctx, &to);
+}
+
+static void tc_case(lv_ctx *ctx, int f, int p, int c, int with_prev, int w_ndim, uint64_t seed) {
+    tc_case_at(ctx, f, p, c, with_prev, w_ndim, 0, seed);
 }
 
 Test(temporal_conv, shapes) {
@@ -156,6 +178,7 @@ Test(temporal_conv, shapes) {
     tc_case(ctx, 3, 6, 33, 1, 3, 206); /* C not a multiple of the channel tile */
     tc_case(ctx, 2, 13, 129, 0, 3, 207); /* more channels than one workgroup covers */
     tc_case(ctx, 4, 13, 72, 1, 3, 208);  /* the vec4 path over a partial channel tile */
+    tc_case_at(ctx, 3, 7, 12, 1, 3, 2, 209); /* unaligned x: scalar path with C % 4 == 0 */
     ts_ctx_done(ctx);
 }
 

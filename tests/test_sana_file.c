@@ -129,6 +129,26 @@ Test(sana_file, tiny_test_weights_load_with_their_config) {
     lv_sana_file_close(f);
 }
 
+Test(sana_file, a_model_image_in_memory_loads_like_the_file) {
+    size_t len;
+    uint8_t *image = ts_slurp(TINY, &len);
+    lv_sana_file *mem = NULL, *file = open_ok(TINY, NULL, NULL);
+    cr_assert_eq(lv_sana_file_open_memory(image, len, "embedded", &mem), LV_OK, "%s", lv_last_error());
+    cr_assert(strstr(lv_sana_file_config_source(mem), "__metadata__.config of embedded"));
+    expect_same_model(file, mem);
+    lv_sana_file_close(mem);
+    /* Damaged images are refused like files, naming the image. */
+    image[len / 2] ^= 0xff;
+    image[20] = '\x01';
+    lv_clear_error();
+    cr_assert_neq(lv_sana_file_open_memory(image, 100, "embedded", &mem), LV_OK);
+    cr_assert(strstr(lv_last_error(), "embedded"), "%s", lv_last_error());
+    cr_assert_null(mem);
+    cr_assert_eq(lv_sana_file_open_memory("PK\x03\x04....", 8, "zipped", &mem), LV_ERR_UNSUPPORTED);
+    lv_sana_file_close(file);
+    free(image);
+}
+
 Test(sana_file, hd112_has_the_real_rope_split) {
     lv_sana_file *f = open_ok(HD112, NULL, NULL);
     const lv_sana_config *c = lv_sana_file_config(f);

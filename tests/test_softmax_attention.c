@@ -203,7 +203,17 @@ Test(softmax_attention, rejects_bad_arguments) {
     cr_assert_eq(lv_tensor_create(ctx, LV_F32, 2, wide_shape, &ow), LV_OK);
     cr_assert_eq(lv_op_softmax_attention(ctx, &ow, &qw, &qw, &qw, NULL, 1, 1.0f), LV_ERR_UNSUPPORTED);
     cr_assert(strstr(lv_last_error(), "head dimension"), "%s", lv_last_error());
+    /* more keys than lavapipe's loop limit allows (CPU devices); elsewhere the binding */
+    int64_t long_shape[2] = {20000, 64};
+    lv_tensor klong;
+    cr_assert_eq(lv_tensor_create(ctx, LV_F32, 2, long_shape, &klong), LV_OK);
+    cr_assert_eq(lv_op_softmax_attention(ctx, &o, &q, &klong, &klong, NULL, 1, 1.0f), LV_ERR_LIMIT);
+    if (lv_ctx_device(ctx)->type == LV_DEVICE_CPU)
+        cr_assert(strstr(lv_last_error(), "loop"), "%s", lv_last_error());
+    lv_tensor_free(ctx, &klong);
     /* the valid call works */
+    lv_tensor *inputs[] = {&q, &k, &v, &m};
+    for (size_t i = 0; i < 4; i++) cr_assert_eq(lv_op_fill(ctx, inputs[i], 0.5f), LV_OK);
     cr_assert_eq(lv_op_softmax_attention(ctx, &o, &q, &k, &v, &m, 2, 1.0f), LV_OK, "%s", lv_last_error());
     lv_tensor_free(ctx, &qw);
     lv_tensor_free(ctx, &ow);

@@ -49,17 +49,6 @@ static void attn_usage(FILE *out) {
             "file, mismatched shapes) are reported and nothing is written.\n");
 }
 
-/* The rotary table of lv_rope_table_1d (longvk/ops_elementwise.h), written here because
- * that helper lands separately: table[t][2j] = cos(p_t theta^(-2j/D)), [2j+1] = sin. */
-static void rope_table_1d(float *table, const float *positions, int64_t n, int dim, double theta) {
-    for (int64_t t = 0; t < n; t++)
-        for (int j = 0; j < dim / 2; j++) {
-            double a = (double)positions[t] * pow(theta, -2.0 * j / dim);
-            table[t * dim + 2 * j] = (float)cos(a);
-            table[t * dim + 2 * j + 1] = (float)sin(a);
-        }
-}
-
 static const char *shape_str(const lv_npy *a, char *buf, size_t size) {
     size_t n = (size_t)snprintf(buf, size, "[");
     for (int i = 0; i < a->ndim && n < size; i++)
@@ -280,7 +269,7 @@ static lv_status run_attention(lv_ctx *ctx, const attn_args *a, const attn_input
         }
         lv_tensor vr = {0};
         if (s == LV_OK && table) {
-            rope_table_1d(table, in->pos.data + g0, g, (int)D, 10000.0);
+            lv_rope_table_1d(table, in->pos.data + g0, (int)g, (int)D, 10000.0);
             vr = lv_tensor_rows(&tr, 0, g);
             s = lv_tensor_write(ctx, &vr, table, (uint64_t)(g * D) * 4);
         }

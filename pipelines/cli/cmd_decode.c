@@ -25,8 +25,10 @@ static void usage(FILE *out) {
             "  --codec NAME        encoder: libx264, ffv1 (lossless RGB, .mkv), libvpx-vp9, ...\n"
             "  --crf N             constant-quality factor (default: the codec's)\n"
             "  --step-frames N     latent frames per decoder step (default 1: least memory)\n"
-            "  --vae-tiling        spatial tiles for devices without the memory (not\n"
-            "                      implemented in this build)\n"
+            "  --vae-tiling        decode in spatial tiles (one tile's device memory; the whole\n"
+            "                      video is assembled in host memory before it is encoded)\n"
+            "  --tile HxW          tile size in latent pixels (default 32x32: 256 x 256 pixels)\n"
+            "  --tile-overlap N    overlap of neighbouring tiles in latent pixels (default 8)\n"
             "  --device N          Vulkan device (see `longvk devices`)\n");
 }
 
@@ -52,12 +54,33 @@ static lv_status on_frame(void *user, int64_t index, const float *x, int height,
     return lv_encoder_write_rgb(s->enc, s->rgb, 1);
 }
 
+/* The tiled path: the whole video in host memory, then frame by frame to the encoder. */
+static lv_status encode_video(sink *s, const float *video, int64_t T, int height, int width) {
+    size_t P = (size_t)height * width;
+    float *frame = malloc(3 * P * sizeof *frame);
+    if (!frame) return lv_error(LV_ERR_NOMEM, "out of host memory");
+    lv_status st = LV_OK;
+    for (int64_t t = 0; st == LV_OK && t < T; t++) {
+        for (int c = 0; c < 3; c++) memcpy(frame + c * P, video + ((size_t)c * T + t) * P, P * sizeof *frame);
+        st = on_frame(s, t, frame, height, width);
+    }
+    free(frame);
+    return st;
+}
+
 static double gib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024.0); }
+
+/* "5.51 GiB" or "37.2 MiB" */
+static const char *human(uint64_t bytes, char *buf, size_t size) {
+    if (bytes >= (1ull << 30)) snprintf(buf, size, "%.2f GiB", gib(bytes));
+    else snprintf(buf, size, "%.1f MiB", (double)bytes / (1024.0 * 1024.0));
+    return buf;
+}
 
 int cmd_decode(int argc, char **argv) {
     const char *vae = NULL, *latents = NULL, *output = NULL, *codec = NULL;
-    long fps = 16, crf = -1, step = 1, device = -1;
-    int tiling = 0;
+    long fps = 16, crf = -1, step = 1, device = -1, overlap = 8;
+    int tiling = 0, tile_h = 32, tile_w = 32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -80,6 +103,14 @@ int cmd_decode(int argc, char **argv) {
         else if (!strcmp(a, "--crf")) { if (!cli_parse_int(a, v, 0, 63, &crf)) return 2; }
         else if (!strcmp(a, "--step-frames")) { if (!cli_parse_int(a, v, 1, 1024, &step)) return 2; }
         else if (!strcmp(a, "--device")) { if (!cli_parse_int(a, v, 0, 64, &device)) return 2; }
+        else if (!strcmp(a, "--tile-overlap")) { if (!cli_parse_int(a, v, 0, 4096, &overlap)) return 2; }
+        else if (!strcmp(a, "--tile")) {
+            if (sscanf(v, "%dx%d", &tile_h, &tile_w) != 2 || tile_h < 1 || tile_w < 1 || tile_h > 4096 ||
+                tile_w > 4096) {
+                fprintf(stderr, "longvk decode: --tile wants HxW in latent pixels, e.g. 32x32\n");
+                return 2;
+            }
+        }
         else {
             fprintf(stderr, "longvk decode: unknown option '%s' (see --help)\n", a);
             return 2;
@@ -91,10 +122,10 @@ int cmd_decode(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    if (tiling) {
-        fprintf(stderr, "longvk decode: --vae-tiling is not implemented in this build; without it "
-                        "the decoder needs the device memory `longvk decode` prints (about 5.9 GB "
-                        "at 480 x 832)\n");
+    lv_vae_tiling tiles = {tile_h, tile_w, (int)overlap};
+    if (tiling && (overlap >= tile_h || overlap >= tile_w)) {
+        fprintf(stderr, "longvk decode: --tile-overlap %ld must be smaller than the tile %dx%d\n",
+                overlap, tile_h, tile_w);
         return 2;
     }
 
@@ -103,6 +134,7 @@ int cmd_decode(int argc, char **argv) {
     lv_ctx *ctx = NULL;
     lv_vae_decoder *dec = NULL;
     sink s = {0};
+    float *video = NULL;
     int rc = 1;
     if (lv_npy_read(latents, &x) != LV_OK) {
         cli_fail("latents");
@@ -140,12 +172,17 @@ int cmd_decode(int argc, char **argv) {
         goto done;
     }
     int64_t T = lv_vae_frames_for(dec, F);
-    uint64_t need = lv_vae_decoder_memory(dec, h, wd);
+    uint64_t need = tiling ? lv_vae_tiled_memory(dec, h, wd, &tiles) : lv_vae_decoder_memory(dec, h, wd);
     const lv_device_info *info = lv_ctx_device(ctx);
     printf("decoding %d latent frames of %d x %d into %lld frames of %d x %d\n", F, h, wd,
            (long long)T, 8 * wd, 8 * h);
-    printf("device memory needed: %.2f GiB (weights, conv history and work buffers); '%s' has "
-           "%.2f GiB\n", gib(need), info->name, gib(info->device_local_bytes));
+    char b1[32], b2[32];
+    printf("device memory needed: %s (weights, conv history and work buffers%s); '%s' has %s\n",
+           human(need, b1, sizeof b1), tiling ? " of one tile" : "", info->name,
+           human(info->device_local_bytes, b2, sizeof b2));
+    if (tiling)
+        printf("tiles of %dx%d latent pixels overlapping by %ld; host memory for the video: %s\n",
+               tile_h, tile_w, overlap, human((uint64_t)T * 3 * 64 * h * wd * sizeof(float), b1, sizeof b1));
     fflush(stdout);
     if (info->device_local_bytes && need > info->device_local_bytes)
         fprintf(stderr, "longvk decode: warning: the decode needs more memory than the device "
@@ -165,7 +202,18 @@ int cmd_decode(int argc, char **argv) {
         goto done;
     }
     lv_vae_set_clamp(dec, 1);
-    if (lv_vae_decode_frames_cb(ctx, dec, x.data, F, h, wd, on_frame, &s) != LV_OK) {
+    if (tiling) {
+        video = malloc((size_t)T * 3 * 64 * h * wd * sizeof *video);
+        if (!video) {
+            fprintf(stderr, "longvk decode: out of host memory for the tiled video\n");
+            goto done;
+        }
+        if (lv_vae_decode_tiled(ctx, dec, x.data, F, h, wd, &tiles, video) != LV_OK ||
+            encode_video(&s, video, T, 8 * h, 8 * wd) != LV_OK) {
+            cli_fail("decode");
+            goto done;
+        }
+    } else if (lv_vae_decode_frames_cb(ctx, dec, x.data, F, h, wd, on_frame, &s) != LV_OK) {
         cli_fail("decode");
         goto done;
     }
@@ -180,6 +228,7 @@ int cmd_decode(int argc, char **argv) {
 done:
     if (s.enc) lv_encoder_abort(s.enc);
     free(s.rgb);
+    free(video);
     if (dec) lv_vae_decoder_destroy(ctx, dec);
     if (ctx) lv_ctx_destroy(ctx);
     lv_weights_close(w);

@@ -1,11 +1,170 @@
-/* `longvk generate`: not built yet (placeholder until its issue lands). */
+/* `longvk generate`: a video from a prompt, block by block, with progress, Ctrl-C that
+ * closes the file properly, and --resume. */
+#include <math.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
+#include "longvk.h"
+#include "longvk/generate.h"
+
+static volatile sig_atomic_t interrupted = 0;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    if (interrupted) _exit(130); /* a second Ctrl-C: stop now (flushed blocks still play) */
+    interrupted = 1;
+}
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: longvk generate -p PROMPT -o OUT.mp4 [options]\n"
+            "\n"
+            "Generates a video block by block with the carried linear-attention state, so memory\n"
+            "and time per block stay constant however long the video is. Finished blocks go to\n"
+            "the file at once; Ctrl-C finishes the current block, closes the file (it plays) and\n"
+            "tells how to resume.\n"
+            "\n"
+            "  -p, --prompt TEXT          what to show (default model: colours, shapes, counts,\n"
+            "                             motion and background words; `longvk info` lists them)\n"
+            "  -n, --negative-prompt TEXT used when --cfg-scale is not 1 (default: empty)\n"
+            "  --seconds S                length in seconds (default 60)\n"
+            "  --frames N                 length in frames (overrides --seconds)\n"
+            "  --fps F                    frames per second (default: the model's, 16)\n"
+            "  -W, --width N              model width in pixels (default: the model's, 32)\n"
+            "  -H, --height N             model height in pixels (default: the model's, 32)\n"
+            "  --scale K                  upscale K times when encoding (default 8: 256x256)\n"
+            "  --steps N                  denoising steps per block (default: the model's, 4)\n"
+            "  --cfg-scale G              classifier-free guidance (default: the model's, 1 = off)\n"
+            "  -s, --seed N               random seed (default 42); same seed, same device:\n"
+            "                             identical frames\n"
+            "  --block-frames N           frames per block (default: the model's, 4)\n"
+            "  --cached-blocks K          attend to the last K blocks only (default: the model's, 3;\n"
+            "                             0: every earlier block)\n"
+            "  --model FILE               model weights (default: the embedded model)\n"
+            "  --codec NAME               libx264, ffv1, libvpx-vp9, av1, ... (default: by container)\n"
+            "  --crf N                    quality (default: the codec's, 18 for libx264)\n"
+            "  --preset NAME              encoder preset (default: medium for libx264)\n"
+            "  --resume                   continue an interrupted run (same options) from\n"
+            "                             OUT.longvk-state\n"
+            "  --device N                 Vulkan device (see `longvk devices`)\n"
+            "  -q, --quiet                no progress on stderr\n"
+            "  -o, --output FILE          .mp4, .mkv or .webm (required)\n");
+}
+
+typedef struct cli_state {
+    int quiet;
+    int last_len;
+    lv_generate_progress last;
+    char device[256]; /* last.device points into the context, gone after lv_generate */
+} cli_state;
+
+static void on_progress(void *user, const lv_generate_progress *p) {
+    cli_state *st = user;
+    st->last = *p;
+    snprintf(st->device, sizeof st->device, "%s", p->device ? p->device : "?");
+    if (st->quiet) return;
+    int eta = (int)lround(p->eta_seconds);
+    st->last_len = fprintf(stderr, "\rblock %d/%d  frames %lld/%lld  %.1f frames/s  ETA %d:%02d  state %.1f KiB ",
+                           p->block, p->blocks, (long long)p->frames_done, (long long)p->frames_total,
+                           p->frames_per_second, eta / 60, eta % 60, (double)p->state_bytes / 1024);
+    fflush(stderr);
+}
+
+static void on_warning(void *user, const char *message) {
+    (void)user;
+    fprintf(stderr, "longvk generate: warning: %s\n", message);
+}
 
 int cmd_generate(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "longvk generate: not implemented in this build yet\n");
-    return 2;
+    lv_generate_options o;
+    lv_generate_options_default(&o);
+    o.seed = 42;
+    o.scale = 8;
+    double seconds = 60;
+    long frames = -1, v;
+    double d;
+    cli_state st = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { st.quiet = 1; continue; }
+        if (!strcmp(a, "--resume")) { o.resume = true; continue; }
+        if (!val) {
+            fprintf(stderr, "longvk generate: %s needs a value (see --help)\n", a);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) o.prompt = val;
+        else if (!strcmp(a, "-n") || !strcmp(a, "--negative-prompt")) o.negative_prompt = val;
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) o.output = val;
+        else if (!strcmp(a, "--model")) o.model_path = val;
+        else if (!strcmp(a, "--codec")) o.encoder.codec = val;
+        else if (!strcmp(a, "--preset")) o.encoder.preset = val;
+        else if (!strcmp(a, "--seconds")) {
+            if (!cli_parse_double(a, val, &seconds)) return 2;
+            if (!(seconds > 0 && seconds <= 24 * 3600)) {
+                fprintf(stderr, "longvk generate: --seconds must be in (0, 86400]\n");
+                return 2;
+            }
+        } else if (!strcmp(a, "--fps")) {
+            if (!cli_parse_double(a, val, &d)) return 2;
+            if (!(d > 0 && d <= 240)) {
+                fprintf(stderr, "longvk generate: --fps must be in (0, 240]\n");
+                return 2;
+            }
+            o.fps = d;
+        } else if (!strcmp(a, "--cfg-scale")) {
+            if (!cli_parse_double(a, val, &o.cfg_scale)) return 2;
+            if (o.cfg_scale < 0) {
+                fprintf(stderr, "longvk generate: --cfg-scale must be >= 0\n");
+                return 2;
+            }
+        } else if (!strcmp(a, "--frames")) { if (!cli_parse_int(a, val, 1, 10000000, &frames)) return 2; }
+        else if (!strcmp(a, "-W") || !strcmp(a, "--width")) { if (!cli_parse_int(a, val, 1, 8192, &v)) return 2; o.width = (int)v; }
+        else if (!strcmp(a, "-H") || !strcmp(a, "--height")) { if (!cli_parse_int(a, val, 1, 8192, &v)) return 2; o.height = (int)v; }
+        else if (!strcmp(a, "--scale")) { if (!cli_parse_int(a, val, 1, 64, &v)) return 2; o.scale = (int)v; }
+        else if (!strcmp(a, "--steps")) { if (!cli_parse_int(a, val, 1, 64, &v)) return 2; o.steps = (int)v; }
+        else if (!strcmp(a, "-s") || !strcmp(a, "--seed")) { if (!cli_parse_int(a, val, 0, 2147483647, &v)) return 2; o.seed = (uint64_t)v; }
+        else if (!strcmp(a, "--block-frames")) { if (!cli_parse_int(a, val, 1, 1024, &v)) return 2; o.block_frames = (int)v; }
+        else if (!strcmp(a, "--cached-blocks")) { if (!cli_parse_int(a, val, 0, 1024, &v)) return 2; o.cached_blocks = (int)v; }
+        else if (!strcmp(a, "--crf")) { if (!cli_parse_int(a, val, 0, 63, &v)) return 2; o.encoder.crf = (int)v; }
+        else if (!strcmp(a, "--device")) { if (!cli_parse_int(a, val, 0, 64, &v)) return 2; o.device_index = (int)v; }
+        else {
+            fprintf(stderr, "longvk generate: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+    }
+    if (!o.prompt || !o.output) {
+        fprintf(stderr, "longvk generate: -p PROMPT and -o OUTPUT are required (see --help)\n");
+        return 2;
+    }
+    o.frames = frames > 0 ? (int)frames : 0;
+    o.seconds = seconds;
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    lv_status s = lv_generate(&o, on_progress, on_warning, &st, &interrupted);
+    if (!st.quiet && st.last_len) fputc('\n', stderr);
+    if (s == LV_ERR_INTERRUPTED) {
+        fprintf(stderr, "longvk generate: %s; %s plays and holds every finished block.\n"
+                "resume with the same command and --resume\n", lv_last_error(), o.output);
+        return 130;
+    }
+    if (s != LV_OK) return cli_fail("generate");
+    if (!st.quiet)
+        fprintf(stderr, "wrote %s: %lld frames in %.1f s (%.1f frames/s on %s), carried state %.1f KiB\n",
+                o.output, (long long)st.last.frames_done, st.last.seconds, st.last.frames_per_second,
+                st.device, (double)st.last.state_bytes / 1024);
+    return 0;
 }

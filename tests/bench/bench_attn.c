@@ -8,8 +8,9 @@
  * (q, k, v read once, o written once, the state slots read and written once each).
  * Sustained tokens/s covers the untimed blocks between the measurements, recorded in one
  * stream. Linear attention's cost per block must not grow: the ratio time(block 1000) /
- * time(block 1) should stay at or under 1.05. "cpu ms" is the process CPU time of the same
- * passes (less sensitive to other load on the machine than wall time).
+ * time(block 1) should stay at or under 1.05. Also printed: the fastest of the passes and
+ * their median process CPU time, both far less sensitive than the median wall time to
+ * other work on a shared machine.
  *
  * For contrast, in this benchmark only, softmax attention with a growing key/value cache
  * at the same positions (block b's queries attend to the b * 256 keys so far), as a plain
@@ -35,7 +36,7 @@ static const int ba_points[4] = {1, 10, 100, 1000};
 
 typedef struct ba_point {
     int index;
-    double ms, cpu_ms;
+    double ms, min_ms, cpu_ms;
     /* softmax with a KV cache */
     int64_t keys;
     int queries_timed;
@@ -134,9 +135,11 @@ int bench_attn(int argc, char **argv, bool json) {
                              .eps = 1e-6f, .rule = LV_RULE_ADDITIVE};
     lv_linattn_state *st;
     if (lv_linattn_state_create(ctx, &cfg, &st) != LV_OK) return fail("state");
-    /* warm-up: pipelines are created on first use */
-    if (lv_linattn_block_read(ctx, st, &to, &tq, &tk, &tv, &tr) != LV_OK || lv_flush(ctx) != LV_OK)
-        return fail("warm-up");
+    /* warm-up: pipelines are created on first use, and lavapipe's worker threads and caches
+     * settle over the first passes */
+    for (int r = 0; r < 2 * BA_REPEATS; r++)
+        if (lv_linattn_block_read(ctx, st, &to, &tq, &tk, &tv, &tr) != LV_OK || lv_flush(ctx) != LV_OK)
+            return fail("warm-up");
     const uint64_t state_bytes = lv_linattn_state_bytes(st);
     uint64_t mem_first = 0, mem_last = 0;
 
@@ -162,6 +165,7 @@ int bench_attn(int argc, char **argv, bool json) {
             }
             pts[np].index = b;
             pts[np].ms = 1e3 * bench_median(wall, BA_REPEATS);
+            pts[np].min_ms = 1e3 * wall[0]; /* bench_median sorted it */
             pts[np].cpu_ms = 1e3 * bench_median(cpu, BA_REPEATS);
             if (b == 1) mem_first = lv_ctx_memory_in_use(ctx);
             if (b == BA_BLOCKS) mem_last = lv_ctx_memory_in_use(ctx);
@@ -205,7 +209,7 @@ int bench_attn(int argc, char **argv, bool json) {
     const double bytes = 4.0 * n * row * 4 + 5.0 * H * D * (D + 1) * 4; /* see the header */
     const lv_device_info *dev = lv_ctx_device(ctx);
     double ratio = pts[3].ms / pts[0].ms, sratio = pts[3].softmax_ms / pts[0].softmax_ms;
-    double cpu_ratio = pts[3].cpu_ms / pts[0].cpu_ms;
+    double cpu_ratio = pts[3].cpu_ms / pts[0].cpu_ms, min_ratio = pts[3].min_ms / pts[0].min_ms;
     double sustained = sustained_s > 0 ? (double)sustained_blocks * n / sustained_s : 0;
     if (json) {
         printf("{\"bench\": \"attn\", \"device\": \"%s\", \"heads\": %d, \"head_dim\": %d, "
@@ -213,40 +217,41 @@ int bench_attn(int argc, char **argv, bool json) {
                "\"rule\": \"additive\", \"points\": [", dev->name, H, D, n);
         for (int i = 0; i < 4; i++) {
             const ba_point *p = &pts[i];
-            printf("%s{\"block\": %d, \"ms\": %.4f, \"cpu_ms\": %.4f, \"tokens_per_s\": %.1f, "
+            printf("%s{\"block\": %d, \"ms\": %.4f, \"min_ms\": %.4f, \"cpu_ms\": %.4f, \"tokens_per_s\": %.1f, "
                    "\"gflops\": %.3f, \"gbps\": %.3f, \"softmax_keys\": %lld, \"softmax_ms\": %.3f, "
                    "\"softmax_queries_timed\": %d, \"kv_cache_bytes\": %llu}",
-                   i ? ", " : "", p->index, p->ms, p->cpu_ms, n / (p->ms * 1e-3),
+                   i ? ", " : "", p->index, p->ms, p->min_ms, p->cpu_ms, n / (p->ms * 1e-3),
                    flop / (p->ms * 1e-3) * 1e-9, bytes / (p->ms * 1e-3) * 1e-9, (long long)p->keys,
                    p->softmax_ms, p->queries_timed, (unsigned long long)p->cache_bytes);
         }
-        printf("], \"ratio_last_first\": %.4f, \"cpu_ratio_last_first\": %.4f, "
+        printf("], \"ratio_last_first\": %.4f, \"min_ratio_last_first\": %.4f, "
+               "\"cpu_ratio_last_first\": %.4f, "
                "\"softmax_ratio_last_first\": %.2f, "
                "\"sustained_tokens_per_s\": %.1f, \"state_bytes\": %llu, "
                "\"memory_in_use_block_1\": %llu, \"memory_in_use_block_1000\": %llu}\n",
-               ratio, cpu_ratio, sratio, sustained, (unsigned long long)state_bytes,
+               ratio, min_ratio, cpu_ratio, sratio, sustained, (unsigned long long)state_bytes,
                (unsigned long long)mem_first, (unsigned long long)mem_last);
     } else {
         printf("linear attention with a carried state on %s\n", dev->name);
         printf("%d heads x %d dims, %d tokens per block, relu, normalised, RoPE, additive rule;\n"
                "time of one block = median of %d read passes, each submitted and waited for\n\n",
                H, D, n, BA_REPEATS);
-        printf("%6s %10s %10s %11s %8s %8s | %10s %13s %10s\n", "block", "ms/block", "cpu ms",
+        printf("%6s %10s %8s %8s %11s %8s %8s | %10s %13s %10s\n", "block", "ms/block", "min ms", "cpu ms",
                "tokens/s", "GFLOP/s", "GB/s", "KV keys", "softmax ms", "cache MiB");
         for (int i = 0; i < 4; i++) {
             const ba_point *p = &pts[i];
             char sm[32];
             snprintf(sm, sizeof sm, "%.2f%s", p->softmax_ms, p->queries_timed < n ? "*" : "");
-            printf("%6d %10.3f %10.3f %11.0f %8.2f %8.3f | %10lld %13s %10.1f\n", p->index, p->ms,
-                   p->cpu_ms, n / (p->ms * 1e-3), flop / (p->ms * 1e-3) * 1e-9,
+            printf("%6d %10.3f %8.3f %8.3f %11.0f %8.2f %8.3f | %10lld %13s %10.1f\n", p->index, p->ms,
+                   p->min_ms, p->cpu_ms, n / (p->ms * 1e-3), flop / (p->ms * 1e-3) * 1e-9,
                    bytes / (p->ms * 1e-3) * 1e-9, (long long)p->keys, sm,
                    (double)p->cache_bytes / (1 << 20));
         }
         printf("\n* timed on %d of the %d queries and scaled (every query costs the same)\n",
                pts[3].queries_timed, n);
         printf("ratio time(block 1000) / time(block 1): linear attention %.3f (goal <= 1.05: %s; "
-               "process CPU time %.3f), softmax with KV cache %.0f\n", ratio,
-               ratio <= 1.05 ? "met" : "NOT met", cpu_ratio, sratio);
+               "fastest pass %.3f, process CPU time %.3f), softmax with KV cache %.0f\n", ratio,
+               ratio <= 1.05 ? "met" : "NOT met", min_ratio, cpu_ratio, sratio);
         printf("sustained, blocks between the measurements in one stream: %.0f tokens/s\n", sustained);
         printf("state: %llu bytes on the device, whatever the block; device memory in use at block 1 "
                "%llu, at block 1000 %llu\n", (unsigned long long)state_bytes,

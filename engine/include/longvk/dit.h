@@ -75,6 +75,14 @@ void lv_dit_set_tap(lv_dit *dit, lv_dit_tap tap, void *user);
 lv_status lv_dit_layer_state(lv_ctx *ctx, lv_dit *dit, int layer, float *S, float *z,
                              float *conv_last, int64_t conv_last_count);
 
+/* The whole carried state as host floats (every layer's linear-attention state with the
+ * window ring, then the conv caches), for resume files: save allocates *data (free()). */
+lv_status lv_dit_state_save(lv_ctx *ctx, lv_dit *dit, float **data, int64_t *count);
+/* Restore it into a dit made with the same model and options, after `chunks` chunks of
+ * `tokens_per_frame` tokens per frame. */
+lv_status lv_dit_state_load(lv_ctx *ctx, lv_dit *dit, const float *data, int64_t count,
+                            int64_t chunks, int64_t tokens_per_frame);
+
 #ifdef __cplusplus
 }
 #endif

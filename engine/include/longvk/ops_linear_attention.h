@@ -36,7 +36,7 @@ lv_status lv_op_linattn_state(lv_ctx *ctx, const lv_tensor *S, const lv_tensor *
                               const lv_tensor *k, const lv_tensor *v, const lv_tensor *rope,
                               lv_feature_map phi, bool accumulate);
 /* Read the state S, z for queries q into out [N, H*D]; z is unused (may be NULL) when
- * !normalize. rope is [N, D] or NULL. */
+ * !normalize. rope is [N, D] or NULL. out must not overlap q. */
 lv_status lv_op_linattn_query(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *q,
                               const lv_tensor *S, const lv_tensor *z, const lv_tensor *rope,
                               lv_feature_map phi, bool normalize, float eps);
@@ -55,10 +55,11 @@ typedef enum lv_state_rule { LV_RULE_ADDITIVE = 0, LV_RULE_WINDOW, LV_RULE_DECAY
  *                                                   re-summed every block, never subtracted)
  *   decay      S_b = lambda S_{b-1} + C_b          (RetNet-style forgetting)
  *
- * z follows the same rule. The queries of block b read the carried state of the blocks
- * before it combined with the block's own contribution: S_{b-1} + C_b, (the last K
- * committed) + C_b, or lambda S_{b-1} + C_b. All device memory is allocated at creation;
- * its size never grows with the number of blocks (lv_linattn_state_bytes). */
+ * z follows the same rule. The queries of block b read the carried state combined with
+ * the block's own contribution: S_{b-1} + C_b for additive and window K (so a block sees
+ * itself and the K blocks before it), lambda S_{b-1} + C_b for decay. All device memory is
+ * allocated at creation; its size never grows with the number of blocks
+ * (lv_linattn_state_bytes). */
 typedef struct lv_linattn_state lv_linattn_state;
 
 typedef struct lv_linattn_config {
@@ -79,7 +80,8 @@ uint64_t lv_linattn_state_bytes(const lv_linattn_state *st);
 int64_t lv_linattn_state_blocks(const lv_linattn_state *st);
 /* Read pass: out = attention of block (q, k, v) over carried state + the block's own
  * contribution, without changing the carried state (diffusion denoising passes). q, k, v
- * and out are [n, H*D] with the same n; rope is [n, D] or NULL. Recorded in the stream. */
+ * and out are [n, H*D] with the same n (any n, blocks may differ in size; out must not
+ * overlap q); rope is [n, D] or NULL. Recorded in the stream like any op. */
 lv_status lv_linattn_block_read(lv_ctx *ctx, lv_linattn_state *st, const lv_tensor *out,
                                 const lv_tensor *q, const lv_tensor *k, const lv_tensor *v,
                                 const lv_tensor *rope);
@@ -92,6 +94,12 @@ lv_status lv_linattn_block_write(lv_ctx *ctx, lv_linattn_state *st, const lv_ten
  * sum of the ring, for decay before the next block's lambda), into host arrays of H*D*D
  * and H*D floats (either may be NULL). Flushes the stream. */
 lv_status lv_linattn_state_read(lv_ctx *ctx, lv_linattn_state *st, float *S, float *z);
+
+/* Saving and restoring a state exactly (resume files): the floats that carry it (the
+ * carried slot, or the window's ring of K slots), and the blocks committed. */
+int64_t lv_linattn_state_saved_floats(const lv_linattn_state *st);
+lv_status lv_linattn_state_save(lv_ctx *ctx, lv_linattn_state *st, float *data);
+lv_status lv_linattn_state_load(lv_ctx *ctx, lv_linattn_state *st, const float *data, int64_t blocks);
 
 #ifdef __cplusplus
 }

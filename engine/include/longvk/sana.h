@@ -70,6 +70,9 @@ typedef enum lv_sana_naming { LV_SANA_NAMES_ORIGINAL = 0, LV_SANA_NAMES_DIFFUSER
  * preset whose shapes the tensors match. */
 lv_status lv_sana_file_open(const char *path, const char *config_path, const char *preset,
                             lv_sana_file **out);
+/* The same from a safetensors image in memory (an embedded model: `data` must outlive the
+ * lv_sana_file); the config comes from its __metadata__.config or the matching preset. */
+lv_status lv_sana_file_open_memory(const void *data, size_t size, const char *name, lv_sana_file **out);
 void lv_sana_file_close(lv_sana_file *f);
 
 const lv_sana_config *lv_sana_file_config(const lv_sana_file *f);

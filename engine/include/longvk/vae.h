@@ -32,12 +32,16 @@ typedef struct lv_vae_decoder lv_vae_decoder;
  * AutoencoderKLWan file (post_quant_conv.*, decoder.conv_in, mid_block, up_blocks, ...),
  * and uploads them in fp32. The layer structure is read from the tensors present (the
  * real checkpoint: dim 96, z 16, 15 upsampling modules); the de-normalisation tables
- * come from the file's metadata (latents_mean, latents_std) or, for z = 16, Wan2.1's. */
+ * come from the file's metadata (latents_mean, latents_std) or, for z = 16, Wan2.1's
+ * (see lv_vae_set_normalization). */
 lv_status lv_vae_decoder_create(lv_ctx *ctx, const lv_weights *weights, lv_vae_decoder **out);
 void lv_vae_decoder_destroy(lv_ctx *ctx, lv_vae_decoder *dec);
 
 /* Latent channels (16 for Wan2.1). */
 int lv_vae_z_dim(const lv_vae_decoder *dec);
+/* The de-normalisation z_raw = z * std + mean, z entries each (std > 0). Needed for a file
+ * without the tables whose z is not 16 (decoding refuses until then); replaces them else. */
+lv_status lv_vae_set_normalization(lv_vae_decoder *dec, const float *mean, const float *std);
 /* 1: clamp decoded values to [-1, 1] (what WanVAE.decode returns); 0 (default): raw. */
 void lv_vae_set_clamp(lv_vae_decoder *dec, int clamp);
 /* Latent frames decoded per internal step (default 1: the least memory). Larger steps
@@ -64,6 +68,23 @@ lv_status lv_vae_decode_frames_cb(lv_ctx *ctx, lv_vae_decoder *dec, const float 
 /* The same into frames_out [3, T, 8h, 8w] with T = lv_vae_frames_for(dec, n). */
 lv_status lv_vae_decode_frames(lv_ctx *ctx, lv_vae_decoder *dec, const float *latents, int n,
                                int h, int w, float *frames_out);
+
+/* Spatial tiling, for devices that cannot hold the full-frame decoder: tiles of
+ * tile_h x tile_w latent pixels overlapping by `overlap` (e.g. 32 x 32 and 8: 256-pixel
+ * tiles with 64 pixels of overlap). Each tile is decoded over the whole video with its own
+ * history and the tiles are blended linearly across the overlaps; device memory is that of
+ * one tile. The output differs from an untiled decode near the seams (tiles do not see
+ * their neighbours): test_vae.c measures it. */
+typedef struct lv_vae_tiling {
+    int tile_h, tile_w, overlap;
+} lv_vae_tiling;
+
+/* Decodes a whole video [z, n, h, w] from its start (the decoder is reset before and after)
+ * into frames_out [3, 1 + 4 (n - 1), 8h, 8w]. */
+lv_status lv_vae_decode_tiled(lv_ctx *ctx, lv_vae_decoder *dec, const float *latents, int n,
+                              int h, int w, const lv_vae_tiling *tiling, float *frames_out);
+/* Device memory of a tiled decode (one tile). */
+uint64_t lv_vae_tiled_memory(const lv_vae_decoder *dec, int h, int w, const lv_vae_tiling *tiling);
 
 /* Device memory a decode at latent size h x w needs, in bytes: weights, the causal convs'
  * history and the work buffers of one step. lv_vae_memory_estimate is for the real

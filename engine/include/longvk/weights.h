@@ -12,6 +12,7 @@
 #ifndef LONGVK_WEIGHTS_H
 #define LONGVK_WEIGHTS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "longvk/engine.h"
@@ -37,6 +38,9 @@ typedef struct lv_weights lv_weights;
  * 'generator', 'model' or 'ema' (in that order); a 'model.' or 'module.' prefix that every
  * tensor name carries is removed. */
 lv_status lv_weights_open(const char *path, lv_weights **out);
+/* A safetensors image held in memory (an embedded model): `data` must stay valid until
+ * lv_weights_close; `name` stands for the file in messages. Same checks as a file. */
+lv_status lv_weights_open_memory(const void *data, size_t size, const char *name, lv_weights **out);
 void lv_weights_close(lv_weights *w);
 
 int lv_weights_count(const lv_weights *w);

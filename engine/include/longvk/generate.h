@@ -1,0 +1,96 @@
+/* Long-video generation (pipelines/generate.c): a model, a prompt and a length in; a video
+ * file out, written block by block as LongSANA produces the chunks, with a resume file
+ * at every block boundary. Memory does not grow with the length. */
+#ifndef LONGVK_GENERATE_H
+#define LONGVK_GENERATE_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "longvk/codec.h"
+#include "longvk/engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a model file says about itself beyond the DiT config: its "longvk" metadata
+ * (pipelines/model_card.c). Pixel-space models with a vocabulary can be prompted with
+ * text; the others need prompt embeddings. */
+#define LV_CARD_MAX_VOCAB 1024
+#define LV_CARD_MAX_STEPS 16
+
+typedef struct lv_model_card {
+    bool pixel;                  /* "kind": "pixel" (frames are the model's output) */
+    int height, width;           /* model resolution */
+    double fps;
+    int block_frames, cached_blocks;
+    int steps;
+    float timesteps[LV_CARD_MAX_STEPS];
+    double cfg_scale;
+    int text_len;
+    int vocab_size;
+    char *vocab[LV_CARD_MAX_VOCAB];
+} lv_model_card;
+
+/* Parse the "longvk" metadata JSON (`source` names it in messages). */
+lv_status lv_model_card_parse(const char *json, const char *source, lv_model_card *out);
+void lv_model_card_free(lv_model_card *card);
+
+/* The card's tokenizer: lowercase ASCII, split on every byte outside a-z, look each piece
+ * up in the vocabulary; unknown words are skipped and listed in `unknown` (space separated,
+ * may be NULL); the first text_len ids get mask 1, the rest are padded with id 0, mask 0. */
+lv_status lv_model_card_tokenize(const lv_model_card *card, const char *prompt, int *ids,
+                                 float *mask, char *unknown, size_t unknown_size);
+
+/* The default model compiled into the library (assets/default-model/default.safetensors). */
+const void *lv_default_model_data(void);
+size_t lv_default_model_size(void);
+
+typedef struct lv_generate_options {
+    const char *model_path;       /* NULL: the embedded default model */
+    const char *prompt;
+    const char *negative_prompt;  /* used when cfg_scale != 1 (NULL: empty) */
+    int frames;                   /* pixel frames to make; <= 0: seconds x fps */
+    double seconds;               /* length when frames <= 0 */
+    double fps;                   /* <= 0: the model's */
+    int width, height;            /* model resolution; 0: the model's */
+    int scale;                    /* integer upscale at encode time (1: none) */
+    int steps;                    /* denoising steps per chunk; 0: the model's */
+    double cfg_scale;             /* < 0: the model's */
+    uint64_t seed;
+    int block_frames;             /* <= 0: the model's */
+    int cached_blocks;            /* < 0: the model's; 0: every earlier chunk */
+    const char *output;
+    lv_encoder_options encoder;
+    const char *state_path;       /* resume file (NULL: OUTPUT.longvk-state) */
+    bool resume;                  /* continue from state_path */
+    int device_index;             /* -1: automatic */
+} lv_generate_options;
+
+void lv_generate_options_default(lv_generate_options *opt);
+
+typedef struct lv_generate_progress {
+    int block, blocks;            /* block just finished (1-based) of how many */
+    int64_t frames_done, frames_total;
+    double seconds;               /* since this run started */
+    double frames_per_second;     /* frames this run / seconds */
+    double eta_seconds;
+    uint64_t state_bytes;         /* carried state on the device */
+    const char *device;
+} lv_generate_progress;
+
+typedef void (*lv_generate_callback)(void *user, const lv_generate_progress *p);
+
+/* Runs a generation. `stop`, when non-NULL, is polled after every block: once set, the
+ * current block is finished, the file is closed properly and LV_ERR_INTERRUPTED is
+ * returned (the resume file allows --resume). `warn` receives warnings (unknown words). */
+lv_status lv_generate(const lv_generate_options *opt, lv_generate_callback progress,
+                      void (*warn)(void *user, const char *message), void *user,
+                      volatile sig_atomic_t *stop);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,118 @@
+/* The "longvk" metadata of a model file and its tokenizer (see longvk/generate.h). */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "longvk/generate.h"
+
+void lv_model_card_free(lv_model_card *card) {
+    for (int i = 0; i < card->vocab_size; i++) free(card->vocab[i]);
+    memset(card, 0, sizeof *card);
+}
+
+static lv_status get_int(const cJSON *o, const char *key, const char *source, int lo, int hi, int *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble || v->valuedouble < lo ||
+        v->valuedouble > hi)
+        return lv_error(LV_ERR_FORMAT, "%s: \"%s\" must be an integer in [%d, %d]", source, key, lo, hi);
+    *out = (int)v->valuedouble;
+    return LV_OK;
+}
+
+static lv_status parse(const cJSON *root, const char *source, lv_model_card *card) {
+    if (!cJSON_IsObject(root)) return lv_error(LV_ERR_FORMAT, "%s: not a JSON object", source);
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(root, "kind");
+    card->pixel = cJSON_IsString(kind) && strcmp(kind->valuestring, "pixel") == 0;
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(root, "resolution");
+    if (!cJSON_IsArray(res) || cJSON_GetArraySize(res) != 2 ||
+        !cJSON_IsNumber(cJSON_GetArrayItem(res, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(res, 1)))
+        return lv_error(LV_ERR_FORMAT, "%s: \"resolution\" must be [height, width]", source);
+    card->height = cJSON_GetArrayItem(res, 0)->valueint;
+    card->width = cJSON_GetArrayItem(res, 1)->valueint;
+    if (card->height <= 0 || card->width <= 0 || card->height > 8192 || card->width > 8192)
+        return lv_error(LV_ERR_FORMAT, "%s: resolution %dx%d", source, card->height, card->width);
+    const cJSON *fps = cJSON_GetObjectItemCaseSensitive(root, "fps");
+    card->fps = cJSON_IsNumber(fps) && fps->valuedouble > 0 ? fps->valuedouble : 16.0;
+    LV_TRY(get_int(root, "block_frames", source, 1, 1024, &card->block_frames));
+    LV_TRY(get_int(root, "cached_blocks", source, 0, 1024, &card->cached_blocks));
+    LV_TRY(get_int(root, "text_len", source, 1, 4096, &card->text_len));
+    const cJSON *ts = cJSON_GetObjectItemCaseSensitive(root, "sample_timesteps");
+    if (!cJSON_IsArray(ts) || cJSON_GetArraySize(ts) < 1 || cJSON_GetArraySize(ts) > LV_CARD_MAX_STEPS)
+        return lv_error(LV_ERR_FORMAT, "%s: \"sample_timesteps\" must list 1 to %d timesteps", source,
+                        LV_CARD_MAX_STEPS);
+    card->steps = cJSON_GetArraySize(ts);
+    for (int i = 0; i < card->steps; i++) {
+        const cJSON *t = cJSON_GetArrayItem(ts, i);
+        if (!cJSON_IsNumber(t) || t->valuedouble < 0 || t->valuedouble > 1000)
+            return lv_error(LV_ERR_FORMAT, "%s: sample timestep %d is not in [0, 1000]", source, i);
+        card->timesteps[i] = (float)t->valuedouble;
+    }
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(root, "cfg_scale");
+    card->cfg_scale = cJSON_IsNumber(cfg) ? cfg->valuedouble : 1.0;
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(root, "vocab");
+    if (vocab) {
+        if (!cJSON_IsArray(vocab) || cJSON_GetArraySize(vocab) > LV_CARD_MAX_VOCAB)
+            return lv_error(LV_ERR_FORMAT, "%s: \"vocab\" must be a list of at most %d words", source,
+                            LV_CARD_MAX_VOCAB);
+        const cJSON *w;
+        cJSON_ArrayForEach(w, vocab) {
+            if (!cJSON_IsString(w)) return lv_error(LV_ERR_FORMAT, "%s: a vocab entry is not a string", source);
+            card->vocab[card->vocab_size] = strdup(w->valuestring);
+            if (!card->vocab[card->vocab_size]) return lv_error(LV_ERR_NOMEM, "out of host memory");
+            card->vocab_size++;
+        }
+    }
+    return LV_OK;
+}
+
+lv_status lv_model_card_parse(const char *json, const char *source, lv_model_card *out) {
+    memset(out, 0, sizeof *out);
+    if (!json) return lv_error(LV_ERR_FORMAT, "%s: no \"longvk\" metadata", source);
+    cJSON *root = cJSON_Parse(json);
+    if (!root) return lv_error(LV_ERR_FORMAT, "%s: the \"longvk\" metadata is not valid JSON", source);
+    lv_status s = parse(root, source, out);
+    cJSON_Delete(root);
+    if (s != LV_OK) lv_model_card_free(out);
+    return s;
+}
+
+static int lookup(const lv_model_card *card, const char *word) {
+    for (int i = 0; i < card->vocab_size; i++)
+        if (strcmp(card->vocab[i], word) == 0) return i;
+    return -1;
+}
+
+lv_status lv_model_card_tokenize(const lv_model_card *card, const char *prompt, int *ids,
+                                 float *mask, char *unknown, size_t unknown_size) {
+    if (!card->vocab_size) return lv_error(LV_ERR_UNSUPPORTED, "this model has no vocabulary: give prompt embeddings");
+    if (unknown && unknown_size) unknown[0] = '\0';
+    int n = 0;
+    char word[64];
+    size_t len = 0;
+    for (const char *p = prompt ? prompt : "";; p++) {
+        char c = *p;
+        if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
+        if (c >= 'a' && c <= 'z') {
+            if (len + 1 < sizeof word) word[len++] = c;
+            continue;
+        }
+        if (len) {
+            word[len] = '\0';
+            int id = lookup(card, word);
+            if (id >= 0) {
+                if (n < card->text_len) ids[n++] = id;
+            } else if (unknown && strlen(unknown) + len + 2 < unknown_size) {
+                if (unknown[0]) strcat(unknown, " ");
+                strcat(unknown, word);
+            }
+            len = 0;
+        }
+        if (!*p) break;
+    }
+    for (int i = 0; i < card->text_len; i++) {
+        mask[i] = i < n ? 1.0f : 0.0f;
+        if (i >= n) ids[i] = 0;
+    }
+    return LV_OK;
+}

@@ -1,0 +1,102 @@
+/* The resume file of `longvk generate`: after every block, the whole carried state of the
+ * DiT (every layer's linear-attention state, the window ring included, and the temporal
+ * conv's cached frame) and the position in the run, as a safetensors file written
+ * atomically. Noise is counter-based (lv_noise_fill), so no generator state is needed. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "generate_internal.h"
+#include "longvk/weights.h"
+
+/* The settings a resumed run must share with the interrupted one. */
+static cJSON *run_identity(const lv_generate_options *o, const lv_gen_model *m) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "model", m->name);
+    cJSON_AddNumberToObject(j, "model_parameters", (double)lv_sana_file_param_count(m->file));
+    cJSON_AddStringToObject(j, "prompt", o->prompt ? o->prompt : "");
+    cJSON_AddStringToObject(j, "negative_prompt", o->negative_prompt ? o->negative_prompt : "");
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
+    cJSON_AddStringToObject(j, "seed", seed);
+    cJSON_AddNumberToObject(j, "frames", o->frames);
+    cJSON_AddNumberToObject(j, "width", o->width);
+    cJSON_AddNumberToObject(j, "height", o->height);
+    cJSON_AddNumberToObject(j, "scale", o->scale);
+    cJSON_AddNumberToObject(j, "fps", o->fps);
+    cJSON_AddNumberToObject(j, "steps", o->steps);
+    cJSON_AddNumberToObject(j, "cfg_scale", o->cfg_scale);
+    cJSON_AddNumberToObject(j, "block_frames", o->block_frames);
+    cJSON_AddNumberToObject(j, "cached_blocks", o->cached_blocks);
+    return j;
+}
+
+lv_status lv_gen_resume_save(lv_ctx *ctx, lv_dit *dit, const char *path, const lv_generate_options *o,
+                             const lv_gen_model *m, int chunks_done, int64_t frames_done) {
+    float *data = NULL;
+    int64_t count = 0;
+    LV_TRY(lv_dit_state_save(ctx, dit, &data, &count));
+    cJSON *id = run_identity(o, m);
+    char *run = cJSON_PrintUnformatted(id);
+    cJSON_Delete(id);
+    char pos[128];
+    snprintf(pos, sizeof pos, "{\"chunks_done\": %d, \"frames_done\": %lld}", chunks_done, (long long)frames_done);
+    lv_weight t = {.name = "carried_state", .dtype = LV_F32, .ndim = 1, .shape = {count},
+                   .data = data, .nbytes = (uint64_t)count * 4};
+    const char *meta[4] = {"run", run ? run : "{}", "position", pos};
+    lv_status s = run ? lv_safetensors_write(path, &t, 1, meta, 2) : lv_error(LV_ERR_NOMEM, "out of host memory");
+    if (s != LV_OK) lv_error_prefix(s, "writing the resume file %s", path);
+    free(run);
+    free(data);
+    return s;
+}
+
+lv_status lv_gen_resume_load(lv_ctx *ctx, lv_dit *dit, const char *path, const lv_generate_options *o,
+                             const lv_gen_model *m, lv_gen_resume *out) {
+    lv_weights *w;
+    lv_status s = lv_weights_open(path, &w);
+    if (s != LV_OK)
+        return lv_error_prefix(s, "--resume needs the state file an interrupted run left (%s)", path);
+    const char *run = lv_weights_metadata(w, "run"), *pos = lv_weights_metadata(w, "position");
+    const lv_weight *t = lv_weights_find(w, "carried_state");
+    cJSON *want = run_identity(o, m), *got = run ? cJSON_Parse(run) : NULL, *p = pos ? cJSON_Parse(pos) : NULL;
+    if (!got || !p || !t || t->dtype != LV_F32) {
+        s = lv_error(LV_ERR_FORMAT, "%s is not a longvk resume file", path);
+    } else {
+        cJSON *item;
+        cJSON_ArrayForEach(item, want) {
+            const cJSON *g = cJSON_GetObjectItemCaseSensitive(got, item->string);
+            if (!g || !cJSON_Compare(item, g, 1)) {
+                char *a = cJSON_PrintUnformatted(item), *b = g ? cJSON_PrintUnformatted(g) : NULL;
+                s = lv_error(LV_ERR_INVALID, "%s belongs to another run: %s was %s, now %s (resume with the "
+                             "same options)", path, item->string, b ? b : "missing", a ? a : "?");
+                free(a);
+                free(b);
+                break;
+            }
+        }
+    }
+    if (s == LV_OK) {
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(p, "chunks_done");
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(p, "frames_done");
+        if (!cJSON_IsNumber(c) || !cJSON_IsNumber(f) || c->valuedouble < 1 || f->valuedouble < 1 ||
+            f->valuedouble > o->frames)
+            s = lv_error(LV_ERR_FORMAT, "%s: bad position record", path);
+        else {
+            out->chunks_done = c->valueint;
+            out->frames_done = (int64_t)f->valuedouble;
+        }
+    }
+    if (s == LV_OK) {
+        const lv_sana_config *cfg = lv_sana_file_config(m->file);
+        int64_t P = (int64_t)(o->height / cfg->patch[1]) * (o->width / cfg->patch[2]);
+        s = lv_dit_state_load(ctx, dit, t->data, (int64_t)lv_weight_numel(t), out->chunks_done, P);
+        if (s != LV_OK) lv_error_prefix(s, "%s", path);
+    }
+    cJSON_Delete(want);
+    cJSON_Delete(got);
+    cJSON_Delete(p);
+    lv_weights_close(w);
+    return s;
+}

@@ -1,0 +1,68 @@
+/* Saving and restoring the DiT's carried state (see longvk/dit.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sana_dit_internal.h"
+
+lv_status lv_dit_state_save(lv_ctx *ctx, lv_dit *dit, float **data, int64_t *count) {
+    *data = NULL;
+    *count = 0;
+    int64_t n = 0;
+    for (int b = 0; b < dit->cfg.depth; b++) {
+        n += lv_linattn_state_saved_floats(dit->blocks[b].state);
+        if (dit->blocks[b].conv_valid) n += lv_tensor_numel(&dit->blocks[b].conv_cache);
+    }
+    float *buf = malloc((size_t)(n ? n : 1) * sizeof *buf);
+    if (!buf) return lv_error(LV_ERR_NOMEM, "out of host memory for the carried state");
+    float *p = buf;
+    for (int b = 0; b < dit->cfg.depth; b++) {
+        lv_dit_block *blk = &dit->blocks[b];
+        lv_status s = lv_linattn_state_save(ctx, blk->state, p);
+        p += lv_linattn_state_saved_floats(blk->state);
+        if (s == LV_OK && blk->conv_valid) {
+            int64_t m = lv_tensor_numel(&blk->conv_cache);
+            s = lv_tensor_read(ctx, &blk->conv_cache, p, (uint64_t)m * 4);
+            p += m;
+        }
+        if (s != LV_OK) {
+            free(buf);
+            return s;
+        }
+    }
+    *data = buf;
+    *count = n;
+    return LV_OK;
+}
+
+lv_status lv_dit_state_load(lv_ctx *ctx, lv_dit *dit, const float *data, int64_t count,
+                            int64_t chunks, int64_t tokens_per_frame) {
+    const int64_t C = dit->cfg.hidden;
+    int64_t need = 0;
+    for (int b = 0; b < dit->cfg.depth; b++)
+        need += lv_linattn_state_saved_floats(dit->blocks[b].state) + (chunks > 0 ? tokens_per_frame * C : 0);
+    if (count != need)
+        return lv_error(LV_ERR_FORMAT, "the saved state holds %lld values, this model and size need %lld",
+                        (long long)count, (long long)need);
+    LV_TRY(lv_dit_reset(ctx, dit));
+    const float *p = data;
+    for (int b = 0; b < dit->cfg.depth; b++) {
+        lv_dit_block *blk = &dit->blocks[b];
+        LV_TRY(lv_linattn_state_load(ctx, blk->state, p, chunks));
+        p += lv_linattn_state_saved_floats(blk->state);
+        if (chunks > 0) {
+            if (!blk->conv_cache.alloc) {
+                int64_t shape[2] = {tokens_per_frame, C};
+                LV_TRY(lv_tensor_create(ctx, LV_F32, 2, shape, &blk->conv_cache));
+                dit->state_bytes += lv_tensor_nbytes(&blk->conv_cache);
+            } else if (blk->conv_cache.shape[0] != tokens_per_frame) {
+                return lv_error(LV_ERR_INVALID, "conv cache of %lld tokens per frame, the state has %lld",
+                                (long long)blk->conv_cache.shape[0], (long long)tokens_per_frame);
+            }
+            LV_TRY(lv_tensor_write(ctx, &blk->conv_cache, p, (uint64_t)(tokens_per_frame * C) * 4));
+            blk->conv_valid = true;
+            p += tokens_per_frame * C;
+        }
+    }
+    dit->chunks = chunks;
+    return LV_OK;
+}
