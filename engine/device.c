@@ -53,6 +53,11 @@ static int env_flag(const char *name) {
     return v && *v && strcmp(v, "0") != 0;
 }
 
+/* Every validation message of every context in this process (tests and the CLI check it). */
+static _Atomic unsigned long long validation_messages_total;
+
+uint64_t lv_validation_messages_total(void) { return validation_messages_total; }
+
 static VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(
     VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT type,
     const VkDebugUtilsMessengerCallbackDataEXT *data, void *user) {
@@ -61,6 +66,7 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(
     if (severity & (VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT |
                     VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT)) {
         if (ctx) ctx->validation_messages++;
+        validation_messages_total++;
         fprintf(stderr, "longvk: validation: %s\n", data->pMessage);
     }
     return VK_FALSE;

@@ -93,6 +93,7 @@ static lv_status conv_frame(lv_ctx *ctx, const char *op, const conv_frame_args *
     int first = -1;
     for (int f = 0; f < 3; f++)
         if (a->in[f] && first < 0) first = f;
+    if (first < 0) return lv_error(LV_ERR_INVALID, "%s: no input frame", op);
     uint64_t usable = usable_binding(ctx);
     char d[96];
     if (lv_tensor_nbytes(a->w) > usable)

@@ -91,7 +91,16 @@ int main(int argc, char **argv) {
         return 0;
     }
     for (size_t i = 0; i < NCOMMANDS; i++)
-        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            int rc = commands[i].run(argc - 1, argv + 1);
+            /* with LONGVK_VALIDATE=1 a validation message is a failure, whatever the command */
+            unsigned long long v = (unsigned long long)lv_validation_messages_total();
+            if (v) {
+                fprintf(stderr, "longvk: the Vulkan validation layer reported %llu message(s)\n", v);
+                if (rc == 0) rc = 3;
+            }
+            return rc;
+        }
     fprintf(stderr, "longvk: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

@@ -71,8 +71,10 @@ void lv_ctx_destroy(lv_ctx *ctx);
 const lv_device_info *lv_ctx_device(const lv_ctx *ctx);
 /* The largest byte range one kernel binding may cover (device limit or override). */
 uint64_t lv_ctx_max_binding(const lv_ctx *ctx);
-/* Validation-layer errors and warnings seen so far (0 when validation is off). */
+/* Validation-layer errors and warnings seen so far (0 when validation is off), by this
+ * context and by every context of the process. */
 uint64_t lv_ctx_validation_messages(const lv_ctx *ctx);
+uint64_t lv_validation_messages_total(void);
 /* Device memory currently held by live tensors, and the peak, in bytes. */
 uint64_t lv_ctx_memory_in_use(const lv_ctx *ctx);
 uint64_t lv_ctx_memory_peak(const lv_ctx *ctx);

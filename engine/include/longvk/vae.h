@@ -62,7 +62,8 @@ typedef lv_status (*lv_vae_frame_fn)(void *user, int64_t index, const float *rgb
                                      int width);
 
 /* Decodes n latent frames [z, n, h, w] (normalised, diffusion space) that continue the
- * video; h and w must stay the same until lv_vae_reset. */
+ * video; h and w must stay the same until lv_vae_reset. After an error (or a callback that
+ * stopped it) the history is not that of a whole step: lv_vae_reset before decoding on. */
 lv_status lv_vae_decode_frames_cb(lv_ctx *ctx, lv_vae_decoder *dec, const float *latents,
                                   int n, int h, int w, lv_vae_frame_fn fn, void *user);
 /* The same into frames_out [3, T, 8h, 8w] with T = lv_vae_frames_for(dec, n). */

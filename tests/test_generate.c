@@ -1,0 +1,144 @@
+/* `longvk generate` with the embedded default model: frame count, determinism, an
+ * interrupted run that still plays, and resume == an uninterrupted run (bit-exact, ffv1). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "longvk.h"
+#include "longvk/generate.h"
+#include "test_support.h"
+
+#define PROMPT "two red balls bouncing on a blue background"
+
+/* Decodes every frame of `path` into one malloc'd RGB buffer. */
+static uint8_t *decode_all(const char *path, int64_t *frames, int *w, int *h) {
+    lv_decoder *dec;
+    cr_assert_eq(lv_decoder_open(path, &dec), LV_OK, "%s", lv_last_error());
+    const lv_video_info *info = lv_decoder_info(dec);
+    *w = info->width;
+    *h = info->height;
+    size_t frame_bytes = (size_t)*w * *h * 3, cap = 64;
+    uint8_t *all = malloc(cap * frame_bytes);
+    int64_t n = 0;
+    for (;;) {
+        if ((size_t)n == cap) {
+            cap *= 2;
+            all = realloc(all, cap * frame_bytes);
+        }
+        lv_frame_info fi;
+        int end = 0;
+        cr_assert_eq(lv_decoder_next(dec, all + (size_t)n * frame_bytes, &fi, &end), LV_OK, "%s", lv_last_error());
+        if (end) break;
+        cr_assert_eq(fi.index, n);
+        n++;
+    }
+    lv_decoder_close(dec);
+    *frames = n;
+    return all;
+}
+
+static void options(lv_generate_options *o, const char *out, int frames) {
+    lv_generate_options_default(o);
+    o->prompt = PROMPT;
+    o->frames = frames;
+    o->scale = 1;
+    o->seed = 7;
+    o->output = out;
+    o->encoder.codec = "ffv1";
+}
+
+typedef struct stop_after {
+    int blocks;
+    volatile sig_atomic_t flag;
+    int seen;
+} stop_after;
+
+static void on_progress(void *user, const lv_generate_progress *p) {
+    stop_after *s = user;
+    s->seen = p->block;
+    cr_assert_gt(p->state_bytes, 0);
+    if (s->blocks && p->block >= s->blocks) s->flag = 1;
+}
+
+Test(generate, frame_count_determinism_and_resume, .timeout = 600) {
+    const char *a = LONGVK_TEST_TMP "/gen_a.mkv", *b = LONGVK_TEST_TMP "/gen_b.mkv";
+    const char *c = LONGVK_TEST_TMP "/gen_c.mkv";
+    const int frames = 14; /* 3 blocks of 4, the first taking the remainder: 6 + 4 + 4 */
+    lv_generate_options o;
+    stop_after none = {0};
+
+    options(&o, a, frames);
+    cr_assert_eq(lv_generate(&o, on_progress, NULL, &none, NULL), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(none.seen, 3);
+    options(&o, b, frames);
+    cr_assert_eq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_OK, "%s", lv_last_error());
+
+    int64_t na, nb;
+    int w, h;
+    uint8_t *fa = decode_all(a, &na, &w, &h), *fb = decode_all(b, &nb, &w, &h);
+    cr_assert_eq(na, frames);
+    cr_assert_eq(nb, frames);
+    cr_assert_eq(w, 32);
+    cr_assert_eq(h, 32);
+    cr_assert(memcmp(fa, fb, (size_t)frames * w * h * 3) == 0, "same seed, same device: identical frames");
+
+    /* interrupted after the second block: the file plays and holds both blocks */
+    stop_after two = {.blocks = 2};
+    options(&o, c, frames);
+    lv_status s = lv_generate(&o, on_progress, NULL, &two, &two.flag);
+    cr_assert_eq(s, LV_ERR_INTERRUPTED, "%s", lv_last_error());
+    int64_t nc;
+    uint8_t *fc = decode_all(c, &nc, &w, &h);
+    cr_assert_eq(nc, 10, "an interrupted run keeps its finished blocks (6 + 4 frames), got %lld", (long long)nc);
+    cr_assert(memcmp(fa, fc, (size_t)nc * w * h * 3) == 0);
+    free(fc);
+
+    /* resumed: the same frames as the uninterrupted run */
+    options(&o, c, frames);
+    o.resume = true;
+    cr_assert_eq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_OK, "%s", lv_last_error());
+    fc = decode_all(c, &nc, &w, &h);
+    cr_assert_eq(nc, frames);
+    cr_assert(memcmp(fa, fc, (size_t)frames * w * h * 3) == 0, "resume must equal the uninterrupted run");
+    free(fa);
+    free(fb);
+    free(fc);
+    cr_assert_eq(lv_validation_messages_total(), 0, "validation messages");
+}
+
+Test(generate, bad_input_is_a_clean_error) {
+    lv_generate_options o;
+    options(&o, LONGVK_TEST_TMP "/gen_bad.mkv", 8);
+    o.encoder.codec = "no-such-codec";
+    cr_assert_neq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_OK);
+    cr_assert(strstr(lv_last_error(), "no-such-codec") != NULL, "%s", lv_last_error());
+    options(&o, LONGVK_TEST_TMP "/gen_bad.mkv", 8);
+    o.model_path = "/nonexistent/model.safetensors";
+    cr_assert_neq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_OK);
+    options(&o, LONGVK_TEST_TMP "/gen_bad.mkv", 8);
+    o.resume = true; /* nothing to resume */
+    remove(LONGVK_TEST_TMP "/gen_bad.mkv.longvk-state");
+    cr_assert_neq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_OK);
+}
+
+static void collect_warning(void *user, const char *message) { snprintf(user, 512, "%s", message); }
+
+Test(generate, unknown_words_are_named) {
+    lv_generate_options o;
+    options(&o, LONGVK_TEST_TMP "/gen_words.mkv", 4);
+    o.prompt = "two red zebras bouncing";
+    char warning[512] = "";
+    cr_assert_eq(lv_generate(&o, NULL, collect_warning, warning, NULL), LV_OK, "%s", lv_last_error());
+    cr_assert(strstr(warning, "zebras") != NULL, "warning: '%s'", warning);
+}
+
+Test(generate, cli_help_and_errors) {
+    int rc = system(LONGVK_CLI " generate --help > /dev/null");
+    cr_assert_eq(WEXITSTATUS(rc), 0);
+    rc = system(LONGVK_CLI " generate -p x 2> /dev/null"); /* no -o */
+    cr_assert_neq(WEXITSTATUS(rc), 0);
+    rc = system(LONGVK_CLI " generate -p x -o " LONGVK_TEST_TMP "/x.mp4 --seconds -3 2> /dev/null");
+    cr_assert_neq(WEXITSTATUS(rc), 0);
+}
