@@ -171,8 +171,9 @@ static lv_status run_step(lv_ctx *ctx, lv_vae_decoder *d, const float *x_host, i
         } else {
             int src = cur;
             int64_t ci = u->arch.ci;
-            if (u->arch.kind == VAE_UP3D) {
-                /* frame 0 of the video passes; every later frame j becomes 2j, 2j + 1 */
+            if (u->arch.kind == VAE_UP3D && !(first && T == 1)) {
+                /* frame 0 of the video passes (alone, it stays where it is); every later
+                 * frame j becomes 2j, 2j + 1 */
                 int64_t lead = first ? 1 : 0, rest = T - lead, T2 = lead + 2 * rest;
                 lv_tensor in = buf4(d, cur, T, H, W, ci);
                 lv_tensor out = buf4(d, other(cur, 1), T2, H, W, ci);

@@ -60,6 +60,8 @@ def parse_args(argv=None):
     ap.add_argument("--wd", type=float, default=0.01)
     ap.add_argument("--ema", type=float, default=0.995)
     ap.add_argument("--p-uncond", type=float, default=0.05, help="fraction of clips trained with no text")
+    ap.add_argument("--p-ctx-drop", type=float, default=0.2,
+                    help="fraction of chunks (after the first) whose noisy pass sees no context, as a first chunk does")
     ap.add_argument("--p-sample-t", type=float, default=0.4,
                     help="fraction of chunks whose t is one of --sample-timesteps exactly")
     ap.add_argument("--sample-timesteps", default="1000,750,500,250")
@@ -134,6 +136,14 @@ def train_step(a, model, step):
     _, contribs = model(x0, torch.zeros(a.batch, F), ids, mask, chunks=a.chunks, frame_offset=offset,
                         window=a.window, return_contrib=True)
     ctx = context_from_clean(contribs, a.window)
+    # context dropout: such a chunk is generated from the text alone, exactly as chunk 0 is
+    # (RoPE only sees time differences, so its frame offset does not matter). Chunk 0 is
+    # otherwise 1/chunks of the data and the only place where the text alone must decide.
+    keep = (torch.rand(a.batch, a.chunks, generator=g) >= a.p_ctx_drop).float()
+    for c in ctx:
+        c["S"] = c["S"] * keep[:, :, None, None, None]
+        c["z"] = c["z"] * keep[:, :, None, None]
+        c["left"] = c["left"] * keep[:, :, None, None]
 
     sample_ts = [int(s) for s in a.sample_timesteps.split(",")]
     tc = draw_timesteps(g, a.batch * a.chunks, sample_ts, a.p_sample_t).reshape(a.batch, a.chunks)
@@ -144,7 +154,9 @@ def train_step(a, model, step):
     v = model(xt, tF, ids, mask, chunks=a.chunks, frame_offset=offset, context=ctx)
     err = (v - (noise - x0)).pow(2).mean(dim=(1, 3, 4))  # [B, F]
     loss = err.mean()
-    first = err[:, : a.block_frames].mean()
+    nocontext = keep == 0
+    nocontext[:, 0] = True  # chunk 0 never has context
+    first = err.reshape(a.batch, a.chunks, -1).mean(-1)[nocontext].mean()  # loss of chunks made from text alone
     return loss, first
 
 
@@ -217,7 +229,7 @@ def main(argv=None):
         now = time.time()
         if step % a.log_every == 0 or step == a.steps:
             tot = elapsed + now - t_start
-            print(f"step {step} loss {acc / acc_n:.4f} first-chunk {acc_first / acc_n:.4f} gnorm {float(gnorm):.2f} "
+            print(f"step {step} loss {acc / acc_n:.4f} no-context {acc_first / acc_n:.4f} gnorm {float(gnorm):.2f} "
                   f"lr {lr_at(a, step - 1):.2e} {tot / 60:.1f} min ({tot / step:.2f} s/step)", flush=True)
             acc, acc_first, acc_n = 0.0, 0.0, 0
         if now - last_ckpt > a.ckpt_minutes * 60 or step == a.steps:

@@ -10,5 +10,9 @@
 #include "longvk/weights.h"
 #include "longvk/sana.h"
 #include "longvk/codec.h"
+#include "longvk/dit.h"
+#include "longvk/sampler.h"
+#include "longvk/generate.h"
+#include "longvk/vae.h"
 
 #endif

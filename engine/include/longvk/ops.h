@@ -23,5 +23,6 @@ lv_status lv_op_fill(lv_ctx *ctx, const lv_tensor *t, float value);
 #include "longvk/ops_linear_attention.h"
 #include "longvk/ops_attention.h"
 #include "longvk/ops_conv.h"
+#include "longvk/ops_vae.h"
 
 #endif
