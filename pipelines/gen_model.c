@@ -17,7 +17,9 @@ lv_status lv_gen_model_open(const char *path, lv_gen_model *m) {
     }
     if (s != LV_OK) return s;
     const lv_weights *w = lv_sana_file_weights(m->file);
-    s = lv_model_card_parse(lv_weights_metadata(w, "longvk"), m->name, &m->card);
+    const char *card = lv_weights_metadata(w, "longvk");
+    if (card) s = lv_model_card_parse(card, m->name, &m->card);
+    else lv_model_card_longsana(&m->card); /* a released latent-space model */
     if (s == LV_OK && m->card.vocab_size) {
         int cap = lv_sana_file_config(m->file)->caption_channels;
         m->text_table = lv_weights_find(w, "text_embedding.weight");

@@ -10,7 +10,10 @@
 
 #include "generate_internal.h"
 #include "longvk/dit.h"
+#include "longvk/npy.h"
 #include "longvk/sampler.h"
+#include "longvk/vae.h"
+#include "longvk/weights.h"
 
 void lv_generate_options_default(lv_generate_options *opt) {
     memset(opt, 0, sizeof *opt);
@@ -89,24 +92,48 @@ static void upscale(const float *in, int F, int h, int w, int s, float *out) {
         }
 }
 
-static lv_status resolve_options(const lv_generate_options *in, const lv_gen_model *m,
-                                 lv_generate_options *o) {
-    const lv_model_card *card = &m->card;
+/* One generation: the resolved options and everything it holds. */
+typedef struct gen_run {
+    lv_generate_options o;
+    lv_gen_model m;
+    int grid_h, grid_w;      /* the model's frame size: pixels, or latents for latent models */
+    int units;               /* model frames to make: pixel frames, or latent frames */
+    int text_len;
+    float *y, *mask;         /* [2, L, caption] and [2, L]: prompt, negative prompt */
+    lv_ctx *ctx;
+    lv_dit *dit;
+    lv_encoder *enc;
+    lv_weights *vae_weights;
+    lv_vae_decoder *vae;
+    float *x0, *big;         /* one chunk; its upscaled frames */
+    float *latents;          /* latent model without a VAE: every latent frame, for the .npy */
+    int64_t frames_done;     /* output frames (pixel frames; latent frames without a VAE) */
+} gen_run;
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static lv_status resolve_options(const lv_generate_options *in, gen_run *r) {
+    const lv_model_card *card = &r->m.card;
+    lv_generate_options *o = &r->o;
     *o = *in;
-    if (!card->pixel)
-        return lv_error(LV_ERR_UNSUPPORTED,
-                        "%s works in a VAE's latent space: `generate` makes videos with pixel-space "
-                        "models (like the default one); use `longvk forward` for latent models",
-                        m->name);
+    if (!o->output) return lv_error(LV_ERR_INVALID, "no output file (-o)");
     if (o->fps <= 0) o->fps = card->fps;
     if (o->frames <= 0) o->frames = (int)lround(o->seconds * o->fps);
     if (o->frames < 1) return lv_error(LV_ERR_INVALID, "the video needs at least one frame");
     if (!o->height) o->height = card->height;
     if (!o->width) o->width = card->width;
-    const lv_sana_config *cfg = lv_sana_file_config(m->file);
-    if (o->height % cfg->patch[1] || o->width % cfg->patch[2])
-        return lv_error(LV_ERR_INVALID, "-W/-H %dx%d must be multiples of the model's patch %dx%d",
-                        o->width, o->height, cfg->patch[2], cfg->patch[1]);
+    const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
+    int stride = card->pixel ? 1 : 8; /* Wan2.1 VAE: 8 x 8 pixels per latent */
+    if (o->height % (stride * cfg->patch[1]) || o->width % (stride * cfg->patch[2]))
+        return lv_error(LV_ERR_INVALID, "-W/-H %dx%d must be multiples of %dx%d for this model",
+                        o->width, o->height, stride * cfg->patch[2], stride * cfg->patch[1]);
+    r->grid_h = o->height / stride;
+    r->grid_w = o->width / stride;
+    /* latent models: pixel frame 0 alone, then 4 pixel frames per latent frame */
+    r->units = card->pixel ? o->frames : 1 + (o->frames - 1 + 3) / 4;
     if (o->scale < 1 || o->scale > 64) return lv_error(LV_ERR_INVALID, "--scale must be in [1, 64]");
     if (o->block_frames <= 0) o->block_frames = card->block_frames;
     if (o->cached_blocks < 0) o->cached_blocks = card->cached_blocks;
@@ -115,7 +142,15 @@ static lv_status resolve_options(const lv_generate_options *in, const lv_gen_mod
         return lv_error(LV_ERR_INVALID, "--steps %d: this model samples with at most %d steps per chunk",
                         o->steps, card->steps);
     if (o->cfg_scale < 0) o->cfg_scale = card->cfg_scale;
-    if (!o->output) return lv_error(LV_ERR_INVALID, "no output file (-o)");
+    if (!card->pixel) {
+        if (!o->text_embeds_path)
+            return lv_error(LV_ERR_INVALID, "%s works in a VAE's latent space and has no vocabulary: give "
+                            "prompt embeddings with --text-embeds", r->m.name);
+        if (o->resume) return lv_error(LV_ERR_UNSUPPORTED, "--resume works with pixel-space models only");
+        if (!o->vae_path && !ends_with(o->output, ".npy"))
+            return lv_error(LV_ERR_INVALID, "without --vae a latent model's output is its latents: "
+                            "give an output ending in .npy, or a VAE with --vae");
+    }
     return LV_OK;
 }
 
@@ -125,115 +160,229 @@ static void pick_timesteps(const lv_model_card *card, int steps, float *out) {
     for (int i = 0; i < steps; i++) out[i] = card->timesteps[(i * card->steps) / steps];
 }
 
-lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback progress,
-                      void (*warn)(void *user, const char *message), void *user,
-                      volatile sig_atomic_t *stop) {
-    lv_gen_model m;
-    LV_TRY(lv_gen_model_open(opt_in->model_path, &m));
-    lv_generate_options o;
-    lv_ctx *ctx = NULL;
-    lv_dit *dit = NULL;
-    lv_encoder *enc = NULL;
-    float *y = NULL, *mask = NULL, *x0 = NULL, *big = NULL;
-    lv_gen_resume resume = {0};
-    lv_status s = resolve_options(opt_in, &m, &o);
-    const lv_sana_config *cfg = lv_sana_file_config(m.file);
-    char state_path[4096];
-    if (o.state_path) snprintf(state_path, sizeof state_path, "%s", o.state_path);
-    else snprintf(state_path, sizeof state_path, "%s.longvk-state", o.output ? o.output : "");
-
-    if (s == LV_OK) {
-        y = malloc((size_t)m.card.text_len * cfg->caption_channels * 2 * sizeof *y);
-        mask = malloc((size_t)m.card.text_len * 2 * sizeof *mask);
-        if (!y || !mask) s = lv_error(LV_ERR_NOMEM, "out of host memory");
-    }
-    if (s == LV_OK) s = embed_prompt(&m, o.prompt, y, mask, warn, user);
-    if (s == LV_OK && o.cfg_scale != 1.0)
-        s = embed_prompt(&m, o.negative_prompt ? o.negative_prompt : "",
-                         y + (size_t)m.card.text_len * cfg->caption_channels, mask + m.card.text_len, warn, user);
-    lv_ctx_options copt;
-    lv_ctx_options_default(&copt);
-    copt.device_index = o.device_index;
-    if (s == LV_OK) s = lv_ctx_create(&copt, &ctx);
-    lv_dit_options dopt = {.cached_blocks = o.cached_blocks};
-    if (s == LV_OK) s = lv_dit_create(ctx, m.file, &dopt, &dit);
-    if (s == LV_OK) s = lv_dit_set_text(ctx, dit, 0, y, m.card.text_len, mask);
-    if (s == LV_OK && o.cfg_scale != 1.0)
-        s = lv_dit_set_text(ctx, dit, 1, y + (size_t)m.card.text_len * cfg->caption_channels,
-                            m.card.text_len, mask + m.card.text_len);
-
-    int chunks = lv_generate_chunk_count(o.frames, o.block_frames);
-    int first_chunk = 0;
-    int64_t frames_done = 0;
-    if (s == LV_OK && o.resume) {
-        s = lv_gen_resume_load(ctx, dit, state_path, &o, &m, &resume);
-        first_chunk = resume.chunks_done;
-        frames_done = resume.frames_done;
-    }
-    int out_w = o.width * o.scale, out_h = o.height * o.scale;
-    if (s == LV_OK) {
-        if (o.resume)
-            s = lv_encoder_open_resume(o.output, out_w, out_h, o.fps, &o.encoder, frames_done, &enc);
-        else
-            s = lv_encoder_open(o.output, out_w, out_h, o.fps, &o.encoder, &enc);
-    }
-    int maxf = lv_generate_chunk_frames(o.frames, o.block_frames, 0);
-    size_t chunk_values = (size_t)cfg->in_channels * maxf * o.height * o.width;
-    if (s == LV_OK) {
-        x0 = malloc(chunk_values * sizeof *x0);
-        if (o.scale > 1) big = malloc(chunk_values * (size_t)o.scale * o.scale * sizeof *big);
-        if (!x0 || (o.scale > 1 && !big)) s = lv_error(LV_ERR_NOMEM, "out of host memory");
-    }
-    float timesteps[LV_CARD_MAX_STEPS];
-    pick_timesteps(&m.card, o.steps, timesteps);
-    lv_chunk_options chunk_opt = {.timesteps = timesteps, .steps = o.steps, .seed = o.seed,
-                                  .cfg_scale = o.cfg_scale};
-    double t_start = now();
-    int64_t frames_this_run = 0;
-    for (int c = first_chunk; s == LV_OK && c < chunks; c++) {
-        if (stop && *stop) {
-            s = lv_error(LV_ERR_INTERRUPTED, "interrupted after %lld of %d frames",
-                         (long long)frames_done, o.frames);
+/* Prompt embeddings from a file: y [L, caption] (or [1, L, caption]) and mask [L]; with
+ * CFG also negative_y / negative_mask. */
+static lv_status load_text_embeds(gen_run *r, const char *path, int cap) {
+    lv_weights *w;
+    LV_TRY(lv_weights_open(path, &w));
+    lv_status s = LV_OK;
+    const char *names[2][2] = {{"y", "mask"}, {"negative_y", "negative_mask"}};
+    int slots = r->o.cfg_scale != 1.0 ? 2 : 1;
+    for (int slot = 0; s == LV_OK && slot < slots; slot++) {
+        const lv_weight *y = lv_weights_find(w, names[slot][0]), *m = lv_weights_find(w, names[slot][1]);
+        if (!y || y->dtype != LV_F32 || y->ndim < 2 || y->shape[y->ndim - 1] != cap) {
+            s = lv_error(LV_ERR_FORMAT, "%s: needs float32 '%s' [L, %d]%s", path, names[slot][0], cap,
+                         slot ? " for --cfg-scale" : "");
             break;
         }
-        int n = lv_generate_chunk_frames(o.frames, o.block_frames, c);
-        s = lv_longsana_chunk(ctx, dit, &chunk_opt, c, (int)frames_done, n, o.height, o.width, x0);
-        if (s != LV_OK) break;
-        if (o.scale > 1) upscale(x0, n, o.height, o.width, o.scale, big);
-        s = lv_encoder_write_float(enc, o.scale > 1 ? big : x0, n, LV_LAYOUT_CFHW);
-        if (s == LV_OK) s = lv_encoder_flush_block(enc);
-        frames_done += n;
-        frames_this_run += n;
-        if (s == LV_OK) s = lv_gen_resume_save(ctx, dit, state_path, &o, &m, c + 1, frames_done);
-        if (s == LV_OK && progress) {
-            double t = now() - t_start;
-            double fps = t > 0 ? (double)frames_this_run / t : 0;
-            lv_generate_progress p = {
-                .block = c + 1, .blocks = chunks, .frames_done = frames_done,
-                .frames_total = o.frames, .seconds = t, .frames_per_second = fps,
-                .eta_seconds = fps > 0 ? (double)(o.frames - frames_done) / fps : 0,
-                .state_bytes = lv_dit_state_bytes(dit), .device = lv_ctx_device(ctx)->name};
-            progress(user, &p);
+        int L = (int)y->shape[y->ndim - 2];
+        if (slot == 0) {
+            r->text_len = L;
+            r->y = calloc((size_t)2 * L * cap, sizeof *r->y);
+            r->mask = calloc((size_t)2 * L, sizeof *r->mask);
+            if (!r->y || !r->mask) {
+                s = lv_error(LV_ERR_NOMEM, "out of host memory");
+                break;
+            }
+        } else if (L != r->text_len) {
+            s = lv_error(LV_ERR_FORMAT, "%s: 'negative_y' has %d tokens, 'y' %d", path, L, r->text_len);
+            break;
+        }
+        memcpy(r->y + (size_t)slot * L * cap, y->data, (size_t)L * cap * sizeof(float));
+        for (int i = 0; i < L; i++) r->mask[slot * L + i] = 1.0f;
+        if (m) {
+            if (m->dtype != LV_F32 || (int64_t)lv_weight_numel(m) != L)
+                s = lv_error(LV_ERR_FORMAT, "%s: '%s' must be float32 with %d values", path, names[slot][1], L);
+            else
+                memcpy(r->mask + (size_t)slot * L, m->data, (size_t)L * sizeof(float));
         }
     }
-    if (enc) {
+    lv_weights_close(w);
+    return s;
+}
+
+static lv_status prepare_text(gen_run *r, void (*warn)(void *, const char *), void *user) {
+    int cap = lv_sana_file_config(r->m.file)->caption_channels;
+    if (!r->m.card.pixel || r->o.text_embeds_path) return load_text_embeds(r, r->o.text_embeds_path, cap);
+    r->text_len = r->m.card.text_len;
+    r->y = malloc((size_t)2 * r->text_len * cap * sizeof *r->y);
+    r->mask = malloc((size_t)2 * r->text_len * sizeof *r->mask);
+    if (!r->y || !r->mask) return lv_error(LV_ERR_NOMEM, "out of host memory");
+    LV_TRY(embed_prompt(&r->m, r->o.prompt, r->y, r->mask, warn, user));
+    if (r->o.cfg_scale != 1.0)
+        LV_TRY(embed_prompt(&r->m, r->o.negative_prompt ? r->o.negative_prompt : "",
+                            r->y + (size_t)r->text_len * cap, r->mask + r->text_len, warn, user));
+    return LV_OK;
+}
+
+static lv_status encode_frames(gen_run *r, const float *frames, int n, int h, int w) {
+    const float *src = frames;
+    if (r->o.scale > 1) {
+        upscale(frames, n, h, w, r->o.scale, r->big);
+        src = r->big;
+    }
+    LV_TRY(lv_encoder_write_float(r->enc, src, n, LV_LAYOUT_CFHW));
+    r->frames_done += n;
+    return LV_OK;
+}
+
+static lv_status on_vae_frame(void *user, int64_t index, const float *rgb, int height, int width) {
+    (void)index;
+    return encode_frames(user, rgb, 1, height, width);
+}
+
+/* A finished chunk of n model frames, starting at model frame f0, to the output. */
+static lv_status emit_chunk(gen_run *r, int f0, int n) {
+    const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
+    if (r->m.card.pixel) {
+        LV_TRY(encode_frames(r, r->x0, n, r->grid_h, r->grid_w));
+        return lv_encoder_flush_block(r->enc);
+    }
+    if (r->vae) {
+        LV_TRY(lv_vae_decode_frames_cb(r->ctx, r->vae, r->x0, n, r->grid_h, r->grid_w, on_vae_frame, r));
+        return lv_encoder_flush_block(r->enc);
+    }
+    size_t plane = (size_t)r->grid_h * r->grid_w;
+    for (int c = 0; c < cfg->in_channels; c++)
+        memcpy(r->latents + ((size_t)c * r->units + f0) * plane, r->x0 + (size_t)c * n * plane,
+               (size_t)n * plane * sizeof(float));
+    r->frames_done += n;
+    return LV_OK;
+}
+
+static lv_status open_output(gen_run *r, int64_t keep_frames) {
+    const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
+    int maxf = lv_generate_chunk_frames(r->units, r->o.block_frames, 0);
+    size_t chunk = (size_t)cfg->in_channels * maxf * r->grid_h * r->grid_w;
+    r->x0 = malloc(chunk * sizeof *r->x0);
+    if (!r->x0) return lv_error(LV_ERR_NOMEM, "out of host memory");
+    if (!r->m.card.pixel && !r->o.vae_path) {
+        r->latents = malloc((size_t)cfg->in_channels * r->units * r->grid_h * r->grid_w * sizeof *r->latents);
+        return r->latents ? LV_OK : lv_error(LV_ERR_NOMEM, "out of host memory for the latents");
+    }
+    if (r->o.vae_path) {
+        LV_TRY(lv_weights_open(r->o.vae_path, &r->vae_weights));
+        LV_TRY(lv_vae_decoder_create(r->ctx, r->vae_weights, &r->vae));
+        lv_vae_set_clamp(r->vae, 1);
+        if (lv_vae_z_dim(r->vae) != cfg->in_channels)
+            return lv_error(LV_ERR_INVALID, "the VAE %s has %d latent channels, the model %d", r->o.vae_path,
+                            lv_vae_z_dim(r->vae), cfg->in_channels);
+    }
+    /* frames reaching the encoder at once: a pixel chunk, or one decoded frame */
+    size_t frame = (size_t)3 * r->o.height * r->o.width;
+    size_t at_once = r->m.card.pixel ? (size_t)maxf : 1;
+    if (r->o.scale > 1) {
+        r->big = malloc(at_once * frame * (size_t)r->o.scale * r->o.scale * sizeof *r->big);
+        if (!r->big) return lv_error(LV_ERR_NOMEM, "out of host memory");
+    }
+    int out_w = r->o.width * r->o.scale, out_h = r->o.height * r->o.scale;
+    if (r->o.resume)
+        return lv_encoder_open_resume(r->o.output, out_w, out_h, r->o.fps, &r->o.encoder, keep_frames, &r->enc);
+    return lv_encoder_open(r->o.output, out_w, out_h, r->o.fps, &r->o.encoder, &r->enc);
+}
+
+static lv_status close_output(gen_run *r, lv_status s) {
+    if (r->enc) {
         if (s == LV_OK || s == LV_ERR_INTERRUPTED) {
             char saved[1024];
             snprintf(saved, sizeof saved, "%s", lv_last_error());
-            lv_status cs = lv_encoder_close(enc);
+            lv_status cs = lv_encoder_close(r->enc);
             if (s == LV_OK) s = cs;
             else if (cs == LV_OK) lv_error(s, "%s", saved);
         } else {
-            lv_encoder_abort(enc);
+            lv_encoder_abort(r->enc);
+        }
+        r->enc = NULL;
+    }
+    if (s == LV_OK && r->latents) {
+        const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
+        int64_t shape[4] = {cfg->in_channels, r->units, r->grid_h, r->grid_w};
+        s = lv_npy_write(r->o.output, 4, shape, r->latents);
+    }
+    return s;
+}
+
+static void run_free(gen_run *r) {
+    if (r->vae) lv_vae_decoder_destroy(r->ctx, r->vae);
+    lv_weights_close(r->vae_weights);
+    if (r->dit) lv_dit_destroy(r->ctx, r->dit);
+    if (r->ctx) lv_ctx_destroy(r->ctx);
+    lv_gen_model_close(&r->m);
+    free(r->y);
+    free(r->mask);
+    free(r->x0);
+    free(r->big);
+    free(r->latents);
+}
+
+lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback progress,
+                      void (*warn)(void *user, const char *message), void *user,
+                      volatile sig_atomic_t *stop) {
+    gen_run r;
+    memset(&r, 0, sizeof r);
+    LV_TRY(lv_gen_model_open(opt_in->model_path, &r.m));
+    lv_generate_options *o = &r.o;
+    lv_status s = resolve_options(opt_in, &r);
+    const lv_sana_config *cfg = lv_sana_file_config(r.m.file);
+    char state_path[4096];
+    if (opt_in->state_path) snprintf(state_path, sizeof state_path, "%s", opt_in->state_path);
+    else snprintf(state_path, sizeof state_path, "%s.longvk-state", opt_in->output ? opt_in->output : "");
+
+    if (s == LV_OK) s = prepare_text(&r, warn, user);
+    lv_ctx_options copt;
+    lv_ctx_options_default(&copt);
+    copt.device_index = o->device_index;
+    if (s == LV_OK) s = lv_ctx_create(&copt, &r.ctx);
+    lv_dit_options dopt = {.cached_blocks = o->cached_blocks};
+    if (s == LV_OK) s = lv_dit_create(r.ctx, r.m.file, &dopt, &r.dit);
+    if (s == LV_OK) s = lv_dit_set_text(r.ctx, r.dit, 0, r.y, r.text_len, r.mask);
+    if (s == LV_OK && o->cfg_scale != 1.0)
+        s = lv_dit_set_text(r.ctx, r.dit, 1, r.y + (size_t)r.text_len * cfg->caption_channels, r.text_len,
+                            r.mask + r.text_len);
+
+    int chunks = lv_generate_chunk_count(r.units, o->block_frames);
+    int first_chunk = 0;
+    int64_t done_units = 0;
+    if (s == LV_OK && o->resume) {
+        lv_gen_resume resume;
+        s = lv_gen_resume_load(r.ctx, r.dit, state_path, o, &r.m, &resume);
+        first_chunk = resume.chunks_done;
+        done_units = resume.frames_done;
+        r.frames_done = resume.frames_done;
+    }
+    if (s == LV_OK) s = open_output(&r, done_units);
+    float timesteps[LV_CARD_MAX_STEPS];
+    pick_timesteps(&r.m.card, o->steps, timesteps);
+    lv_chunk_options chunk_opt = {.timesteps = timesteps, .steps = o->steps, .seed = o->seed,
+                                  .cfg_scale = o->cfg_scale};
+    double t_start = now();
+    int64_t frames_at_start = r.frames_done;
+    int64_t frames_total = r.m.card.pixel || !o->vae_path ? r.units : 1 + 4 * (int64_t)(r.units - 1);
+    for (int c = first_chunk; s == LV_OK && c < chunks; c++) {
+        if (stop && *stop) {
+            s = lv_error(LV_ERR_INTERRUPTED, "interrupted after %lld of %lld frames",
+                         (long long)r.frames_done, (long long)frames_total);
+            break;
+        }
+        int n = lv_generate_chunk_frames(r.units, o->block_frames, c);
+        s = lv_longsana_chunk(r.ctx, r.dit, &chunk_opt, c, (int)done_units, n, r.grid_h, r.grid_w, r.x0);
+        if (s == LV_OK) s = emit_chunk(&r, (int)done_units, n);
+        done_units += n;
+        if (s == LV_OK && r.m.card.pixel)
+            s = lv_gen_resume_save(r.ctx, r.dit, state_path, o, &r.m, c + 1, done_units);
+        if (s == LV_OK && progress) {
+            double t = now() - t_start;
+            double fps = t > 0 ? (double)(r.frames_done - frames_at_start) / t : 0;
+            lv_generate_progress p = {
+                .block = c + 1, .blocks = chunks, .frames_done = r.frames_done,
+                .frames_total = frames_total, .seconds = t, .frames_per_second = fps,
+                .eta_seconds = fps > 0 ? (double)(frames_total - r.frames_done) / fps : 0,
+                .state_bytes = lv_dit_state_bytes(r.dit), .device = lv_ctx_device(r.ctx)->name};
+            progress(user, &p);
         }
     }
+    s = close_output(&r, s);
     if (s == LV_OK) remove(state_path); /* finished: nothing to resume */
-    if (dit) lv_dit_destroy(ctx, dit);
-    if (ctx) lv_ctx_destroy(ctx);
-    lv_gen_model_close(&m);
-    free(y);
-    free(mask);
-    free(x0);
-    free(big);
+    run_free(&r);
     return s;
 }

@@ -77,6 +77,20 @@ lv_status lv_model_card_parse(const char *json, const char *source, lv_model_car
     return s;
 }
 
+void lv_model_card_longsana(lv_model_card *card) {
+    static const float steps[4] = {1000, 960, 889, 727};
+    memset(card, 0, sizeof *card);
+    card->pixel = false;
+    card->height = 480;
+    card->width = 832;
+    card->fps = 16;
+    card->block_frames = 10;
+    card->cached_blocks = 0;
+    card->steps = 4;
+    memcpy(card->timesteps, steps, sizeof steps);
+    card->cfg_scale = 1.0;
+}
+
 static int lookup(const lv_model_card *card, const char *word) {
     for (int i = 0; i < card->vocab_size; i++)
         if (strcmp(card->vocab[i], word) == 0) return i;

@@ -142,3 +142,47 @@ Test(generate, cli_help_and_errors) {
     rc = system(LONGVK_CLI " generate -p x -o " LONGVK_TEST_TMP "/x.mp4 --seconds -3 2> /dev/null");
     cr_assert_neq(WEXITSTATUS(rc), 0);
 }
+
+/* A latent-space model (the tiny random SANA-Video) with the tiny Wan2.1 VAE: latents are
+ * decoded block by block and streamed to the encoder, 1 + 4 (L - 1) frames. */
+Test(generate, latent_model_with_vae_streams_frames, .timeout = 600) {
+    lv_weights *v;
+    cr_assert_eq(lv_weights_open(LONGVK_ASSETS_DIR "/vectors/sana-video-tiny-hd32.safetensors", &v), LV_OK);
+    lv_weight text[2] = {*lv_weights_find(v, "y"), *lv_weights_find(v, "mask")};
+    text[0].name = "y";
+    text[1].name = "mask";
+    cr_assert_eq(lv_safetensors_write(LONGVK_TEST_TMP "/gen_text.safetensors", text, 2, NULL, 0), LV_OK);
+    lv_weights_close(v);
+    lv_generate_options o;
+    options(&o, LONGVK_TEST_TMP "/gen_latent.mkv", 9); /* 9 pixel frames = 3 latent frames */
+    o.model_path = LONGVK_ASSETS_DIR "/testdata/sana-video/tiny-hd32.weights.safetensors";
+    o.text_embeds_path = LONGVK_TEST_TMP "/gen_text.safetensors";
+    o.vae_path = LONGVK_ASSETS_DIR "/testdata/wan-vae/wan-vae-tiny.weights.safetensors";
+    o.width = 64;
+    o.height = 64; /* 8 x 8 latents */
+    o.block_frames = 2;
+    o.steps = 2;
+    cr_assert_eq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_OK, "%s", lv_last_error());
+    int64_t n;
+    int w, h;
+    free(decode_all(LONGVK_TEST_TMP "/gen_latent.mkv", &n, &w, &h));
+    cr_assert_eq(n, 9);
+    cr_assert_eq(w, 64);
+    cr_assert_eq(h, 64);
+    /* without a VAE: the latents as .npy */
+    options(&o, LONGVK_TEST_TMP "/gen_latent.npy", 9);
+    o.model_path = LONGVK_ASSETS_DIR "/testdata/sana-video/tiny-hd32.weights.safetensors";
+    o.text_embeds_path = LONGVK_TEST_TMP "/gen_text.safetensors";
+    o.width = 64;
+    o.height = 64;
+    o.block_frames = 2;
+    o.steps = 2;
+    cr_assert_eq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_OK, "%s", lv_last_error());
+    lv_npy lat;
+    cr_assert_eq(lv_npy_read(LONGVK_TEST_TMP "/gen_latent.npy", &lat), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lat.ndim, 4);
+    cr_assert_eq(lat.shape[0], 4);
+    cr_assert_eq(lat.shape[1], 3);
+    cr_assert_eq(lat.shape[2], 8);
+    lv_npy_free(&lat);
+}

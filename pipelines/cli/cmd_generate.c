@@ -45,6 +45,12 @@ static void usage(FILE *out) {
             "  --cached-blocks K          attend to the last K blocks only (default: the model's, 3;\n"
             "                             0: every earlier block)\n"
             "  --model FILE               model weights (default: the embedded model)\n"
+            "  --text-embeds FILE         latent-space models (SANA-Video): prompt embeddings,\n"
+            "                             safetensors with y [L, caption] and mask [L]\n"
+            "                             (negative_y / negative_mask for --cfg-scale)\n"
+            "  --vae FILE                 latent-space models: Wan2.1 VAE (.pth or .safetensors)\n"
+            "                             to decode the latents block by block; without it the\n"
+            "                             latents are written to -o, which must end in .npy\n"
             "  --codec NAME               libx264, ffv1, libvpx-vp9, av1, ... (default: by container)\n"
             "  --crf N                    quality (default: the codec's, 18 for libx264)\n"
             "  --preset NAME              encoder preset (default: medium for libx264)\n"
@@ -105,6 +111,8 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "-n") || !strcmp(a, "--negative-prompt")) o.negative_prompt = val;
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) o.output = val;
         else if (!strcmp(a, "--model")) o.model_path = val;
+        else if (!strcmp(a, "--text-embeds")) o.text_embeds_path = val;
+        else if (!strcmp(a, "--vae")) o.vae_path = val;
         else if (!strcmp(a, "--codec")) o.encoder.codec = val;
         else if (!strcmp(a, "--preset")) o.encoder.preset = val;
         else if (!strcmp(a, "--seconds")) {

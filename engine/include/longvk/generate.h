@@ -23,7 +23,7 @@ extern "C" {
 
 typedef struct lv_model_card {
     bool pixel;                  /* "kind": "pixel" (frames are the model's output) */
-    int height, width;           /* model resolution */
+    int height, width;           /* model resolution in pixels */
     double fps;
     int block_frames, cached_blocks;
     int steps;
@@ -34,6 +34,10 @@ typedef struct lv_model_card {
     char *vocab[LV_CARD_MAX_VOCAB];
 } lv_model_card;
 
+/* LongSANA's defaults for a latent-space model without "longvk" metadata (the released
+ * SANA-Video weights): 480 x 832 pixels, 16 fps, chunks of 10 latent frames, timesteps
+ * 1000, 960, 889, 727, every earlier chunk, no CFG. */
+void lv_model_card_longsana(lv_model_card *card);
 /* Parse the "longvk" metadata JSON (`source` names it in messages). */
 lv_status lv_model_card_parse(const char *json, const char *source, lv_model_card *out);
 void lv_model_card_free(lv_model_card *card);
@@ -50,6 +54,13 @@ size_t lv_default_model_size(void);
 
 typedef struct lv_generate_options {
     const char *model_path;       /* NULL: the embedded default model */
+    /* Latent-space models (SANA-Video): prompt embeddings instead of a prompt (a
+     * safetensors file with y [L, caption_channels] and optionally mask [L]), and the
+     * VAE that turns latents into frames; without a VAE the latents go to `output`
+     * as a float32 .npy [C, F, h, w]. Pixel counts (frames, -W/-H) map to latents
+     * through the VAE's stride: 4 frames and 8 x 8 pixels per latent, first frame alone. */
+    const char *text_embeds_path;
+    const char *vae_path;
     const char *prompt;
     const char *negative_prompt;  /* used when cfg_scale != 1 (NULL: empty) */
     int frames;                   /* pixel frames to make; <= 0: seconds x fps */
