@@ -103,7 +103,8 @@ static uint32_t use_vec4(const lv_binding *b, uint32_t n, int64_t C, bool broadc
 /* out = kind(a, b); b unused by the unary kinds. */
 static lv_status elementwise(lv_ctx *ctx, const char *op, uint32_t kind, const lv_tensor *out,
                              const lv_tensor *a, const lv_tensor *b, float alpha, float beta) {
-    bool binary = kind == LV_ELT_ADD || kind == LV_ELT_MUL || kind == LV_ELT_SCALE_ADD;
+    bool binary = kind == LV_ELT_ADD || kind == LV_ELT_MUL || kind == LV_ELT_SCALE_ADD ||
+                  kind == LV_ELT_MUL_SILU;
     const char *a_name = binary ? "a" : "x";
     int64_t R, C;
     LV_TRY(check_main(op, out, a_name, a, &R, &C));
@@ -159,6 +160,10 @@ lv_status lv_op_scale_add(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a,
 
 lv_status lv_op_silu(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x) {
     return elementwise(ctx, "lv_op_silu", LV_ELT_SILU, out, x, NULL, 0.0f, 0.0f);
+}
+
+lv_status lv_op_mul_silu(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a, const lv_tensor *b) {
+    return elementwise(ctx, "lv_op_mul_silu", LV_ELT_MUL_SILU, out, a, b, 1.0f, 1.0f);
 }
 
 lv_status lv_op_gelu_tanh(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x) {

@@ -72,15 +72,16 @@ static void timestep_sinusoid(const float *timesteps, int frames, float *out) {
     }
 }
 
-/* temb [F, C] and the six block modulations t0 as six [F, C] tensors (t0[j] = rows
- * j*C..(j+1)*C of t_block). */
+/* temb [F, C] and t0 [6, F, C]: the six block modulations before each block adds its
+ * scale_shift_table (t0[j] = rows j*C..(j+1)*C of t_block), laid out so that one
+ * broadcast add per block gives all six. */
 static lv_status embed_timesteps(lv_ctx *ctx, lv_dit *dit, scratch *s, const float *timesteps,
-                                 int frames, lv_tensor **temb_out, lv_tensor *t0[6]) {
+                                 int frames, lv_tensor **temb_out, lv_tensor **t0_out) {
     const int C = dit->cfg.hidden;
     float *sinus = malloc((size_t)frames * 256 * sizeof *sinus);
     if (!sinus) return lv_error(LV_ERR_NOMEM, "out of host memory");
     timestep_sinusoid(timesteps, frames, sinus);
-    lv_tensor *sin_t = NULL, *h = NULL, *temb = NULL, *act = NULL;
+    lv_tensor *sin_t = NULL, *h = NULL, *temb = NULL, *act = NULL, *t0 = NULL;
     lv_status st = scratch_2d(s, frames, 256, &sin_t);
     if (st == LV_OK) st = lv_tensor_write(ctx, sin_t, sinus, (uint64_t)frames * 256 * 4);
     free(sinus);
@@ -88,6 +89,7 @@ static lv_status embed_timesteps(lv_ctx *ctx, lv_dit *dit, scratch *s, const flo
     LV_TRY(scratch_2d(s, frames, C, &h));
     LV_TRY(scratch_2d(s, frames, C, &temb));
     LV_TRY(scratch_2d(s, frames, C, &act));
+    LV_TRY(scratch_2d(s, 6 * (int64_t)frames, C, &t0));
     LV_TRY(lv_op_matmul(ctx, h, sin_t, &dit->t_mlp0_w, &dit->t_mlp0_b));
     LV_TRY(lv_op_silu(ctx, h, h));
     LV_TRY(lv_op_matmul(ctx, temb, h, &dit->t_mlp2_w, &dit->t_mlp2_b));
@@ -96,10 +98,11 @@ static lv_status embed_timesteps(lv_ctx *ctx, lv_dit *dit, scratch *s, const flo
         lv_tensor w = lv_tensor_rows(&dit->t_block_w, (int64_t)j * C, C);
         int64_t bshape[1] = {C};
         lv_tensor b = lv_tensor_view(&dit->t_block_b, (int64_t)j * C, 1, bshape);
-        LV_TRY(scratch_2d(s, frames, C, &t0[j]));
-        LV_TRY(lv_op_matmul(ctx, t0[j], act, &w, &b));
+        lv_tensor out = lv_tensor_rows(t0, (int64_t)j * frames, frames);
+        LV_TRY(lv_op_matmul(ctx, &out, act, &w, &b));
     }
     *temb_out = temb;
+    *t0_out = t0;
     return LV_OK;
 }
 
@@ -275,8 +278,7 @@ static lv_status block_mix_ffn(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, scra
     LV_TRY(lv_op_dwconv3x3(ctx, da, &a4, &dwa, &dba));
     LV_TRY(lv_op_dwconv3x3(ctx, dg, &g4, &dwg, &dbg));
     /* a * SiLU(g), then the point 1x1 conv back to C */
-    LV_TRY(lv_op_silu(ctx, dg, dg));
-    LV_TRY(lv_op_mul(ctx, da, da, dg));
+    LV_TRY(lv_op_mul_silu(ctx, da, da, dg));
     lv_tensor da2 = lv_tensor_view(da, 0, 2, (int64_t[]){g->T, Fh});
     LV_TRY(lv_op_matmul(ctx, u, &da2, &blk->point_w, NULL));
     /* temporal conv over frames; in long-video mode the previous chunk's last frame
@@ -356,8 +358,8 @@ static lv_status forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass, scra
     float *ts = malloc((size_t)g.F * sizeof *ts);
     if (!ts) return lv_error(LV_ERR_NOMEM, "out of host memory");
     for (int f = 0; f < g.F; f++) ts[f] = pass->timesteps[f * cfg->patch[0]];
-    lv_tensor *temb = NULL, *t0[6];
-    lv_status st = embed_timesteps(ctx, dit, s, ts, g.F, &temb, t0);
+    lv_tensor *temb = NULL, *t0 = NULL;
+    lv_status st = embed_timesteps(ctx, dit, s, ts, g.F, &temb, &t0);
     free(ts);
     LV_TRY(st);
     tap(dit, ctx, "temb", temb);
@@ -378,27 +380,28 @@ static lv_status forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass, scra
     char name[64];
     for (int b = 0; b < cfg->depth; b++) {
         lv_dit_block *blk = &dit->blocks[b];
-        lv_tensor *mod[6];
-        /* the block's modulations: scale_shift_table[j] + t0[j], per frame */
+        /* the block's modulations: scale_shift_table[j] + t0[j] for every frame, in one add
+         * ([6F, C] + [6, C]: row r uses table row r / F), then viewed as six [F, C] */
+        lv_tensor *mod_all = NULL, mod[6], *modp[6];
+        LV_TRY(scratch_2d(s, 6 * (int64_t)g.F, C, &mod_all));
+        LV_TRY(lv_op_add(ctx, mod_all, t0, &blk->sst));
         for (int j = 0; j < 6; j++) {
-            int64_t row[2] = {1, C};
-            lv_tensor table_row = lv_tensor_view(&blk->sst, (int64_t)j * C, 2, row);
-            LV_TRY(scratch_2d(s, g.F, C, &mod[j]));
-            LV_TRY(lv_op_add(ctx, mod[j], t0[j], &table_row));
+            mod[j] = lv_tensor_rows(mod_all, (int64_t)j * g.F, g.F);
+            modp[j] = &mod[j];
         }
         int mark = s->n;
-        LV_TRY(block_linear_attention(ctx, dit, blk, s, &g, x, mod, rope, pass));
+        LV_TRY(block_linear_attention(ctx, dit, blk, s, &g, x, modp, rope, pass));
         snprintf(name, sizeof name, "block%d_after_attn", b);
         tap(dit, ctx, name, x);
         LV_TRY(block_cross_attention(ctx, dit, blk, s, &g, x, pass->text_slot));
         snprintf(name, sizeof name, "block%d_after_cross", b);
         tap(dit, ctx, name, x);
-        LV_TRY(block_mix_ffn(ctx, dit, blk, s, &g, x, mod, pass));
+        LV_TRY(block_mix_ffn(ctx, dit, blk, s, &g, x, modp, pass));
         snprintf(name, sizeof name, "block%d_after_ffn", b);
         tap(dit, ctx, name, x);
         /* release this block's temporaries (the stream is flushed first if needed) */
-        for (int i = s->n - 1; i >= mark - 6; i--) lv_tensor_free(ctx, &s->t[i]);
-        s->n = mark - 6;
+        for (int i = s->n - 1; i >= mark - 1; i--) lv_tensor_free(ctx, &s->t[i]);
+        s->n = mark - 1;
     }
 
     /* final layer: LN, modulation by table(2, C) + temb (shift, scale), linear */

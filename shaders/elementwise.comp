@@ -22,12 +22,14 @@ layout(std430, binding = 0) writeonly buffer Out4 { vec4 out_data4[]; };
 layout(std430, binding = 1) readonly buffer A4 { vec4 a_data4[]; };
 layout(std430, binding = 2) readonly buffer B4 { vec4 b_data4[]; };
 
-const bool BINARY = KIND == LV_ELT_ADD || KIND == LV_ELT_MUL || KIND == LV_ELT_SCALE_ADD;
+const bool BINARY = KIND == LV_ELT_ADD || KIND == LV_ELT_MUL || KIND == LV_ELT_SCALE_ADD ||
+                    KIND == LV_ELT_MUL_SILU;
 
 vec4 apply(vec4 a, vec4 b) {
     if (KIND == LV_ELT_ADD) return a + b;
     if (KIND == LV_ELT_MUL) return a * b;
     if (KIND == LV_ELT_SCALE_ADD) return pc.alpha * a + pc.beta * b;
+    if (KIND == LV_ELT_MUL_SILU) return a * (b / (1.0 + exp(-b)));
     // exp(-a) overflows to +inf for a < -88: a / inf = -0, the right limit
     if (KIND == LV_ELT_SILU) return a / (1.0 + exp(-a));
     if (KIND == LV_ELT_GELU_TANH) {

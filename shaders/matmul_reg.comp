@@ -113,8 +113,10 @@ void main() {
             }
         }
         vec4 b[(TN + 3u) / 4u];
-        [[unroll]] for (uint j = 0; j < TN / 4u; j++)
-            b[j] = pc.has_bias != 0u ? bias4[(pc.bias_off + n0) / 4u + j] : vec4(0.0);
+        [[unroll]] for (uint j = 0; j < TN / 4u; j++) {
+            b[j] = vec4(0.0);
+            if (pc.has_bias != 0u) b[j] = bias4[(pc.bias_off + n0) / 4u + j]; // only when bound
+        }
         uint obase = pc.out_off + z * pc.out_batch + n0;
         [[unroll]] for (uint i = 0; i < TM; i++) {
             if (m0 + i < pc.M) {
@@ -152,7 +154,8 @@ void main() {
         uint obase = pc.out_off + z * pc.out_batch;
         [[unroll]] for (uint j = 0; j < TN; j++) {
             uint n = n0 + j;
-            float bj = pc.has_bias != 0u ? bias[pc.bias_off + min(n, pc.N - 1u)] : 0.0;
+            float bj = 0.0;
+            if (pc.has_bias != 0u) bj = bias[pc.bias_off + min(n, pc.N - 1u)];
             [[unroll]] for (uint i = 0; i < TM; i++)
                 if (m0 + i < pc.M && n < pc.N) o[obase + (m0 + i) * pc.ldo + n] = acc[i * TN + j] + bj;
         }

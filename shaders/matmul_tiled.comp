@@ -52,14 +52,16 @@ void main() {
         [[unroll]] for (uint t = 0; t < (BM * BK + NT - 1u) / NT; t++) {
             uint e = tid + t * NT;
             uint r = e / BK, kk = e % BK, m = m0 + r, k = k0 + kk;
-            if (e < BM * BK)
-                As[kk * (BM + 1u) + r] = (m < pc.M && k < pc.K) ? a[abase + m * pc.K + k] : 0.0;
+            float v = 0.0;
+            if (m < pc.M && k < pc.K) v = a[abase + m * pc.K + k]; // no read past the edge
+            if (e < BM * BK) As[kk * (BM + 1u) + r] = v;
         }
         [[unroll]] for (uint t = 0; t < (BN * BK + NT - 1u) / NT; t++) {
             uint e = tid + t * NT;
             uint c = e / BK, kk = e % BK, n = n0 + c, k = k0 + kk;
-            if (e < BN * BK)
-                Ws[kk * (BN + 1u) + c] = (n < pc.N && k < pc.K) ? w_at(wbase + n * pc.K + k) : 0.0;
+            float v = 0.0;
+            if (n < pc.N && k < pc.K) v = w_at(wbase + n * pc.K + k);
+            if (e < BN * BK) Ws[kk * (BN + 1u) + c] = v;
         }
         barrier();
         [[unroll]] for (uint kk = 0; kk < BK; kk++) {
@@ -75,7 +77,8 @@ void main() {
     uint obase = pc.out_off + z * pc.out_batch;
     [[unroll]] for (uint j = 0; j < TN; j++) {
         uint n = n0 + tx + j * (BN / TN);
-        float b = pc.has_bias != 0u ? bias[pc.bias_off + min(n, pc.N - 1u)] : 0.0;
+        float b = 0.0;
+        if (pc.has_bias != 0u) b = bias[pc.bias_off + min(n, pc.N - 1u)];
         [[unroll]] for (uint i = 0; i < TM; i++) {
             uint m = m0 + ty + i * (BM / TM);
             if (m < pc.M && n < pc.N) o[obase + m * pc.ldo + n] = acc[i * TN + j] + b;

@@ -31,6 +31,8 @@ lv_status lv_op_scale_add(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a,
 lv_status lv_op_add_gated(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
                           const lv_tensor *y, const lv_tensor *gate);
 lv_status lv_op_silu(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x);
+/* out = a * silu(b) (b broadcast as above): a gated linear unit in one pass. */
+lv_status lv_op_mul_silu(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a, const lv_tensor *b);
 lv_status lv_op_gelu_tanh(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x);
 lv_status lv_op_relu(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x);
 /* out = x * (1 + scale) + shift (shift, scale broadcast as above) */
