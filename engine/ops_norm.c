@@ -85,9 +85,10 @@ static lv_status check_norm(const char *op, const lv_tensor *out, const lv_tenso
 }
 
 /* Dispatch a norm over all rows, split to fit the binding limit. */
+/* group_rows > 0: adaLN modulation, w = scale and b = shift are [R / group_rows, C]. */
 static lv_status norm_dispatch(lv_ctx *ctx, const char *op, lv_op kind, const lv_tensor *out,
                                const lv_tensor *x, const lv_tensor *w, const lv_tensor *b,
-                               float eps, int64_t R, int64_t C) {
+                               float eps, int64_t R, int64_t C, int64_t group_rows) {
     if (R == 0 || C == 0) return LV_OK;
     norm_layout l = {0, 0, 1};
     LV_TRY(choose_layout(ctx, op, C, &l));
@@ -96,8 +97,11 @@ static lv_status norm_dispatch(lv_ctx *ctx, const char *op, lv_op kind, const lv
     for (int64_t r0 = 0; r0 < R; r0 += per) {
         int64_t nr = R - r0 < per ? R - r0 : per;
         lv_tensor vo = lv_rows_view(out, r0, nr, C), vx = lv_rows_view(x, r0, nr, C);
-        /* absent parameters bind x as a placeholder the shader does not read */
-        lv_tensor vw = w ? lv_rows_view(w, 0, 1, C) : vx, vb = b ? lv_rows_view(b, 0, 1, C) : vx;
+        /* absent parameters bind x as a placeholder the shader does not read; modulation
+         * binds the parameter rows of the groups this chunk of rows touches */
+        int64_t g0 = group_rows ? r0 / group_rows : 0;
+        int64_t ng = group_rows ? (r0 + nr - 1) / group_rows - g0 + 1 : 1;
+        lv_tensor vw = w ? lv_rows_view(w, g0, ng, C) : vx, vb = b ? lv_rows_view(b, g0, ng, C) : vx;
         uint32_t gx, gy;
         lv_grid_1d(ctx, ((uint64_t)nr + l.rows_per_wg - 1) / l.rows_per_wg, &gx, &gy);
         if (kind == LV_OP_RMSNORM) {
@@ -116,7 +120,7 @@ static lv_status norm_dispatch(lv_ctx *ctx, const char *op, lv_op kind, const lv
         } else {
             lv_binding bind[4] = {{&vo, true, 0}, {&vx, false, 0}, {&vw, false, 0}, {&vb, false, 0}};
             LV_TRY(lv_bindings_prepare(ctx, bind, 4));
-            uint32_t spec[5] = {l.wg, l.mode, w != NULL, b != NULL, use_vec4(bind, 4, C)};
+            uint32_t spec[6] = {l.wg, l.mode, w != NULL, b != NULL, use_vec4(bind, 4, C), group_rows > 0};
             lv_push_layernorm pc = {
                 .out_offset = bind[0].elem_offset,
                 .x_offset = bind[1].elem_offset,
@@ -125,8 +129,10 @@ static lv_status norm_dispatch(lv_ctx *ctx, const char *op, lv_op kind, const lv
                 .rows = (uint32_t)nr,
                 .cols = (uint32_t)C,
                 .eps = eps,
+                .group_rows = (uint32_t)(group_rows ? group_rows : 1),
+                .group_phase = (uint32_t)(group_rows ? r0 - g0 * group_rows : 0),
             };
-            LV_TRY(lv_dispatch(ctx, kind, spec, 5, bind, 4, &pc, sizeof pc, gx, gy, 1));
+            LV_TRY(lv_dispatch(ctx, kind, spec, 6, bind, 4, &pc, sizeof pc, gx, gy, 1));
         }
     }
     return LV_OK;
@@ -137,7 +143,7 @@ lv_status lv_op_rmsnorm(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
     const char *op = "lv_op_rmsnorm";
     int64_t R, C;
     LV_TRY(check_norm(op, out, x, weight, NULL, eps, &R, &C));
-    return norm_dispatch(ctx, op, LV_OP_RMSNORM, out, x, weight, NULL, eps, R, C);
+    return norm_dispatch(ctx, op, LV_OP_RMSNORM, out, x, weight, NULL, eps, R, C, 0);
 }
 
 lv_status lv_op_layernorm(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
@@ -145,5 +151,23 @@ lv_status lv_op_layernorm(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
     const char *op = "lv_op_layernorm";
     int64_t R, C;
     LV_TRY(check_norm(op, out, x, weight, bias, eps, &R, &C));
-    return norm_dispatch(ctx, op, LV_OP_LAYERNORM, out, x, weight, bias, eps, R, C);
+    return norm_dispatch(ctx, op, LV_OP_LAYERNORM, out, x, weight, bias, eps, R, C, 0);
+}
+
+lv_status lv_op_layernorm_modulate(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
+                                   const lv_tensor *shift, const lv_tensor *scale, float eps) {
+    const char *op = "lv_op_layernorm_modulate";
+    int64_t R, C;
+    LV_TRY(check_norm(op, out, x, NULL, NULL, eps, &R, &C));
+    LV_TRY(lv_check_f32(op, "shift", shift));
+    LV_TRY(lv_check_f32(op, "scale", scale));
+    int64_t G = lv_tensor_numel(shift) / (C ? C : 1);
+    char d1[96], d2[96];
+    if (lv_tensor_numel(shift) != G * C || lv_tensor_numel(scale) != G * C || G < 1 || R % G)
+        return lv_error(LV_ERR_INVALID, "%s: shift %s and scale %s must both be [G, %lld] with G "
+                        "dividing the %lld rows of x", op, lv_tensor_describe(shift, d1, sizeof d1),
+                        lv_tensor_describe(scale, d2, sizeof d2), (long long)C, (long long)R);
+    LV_TRY(lv_check_alias(op, out, "shift", shift, false));
+    LV_TRY(lv_check_alias(op, out, "scale", scale, false));
+    return norm_dispatch(ctx, op, LV_OP_LAYERNORM, out, x, scale, shift, eps, R, C, R / G);
 }

@@ -212,9 +212,8 @@ static lv_status block_linear_attention(lv_ctx *ctx, lv_dit *dit, lv_dit_block *
     LV_TRY(scratch_2d(s, g->T, C, &k));
     LV_TRY(scratch_2d(s, g->T, C, &v));
     LV_TRY(scratch_2d(s, g->T, C, &o));
-    /* adaLN: LN without affine, then x * (1 + scale1) + shift1 per frame */
-    LV_TRY(lv_op_layernorm(ctx, h, x, NULL, NULL, dit->cfg.ln_eps));
-    LV_TRY(lv_op_modulate(ctx, h, h, t0[0], t0[1]));
+    /* adaLN: LN without affine, then * (1 + scale1) + shift1 per frame */
+    LV_TRY(lv_op_layernorm_modulate(ctx, h, x, t0[0], t0[1], dit->cfg.ln_eps));
     lv_tensor wq = lv_tensor_rows(&blk->qkv_w, 0, C);
     lv_tensor wk = lv_tensor_rows(&blk->qkv_w, C, C);
     lv_tensor wv = lv_tensor_rows(&blk->qkv_w, 2 * C, C);
@@ -260,8 +259,7 @@ static lv_status block_mix_ffn(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, scra
     LV_TRY(scratch_new(s, 4, grid, &dg));
     LV_TRY(scratch_2d(s, g->T, C, &u));
     LV_TRY(scratch_2d(s, g->T, C, &tc));
-    LV_TRY(lv_op_layernorm(ctx, h, x, NULL, NULL, dit->cfg.ln_eps));
-    LV_TRY(lv_op_modulate(ctx, h, h, t0[3], t0[4]));
+    LV_TRY(lv_op_layernorm_modulate(ctx, h, x, t0[3], t0[4], dit->cfg.ln_eps));
     /* inverted 1x1 conv + SiLU, as two halves: a (channels 0..Fh) and g (Fh..2Fh) */
     lv_tensor wa = lv_tensor_rows(&blk->inv_w, 0, Fh), wg = lv_tensor_rows(&blk->inv_w, Fh, Fh);
     int64_t bshape[1] = {Fh};
@@ -416,8 +414,7 @@ static lv_status forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass, scra
     lv_tensor scale_row = lv_tensor_view(&dit->final_sst, C, 2, row);
     LV_TRY(lv_op_add(ctx, shift, temb, &shift_row));
     LV_TRY(lv_op_add(ctx, scale, temb, &scale_row));
-    LV_TRY(lv_op_layernorm(ctx, h, x, NULL, NULL, cfg->ln_eps));
-    LV_TRY(lv_op_modulate(ctx, h, h, shift, scale));
+    LV_TRY(lv_op_layernorm_modulate(ctx, h, x, shift, scale, cfg->ln_eps));
     LV_TRY(lv_op_matmul(ctx, final, h, &dit->final_w, &dit->final_b));
     tap(dit, ctx, "final_tokens", final);
 

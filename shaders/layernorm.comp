@@ -3,7 +3,9 @@
 // var the biased variance. Two passes (mean, then the squared deviations) so a large mean
 // does not cancel the variance away. Specialization constants: 0 workgroup size, 1 row
 // layout (row_reduce.glsl), 2 HAS_WEIGHT, 3 HAS_BIAS (0: that binding is a placeholder),
-// 4 VEC4 (units of four elements with vec4 access, as in rmsnorm.comp).
+// 4 VEC4 (units of four elements with vec4 access, as in rmsnorm.comp), 5 MODULATE (adaLN:
+// no affine, then out = y * (1 + scale) + shift with scale in the weight binding and shift in
+// the bias binding, one row of each per group of pc.group_rows rows).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "push_layernorm.h"
@@ -12,6 +14,7 @@
 layout(constant_id = 2) const uint HAS_WEIGHT = 1;
 layout(constant_id = 3) const uint HAS_BIAS = 1;
 layout(constant_id = 4) const uint VEC4 = 0;
+layout(constant_id = 5) const uint MODULATE = 0;
 
 // out may be the same range as x (in place): each lane writes only the elements it read,
 // after the row's reductions.
@@ -30,11 +33,12 @@ const vec4 MASK = VEC4 != 0u ? vec4(1.0) : vec4(1.0, 0.0, 0.0, 0.0);
 vec4 load_x(uint base, uint u) {
     return VEC4 != 0u ? x_data4[base / 4u + u] : vec4(x_data[base + u], 0.0, 0.0, 0.0);
 }
-vec4 load_w(uint u) {
-    return VEC4 != 0u ? w_data4[pc.w_offset / 4u + u] : vec4(w_data[pc.w_offset + u]);
+// `g0` is the first element of the parameter row: 0, or the group's row for MODULATE
+vec4 load_w(uint g0, uint u) {
+    return VEC4 != 0u ? w_data4[(pc.w_offset + g0) / 4u + u] : vec4(w_data[pc.w_offset + g0 + u]);
 }
-vec4 load_b(uint u) {
-    return VEC4 != 0u ? b_data4[pc.b_offset / 4u + u] : vec4(b_data[pc.b_offset + u]);
+vec4 load_b(uint g0, uint u) {
+    return VEC4 != 0u ? b_data4[(pc.b_offset + g0) / 4u + u] : vec4(b_data[pc.b_offset + g0 + u]);
 }
 void store(uint base, uint u, vec4 v) {
     if (VEC4 != 0u) out_data4[base / 4u + u] = v;
@@ -58,10 +62,15 @@ void main() {
         ss += d * d;
     }
     float r = inversesqrt(lv_row_sum(hsum(ss)) / float(pc.cols) + pc.eps);
+    uint g0 = MODULATE != 0u ? ((row + pc.group_phase) / pc.group_rows) * pc.cols : 0u;
     for (uint u = lane; u < units; u += lanes) {
         vec4 y = (load_x(x0, u) - mean) * r;
-        if (HAS_WEIGHT != 0u) y *= load_w(u);
-        if (HAS_BIAS != 0u) y += load_b(u);
+        if (MODULATE != 0u) {
+            y = y * (1.0 + load_w(g0, u)) + load_b(g0, u);
+        } else {
+            if (HAS_WEIGHT != 0u) y *= load_w(g0, u);
+            if (HAS_BIAS != 0u) y += load_b(g0, u);
+        }
         store(o0, u, y);
     }
 }

@@ -8,4 +8,6 @@ LV_PUSH_BEGIN(lv_push_layernorm)
     LV_PUSH_U32 rows;       /* rows in this dispatch */
     LV_PUSH_U32 cols;       /* C: the normalised (last) dimension */
     LV_PUSH_F32 eps;
+    LV_PUSH_U32 group_rows;  /* MODULATE: rows per row of scale / shift */
+    LV_PUSH_U32 group_phase; /* MODULATE: rows before this dispatch's first row in its group */
 LV_PUSH_END(lv_push_layernorm)

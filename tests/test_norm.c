@@ -241,3 +241,67 @@ Test(norm, bad_shapes_are_clear_errors) {
     lv_tensor_free(ctx, &o);
     ts_ctx_done(ctx);
 }
+
+/* adaLN in one pass (lv_op_layernorm_modulate) against the reference LayerNorm followed by
+ * the reference modulation: the LayerNorm bound scaled by |1 + scale|, plus the two
+ * roundings of the modulation (2u (|want| + |shift|)). Groups of rows G = 1 and G = frames,
+ * and split over a small binding limit (groups straddling a split). */
+static void check_adaln(lv_ctx *ctx, int64_t R, int64_t C, int64_t G, uint64_t seed) {
+    float *x = ts_rand_alloc((size_t)(R * C), seed, -2, 3);
+    float *shift = ts_rand_alloc((size_t)(G * C), seed + 1, -1, 1);
+    float *scale = ts_rand_alloc((size_t)(G * C), seed + 2, -1, 1);
+    float *ln = malloc((size_t)(R * C) * 4), *want = malloc((size_t)(R * C) * 4);
+    double *tol = malloc((size_t)(R * C) * 8);
+    ref_layernorm(ln, x, NULL, NULL, R, C, 1e-6f);
+    ref_modulate(want, ln, shift, G, scale, G, R, C);
+    layernorm_tol(tol, x, NULL, NULL, ln, R, C, 1e-6f);
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t c = 0; c < C; c++) {
+            int64_t g = r / (R / G), i = r * C + c;
+            tol[i] = fabs(1.0 + scale[g * C + c]) * tol[i] +
+                     2 * U * (fabs((double)want[i]) + fabs((double)shift[g * C + c])) + 1e-37;
+        }
+    int64_t shape[2] = {R, C}, pshape[2] = {G, C};
+    lv_tensor tx = ts_tensor(ctx, LV_F32, 2, shape, x), to = ts_empty(ctx, 2, shape);
+    lv_tensor tsh = ts_tensor(ctx, LV_F32, 2, pshape, shift), tsc = ts_tensor(ctx, LV_F32, 2, pshape, scale);
+    cr_assert_eq(lv_op_layernorm_modulate(ctx, &to, &tx, &tsh, &tsc, 1e-6f), LV_OK, "%s", lv_last_error());
+    float *got = ts_read(ctx, &to);
+    char what[64];
+    snprintf(what, sizeof what, "adaln %lldx%lld G=%lld", (long long)R, (long long)C, (long long)G);
+    expect_within(what, got, want, tol, (size_t)(R * C));
+    free(got);
+    free(x);
+    free(shift);
+    free(scale);
+    free(ln);
+    free(want);
+    free(tol);
+    lv_tensor_free(ctx, &tx);
+    lv_tensor_free(ctx, &to);
+    lv_tensor_free(ctx, &tsh);
+    lv_tensor_free(ctx, &tsc);
+}
+
+Test(norm, layernorm_modulate) {
+    lv_ctx *ctx = ts_ctx();
+    check_adaln(ctx, 1, 1, 1, 11);
+    check_adaln(ctx, 7, 13, 1, 12);
+    check_adaln(ctx, 6 * 16, 96, 6, 13);
+    check_adaln(ctx, 4 * 33, 224, 4, 14);
+    ts_ctx_done(ctx);
+    lv_ctx_options opt;
+    lv_ctx_options_default(&opt);
+    opt.validation = 1;
+    opt.max_binding_bytes = 4 * 96 * 5; /* 5 rows per dispatch: groups of 16 rows straddle splits */
+    cr_assert_eq(lv_ctx_create(&opt, &ctx), LV_OK, "%s", lv_last_error());
+    check_adaln(ctx, 6 * 16, 96, 6, 15);
+    ts_ctx_done(ctx);
+    /* bad: G does not divide the rows */
+    ctx = ts_ctx();
+    int64_t shape[2] = {10, 8}, pshape[2] = {3, 8};
+    lv_tensor tx = ts_empty(ctx, 2, shape), tp = ts_empty(ctx, 2, pshape);
+    cr_assert_eq(lv_op_layernorm_modulate(ctx, &tx, &tx, &tp, &tp, 1e-6f), LV_ERR_INVALID);
+    lv_tensor_free(ctx, &tx);
+    lv_tensor_free(ctx, &tp);
+    ts_ctx_done(ctx);
+}

@@ -46,6 +46,10 @@ lv_status lv_op_rmsnorm(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
  * either NULL; var is the biased variance, computed from the deviations in a second pass). */
 lv_status lv_op_layernorm(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
                           const lv_tensor *weight, const lv_tensor *bias, float eps);
+/* adaLN in one pass: LayerNorm without affine, then * (1 + scale) + shift, with shift and
+ * scale [G, C] broadcast by groups of rows as above (G = frames: per-frame modulation). */
+lv_status lv_op_layernorm_modulate(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
+                                   const lv_tensor *shift, const lv_tensor *scale, float eps);
 
 /* Rotary embedding on adjacent pairs. x is [N, H * D] (N tokens, H heads of D dims;
  * leading dims flattened into N); table is [N, D] (D even, dividing x's last dimension)
