@@ -137,6 +137,15 @@ static lv_status resolve_options(const lv_generate_options *in, gen_run *r) {
     if (o->scale < 1 || o->scale > 64) return lv_error(LV_ERR_INVALID, "--scale must be in [1, 64]");
     if (o->block_frames <= 0) o->block_frames = card->block_frames;
     if (o->cached_blocks < 0) o->cached_blocks = card->cached_blocks;
+    if (o->sampler != LV_GEN_LONGSANA) {
+        /* the base model's single clip: every frame at once, its own schedule */
+        if (o->steps <= 0) o->steps = 50;
+        if (o->shift <= 0) o->shift = 8.0;
+        if (o->cfg_scale < 0) o->cfg_scale = 6.0;
+        if (o->resume) return lv_error(LV_ERR_UNSUPPORTED, "--resume works with block-wise generation only");
+        o->block_frames = r->units; /* one chunk */
+        return LV_OK;
+    }
     if (o->steps <= 0) o->steps = card->steps;
     if (o->steps > card->steps)
         return lv_error(LV_ERR_INVALID, "--steps %d: this model samples with at most %d steps per chunk",
@@ -358,6 +367,23 @@ lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback pr
     double t_start = now();
     int64_t frames_at_start = r.frames_done;
     int64_t frames_total = r.m.card.pixel || !o->vae_path ? r.units : 1 + 4 * (int64_t)(r.units - 1);
+    if (s == LV_OK && o->sampler != LV_GEN_LONGSANA) {
+        lv_clip_options clip = {.steps = o->steps, .shift = o->shift, .cfg_scale = o->cfg_scale,
+                                .solver = o->sampler == LV_GEN_EULER ? LV_SOLVER_EULER : LV_SOLVER_DPMPP_2M,
+                                .seed = o->seed};
+        s = lv_sample_clip(r.ctx, r.dit, &clip, r.units, r.grid_h, r.grid_w, r.x0);
+        if (s == LV_OK) s = emit_chunk(&r, 0, r.units);
+        first_chunk = chunks; /* done */
+        if (s == LV_OK && progress) {
+            double t = now() - t_start;
+            lv_generate_progress p = {.block = 1, .blocks = 1, .frames_done = r.frames_done,
+                                      .frames_total = frames_total, .seconds = t,
+                                      .frames_per_second = t > 0 ? (double)r.frames_done / t : 0,
+                                      .state_bytes = lv_dit_state_bytes(r.dit),
+                                      .device = lv_ctx_device(r.ctx)->name};
+            progress(user, &p);
+        }
+    }
     for (int c = first_chunk; s == LV_OK && c < chunks; c++) {
         if (stop && *stop) {
             s = lv_error(LV_ERR_INTERRUPTED, "interrupted after %lld of %lld frames",

@@ -47,7 +47,8 @@ lv_status lv_sample_clip(lv_ctx *ctx, lv_dit *dit, const lv_clip_options *opt, i
     if (s == LV_OK) s = lv_dit_reset(ctx, dit);
     if (s == LV_OK) {
         lv_flow_sigmas(opt->steps, opt->shift, sigmas);
-        lv_noise_fill(opt->seed, 0, x, n);
+        if (opt->noise) memcpy(x, opt->noise, n * sizeof *x);
+        else lv_noise_fill(opt->seed, 0, x, n);
     }
     double h_prev = 0;
     for (int i = 0; s == LV_OK && i < opt->steps; i++) {

@@ -37,8 +37,14 @@ static void usage(FILE *out) {
             "  -W, --width N              model width in pixels (default: the model's, 32)\n"
             "  -H, --height N             model height in pixels (default: the model's, 32)\n"
             "  --scale K                  upscale K times when encoding (default 8: 256x256)\n"
-            "  --steps N                  denoising steps per block (default: the model's, 4)\n"
-            "  --cfg-scale G              classifier-free guidance (default: the model's, 1 = off)\n"
+            "  --steps N                  denoising steps per block (default: the model's, 4;\n"
+            "                             single clip: 50)\n"
+            "  --sampler NAME             longsana (default: block by block, any length), or a\n"
+            "                             single clip of every frame at once for base models:\n"
+            "                             euler or dpm++2m (flow matching, shifted time grid)\n"
+            "  --shift S                  single clip: time-grid shift (default 8)\n"
+            "  --cfg-scale G              classifier-free guidance (default: the model's, 1 = off;\n"
+            "                             single clip: 6)\n"
             "  -s, --seed N               random seed (default 42); same seed, same device:\n"
             "                             identical frames\n"
             "  --block-frames N           frames per block (default: the model's, 4)\n"
@@ -112,6 +118,21 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) o.output = val;
         else if (!strcmp(a, "--model")) o.model_path = val;
         else if (!strcmp(a, "--text-embeds")) o.text_embeds_path = val;
+        else if (!strcmp(a, "--sampler")) {
+            if (!strcmp(val, "longsana")) o.sampler = LV_GEN_LONGSANA;
+            else if (!strcmp(val, "euler")) o.sampler = LV_GEN_EULER;
+            else if (!strcmp(val, "dpm++2m") || !strcmp(val, "dpmpp2m")) o.sampler = LV_GEN_DPMPP_2M;
+            else {
+                fprintf(stderr, "longvk generate: --sampler '%s': longsana, euler or dpm++2m\n", val);
+                return 2;
+            }
+        } else if (!strcmp(a, "--shift")) {
+            if (!cli_parse_double(a, val, &o.shift)) return 2;
+            if (!(o.shift > 0)) {
+                fprintf(stderr, "longvk generate: --shift must be > 0\n");
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--vae")) o.vae_path = val;
         else if (!strcmp(a, "--codec")) o.encoder.codec = val;
         else if (!strcmp(a, "--preset")) o.encoder.preset = val;

@@ -52,6 +52,12 @@ lv_status lv_model_card_tokenize(const lv_model_card *card, const char *prompt, 
 const void *lv_default_model_data(void);
 size_t lv_default_model_size(void);
 
+typedef enum lv_gen_sampler {
+    LV_GEN_LONGSANA = 0,  /* block by block over the carried state (long videos) */
+    LV_GEN_EULER,         /* the base model's single clip: flow-matching Euler */
+    LV_GEN_DPMPP_2M       /* the base model's single clip: DPM-Solver++ 2M */
+} lv_gen_sampler;
+
 typedef struct lv_generate_options {
     const char *model_path;       /* NULL: the embedded default model */
     /* Latent-space models (SANA-Video): prompt embeddings instead of a prompt (a
@@ -68,7 +74,10 @@ typedef struct lv_generate_options {
     double fps;                   /* <= 0: the model's */
     int width, height;            /* model resolution; 0: the model's */
     int scale;                    /* integer upscale at encode time (1: none) */
-    int steps;                    /* denoising steps per chunk; 0: the model's */
+    lv_gen_sampler sampler;
+    int steps;                    /* denoising steps per chunk (single clip: in all, default 50);
+                                     0: the model's */
+    double shift;                 /* single clip: time-grid shift (<= 0: 8) */
     double cfg_scale;             /* < 0: the model's */
     uint64_t seed;
     int block_frames;             /* <= 0: the model's */

@@ -31,6 +31,7 @@ typedef struct lv_clip_options {
     double cfg_scale;       /* default 6; 1 disables the unconditional pass */
     lv_solver solver;
     uint64_t seed;
+    const float *noise;     /* optional: the initial noise instead of the seed's draw */
 } lv_clip_options;
 
 /* Single-clip sampling of the base model: x [C, F, H, W] starts as noise (drawn here from
