@@ -43,7 +43,7 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=HERE, help="directory for ckpt.pt, default.safetensors, the log")
     ap.add_argument("--seed", type=int, default=20251122)
-    ap.add_argument("--steps", type=int, default=1800)
+    ap.add_argument("--steps", type=int, default=2800)
     ap.add_argument("--batch", type=int, default=2, help="clips per step")
     ap.add_argument("--chunks", type=int, default=8, help="chunks per training clip")
     ap.add_argument("--block-frames", type=int, default=4)
@@ -60,7 +60,7 @@ def parse_args(argv=None):
     ap.add_argument("--wd", type=float, default=0.01)
     ap.add_argument("--ema", type=float, default=0.995)
     ap.add_argument("--p-uncond", type=float, default=0.05, help="fraction of clips trained with no text")
-    ap.add_argument("--p-ctx-drop", type=float, default=0.2,
+    ap.add_argument("--p-ctx-drop", type=float, default=0.5,
                     help="fraction of chunks (after the first) whose noisy pass sees no context, as a first chunk does")
     ap.add_argument("--p-sample-t", type=float, default=0.4,
                     help="fraction of chunks whose t is one of --sample-timesteps exactly")

@@ -17,6 +17,7 @@ Layouts
 import json
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as Fn
 
@@ -485,3 +486,122 @@ def longsana_sample(W, cfg, noise, y, mask, chunk_frames, steps=(1000, 960, 889,
                 out[:, f0:f1] = x0
         chunk_pass(W, cfg, state, out[:, f0:f1], 0, y, mask, f0, commit=True)
     return out, state
+
+
+# ----------------------------------------------------------------------------- single-clip sampling
+#
+# The base model samples one clip with classifier-free guidance. The original offers two
+# samplers, each with its OWN time grid (both float32 tensors in the original; the values
+# below are those float32 numbers, returned as float64):
+# - "dpmpp2m" (`flow_dpm-solver`, the default `vis_sampler`): multistep DPM-Solver++ of order 2
+#   with skip_type "time_uniform_flow": b = linspace(1, 0.001, N + 1) (float32 torch),
+#   s = 1 - b, sigma = shift s / (1 + (shift - 1) s), reversed. N model calls.
+# - "euler" (`flow_euler`): diffusers' FlowMatchEulerDiscreteScheduler(shift): N sigmas from 1
+#   down to shift applied TWICE to 0.001, then 0. N model calls.
+# The DiT receives float32(sigma) * 1000 in float32, which it truncates (`timestep.long()`).
+
+
+def torch_linspace_f32(start, end, n):
+    """float32 values of torch.linspace(start, end, n) as the CPU kernel of torch 2.x forms
+    them: step = (end - start) / (n - 1) in float32; the first n // 2 points are
+    start + step * i, the others end - step * (n - 1 - i) (each product and sum rounded)."""
+    f = np.float32
+    start, end = f(start), f(end)
+    if n == 1:
+        return np.array([start], dtype=np.float32)
+    step = f(f(end - start) / f(n - 1))
+    out = np.empty(n, dtype=np.float32)
+    for i in range(n):
+        out[i] = f(start + f(step * f(i))) if i < n // 2 else f(end - f(step * f(n - 1 - i)))
+    return out
+
+
+def _shift_f32(s, shift):
+    """shift s / (1 + (shift - 1) s), every operation rounded to float32 (torch float32 ops)."""
+    f = np.float32
+    s = np.asarray(s, dtype=np.float32)
+    return (f(shift) * s) / (f(1.0) + f(shift - 1.0) * s)
+
+
+def dpm_flow_sigmas(steps, shift):
+    """[steps + 1] float64 holding the original's float32 DPM-Solver grid: sigmas[0] the
+    noisiest (< 1), sigmas[steps] = 0."""
+    s = np.float32(1.0) - torch_linspace_f32(1.0, 0.001, steps + 1)
+    return torch.from_numpy(_shift_f32(s, shift)[::-1].astype(np.float64).copy())
+
+
+def euler_flow_sigmas(steps, shift):
+    """[steps + 1] float64 holding diffusers' FlowMatchEulerDiscreteScheduler(shift) grid after
+    set_timesteps(steps): its training table ends at shifted(0.001) (float32), so
+    sigma_min = shifted(0.001); the inference grid is linspace(1000, 1000 sigma_min, steps)
+    / 1000 in float64, shifted again (float64), rounded to float32, then a final 0."""
+    sigma_min = float(_shift_f32(np.float32(1.0) / np.float32(1000.0), shift))  # .item() of a float32
+    t = np.linspace(1.0 * 1000.0, sigma_min * 1000.0, steps)  # sigma_max = shifted(1) = 1
+    s = t / 1000.0
+    s = (shift * s / (1 + (shift - 1) * s)).astype(np.float32)
+    return torch.from_numpy(np.concatenate([s, np.zeros(1, np.float32)]).astype(np.float64))
+
+
+def model_timestep(sigma):
+    """The integer timestep the DiT sees for a grid value: float32(sigma) * 1000 in float32,
+    truncated."""
+    return int(np.float32(np.float32(sigma) * np.float32(1000.0)))
+
+
+def guided_velocity(W, cfg, x, t, cond, uncond, guidance):
+    """v = v_u + g (v_c - v_u); cond / uncond = (y, mask). guidance == 1: v_c only (one pass)."""
+    v_c = forward(W, cfg, x, t, cond[0], cond[1])[0]
+    if guidance == 1.0:
+        return v_c
+    v_u = forward(W, cfg, x, t, uncond[0], uncond[1])[0]
+    return v_u + guidance * (v_c - v_u)
+
+
+def sample_clip(W, cfg, noise, cond, uncond, solver, steps, shift, guidance, trace=None):
+    """Single-clip flow-matching sampling from noise [C, F, H, W] (bidirectional DiT, the same
+    timestep for every frame). Returns (latents, sigmas [steps + 1], timesteps [steps]).
+
+    euler:   x <- x + (sigma_{i+1} - sigma_i) v_i on euler_flow_sigmas.
+    dpmpp2m: data prediction x0_i = x_i - sigma_i v_i, alpha = 1 - sigma,
+             lambda = log(alpha / sigma), h_i = lambda_{i+1} - lambda_i;
+             x_{i+1} = (sigma_{i+1} / sigma_i) x_i + alpha_{i+1} (1 - e^{-h_i}) D_i with
+             D_0 = x0_0 (first order) and D_i = (1 + 1/(2 r)) x0_i - 1/(2 r) x0_{i-1},
+             r = h_{i-1} / h_i; the last step (sigma_N = 0) is first order, which gives
+             exactly x0_{N-1}. On dpm_flow_sigmas.
+    trace (dict) gets step_x [steps, C, F, H, W] (input of each step) and step_v (guided v)."""
+    dtype = W["x_embedder.proj.bias"].dtype
+    x = noise.to(dtype)
+    if solver == "euler":
+        sig = euler_flow_sigmas(steps, shift)
+    elif solver == "dpmpp2m":
+        sig = dpm_flow_sigmas(steps, shift)
+    else:
+        raise ValueError(f"unknown solver {solver}")
+    ts = [model_timestep(s) for s in sig[:-1].tolist()]
+    xs, vs = [], []
+    x0_prev, h_prev = None, None
+    for i in range(steps):
+        s, s_next = float(sig[i]), float(sig[i + 1])
+        v = guided_velocity(W, cfg, x, ts[i], cond, uncond, guidance)
+        xs.append(x)
+        vs.append(v)
+        if solver == "euler":
+            x = x + (s_next - s) * v
+            continue
+        x0 = x - s * v
+        if s_next == 0.0:
+            x = x0
+            break
+        h = math.log((1.0 - s_next) / s_next) - math.log((1.0 - s) / s)
+        coef = (1.0 - s_next) * -math.expm1(-h)
+        if x0_prev is None:
+            d = x0
+        else:
+            r = h_prev / h
+            d = (1.0 + 0.5 / r) * x0 - (0.5 / r) * x0_prev
+        x = (s_next / s) * x + coef * d
+        x0_prev, h_prev = x0, h
+    if trace is not None:
+        trace["step_x"] = torch.stack(xs)
+        trace["step_v"] = torch.stack(vs)
+    return x, sig, torch.tensor(ts, dtype=torch.float64)
