@@ -1,19 +1,53 @@
 /* Single-clip sampling for the base model: flow-matching Euler and DPM-Solver++ 2M with
  * the shifted time grid and classifier-free guidance (see longvk/sampler.h). */
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "longvk/sampler.h"
 
+/* shift s / (1 + (shift - 1) s) with every operation rounded to float32 (torch float32 ops) */
+static float shifted(double shift, float s) {
+    float num = (float)shift * s;
+    float den = 1.0f + (float)(shift - 1.0) * s;
+    return num / den;
+}
+
+/* DPM-Solver++'s grid as the original builds it, in float32: b = linspace(1, 0.001, N + 1)
+ * (torch's formula: each half counted from its own end), s = 1 - b, shifted, reversed. */
 void lv_flow_sigmas(int steps, double shift, double *sigmas) {
+    const float start = 1.0f, end = 0.001f;
+    const float step = (end - start) / (float)steps;
     for (int i = 0; i <= steps; i++) {
-        double s = 0.999 * (double)i / (double)steps;
-        sigmas[steps - i] = shift * s / (1.0 + (shift - 1.0) * s);
+        float b = i < (steps + 1) / 2 ? start + step * (float)i : end - step * (float)(steps - i);
+        float s = 1.0f - b;
+        sigmas[steps - i] = shifted(shift, s);
     }
 }
 
-/* v = v_uncond + cfg (v_cond - v_uncond), or v_cond alone when cfg == 1 */
+/* The flow-matching Euler grid of the original (diffusers' FlowMatchEulerDiscreteScheduler
+ * with a shift): N sigmas from u = linspace(1, shift(0.001), N), each shifted again, then 0. */
+void lv_flow_sigmas_euler(int steps, double shift, double *sigmas) {
+    /* the scheduler's table ends at shift(0.001) in float32; the inference grid is
+     * linspace(1000, 1000 sigma_min, steps) / 1000 in double, shifted in double, then float */
+    double sigma_min = shifted(shift, 1.0f / 1000.0f);
+    double t0 = 1000.0, t1 = sigma_min * 1000.0;
+    for (int i = 0; i < steps; i++) {
+        double t = steps == 1 ? t0 : (i == steps - 1 ? t1 : t0 + (double)i * ((t1 - t0) / (double)(steps - 1)));
+        double u = t / 1000.0;
+        sigmas[i] = (float)(shift * u / (1.0 + (shift - 1.0) * u));
+    }
+    sigmas[steps] = 0.0;
+}
+
+/* Whether a step runs the unconditional pass: the original's Euler guides only for cfg > 1,
+ * its DPM-Solver++ whenever cfg != 1. */
+static bool guided(const lv_clip_options *opt) {
+    return opt->solver == LV_SOLVER_EULER ? opt->cfg_scale > 1.0 : opt->cfg_scale != 1.0;
+}
+
+/* v = v_uncond + cfg (v_cond - v_uncond), or v_cond alone when unguided */
 static lv_status velocity(lv_ctx *ctx, lv_dit *dit, const lv_clip_options *opt, const float *x,
                           int frames, int height, int width, double sigma, float *v,
                           float *v_uncond, size_t n) {
@@ -23,7 +57,7 @@ static lv_status velocity(lv_ctx *ctx, lv_dit *dit, const lv_clip_options *opt, 
     lv_dit_pass pass = {.x = x, .frames = frames, .height = height, .width = width,
                         .timesteps = ts, .text_slot = 0};
     lv_status s = lv_dit_forward(ctx, dit, &pass, v);
-    if (s == LV_OK && opt->cfg_scale != 1.0) {
+    if (s == LV_OK && guided(opt)) {
         pass.text_slot = 1;
         s = lv_dit_forward(ctx, dit, &pass, v_uncond);
         for (size_t i = 0; s == LV_OK && i < n; i++)
@@ -46,7 +80,8 @@ lv_status lv_sample_clip(lv_ctx *ctx, lv_dit *dit, const lv_clip_options *opt, i
     if (!sigmas || !v || !vu || !x0 || !x0_prev) s = lv_error(LV_ERR_NOMEM, "out of host memory");
     if (s == LV_OK) s = lv_dit_reset(ctx, dit);
     if (s == LV_OK) {
-        lv_flow_sigmas(opt->steps, opt->shift, sigmas);
+        if (opt->solver == LV_SOLVER_EULER) lv_flow_sigmas_euler(opt->steps, opt->shift, sigmas);
+        else lv_flow_sigmas(opt->steps, opt->shift, sigmas);
         if (opt->noise) memcpy(x, opt->noise, n * sizeof *x);
         else lv_noise_fill(opt->seed, 0, x, n);
     }

@@ -349,3 +349,51 @@ static void original_outputs(const char *name) {
 
 Test(sana_dit, tiny_matches_original_modules) { original_outputs("tiny-hd32"); }
 Test(sana_dit, hd112_matches_original_modules) { original_outputs("hd112"); }
+
+/* The base model's single-clip samplers against the reference (tests/reference/
+ * make_clip_vectors.py, checked against the original's sampler code): the time grid
+ * value for value in float32, and the final latents (NMSE <= 1e-8). Text slot 0 is the
+ * prompt (y with its mask), slot 1 the negative (y, all tokens valid). */
+Test(sana_dit, tiny_single_clip_samplers) {
+    char path[1024];
+    lv_ctx *ctx = ts_ctx();
+    lv_sana_file *model;
+    lv_weights *v;
+    snprintf(path, sizeof path, "%s/testdata/sana-video/tiny-hd32.weights.safetensors", LONGVK_ASSETS_DIR);
+    cr_assert_eq(lv_sana_file_open(path, NULL, NULL, &model), LV_OK, "%s", lv_last_error());
+    snprintf(path, sizeof path, "%s/vectors/sana-video-tiny-hd32-clip.safetensors", LONGVK_ASSETS_DIR);
+    cr_assert_eq(lv_weights_open(path, &v), LV_OK, "%s", lv_last_error());
+    lv_dit *dit;
+    cr_assert_eq(lv_dit_create(ctx, model, NULL, &dit), LV_OK, "%s", lv_last_error());
+    const lv_weight *y = lv_weights_find(v, "clip_y"), *noise = lv_weights_find(v, "clip_noise");
+    int L = (int)y->shape[0];
+    cr_assert_eq(lv_dit_set_text(ctx, dit, 0, y->data, L, lv_weights_find(v, "clip_mask")->data), LV_OK);
+    cr_assert_eq(lv_dit_set_text(ctx, dit, 1, y->data, L, lv_weights_find(v, "clip_neg_mask")->data), LV_OK);
+    int F = (int)noise->shape[1], H = (int)noise->shape[2], W = (int)noise->shape[3];
+    size_t n = lv_weight_numel(noise);
+    struct { const char *name; lv_solver solver; int steps; double shift, cfg; } runs[] = {
+        {"clip_euler_n4_shift8_cfg6", LV_SOLVER_EULER, 4, 8.0, 6.0},
+        {"clip_dpmpp2m_n5_shift8_cfg6", LV_SOLVER_DPMPP_2M, 5, 8.0, 6.0},
+        {"clip_dpmpp2m_n3_shift1_cfg1", LV_SOLVER_DPMPP_2M, 3, 1.0, 1.0},
+    };
+    float *x = malloc(n * 4);
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        double sig[64];
+        if (runs[r].solver == LV_SOLVER_EULER) lv_flow_sigmas_euler(runs[r].steps, runs[r].shift, sig);
+        else lv_flow_sigmas(runs[r].steps, runs[r].shift, sig);
+        snprintf(path, sizeof path, "%s_sigmas", runs[r].name);
+        const float *want_sig = vec(&(fixture){.vec = v}, path, runs[r].steps + 1);
+        for (int i = 0; i <= runs[r].steps; i++)
+            cr_assert_eq((float)sig[i], want_sig[i], "%s[%d]: %.9g vs %.9g", path, i, sig[i], (double)want_sig[i]);
+        lv_clip_options opt = {.steps = runs[r].steps, .shift = runs[r].shift, .cfg_scale = runs[r].cfg,
+                               .solver = runs[r].solver, .noise = noise->data};
+        cr_assert_eq(lv_sample_clip(ctx, dit, &opt, F, H, W, x), LV_OK, "%s", lv_last_error());
+        snprintf(path, sizeof path, "%s_out", runs[r].name);
+        check(path, x, vec(&(fixture){.vec = v}, path, (int64_t)n), n);
+    }
+    free(x);
+    lv_dit_destroy(ctx, dit);
+    lv_weights_close(v);
+    lv_sana_file_close(model);
+    ts_ctx_done(ctx);
+}

@@ -19,9 +19,12 @@ extern "C" {
 void lv_noise_fill(uint64_t seed, uint64_t stream, float *out, size_t n);
 uint64_t lv_noise_stream(uint64_t chunk, uint64_t step);
 
-/* The base model's time grid: s = linspace(0, 0.999, steps + 1), shifted by
- * shift s / (1 + (shift - 1) s), reversed: sigmas[0] is the noisiest, sigmas[steps] = 0. */
+/* The base model's time grids (steps + 1 values, sigmas[0] the noisiest, sigmas[steps] = 0),
+ * in float32 as the original computes them so the integer timesteps agree:
+ * DPM-Solver++: s = 1 - linspace(1, 0.001, steps + 1), shifted by shift s / (1 + (shift - 1) s),
+ * reversed. Euler: u = linspace(1, shift(0.001), steps), shifted again, then 0. */
 void lv_flow_sigmas(int steps, double shift, double *sigmas);
+void lv_flow_sigmas_euler(int steps, double shift, double *sigmas);
 
 typedef enum lv_solver { LV_SOLVER_EULER = 0, LV_SOLVER_DPMPP_2M } lv_solver;
 
