@@ -22,7 +22,7 @@ void lv_generate_options_default(lv_generate_options *opt) {
     opt->scale = 1;
     opt->cfg_scale = -1;
     opt->block_frames = 0;
-    opt->cached_blocks = -1;
+    opt->cached_blocks = LV_GEN_MODEL_DEFAULT;
     opt->device_index = -1;
     lv_encoder_options_default(&opt->encoder);
 }
@@ -136,7 +136,8 @@ static lv_status resolve_options(const lv_generate_options *in, gen_run *r) {
     r->units = card->pixel ? o->frames : 1 + (o->frames - 1 + 3) / 4;
     if (o->scale < 1 || o->scale > 64) return lv_error(LV_ERR_INVALID, "--scale must be in [1, 64]");
     if (o->block_frames <= 0) o->block_frames = card->block_frames;
-    if (o->cached_blocks < 0) o->cached_blocks = card->cached_blocks;
+    if (o->cached_blocks == LV_GEN_MODEL_DEFAULT) o->cached_blocks = card->cached_blocks;
+    else if (o->cached_blocks < 0) o->cached_blocks = LV_CACHED_ALL;
     if (o->sampler != LV_GEN_LONGSANA) {
         /* the base model's single clip: every frame at once, its own schedule */
         if (o->steps <= 0) o->steps = 50;

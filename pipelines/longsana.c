@@ -45,7 +45,7 @@ lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *op
             for (size_t j = 0; j < n; j++) x[j] = (float)((1 - next) * x0[j] + next * v[j]);
         }
     }
-    if (s == LV_OK) { /* write pass over the clean chunk */
+    if (s == LV_OK && lv_dit_carries_state(dit)) { /* write pass over the clean chunk */
         for (int f = 0; f < frames; f++) ts[f] = 0.0f;
         pass.x = x0;
         pass.text_slot = 0;

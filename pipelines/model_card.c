@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "longvk/dit.h"
 #include "longvk/generate.h"
 
 void lv_model_card_free(lv_model_card *card) {
@@ -35,7 +36,7 @@ static lv_status parse(const cJSON *root, const char *source, lv_model_card *car
     const cJSON *fps = cJSON_GetObjectItemCaseSensitive(root, "fps");
     card->fps = cJSON_IsNumber(fps) && fps->valuedouble > 0 ? fps->valuedouble : 16.0;
     LV_TRY(get_int(root, "block_frames", source, 1, 1024, &card->block_frames));
-    LV_TRY(get_int(root, "cached_blocks", source, 0, 1024, &card->cached_blocks));
+    LV_TRY(get_int(root, "cached_blocks", source, -1, 1024, &card->cached_blocks));
     LV_TRY(get_int(root, "text_len", source, 1, 4096, &card->text_len));
     const cJSON *ts = cJSON_GetObjectItemCaseSensitive(root, "sample_timesteps");
     if (!cJSON_IsArray(ts) || cJSON_GetArraySize(ts) < 1 || cJSON_GetArraySize(ts) > LV_CARD_MAX_STEPS)
@@ -85,7 +86,7 @@ void lv_model_card_longsana(lv_model_card *card) {
     card->width = 832;
     card->fps = 16;
     card->block_frames = 10;
-    card->cached_blocks = 0;
+    card->cached_blocks = LV_CACHED_ALL;
     card->steps = 4;
     memcpy(card->timesteps, steps, sizeof steps);
     card->cfg_scale = 1.0;

@@ -327,7 +327,11 @@ static lv_status check_pass(const lv_dit *dit, const lv_dit_pass *p) {
     return LV_OK;
 }
 
-static lv_status forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass, scratch *s, float *out) {
+static lv_status forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass_in, scratch *s, float *out) {
+    /* cached_blocks 0: nothing is carried, so a write pass is a read pass */
+    lv_dit_pass no_commit = *pass_in;
+    if (dit->opt.cached_blocks == 0) no_commit.commit = false;
+    const lv_dit_pass *pass = &no_commit;
     const lv_sana_config *cfg = &dit->cfg;
     const int C = cfg->hidden;
     pass_geometry g = {.F = pass->frames / cfg->patch[0],

@@ -76,7 +76,7 @@ static lv_status create_states(lv_ctx *ctx, lv_dit *dit) {
         .normalize = true,
         .eps = dit->cfg.attn_eps,
         .rule = dit->opt.cached_blocks > 0 ? LV_RULE_WINDOW : LV_RULE_ADDITIVE,
-        .window = dit->opt.cached_blocks,
+        .window = dit->opt.cached_blocks > 0 ? dit->opt.cached_blocks : 0,
         .decay = 1.0f,
     };
     dit->state_bytes = 0;
@@ -121,11 +121,9 @@ lv_status lv_dit_create(lv_ctx *ctx, const lv_sana_file *file, const lv_dit_opti
     lv_dit *dit = calloc(1, sizeof *dit);
     if (!dit) return lv_error(LV_ERR_NOMEM, "out of host memory");
     dit->cfg = *lv_sana_file_config(file);
+    dit->opt.cached_blocks = LV_CACHED_ALL;
     if (opt) dit->opt = *opt;
-    if (dit->opt.cached_blocks < 0) {
-        free(dit);
-        return lv_error(LV_ERR_INVALID, "cached blocks must be >= 0 (0: all)");
-    }
+    if (dit->opt.cached_blocks < 0) dit->opt.cached_blocks = LV_CACHED_ALL;
     lv_status s = create(ctx, file, dit);
     if (s != LV_OK) {
         lv_dit_destroy(ctx, dit);
@@ -187,6 +185,7 @@ lv_status lv_dit_reset(lv_ctx *ctx, lv_dit *dit) {
 }
 
 uint64_t lv_dit_state_bytes(const lv_dit *dit) { return dit->state_bytes; }
+bool lv_dit_carries_state(const lv_dit *dit) { return dit->opt.cached_blocks != 0; }
 int64_t lv_dit_chunks(const lv_dit *dit) { return dit->chunks; }
 
 void lv_dit_set_tap(lv_dit *dit, lv_dit_tap tap, void *user) {

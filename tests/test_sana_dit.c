@@ -119,14 +119,14 @@ static void one_shot(fixture *fx, const char *timesteps_name, const float *fixed
 
 Test(sana_dit, tiny_one_shot_per_layer) {
     fixture fx;
-    open_fixture(&fx, "tiny-hd32", 0);
+    open_fixture(&fx, "tiny-hd32", LV_CACHED_ALL);
     one_shot(&fx, "fwd_timesteps", NULL, 0, "fwd_out", true);
     close_fixture(&fx);
 }
 
 Test(sana_dit, tiny_full_mask_and_truncated_timestep) {
     fixture fx;
-    open_fixture(&fx, "tiny-hd32", 0);
+    open_fixture(&fx, "tiny-hd32", LV_CACHED_ALL);
     float t500 = 500.0f, t999 = 999.7f;
     one_shot(&fx, NULL, &t500, 1, "fwd_fullmask_out", false);
     one_shot(&fx, NULL, &t999, 0, "fwd_t999p7_out", false); /* the reference used the mask */
@@ -135,14 +135,14 @@ Test(sana_dit, tiny_full_mask_and_truncated_timestep) {
 
 Test(sana_dit, tiny_per_frame_timesteps) {
     fixture fx;
-    open_fixture(&fx, "tiny-hd32", 0);
+    open_fixture(&fx, "tiny-hd32", LV_CACHED_ALL);
     one_shot(&fx, "pf_timesteps", NULL, 0, "pf_out", false);
     close_fixture(&fx);
 }
 
 Test(sana_dit, hd112_one_shot_per_layer) {
     fixture fx;
-    open_fixture(&fx, "hd112", 0);
+    open_fixture(&fx, "hd112", LV_CACHED_ALL);
     one_shot(&fx, "fwd_timesteps", NULL, 0, "fwd_out", true);
     close_fixture(&fx);
 }
@@ -171,7 +171,7 @@ static void check_layer_states(fixture *fx, const char *prefix) {
  * pass over the given clean latents; the carried state after each chunk. */
 Test(sana_dit, tiny_longsana_chunks_and_carried_state) {
     fixture fx;
-    open_fixture(&fx, "tiny-hd32", 0);
+    open_fixture(&fx, "tiny-hd32", LV_CACHED_ALL);
     int cf = atoi(lv_weights_metadata(fx.vec, "chunk_frames"));
     int chunks = atoi(lv_weights_metadata(fx.vec, "chunks"));
     int HW = fx.H * fx.W;
@@ -206,7 +206,7 @@ Test(sana_dit, tiny_longsana_chunks_and_carried_state) {
 /* Chunk by chunk with the carried state == the one-shot block-causal forward. */
 Test(sana_dit, tiny_chunked_equals_one_shot_block_causal) {
     fixture fx;
-    open_fixture(&fx, "tiny-hd32", 0);
+    open_fixture(&fx, "tiny-hd32", LV_CACHED_ALL);
     int cf = atoi(lv_weights_metadata(fx.vec, "chunk_frames"));
     int chunks = atoi(lv_weights_metadata(fx.vec, "chunks"));
     int HW = fx.H * fx.W;
@@ -236,7 +236,7 @@ Test(sana_dit, tiny_chunked_equals_one_shot_block_causal) {
  * reference's noise tensors injected. */
 Test(sana_dit, tiny_longsana_sampler) {
     fixture fx;
-    open_fixture(&fx, "tiny-hd32", 0);
+    open_fixture(&fx, "tiny-hd32", LV_CACHED_ALL);
     int cf = atoi(lv_weights_metadata(fx.vec, "chunk_frames"));
     int chunks = atoi(lv_weights_metadata(fx.vec, "chunks"));
     int HW = fx.H * fx.W;
@@ -396,4 +396,29 @@ Test(sana_dit, tiny_single_clip_samplers) {
     lv_weights_close(v);
     lv_sana_file_close(model);
     ts_ctx_done(ctx);
+}
+
+/* cached_blocks 0 switches the carried state off: after committing a chunk, the next
+ * chunk's output is exactly that chunk on its own (same RoPE positions). */
+Test(sana_dit, no_carried_state_means_chunks_alone) {
+    fixture fx;
+    open_fixture(&fx, "tiny-hd32", 0);
+    cr_assert(!lv_dit_carries_state(fx.dit));
+    int HW = fx.H * fx.W, cf = 2;
+    size_t n = (size_t)fx.C * cf * HW;
+    const float *x = vec(&fx, "x", -1);
+    float *x0 = frames_of(x, fx.C, fx.F, HW, 0, cf), *x1 = frames_of(x, fx.C, fx.F, HW, cf, cf);
+    float *a = malloc(n * 4), *b = malloc(n * 4), ts[2] = {500, 500};
+    lv_dit_pass p0 = {.x = x0, .frames = cf, .height = fx.H, .width = fx.W, .timesteps = ts, .commit = true};
+    lv_dit_pass p1 = {.x = x1, .frames = cf, .height = fx.H, .width = fx.W, .timesteps = ts, .frame_offset = cf};
+    cr_assert_eq(lv_dit_forward(fx.ctx, fx.dit, &p0, a), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_dit_forward(fx.ctx, fx.dit, &p1, a), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_dit_reset(fx.ctx, fx.dit), LV_OK);
+    cr_assert_eq(lv_dit_forward(fx.ctx, fx.dit, &p1, b), LV_OK, "%s", lv_last_error());
+    cr_assert(memcmp(a, b, n * 4) == 0, "a chunk after a committed one must equal the chunk alone");
+    free(x0);
+    free(x1);
+    free(a);
+    free(b);
+    close_fixture(&fx);
 }

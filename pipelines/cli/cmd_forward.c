@@ -28,7 +28,8 @@ static void usage(FILE *out) {
             "  --block-frames B     block-causal: chunks of B latent frames, each reading the\n"
             "                       carried state of the earlier ones (default: one block,\n"
             "                       bidirectional over all frames)\n"
-            "  --cached-blocks K    with --block-frames: only the last K chunks (default 0: all)\n"
+            "  --cached-blocks K    with --block-frames: only the last K chunks (default: all;\n"
+            "                       0: none)\n"
             "  --device N           Vulkan device (see `longvk devices`)\n"
             "  -o OUT.npy           output file (written only when the pass succeeds)\n");
 }
@@ -99,7 +100,7 @@ static int parse_timesteps(const char *s, int frames, float *out) {
 int cmd_forward(int argc, char **argv) {
     const char *model = NULL, *config = NULL, *preset = NULL, *latents = NULL, *timestep = NULL;
     const char *text = NULL, *output = NULL;
-    long block_frames = 0, cached = 0, device = -1;
+    long block_frames = 0, cached = LV_CACHED_ALL, device = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {

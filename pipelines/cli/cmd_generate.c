@@ -48,7 +48,9 @@ static void usage(FILE *out) {
             "  -s, --seed N               random seed (default 42); same seed, same device:\n"
             "                             identical frames\n"
             "  --block-frames N           frames per block (default: the model's, 4)\n"
-            "  --cached-blocks K          attend to the last K blocks only (default: the model's, 3;\n"
+            "  --cached-blocks K          attend to the last K blocks (default: the model's, 3);\n"
+            "                             all: every earlier block; 0: no carried state at all\n"
+            "                             (each block alone: shows what the state buys)\n"
             "                             0: every earlier block)\n"
             "  --model FILE               model weights (default: the embedded model)\n"
             "  --text-embeds FILE         latent-space models (SANA-Video): prompt embeddings,\n"
@@ -162,7 +164,11 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--steps")) { if (!cli_parse_int(a, val, 1, 64, &v)) return 2; o.steps = (int)v; }
         else if (!strcmp(a, "-s") || !strcmp(a, "--seed")) { if (!cli_parse_int(a, val, 0, 2147483647, &v)) return 2; o.seed = (uint64_t)v; }
         else if (!strcmp(a, "--block-frames")) { if (!cli_parse_int(a, val, 1, 1024, &v)) return 2; o.block_frames = (int)v; }
-        else if (!strcmp(a, "--cached-blocks")) { if (!cli_parse_int(a, val, 0, 1024, &v)) return 2; o.cached_blocks = (int)v; }
+        else if (!strcmp(a, "--cached-blocks")) {
+            if (!strcmp(val, "all")) o.cached_blocks = LV_CACHED_ALL;
+            else if (!cli_parse_int(a, val, 0, 1024, &v)) return 2;
+            else o.cached_blocks = (int)v;
+        }
         else if (!strcmp(a, "--crf")) { if (!cli_parse_int(a, val, 0, 63, &v)) return 2; o.encoder.crf = (int)v; }
         else if (!strcmp(a, "--device")) { if (!cli_parse_int(a, val, 0, 64, &v)) return 2; o.device_index = (int)v; }
         else {

@@ -148,7 +148,7 @@ int bench_chunks(int argc, char **argv, bool json) {
         fprintf(stderr, "longvk bench chunks: %s\n", lv_last_error());
         goto done;
     }
-    lv_dit_options dopt = {.cached_blocks = 0};
+    lv_dit_options dopt = {.cached_blocks = LV_CACHED_ALL};
     y = malloc((size_t)model.text_len * model.caption * sizeof *y);
     for (int i = 0; i < model.text_len * model.caption; i++) y[i] = (float)((i * 37) % 11) / 11.0f - 0.5f;
     if (lv_dit_create(ctx, file, &dopt, &dit) != LV_OK ||

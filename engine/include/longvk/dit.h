@@ -23,11 +23,17 @@ extern "C" {
 
 typedef struct lv_dit lv_dit;
 
+#define LV_CACHED_ALL (-1)
+
 typedef struct lv_dit_options {
-    int cached_blocks; /* 0: every earlier chunk (additive state); K > 0: the last K chunks */
+    /* Which committed chunks attention reads: LV_CACHED_ALL (< 0) every one (the additive
+     * state), K > 0 the last K (a window), 0 none: no state is carried (each chunk alone,
+     * and the temporal conv starts from zeros), to show what the state buys. */
+    int cached_blocks;
 } lv_dit_options;
 
-/* Uploads every weight (matmul weights keep their dtype; the rest become f32). */
+/* Uploads every weight (matmul weights keep their dtype; the rest become f32). opt NULL:
+ * every committed chunk is read. */
 lv_status lv_dit_create(lv_ctx *ctx, const lv_sana_file *file, const lv_dit_options *opt,
                         lv_dit **out);
 void lv_dit_destroy(lv_ctx *ctx, lv_dit *dit);
@@ -56,6 +62,8 @@ typedef struct lv_dit_pass {
 /* out: [out_channels, frames, height, width], the velocity prediction. */
 lv_status lv_dit_forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass, float *out);
 
+/* False when the dit carries nothing between chunks (cached_blocks 0). */
+bool lv_dit_carries_state(const lv_dit *dit);
 /* Forget every carried chunk. */
 lv_status lv_dit_reset(lv_ctx *ctx, lv_dit *dit);
 /* Device bytes of the carried state (all layers), constant for the dit's lifetime. */

@@ -25,7 +25,8 @@ typedef struct lv_model_card {
     bool pixel;                  /* "kind": "pixel" (frames are the model's output) */
     int height, width;           /* model resolution in pixels */
     double fps;
-    int block_frames, cached_blocks;
+    int block_frames;
+    int cached_blocks;           /* as lv_dit_options (LV_CACHED_ALL: every earlier chunk) */
     int steps;
     float timesteps[LV_CARD_MAX_STEPS];
     double cfg_scale;
@@ -51,6 +52,8 @@ lv_status lv_model_card_tokenize(const lv_model_card *card, const char *prompt, 
 /* The default model compiled into the library (assets/default-model/default.safetensors). */
 const void *lv_default_model_data(void);
 size_t lv_default_model_size(void);
+
+#define LV_GEN_MODEL_DEFAULT (-1000)
 
 typedef enum lv_gen_sampler {
     LV_GEN_LONGSANA = 0,  /* block by block over the carried state (long videos) */
@@ -81,7 +84,9 @@ typedef struct lv_generate_options {
     double cfg_scale;             /* < 0: the model's */
     uint64_t seed;
     int block_frames;             /* <= 0: the model's */
-    int cached_blocks;            /* < 0: the model's; 0: every earlier chunk */
+    int cached_blocks;            /* LV_GEN_MODEL_DEFAULT: the model's; otherwise as
+                                     lv_dit_options: LV_CACHED_ALL every earlier chunk, K > 0
+                                     the last K, 0 no carried state */
     const char *output;
     lv_encoder_options encoder;
     const char *state_path;       /* resume file (NULL: OUTPUT.longvk-state) */
