@@ -22,31 +22,10 @@
 
 #define U 5.9604644775390625e-08 /* 2^-24 */
 
-static lv_ctx *ctx_with_binding(uint64_t max_binding) {
-    lv_ctx_options opt;
-    lv_ctx_options_default(&opt);
-    opt.validation = 1;
-    opt.max_binding_bytes = max_binding;
-    lv_ctx *ctx = NULL;
-    cr_assert_eq(lv_ctx_create(&opt, &ctx), LV_OK, "%s", lv_last_error());
-    return ctx;
-}
-
 /* Asserts every output within (terms + 3) u mag; returns the worst err / bound ratio. */
 static double check_bound(const char *what, const float *got, const float *want,
                           const double *mag, size_t n, int terms) {
-    double worst = 0, max_err = 0;
-    for (size_t i = 0; i < n; i++) {
-        double err = fabs((double)got[i] - want[i]);
-        double tol = (terms + 3) * U * mag[i];
-        cr_assert(err <= tol, "%s: out[%zu] = %.9g, want %.9g (|err| %.3g > bound %.3g)", what,
-                  i, got[i], want[i], err, tol);
-        if (tol > 0 && err / tol > worst) worst = err / tol;
-        if (err > max_err) max_err = err;
-    }
-    cr_log_info("%s: max|err| %.3g, worst err/bound %.3f, nmse %.3g", what, max_err, worst,
-                ts_nmse(got, want, n));
-    return worst;
+    return ts_check_bound(what, got, want, mag, n, (terms + 3) * U);
 }
 
 /* ---- depthwise 3x3 -------------------------------------------------------------------- */
@@ -99,16 +78,16 @@ Test(dwconv3x3, shapes) {
 Test(dwconv3x3, splits_rows_over_binding_limit) {
     /* a row of W*C = 7*6 floats is 168 bytes: 1 KiB bindings take 4 rows plus the halo,
      * 520 bytes only 1; chunks straddle the frame boundaries (H = 5) */
-    lv_ctx *ctx = ctx_with_binding(1024);
+    lv_ctx *ctx = ts_ctx_with_binding(1024);
     dw_case(ctx, 3, 5, 7, 6, 1, 111);
     ts_ctx_done(ctx);
-    ctx = ctx_with_binding(3 * 168 + 16);
+    ctx = ts_ctx_with_binding(3 * 168 + 16);
     dw_case(ctx, 3, 5, 7, 6, 0, 112);
     ts_ctx_done(ctx);
 }
 
 Test(dwconv3x3, rejects_bad_arguments) {
-    lv_ctx *ctx = ctx_with_binding(1024);
+    lv_ctx *ctx = ts_ctx_with_binding(1024);
     int64_t xs[4] = {2, 3, 4, 5}, ws[4] = {5, 1, 3, 3}, wbad[4] = {5, 3, 3, 1}, bs[1] = {4};
     int64_t big[4] = {1, 3, 40, 5};
     lv_tensor x, o, w, wb, b, xbig, obig;
@@ -186,7 +165,7 @@ Test(temporal_conv, splits_rows_over_binding_limit) {
     /* rows of C = 8 floats: 1 KiB bindings take 31 rows. With 35-pixel frames the two
      * frames of halo of the 3-tap pass do not fit: one pass per tap, chunks cut frames.
      * With 5-pixel frames 21 rows plus the halo fit: 3-tap passes over chunks. */
-    lv_ctx *ctx = ctx_with_binding(1024);
+    lv_ctx *ctx = ts_ctx_with_binding(1024);
     tc_case(ctx, 3, 35, 8, 1, 3, 211);
     tc_case(ctx, 3, 35, 8, 0, 3, 212);
     tc_case(ctx, 9, 5, 8, 1, 3, 213);
@@ -194,7 +173,7 @@ Test(temporal_conv, splits_rows_over_binding_limit) {
 }
 
 Test(temporal_conv, rejects_bad_arguments) {
-    lv_ctx *ctx = ctx_with_binding(1024);
+    lv_ctx *ctx = ts_ctx_with_binding(1024);
     int64_t xs[3] = {2, 4, 6}, ps[2] = {3, 6}, ws[3] = {6, 6, 3}, wbad[3] = {6, 6, 1};
     int64_t xbs[3] = {2, 4, 12}, wbs[3] = {12, 12, 3};
     lv_tensor x, o, p, w, wb, xb, ob, wbig;

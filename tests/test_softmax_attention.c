@@ -34,16 +34,6 @@ typedef struct attn_case {
     uint64_t seed;
 } attn_case;
 
-static lv_ctx *ctx_with_binding(uint64_t max_binding) {
-    lv_ctx_options opt;
-    lv_ctx_options_default(&opt);
-    opt.validation = 1;
-    opt.max_binding_bytes = max_binding;
-    lv_ctx *ctx = NULL;
-    cr_assert_eq(lv_ctx_create(&opt, &ctx), LV_OK, "%s", lv_last_error());
-    return ctx;
-}
-
 /* Runs one case; `q_shift` > 0 places q at that element offset inside a larger tensor (an
  * unaligned binding offset). */
 static void run_case(lv_ctx *ctx, const attn_case *c, int q_shift) {
@@ -161,7 +151,7 @@ Test(softmax_attention, text_lengths) {
 
 Test(softmax_attention, splits_queries_over_binding_limit) {
     /* q rows are 256 bytes: with 2 KiB bindings the 37 queries go in chunks of 7 */
-    lv_ctx *ctx = ctx_with_binding(2048);
+    lv_ctx *ctx = ts_ctx_with_binding(2048);
     attn_case c = {37, 7, 2, 32, 1.0f / sqrtf(32.0f), 1.0f, "1101101", 31};
     run_case(ctx, &c, 0);
     run_case(ctx, &c, 3); /* q starts 3 elements into its allocation */
@@ -169,7 +159,7 @@ Test(softmax_attention, splits_queries_over_binding_limit) {
 }
 
 Test(softmax_attention, rejects_bad_arguments) {
-    lv_ctx *ctx = ctx_with_binding(4096);
+    lv_ctx *ctx = ts_ctx_with_binding(4096);
     int64_t q_shape[2] = {4, 64}, k_shape[2] = {5, 64}, kbig_shape[2] = {20, 64};
     int64_t m5[1] = {5}, m4[1] = {4}, q3[2] = {4, 63};
     lv_tensor q, k, v, o, m, mbad, kbig, q_odd, kh;

@@ -33,29 +33,9 @@
 
 #define U 5.9604644775390625e-08 /* 2^-24 */
 
-static lv_ctx *ctx_with_binding(uint64_t max_binding) {
-    lv_ctx_options opt;
-    lv_ctx_options_default(&opt);
-    opt.validation = 1;
-    opt.max_binding_bytes = max_binding;
-    lv_ctx *ctx = NULL;
-    cr_assert_eq(lv_ctx_create(&opt, &ctx), LV_OK, "%s", lv_last_error());
-    return ctx;
-}
-
 static void check_conv_bound(const char *what, const float *got, const float *want,
                              const double *mag, size_t n, int terms) {
-    double worst = 0, max_err = 0;
-    for (size_t i = 0; i < n; i++) {
-        double err = fabs((double)got[i] - want[i]);
-        double tol = (terms + 3) * U * mag[i];
-        cr_assert(err <= tol, "%s: out[%zu] = %.9g, want %.9g (|err| %.3g > bound %.3g)", what,
-                  i, got[i], want[i], err, tol);
-        if (tol > 0 && err / tol > worst) worst = err / tol;
-        if (err > max_err) max_err = err;
-    }
-    cr_log_info("%s: max|err| %.3g, worst err/bound %.3f, nmse %.3g", what, max_err, worst,
-                ts_nmse(got, want, n));
+    ts_check_bound(what, got, want, mag, n, (terms + 3) * U);
 }
 
 static float *packed(const float *torch_w, int co, int ci, int kt, int ks) {
@@ -130,7 +110,7 @@ Test(vae_ops, conv3d_matches_reference) {
 Test(vae_ops, conv3d_splits_rows_over_small_bindings) {
     /* 8 KiB bindings: a 33-pixel row of 8 channels is 1056 bytes, so a 12-row frame runs in
      * several bands, each reading its halo rows */
-    lv_ctx *ctx = ctx_with_binding(8192);
+    lv_ctx *ctx = ts_ctx_with_binding(8192);
     conv3d_case c = {2, 12, 33, 8, 8, 3, 1, 1, 1, 1};
     conv3d_run(ctx, &c, 7);
     ts_ctx_done(ctx);
@@ -227,7 +207,7 @@ Test(vae_ops, conv2d_with_and_without_upsample) {
     conv2d_run(ctx, 1, 5, 3, 12, 17, 1, 420);
     ts_ctx_done(ctx);
     /* 4 KiB bindings: a 2x upsampled row of 38 pixels x 8 channels is 1216 bytes */
-    ctx = ctx_with_binding(4096);
+    ctx = ts_ctx_with_binding(4096);
     conv2d_run(ctx, 1, 9, 19, 4, 8, 1, 430);
     ts_ctx_done(ctx);
 }
@@ -307,7 +287,7 @@ Test(vae_ops, upsample_and_interleave_are_exact) {
 }
 
 Test(vae_ops, copies_split_over_small_bindings) {
-    lv_ctx *ctx = ctx_with_binding(2048);
+    lv_ctx *ctx = ts_ctx_with_binding(2048);
     int T = 1, H = 10, W = 9, C = 8; /* upsampled rows of 18 x 8 floats: 576 bytes */
     size_t n = (size_t)T * H * W * C;
     float *x = ts_rand_alloc(n, 650, -1, 1);
@@ -357,7 +337,7 @@ Test(vae_ops, flash_attention_matches_reference) {
     attention_run(ctx, 1, 1, 3, 730);
     ts_ctx_done(ctx);
     /* 8 KiB bindings: queries of 32 floats run in bands of 63 rows */
-    ctx = ctx_with_binding(8192);
+    ctx = ts_ctx_with_binding(8192);
     attention_run(ctx, 200, 60, 32, 740);
     ts_ctx_done(ctx);
 }
@@ -365,7 +345,7 @@ Test(vae_ops, flash_attention_matches_reference) {
 Test(vae_ops, attention_scores_never_stored) {
     /* 6240 tokens (a 480p latent frame) at a small width: the full score matrix would be
      * 156 MB, more than the 8 MiB bindings allowed here; the kernel needs only q, k, v, out */
-    lv_ctx *ctx = ctx_with_binding(8u << 20);
+    lv_ctx *ctx = ts_ctx_with_binding(8u << 20);
     uint64_t before = lv_ctx_memory_peak(ctx);
     attention_run(ctx, 6240, 6240, 8, 750);
     uint64_t peak = lv_ctx_memory_peak(ctx) - before;

@@ -16,7 +16,8 @@ int bench_vae(int argc, char **argv, bool json);
 double bench_now(void);
 /* Median of n values (sorts them). */
 double bench_median(double *values, int n);
-/* Peak resident set size of this process in bytes (VmHWM), 0 if unknown. */
+/* Peak and current resident set size of this process in bytes (VmHWM, VmRSS), 0 if unknown. */
 long long bench_peak_rss(void);
+long long bench_rss(void);
 
 #endif

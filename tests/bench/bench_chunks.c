@@ -33,16 +33,6 @@ static double cpu_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static long long rss_now(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return 0;
-    char line[256];
-    long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0) kb = atoll(line + 6);
-    fclose(f);
-    return kb * 1024;
-}
 
 /* Random weights (N(0, 0.02)-ish uniform) under the original names, written to `path`. */
 static lv_status write_random_model(const char *path) {
@@ -175,7 +165,7 @@ int bench_chunks(int argc, char **argv, bool json) {
         }
         seconds[c] = bench_now() - t0;
         cpu[c] = cpu_now() - c0;
-        rss[c] = rss_now();
+        rss[c] = bench_rss();
         device[c] = lv_ctx_memory_in_use(ctx);
     }
     const int points[3] = {2, 20, 200};

@@ -67,16 +67,6 @@ static void texture_frame(const texture *t, int n, uint8_t *out) {
     for (int y = y0; y < y0 + s; y++) memset(out + 3 * ((size_t)y * BW + x0), 235, (size_t)s * 3);
 }
 
-static long long rss_now(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return 0;
-    char line[256];
-    long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0) kb = atoll(line + 6);
-    fclose(f);
-    return kb * 1024;
-}
 
 /* Encodes n frames to path; *seconds gets the time spent in encoder calls. */
 static int encode(const char *path, const char *codec, int n, double *seconds) {
@@ -117,7 +107,7 @@ static int encode(const char *path, const char *codec, int n, double *seconds) {
 
 /* The child process of the memory measurement. */
 static int child(int frames, const char *codec, const char *path) {
-    long long baseline = rss_now();
+    long long baseline = bench_rss();
     if (!encode(path, codec, frames, NULL)) return 1;
     printf("%lld %lld\n", bench_peak_rss(), baseline);
     return 0;

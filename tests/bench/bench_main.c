@@ -38,16 +38,20 @@ double bench_median(double *values, int n) {
     return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-long long bench_peak_rss(void) {
+static long long status_bytes(const char *field) {
     FILE *f = fopen("/proc/self/status", "r");
     if (!f) return 0;
     char line[256];
     long long kb = 0;
+    size_t n = strlen(field);
     while (fgets(line, sizeof line, f))
-        if (strncmp(line, "VmHWM:", 6) == 0) kb = atoll(line + 6);
+        if (strncmp(line, field, n) == 0) kb = atoll(line + n);
     fclose(f);
     return kb * 1024;
 }
+
+long long bench_peak_rss(void) { return status_bytes("VmHWM:"); }
+long long bench_rss(void) { return status_bytes("VmRSS:"); }
 
 int cmd_bench(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {

@@ -1,6 +1,7 @@
 #include "test_support.h"
 
 #include <criterion/criterion.h>
+#include <criterion/logging.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,17 @@ lv_ctx *ts_ctx(void) {
     lv_ctx_options opt;
     lv_ctx_options_default(&opt);
     opt.validation = 1;
+    lv_ctx *ctx = NULL;
+    lv_status s = lv_ctx_create(&opt, &ctx);
+    cr_assert_eq(s, LV_OK, "lv_ctx_create: %s", lv_last_error());
+    return ctx;
+}
+
+lv_ctx *ts_ctx_with_binding(uint64_t max_binding_bytes) {
+    lv_ctx_options opt;
+    lv_ctx_options_default(&opt);
+    opt.validation = 1;
+    opt.max_binding_bytes = max_binding_bytes;
     lv_ctx *ctx = NULL;
     lv_status s = lv_ctx_create(&opt, &ctx);
     cr_assert_eq(s, LV_OK, "lv_ctx_create: %s", lv_last_error());
@@ -62,6 +74,22 @@ double ts_max_abs_diff(const float *got, const float *want, size_t n) {
         if (!(d <= m)) m = d; /* NaN propagates */
     }
     return m;
+}
+
+double ts_check_bound(const char *what, const float *got, const float *want, const double *mag,
+                      size_t n, double factor) {
+    double worst = 0, max_err = 0;
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - want[i]);
+        double tol = factor * mag[i];
+        cr_assert(err <= tol, "%s: out[%zu] = %.9g, want %.9g (|err| %.3g > bound %.3g)", what,
+                  i, got[i], want[i], err, tol);
+        if (tol > 0 && err / tol > worst) worst = err / tol;
+        if (err > max_err) max_err = err;
+    }
+    cr_log_info("%s: max|err| %.3g, worst err/bound %.3f, nmse %.3g", what, max_err, worst,
+                ts_nmse(got, want, n));
+    return worst;
 }
 
 void ts_round_to(lv_dtype dtype, float *x, size_t n) {

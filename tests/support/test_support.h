@@ -10,6 +10,8 @@
 
 /* A context with the validation layer on; fails the test if it cannot be made. */
 lv_ctx *ts_ctx(void);
+/* The same with a smaller binding limit, to exercise the splitting paths. */
+lv_ctx *ts_ctx_with_binding(uint64_t max_binding_bytes);
 /* Asserts that the validation layer reported nothing, then destroys the context. */
 void ts_ctx_done(lv_ctx *ctx);
 
@@ -20,6 +22,10 @@ float *ts_rand_alloc(size_t n, uint64_t seed, float lo, float hi);
 /* Normalised mean squared error sum (g - w)^2 / sum w^2 (0 when both are zero). */
 double ts_nmse(const float *got, const float *want, size_t n);
 double ts_max_abs_diff(const float *got, const float *want, size_t n);
+/* Asserts |got - want| <= factor * mag[i] for every element (mag: the reference's sum of
+ * absolute terms), logs the worst error / bound and returns it. */
+double ts_check_bound(const char *what, const float *got, const float *want, const double *mag,
+                      size_t n, double factor);
 
 /* Create a tensor of `dtype` holding `data` (converted from f32); fails the test on error. */
 lv_tensor ts_tensor(lv_ctx *ctx, lv_dtype dtype, int ndim, const int64_t *shape, const float *data);
