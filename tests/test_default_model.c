@@ -1,0 +1,141 @@
+/* The embedded default model on the engine against its PyTorch model (assets/default-model/
+ * model.py, float64; vectors from assets/default-model/make_vectors.py): the tokenizer, a
+ * one-shot forward, and a LongSANA generation of five chunks with the reference's noise and
+ * the model's window of cached blocks, including the carried state at the end.
+ * Bound: normalised MSE <= 1e-8, as for the SANA-Video vectors. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "longvk.h"
+#include "test_support.h"
+
+#define VECTORS LONGVK_ASSETS_DIR "/default-model/vectors.safetensors"
+#define NMSE_BOUND 1e-8
+
+typedef struct fixture {
+    lv_ctx *ctx;
+    lv_sana_file *model;
+    lv_model_card card;
+    lv_weights *vec;
+} fixture;
+
+static const float *vec(const fixture *fx, const char *name, int64_t numel) {
+    const lv_weight *w = lv_weights_find(fx->vec, name);
+    cr_assert_not_null(w, "vector '%s' missing", name);
+    cr_assert_eq((int64_t)lv_weight_numel(w), numel, "%s: %lld values", name, (long long)lv_weight_numel(w));
+    return w->data;
+}
+
+static void check(const char *what, const float *got, const float *want, size_t n) {
+    double e = ts_nmse(got, want, n);
+    cr_log_info("%-24s nmse %.3g", what, e);
+    cr_assert(e <= NMSE_BOUND, "%s: nmse %.3g > %.0e", what, e, NMSE_BOUND);
+}
+
+static void open_fixture(fixture *fx) {
+    memset(fx, 0, sizeof *fx);
+    cr_assert_eq(lv_sana_file_open_memory(lv_default_model_data(), lv_default_model_size(), "default model",
+                                          &fx->model), LV_OK, "%s", lv_last_error());
+    const char *card = lv_weights_metadata(lv_sana_file_weights(fx->model), "longvk");
+    cr_assert_eq(lv_model_card_parse(card, "default model", &fx->card), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_weights_open(VECTORS, &fx->vec), LV_OK, "%s", lv_last_error());
+}
+
+static void close_fixture(fixture *fx) {
+    lv_weights_close(fx->vec);
+    lv_model_card_free(&fx->card);
+    lv_sana_file_close(fx->model);
+}
+
+Test(default_model, tokenizer_matches_reference) {
+    fixture fx;
+    open_fixture(&fx);
+    cJSON *cases = cJSON_Parse(lv_weights_metadata(fx.vec, "tokenizer_cases"));
+    cr_assert_not_null(cases);
+    int L = fx.card.text_len, ids[4096];
+    float mask[4096];
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cases) {
+        const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
+        const cJSON *want = cJSON_GetObjectItem(c, "ids");
+        char unknown[256];
+        cr_assert_eq(lv_model_card_tokenize(&fx.card, text, ids, mask, unknown, sizeof unknown), LV_OK);
+        int n = cJSON_GetArraySize(want);
+        for (int i = 0; i < L; i++) {
+            cr_assert_eq(mask[i], i < n ? 1.0f : 0.0f, "'%s': mask[%d]", text, i);
+            cr_assert_eq(ids[i], i < n ? cJSON_GetArrayItem(want, i)->valueint : 0, "'%s': id %d", text, i);
+        }
+        const cJSON *unk = cJSON_GetObjectItem(c, "unknown");
+        if (cJSON_GetArraySize(unk) > 0)
+            cr_assert(strstr(unknown, cJSON_GetArrayItem(unk, 0)->valuestring) != NULL, "'%s': %s", text, unknown);
+    }
+    cJSON_Delete(cases);
+    close_fixture(&fx);
+}
+
+Test(default_model, longsana_generation_matches_reference, .timeout = 300) {
+    fixture fx;
+    open_fixture(&fx);
+    const lv_sana_config *cfg = lv_sana_file_config(fx.model);
+    lv_ctx *ctx = ts_ctx();
+    lv_dit_options opt = {.cached_blocks = fx.card.cached_blocks};
+    lv_dit *dit;
+    cr_assert_eq(lv_dit_create(ctx, fx.model, &opt, &dit), LV_OK, "%s", lv_last_error());
+    int L = fx.card.text_len, cap = cfg->caption_channels;
+    cr_assert_eq(lv_dit_set_text(ctx, dit, 0, vec(&fx, "y", (int64_t)L * cap), L, vec(&fx, "mask", L)), LV_OK,
+                 "%s", lv_last_error());
+    int bf = fx.card.block_frames, H = fx.card.height, W = fx.card.width, S = fx.card.steps;
+    int chunks = atoi(lv_weights_metadata(fx.vec, "chunks"));
+    size_t n = (size_t)3 * bf * H * W;
+    float *out = malloc(n * 4), ts[64];
+    char name[64];
+    /* one-shot forward of chunk 0's noise at t = 1000 over an empty state */
+    for (int f = 0; f < bf; f++) ts[f] = 1000.0f;
+    lv_dit_pass pass = {.x = vec(&fx, "chunk0_noise", (int64_t)n), .frames = bf, .height = H, .width = W,
+                        .timesteps = ts};
+    cr_assert_eq(lv_dit_forward(ctx, dit, &pass, out), LV_OK, "%s", lv_last_error());
+    check("first_chunk_v_t1000", out, vec(&fx, "first_chunk_v_t1000", (int64_t)n), n);
+    /* the generation, with the reference's noise draws */
+    lv_chunk_options copt = {.timesteps = fx.card.timesteps, .steps = S, .cfg_scale = 1.0};
+    for (int c = 0; c < chunks; c++) {
+        const float *draws[LV_CARD_MAX_STEPS];
+        snprintf(name, sizeof name, "chunk%d_noise", c);
+        draws[0] = vec(&fx, name, (int64_t)n);
+        snprintf(name, sizeof name, "chunk%d_renoise", c);
+        const float *ren = vec(&fx, name, (int64_t)n * (S - 1));
+        for (int k = 1; k < S; k++) draws[k] = ren + (size_t)(k - 1) * n;
+        copt.noise = draws;
+        cr_assert_eq(lv_longsana_chunk(ctx, dit, &copt, c, c * bf, bf, H, W, out), LV_OK, "%s", lv_last_error());
+        snprintf(name, sizeof name, "chunk%d_out", c);
+        check(name, out, vec(&fx, name, (int64_t)n), n);
+    }
+    /* the carried state after the last chunk: S, z over the window, the cached frame */
+    int heads = cfg->heads, D = cfg->head_dim, C = cfg->hidden;
+    int64_t P = (int64_t)(H / cfg->patch[1]) * (W / cfg->patch[2]);
+    float *Sg = malloc((size_t)heads * D * D * 4), *zg = malloc((size_t)heads * D * 4);
+    float *cl = malloc((size_t)P * C * 4), *clt = malloc((size_t)P * C * 4);
+    for (int b = 0; b < cfg->depth; b++) {
+        cr_assert_eq(lv_dit_layer_state(ctx, dit, b, Sg, zg, cl, P * C), LV_OK, "%s", lv_last_error());
+        snprintf(name, sizeof name, "final_layer%d_S", b);
+        check(name, Sg, vec(&fx, name, (int64_t)heads * D * D), (size_t)heads * D * D);
+        snprintf(name, sizeof name, "final_layer%d_z", b);
+        check(name, zg, vec(&fx, name, (int64_t)heads * D), (size_t)heads * D);
+        snprintf(name, sizeof name, "final_layer%d_conv_last", b); /* [C, P] there, [P, C] here */
+        const float *want = vec(&fx, name, P * C);
+        for (int64_t p = 0; p < P; p++)
+            for (int ch = 0; ch < C; ch++) clt[p * C + ch] = want[(int64_t)ch * P + p];
+        check(name, cl, clt, (size_t)(P * C));
+    }
+    free(Sg);
+    free(zg);
+    free(cl);
+    free(clt);
+    free(out);
+    lv_dit_destroy(ctx, dit);
+    ts_ctx_done(ctx);
+    close_fixture(&fx);
+}
