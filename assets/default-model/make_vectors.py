@@ -7,7 +7,8 @@ and K = 3, so chunk 4 no longer reads chunk 0).
 
 Tensors (batch dimension dropped; video layout [3, F, H, W], RGB in [-1, 1]):
   ids [L] (I32), mask [L]           the prompt through the tokenizer (pads: id 0, mask 0)
-  y [L, caption_channels]           text_embedding rows of ids (the raw caption embeddings)
+  y [L, caption_channels]           the raw caption embeddings from the text encoder (model.py
+                                    text_encode: word + previous-word + next-word tables; pads 0)
   first_chunk_v_t1000 [3, bf, H, W] one-shot forward of chunk0_noise at t = 1000, empty state
   chunkC_noise [3, bf, H, W]        initial noise of chunk C
   chunkC_renoise [S-1, 3, bf, H, W] noise drawn before steps 1..S-1 of chunk C
@@ -64,7 +65,7 @@ def main():
     tid, tmask = torch.from_numpy(ids)[None], torch.from_numpy(mask)[None].double()
     g = torch.Generator().manual_seed(SEED)
     out = {"ids": ids.astype(np.int32), "mask": mask,
-           "y": model.text_embedding.weight.detach()[torch.from_numpy(ids)].numpy()}
+           "y": model.text_encode(tid, tmask)[0].detach().numpy()}
     with torch.no_grad():
         state = CarriedState(model.depth, K)
         for c in range(CHUNKS):

@@ -3,8 +3,19 @@ LongSANA's block-causal chunk structure, for training and sampling the default m
 
 Parameter names are the ORIGINAL checkpoint names (blocks.N.attn.qkv.weight, ...), so a
 state_dict saved from this module is read by the engine through the same code path as
-the big model. The only addition is `text_embedding.weight` [vocab, caption_channels]:
-token id -> raw caption embedding y (what Gemma produces for the big model).
+the big model. The only addition is the text encoder that replaces Gemma: three tables
+[vocab, caption_channels], `text_embedding.weight` (the word), `text_prev_embedding.weight`
+(the word before it) and `text_next_embedding.weight` (the word after it). For the n valid
+tokens ids[0..n-1] of a prompt (mask = 1 for i < n):
+
+    y[i] = text_embedding[ids[i]] + (i > 0 ? text_prev_embedding[ids[i-1]] : 0)
+                                  + (i < n-1 ? text_next_embedding[ids[i+1]] : 0)
+    y[i] = 0 for the padded slots i >= n (they are masked out of the cross-attention anyway).
+
+A single table would make the prompt a bag of words ("a red ball on a blue background" =
+"a blue ball on a red background"), and the cross-attention, blind to order, could never
+learn which colour is the background's; the neighbour tables bind colour to shape, count
+to colour and shade/colour to "background".
 
 Layouts (batch first):
 - video / latents x: [B, Cin, F, H, W]; timesteps t: [B, F] (or scalar / [B]).
@@ -233,6 +244,8 @@ class SanaVideoDiT(nn.Module):
         self.final_layer.linear = nn.Linear(C, self.patch[0] * self.patch[1] * self.patch[2] * out_channels)
         if vocab_size > 0:
             self.text_embedding = nn.Embedding(vocab_size, caption_channels)
+            self.text_prev_embedding = nn.Embedding(vocab_size, caption_channels)
+            self.text_next_embedding = nn.Embedding(vocab_size, caption_channels)
         self.init_weights()
 
     # ------------------------------------------------------------------ init
@@ -264,8 +277,21 @@ class SanaVideoDiT(nn.Module):
         nn.init.zeros_(self.final_layer.linear.bias)
         if hasattr(self, "text_embedding"):
             nn.init.normal_(self.text_embedding.weight, std=1.0)
+            nn.init.normal_(self.text_prev_embedding.weight, std=0.5)
+            nn.init.normal_(self.text_next_embedding.weight, std=0.5)
 
     # ------------------------------------------------------------------ pieces
+    def text_encode(self, ids, mask):
+        """Token ids [B, L] (valid ones first, mask [B, L]) -> raw caption embeddings y
+        [B, L, cap] (see the module docstring)."""
+        valid = (mask > 0.5).to(self.text_embedding.weight.dtype)[..., None]  # [B, L, 1]
+        y = self.text_embedding(ids)
+        prev = self.text_prev_embedding(ids) * valid  # contribution of token j to token j + 1
+        nxt = self.text_next_embedding(ids) * valid   # contribution of token j to token j - 1
+        y = y + torch.cat([torch.zeros_like(prev[:, :1]), prev[:, :-1]], dim=1)
+        y = y + torch.cat([nxt[:, 1:], torch.zeros_like(nxt[:, :1])], dim=1)
+        return y * valid
+
     def embed_text(self, y, mask):
         """Raw caption embeddings y [B, L, cap] -> [B, L, C]."""
         return rms_norm(self.y_embedder.y_proj(y), self.attention_y_norm.weight, 1e-5)
@@ -317,7 +343,7 @@ class SanaVideoDiT(nn.Module):
         C, H, D = self.C, self.heads, self.head_dim
 
         if not torch.is_floating_point(y):
-            y = self.text_embedding(y).to(dtype)
+            y = self.text_encode(y, mask if mask is not None else torch.ones(y.shape)).to(dtype)
         if mask is None:
             mask = torch.ones(y.shape[:2], dtype=dtype, device=x.device)
         t = torch.as_tensor(t, dtype=torch.float64, device=x.device)

@@ -55,6 +55,8 @@ def main():
     ap.add_argument("-s", "--seed", type=int, default=1)
     ap.add_argument("--steps", default="", help="timesteps, comma separated (default: the file's)")
     ap.add_argument("--cached-blocks", type=int, default=-1, help="window K (default: the file's)")
+    ap.add_argument("--no-state", action="store_true", help="forget the carried state after every block "
+                    "(each block made from the text alone): what the state buys")
     ap.add_argument("--scale", type=int, default=8)
     ap.add_argument("-o", "--output", default="")
     ap.add_argument("--sheet", default="", help="PNG contact sheet: one frame every --sheet-every frames")
@@ -94,6 +96,8 @@ def main():
         for c in range(nchunks):
             noise = torch.randn(1, 3, bf, H, W, generator=g)
             renoise = torch.randn(len(steps) - 1, 1, 3, bf, H, W, generator=g)
+            if a.no_state:
+                state = CarriedState(model.depth, K)
             x0 = longsana_chunk(model, state, noise, renoise, steps, ids, mask, c * bf)
             u8 = to_u8(x0[0])[: frames - done]
             if enc:

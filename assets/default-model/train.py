@@ -43,7 +43,7 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=HERE, help="directory for ckpt.pt, default.safetensors, the log")
     ap.add_argument("--seed", type=int, default=20251122)
-    ap.add_argument("--steps", type=int, default=2800)
+    ap.add_argument("--steps", type=int, default=3400)
     ap.add_argument("--batch", type=int, default=2, help="clips per step")
     ap.add_argument("--chunks", type=int, default=8, help="chunks per training clip")
     ap.add_argument("--block-frames", type=int, default=4)
@@ -60,7 +60,7 @@ def parse_args(argv=None):
     ap.add_argument("--wd", type=float, default=0.01)
     ap.add_argument("--ema", type=float, default=0.995)
     ap.add_argument("--p-uncond", type=float, default=0.05, help="fraction of clips trained with no text")
-    ap.add_argument("--p-ctx-drop", type=float, default=0.5,
+    ap.add_argument("--p-ctx-drop", type=float, default=0.35,
                     help="fraction of chunks (after the first) whose noisy pass sees no context, as a first chunk does")
     ap.add_argument("--p-sample-t", type=float, default=0.4,
                     help="fraction of chunks whose t is one of --sample-timesteps exactly")
@@ -70,6 +70,8 @@ def parse_args(argv=None):
     ap.add_argument("--ckpt-minutes", type=float, default=5.0)
     ap.add_argument("--log-every", type=int, default=20)
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--export", default="", help="only write the EMA weights of --out/ckpt.pt to this path "
+                    "(with the metadata of the current arguments, e.g. --sample-timesteps) and exit")
     ap.add_argument("--max-minutes", type=float, default=0, help="stop (with a checkpoint) after this long; 0: no limit")
     return ap.parse_args(argv)
 
@@ -91,6 +93,14 @@ def metadata(a, model, extra=None):
         "text_len": data.TEXT_LEN,
         "vocab": data.VOCAB,
         "tokenizer": data.TOKENIZER_RULE,
+        "text_encoder": ("n valid ids (mask 1, first n slots): y[i] = text_embedding.weight[id[i]] "
+                         "+ (i > 0 ? text_prev_embedding.weight[id[i-1]] : 0) "
+                         "+ (i < n-1 ? text_next_embedding.weight[id[i+1]] : 0); y[i] = 0 for i >= n; "
+                         "y [text_len, caption_channels] then goes to y_embedder as the big model's Gemma output"),
+        "sampler": ("per block of block_frames frames at frame offset block*block_frames: x = noise; for each t_k in "
+                    "sample_timesteps: v = DiT(x, t_k); x0 = x - (t_k/1000) v; if not last: "
+                    "x = (1 - t_{k+1}/1000) x0 + (t_{k+1}/1000) fresh_noise; output x0 of the last step; then one "
+                    "t = 0 pass over it commits the block (window: cached_blocks)"),
         "pixel_range": [-1, 1],
         "cfg_scale": 1.0,
     }
@@ -193,6 +203,12 @@ def main(argv=None):
                             lr=a.lr, betas=(0.9, 0.99))
     ckpt_path = os.path.join(a.out, "ckpt.pt")
     step, elapsed = 0, 0.0
+    if a.export:
+        ck = torch.load(ckpt_path)
+        ema.load_state_dict(ck["ema"])
+        save_weights(a.export, ema, metadata(a, ema, {"train_steps": ck["step"]}))
+        print(f"wrote {a.export} (EMA weights at step {ck['step']})")
+        return
     if a.resume and os.path.exists(ckpt_path):
         ck = torch.load(ckpt_path)
         model.load_state_dict(ck["model"])
