@@ -461,17 +461,44 @@ def chunk_pass(model, state, x, t, y, mask, frame_offset, commit):
     return out
 
 
-def longsana_chunk(model, state, noise, renoise, steps, y, mask, frame_offset):
-    """Denoises one chunk: noise [B, Cin, f, H, W], renoise [len(steps) - 1, B, ...];
-    at each step t: v = model(x, t), x0 = x - (t / 1000) v, x = (1 - s') x0 + s' noise_k
-    with s' = t_next / 1000. The last x0 is the output; a t = 0 pass commits it."""
+def sample_chunk(model, state, noise, renoise, steps, y, mask, frame_offset, sampler="renoise", cfg=1.0):
+    """Denoises one chunk: noise [B, Cin, f, H, W], renoise [len(steps) - 1, B, ...] (used by
+    the "renoise" sampler only). At each step t (s = t / 1000):
+        v = model(x, t)    (with cfg != 1: v = v_empty + cfg (v_prompt - v_empty), where the
+                            empty prompt has every mask entry 0)
+        x0 = x - s v
+        next x = (1 - s') x0 + s' n,  s' = t_next / 1000, where n is
+            "renoise": fresh noise renoise[k]        (LongSANA's sampler)
+            "euler":   the predicted noise x + (1 - s) v   (= the flow ODE's Euler step)
+    The last x0 is the output; a t = 0 pass with the prompt commits it to the state."""
     x = noise
     x0 = None
+    empty = torch.zeros_like(mask) if mask is not None else None
     for k, t in enumerate(steps):
+        s = float(t) / 1000.0
         v = chunk_pass(model, state, x, float(t), y, mask, frame_offset, commit=False)
-        x0 = x - (float(t) / 1000.0) * v
+        if cfg != 1.0:
+            vu = chunk_pass(model, state, x, float(t), y, empty, frame_offset, commit=False)
+            v = vu + cfg * (v - vu)
+        x0 = x - s * v
         if k + 1 < len(steps):
-            s = float(steps[k + 1]) / 1000.0
-            x = (1.0 - s) * x0 + s * renoise[k]
+            s2 = float(steps[k + 1]) / 1000.0
+            n = renoise[k] if sampler == "renoise" else x + (1.0 - s) * v
+            x = (1.0 - s2) * x0 + s2 * n
     chunk_pass(model, state, x0, 0.0, y, mask, frame_offset, commit=True)
     return x0
+
+
+def longsana_chunk(model, state, noise, renoise, steps, y, mask, frame_offset):
+    """LongSANA's chunk sampler (fresh noise between steps, no CFG)."""
+    return sample_chunk(model, state, noise, renoise, steps, y, mask, frame_offset)
+
+
+def flow_timesteps(n, shift=1.0):
+    """n timesteps from 1000 down (the last > 0): s_i = 1 - i / n shifted by
+    shift s / (1 + (shift - 1) s), times 1000, rounded to integers."""
+    out = []
+    for i in range(n):
+        s = 1.0 - i / n
+        out.append(float(round(1000.0 * shift * s / (1.0 + (shift - 1.0) * s))))
+    return out

@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import data  # noqa: E402
 import st  # noqa: E402
-from model import SanaVideoDiT, CarriedState, longsana_chunk  # noqa: E402
+from model import SanaVideoDiT, CarriedState, chunk_pass, sample_chunk, flow_timesteps  # noqa: E402
 
 
 def load_model(path, dtype=torch.float32):
@@ -54,9 +54,18 @@ def main():
     ap.add_argument("--frames", type=int, default=0)
     ap.add_argument("-s", "--seed", type=int, default=1)
     ap.add_argument("--steps", default="", help="timesteps, comma separated (default: the file's)")
+    ap.add_argument("--sampler", default="", help="renoise (LongSANA) or euler for the blocks after the "
+                    "first (default: the file's)")
+    ap.add_argument("--first-steps", default="", help="first block: timesteps, comma separated, or a count N "
+                    "(flow_timesteps(N, --first-shift)) (default: the file's first_block)")
+    ap.add_argument("--first-shift", type=float, default=1.0)
+    ap.add_argument("--first-sampler", default="")
+    ap.add_argument("--first-cfg", type=float, default=-1)
     ap.add_argument("--cached-blocks", type=int, default=-1, help="window K (default: the file's)")
     ap.add_argument("--no-state", action="store_true", help="forget the carried state after every block "
                     "(each block made from the text alone): what the state buys")
+    ap.add_argument("--prime-seed", type=int, default=-1, help="diagnostic: the first block is the training "
+                    "clip of this data seed (its caption replaces --prompt); the model continues it")
     ap.add_argument("--scale", type=int, default=8)
     ap.add_argument("-o", "--output", default="")
     ap.add_argument("--sheet", default="", help="PNG contact sheet: one frame every --sheet-every frames")
@@ -73,8 +82,21 @@ def main():
     bf = lv["block_frames"]
     K = lv["cached_blocks"] if a.cached_blocks < 0 else a.cached_blocks
     steps = [float(s) for s in a.steps.split(",")] if a.steps else [float(s) for s in lv["sample_timesteps"]]
+    sampler = a.sampler or lv.get("sampler_kind", "renoise")
+    fb = lv.get("first_block", {})
+    if a.first_steps:
+        first_steps = ([float(x) for x in a.first_steps.split(",")] if "," in a.first_steps
+                       else flow_timesteps(int(a.first_steps), a.first_shift))
+    else:
+        first_steps = [float(x) for x in fb.get("timesteps", steps)]
+    first_sampler = a.first_sampler or fb.get("sampler", sampler)
+    first_cfg = a.first_cfg if a.first_cfg >= 0 else float(fb.get("cfg_scale", 1.0))
     frames = a.frames or int(round(a.seconds * fps))
     nchunks = (frames + bf - 1) // bf
+    prime = None
+    if a.prime_seed >= 0:
+        pv, a.prompt = data.make_clip(a.prime_seed, bf, H, W)
+        prime = torch.from_numpy(pv)[None]
     ids, mask = encode_text(lv, a.prompt)
     g = torch.Generator().manual_seed(a.seed)
 
@@ -94,11 +116,18 @@ def main():
     areas = {c: [] for c in track}
     with torch.no_grad():
         for c in range(nchunks):
+            first = c == 0 or a.no_state
+            st_c = first_steps if first else steps
             noise = torch.randn(1, 3, bf, H, W, generator=g)
-            renoise = torch.randn(len(steps) - 1, 1, 3, bf, H, W, generator=g)
+            renoise = torch.randn(len(st_c) - 1, 1, 3, bf, H, W, generator=g)
             if a.no_state:
                 state = CarriedState(model.depth, K)
-            x0 = longsana_chunk(model, state, noise, renoise, steps, ids, mask, c * bf)
+            if c == 0 and prime is not None:
+                x0 = prime
+                chunk_pass(model, state, x0, 0.0, ids, mask, 0, commit=True)
+            else:
+                x0 = sample_chunk(model, state, noise, renoise, st_c, ids, mask, c * bf,
+                                  sampler=first_sampler if first else sampler, cfg=first_cfg if first else 1.0)
             u8 = to_u8(x0[0])[: frames - done]
             if enc:
                 enc.stdin.write(u8.tobytes())
@@ -135,7 +164,8 @@ def main():
         ar = np.array(areas[cname], np.float64)
         seg = [f"{ar[i:i + a.sheet_every].mean():.0f}" for i in range(0, len(ar), a.sheet_every)]
         print(f"{cname} area (pixels/frame, per {a.sheet_every} frames): {' '.join(seg)}", file=sys.stderr)
-    print(f"{done} frames in {time.time() - t0:.1f} s; prompt {a.prompt!r} steps {steps} window {K}", file=sys.stderr)
+    print(f"{done} frames in {time.time() - t0:.1f} s; prompt {a.prompt!r} steps {steps} ({sampler}) window {K}; "
+          f"first block {first_steps} ({first_sampler}, cfg {first_cfg})", file=sys.stderr)
 
 
 if __name__ == "__main__":
