@@ -78,6 +78,12 @@ static float *frames_of(const float *x, int C, int F, int HW, int f0, int n) {
     return out;
 }
 
+/* the inverse: chunk [C, n, H, W] into frames [f0, f0 + n) of a [C, F, H, W] array */
+static void put_frames(float *all, const float *chunk, int C, int F, int HW, int f0, int n) {
+    for (int c = 0; c < C; c++)
+        memcpy(all + ((size_t)c * F + f0) * HW, chunk + (size_t)c * n * HW, (size_t)n * HW * sizeof *all);
+}
+
 /* ---- per-layer taps ---- */
 
 typedef struct tap_state {
@@ -220,8 +226,7 @@ Test(sana_dit, tiny_chunked_equals_one_shot_block_causal) {
         lv_dit_pass pass = {.x = xk, .frames = cf, .height = fx.H, .width = fx.W, .timesteps = ts,
                             .frame_offset = k * cf, .commit = true};
         cr_assert_eq(lv_dit_forward(fx.ctx, fx.dit, &pass, out), LV_OK, "%s", lv_last_error());
-        for (int c = 0; c < fx.C; c++)
-            memcpy(all + ((size_t)c * fx.F + k * cf) * HW, out + (size_t)c * cf * HW, (size_t)cf * HW * 4);
+        put_frames(all, out, fx.C, fx.F, HW, k * cf, cf);
         snprintf(name, sizeof name, "bc_chunk%d", k);
         check_layer_states(&fx, name);
         free(xk);
@@ -254,8 +259,7 @@ Test(sana_dit, tiny_longsana_sampler) {
                                 .noise = (const float *const *)draws};
         cr_assert_eq(lv_longsana_chunk(fx.ctx, fx.dit, &opt, k, k * cf, cf, fx.H, fx.W, x0), LV_OK,
                      "%s", lv_last_error());
-        for (int c = 0; c < fx.C; c++)
-            memcpy(all + ((size_t)c * fx.F + k * cf) * HW, x0 + (size_t)c * cf * HW, (size_t)cf * HW * 4);
+        put_frames(all, x0, fx.C, fx.F, HW, k * cf, cf);
         for (int s = 0; s < nsteps; s++) free(draws[s]);
     }
     check("samp_out", all, vec(&fx, "samp_out", (int64_t)total), total);
