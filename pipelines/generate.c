@@ -108,11 +108,21 @@ typedef struct gen_run {
     float *x0, *big;         /* one chunk; its upscaled frames */
     float *latents;          /* latent model without a VAE: every latent frame, for the .npy */
     int64_t frames_done;     /* output frames (pixel frames; latent frames without a VAE) */
+    lv_block_recipe first;   /* a block made from the text alone: the first, or every block
+                                when no state is carried */
+    lv_block_recipe later;   /* a block that continues the earlier ones */
+    bool uncond;             /* some block uses CFG: text slot 1 holds the negative prompt */
 } gen_run;
 
 static bool ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
     return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* The first `steps` of the card's schedule, spread over it: steps = 2 of [1000, 750, 500,
+ * 250] gives [1000, 500]. */
+static void pick_timesteps(const lv_model_card *card, int steps, float *out) {
+    for (int i = 0; i < steps; i++) out[i] = card->timesteps[(i * card->steps) / steps];
 }
 
 static lv_status resolve_options(const lv_generate_options *in, gen_run *r) {
@@ -145,6 +155,7 @@ static lv_status resolve_options(const lv_generate_options *in, gen_run *r) {
         if (o->cfg_scale < 0) o->cfg_scale = 6.0;
         if (o->resume) return lv_error(LV_ERR_UNSUPPORTED, "--resume works with block-wise generation only");
         o->block_frames = r->units; /* one chunk */
+        r->uncond = o->cfg_scale != 1.0;
         return LV_OK;
     }
     if (o->steps <= 0) o->steps = card->steps;
@@ -152,6 +163,13 @@ static lv_status resolve_options(const lv_generate_options *in, gen_run *r) {
         return lv_error(LV_ERR_INVALID, "--steps %d: this model samples with at most %d steps per chunk",
                         o->steps, card->steps);
     if (o->cfg_scale < 0) o->cfg_scale = card->cfg_scale;
+    r->later.steps = o->steps;
+    pick_timesteps(card, o->steps, r->later.timesteps);
+    r->later.sampler = card->sampler;
+    r->later.cfg_scale = o->cfg_scale;
+    r->first = card->first_block; /* --steps is for the later blocks; --cfg-scale for all */
+    if (in->cfg_scale >= 0) r->first.cfg_scale = in->cfg_scale;
+    r->uncond = r->first.cfg_scale != 1.0 || r->later.cfg_scale != 1.0;
     if (!card->pixel) {
         if (!o->text_embeds_path)
             return lv_error(LV_ERR_INVALID, "%s works in a VAE's latent space and has no vocabulary: give "
@@ -164,12 +182,6 @@ static lv_status resolve_options(const lv_generate_options *in, gen_run *r) {
     return LV_OK;
 }
 
-/* The first `steps` of the card's schedule, spread over it: steps = 2 of [1000, 750, 500,
- * 250] gives [1000, 500]. */
-static void pick_timesteps(const lv_model_card *card, int steps, float *out) {
-    for (int i = 0; i < steps; i++) out[i] = card->timesteps[(i * card->steps) / steps];
-}
-
 /* Prompt embeddings from a file: y [L, caption] (or [1, L, caption]) and mask [L]; with
  * CFG also negative_y / negative_mask. */
 static lv_status load_text_embeds(gen_run *r, const char *path, int cap) {
@@ -177,7 +189,7 @@ static lv_status load_text_embeds(gen_run *r, const char *path, int cap) {
     LV_TRY(lv_weights_open(path, &w));
     lv_status s = LV_OK;
     const char *names[2][2] = {{"y", "mask"}, {"negative_y", "negative_mask"}};
-    int slots = r->o.cfg_scale != 1.0 ? 2 : 1;
+    int slots = r->uncond ? 2 : 1;
     for (int slot = 0; s == LV_OK && slot < slots; slot++) {
         const lv_weight *y = lv_weights_find(w, names[slot][0]), *m = lv_weights_find(w, names[slot][1]);
         if (!y || y->dtype != LV_F32 || y->ndim < 2 || y->shape[y->ndim - 1] != cap) {
@@ -219,7 +231,7 @@ static lv_status prepare_text(gen_run *r, void (*warn)(void *, const char *), vo
     r->mask = malloc((size_t)2 * r->text_len * sizeof *r->mask);
     if (!r->y || !r->mask) return lv_error(LV_ERR_NOMEM, "out of host memory");
     LV_TRY(embed_prompt(&r->m, r->o.prompt, r->y, r->mask, warn, user));
-    if (r->o.cfg_scale != 1.0)
+    if (r->uncond)
         LV_TRY(embed_prompt(&r->m, r->o.negative_prompt ? r->o.negative_prompt : "",
                             r->y + (size_t)r->text_len * cap, r->mask + r->text_len, warn, user));
     return LV_OK;
@@ -346,7 +358,7 @@ lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback pr
     lv_dit_options dopt = {.cached_blocks = o->cached_blocks};
     if (s == LV_OK) s = lv_dit_create(r.ctx, r.m.file, &dopt, &r.dit);
     if (s == LV_OK) s = lv_dit_set_text(r.ctx, r.dit, 0, r.y, r.text_len, r.mask);
-    if (s == LV_OK && o->cfg_scale != 1.0)
+    if (s == LV_OK && r.uncond)
         s = lv_dit_set_text(r.ctx, r.dit, 1, r.y + (size_t)r.text_len * cfg->caption_channels, r.text_len,
                             r.mask + r.text_len);
 
@@ -361,10 +373,6 @@ lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback pr
         r.frames_done = resume.frames_done;
     }
     if (s == LV_OK) s = open_output(&r, done_units);
-    float timesteps[LV_CARD_MAX_STEPS];
-    pick_timesteps(&r.m.card, o->steps, timesteps);
-    lv_chunk_options chunk_opt = {.timesteps = timesteps, .steps = o->steps, .seed = o->seed,
-                                  .cfg_scale = o->cfg_scale};
     double t_start = now();
     int64_t frames_at_start = r.frames_done;
     int64_t frames_total = r.m.card.pixel || !o->vae_path ? r.units : 1 + 4 * (int64_t)(r.units - 1);
@@ -392,6 +400,9 @@ lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback pr
             break;
         }
         int n = lv_generate_chunk_frames(r.units, o->block_frames, c);
+        const lv_block_recipe *rec = c == 0 || o->cached_blocks == 0 ? &r.first : &r.later;
+        lv_chunk_options chunk_opt = {.timesteps = rec->timesteps, .steps = rec->steps, .seed = o->seed,
+                                      .cfg_scale = rec->cfg_scale, .sampler = rec->sampler};
         s = lv_longsana_chunk(r.ctx, r.dit, &chunk_opt, c, (int)done_units, n, r.grid_h, r.grid_w, r.x0);
         if (s == LV_OK) s = emit_chunk(&r, (int)done_units, n);
         done_units += n;

@@ -1,5 +1,6 @@
 /* LongSANA's chunk procedure (see longvk/sampler.h): a few denoising steps with re-noising
- * in between, then a t = 0 write pass that commits the clean chunk to the carried state. */
+ * (or Euler steps) in between, then a t = 0 write pass that commits the clean chunk to the
+ * carried state. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,7 +42,10 @@ lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *op
         for (size_t j = 0; j < n; j++) x0[j] = x[j] - (float)sig * v[j];
         if (k + 1 < opt->steps) {
             double next = opt->timesteps[k + 1] / 1000.0;
-            draw_noise(opt, chunk_index, k + 1, v, n);
+            if (opt->sampler == LV_CHUNK_EULER) /* n = the predicted noise x + (1 - s) v */
+                for (size_t j = 0; j < n; j++) v[j] = x[j] + (float)(1 - sig) * v[j];
+            else
+                draw_noise(opt, chunk_index, k + 1, v, n);
             for (size_t j = 0; j < n; j++) x[j] = (float)((1 - next) * x0[j] + next * v[j]);
         }
     }

@@ -21,6 +21,31 @@ static lv_status get_int(const cJSON *o, const char *key, const char *source, in
     return LV_OK;
 }
 
+/* A list of 1 to LV_CARD_MAX_STEPS timesteps in [0, 1000]. */
+static lv_status get_timesteps(const cJSON *o, const char *key, const char *source, float *out, int *steps) {
+    const cJSON *ts = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsArray(ts) || cJSON_GetArraySize(ts) < 1 || cJSON_GetArraySize(ts) > LV_CARD_MAX_STEPS)
+        return lv_error(LV_ERR_FORMAT, "%s: \"%s\" must list 1 to %d timesteps", source, key, LV_CARD_MAX_STEPS);
+    *steps = cJSON_GetArraySize(ts);
+    for (int i = 0; i < *steps; i++) {
+        const cJSON *t = cJSON_GetArrayItem(ts, i);
+        if (!cJSON_IsNumber(t) || t->valuedouble < 0 || t->valuedouble > 1000)
+            return lv_error(LV_ERR_FORMAT, "%s: \"%s\"[%d] is not a timestep in [0, 1000]", source, key, i);
+        out[i] = (float)t->valuedouble;
+    }
+    return LV_OK;
+}
+
+/* "sampler": "renoise" or "euler"; absent: *out is left as it is. */
+static lv_status get_sampler(const cJSON *o, const char *source, lv_chunk_sampler *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "sampler");
+    if (!v) return LV_OK;
+    if (cJSON_IsString(v) && strcmp(v->valuestring, "renoise") == 0) *out = LV_CHUNK_RENOISE;
+    else if (cJSON_IsString(v) && strcmp(v->valuestring, "euler") == 0) *out = LV_CHUNK_EULER;
+    else return lv_error(LV_ERR_FORMAT, "%s: \"sampler\" must be \"renoise\" or \"euler\"", source);
+    return LV_OK;
+}
+
 static lv_status parse(const cJSON *root, const char *source, lv_model_card *card) {
     if (!cJSON_IsObject(root)) return lv_error(LV_ERR_FORMAT, "%s: not a JSON object", source);
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(root, "kind");
@@ -38,19 +63,26 @@ static lv_status parse(const cJSON *root, const char *source, lv_model_card *car
     LV_TRY(get_int(root, "block_frames", source, 1, 1024, &card->block_frames));
     LV_TRY(get_int(root, "cached_blocks", source, -1, 1024, &card->cached_blocks));
     LV_TRY(get_int(root, "text_len", source, 1, 4096, &card->text_len));
-    const cJSON *ts = cJSON_GetObjectItemCaseSensitive(root, "sample_timesteps");
-    if (!cJSON_IsArray(ts) || cJSON_GetArraySize(ts) < 1 || cJSON_GetArraySize(ts) > LV_CARD_MAX_STEPS)
-        return lv_error(LV_ERR_FORMAT, "%s: \"sample_timesteps\" must list 1 to %d timesteps", source,
-                        LV_CARD_MAX_STEPS);
-    card->steps = cJSON_GetArraySize(ts);
-    for (int i = 0; i < card->steps; i++) {
-        const cJSON *t = cJSON_GetArrayItem(ts, i);
-        if (!cJSON_IsNumber(t) || t->valuedouble < 0 || t->valuedouble > 1000)
-            return lv_error(LV_ERR_FORMAT, "%s: sample timestep %d is not in [0, 1000]", source, i);
-        card->timesteps[i] = (float)t->valuedouble;
-    }
+    LV_TRY(get_timesteps(root, "sample_timesteps", source, card->timesteps, &card->steps));
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(root, "cfg_scale");
     card->cfg_scale = cJSON_IsNumber(cfg) ? cfg->valuedouble : 1.0;
+    LV_TRY(get_sampler(root, source, &card->sampler));
+    lv_block_recipe *first = &card->first_block;
+    first->steps = card->steps;
+    memcpy(first->timesteps, card->timesteps, sizeof first->timesteps);
+    first->sampler = card->sampler;
+    first->cfg_scale = card->cfg_scale;
+    const cJSON *fb = cJSON_GetObjectItemCaseSensitive(root, "first_block");
+    if (fb) {
+        if (!cJSON_IsObject(fb)) return lv_error(LV_ERR_FORMAT, "%s: \"first_block\" must be an object", source);
+        if (cJSON_GetObjectItemCaseSensitive(fb, "timesteps"))
+            LV_TRY(get_timesteps(fb, "timesteps", source, first->timesteps, &first->steps));
+        LV_TRY(get_sampler(fb, source, &first->sampler));
+        const cJSON *fcfg = cJSON_GetObjectItemCaseSensitive(fb, "cfg_scale");
+        if (fcfg && (!cJSON_IsNumber(fcfg) || fcfg->valuedouble < 0))
+            return lv_error(LV_ERR_FORMAT, "%s: \"first_block\".\"cfg_scale\" must be a number >= 0", source);
+        if (fcfg) first->cfg_scale = fcfg->valuedouble;
+    }
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(root, "vocab");
     if (vocab) {
         if (!cJSON_IsArray(vocab) || cJSON_GetArraySize(vocab) > LV_CARD_MAX_VOCAB)
@@ -90,6 +122,11 @@ void lv_model_card_longsana(lv_model_card *card) {
     card->steps = 4;
     memcpy(card->timesteps, steps, sizeof steps);
     card->cfg_scale = 1.0;
+    card->sampler = LV_CHUNK_RENOISE;
+    card->first_block.steps = 4;
+    memcpy(card->first_block.timesteps, steps, sizeof steps);
+    card->first_block.sampler = LV_CHUNK_RENOISE;
+    card->first_block.cfg_scale = 1.0;
 }
 
 static int lookup(const lv_model_card *card, const char *word) {

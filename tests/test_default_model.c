@@ -1,7 +1,8 @@
 /* The embedded default model on the engine against its PyTorch model (assets/default-model/
  * model.py, float64; vectors from assets/default-model/make_vectors.py): the tokenizer, a
- * one-shot forward, and a LongSANA generation of five chunks with the reference's noise and
- * the model's window of cached blocks, including the carried state at the end.
+ * one-shot forward, and a LongSANA generation of several blocks with the reference's noise,
+ * each block made as the model's card prescribes (the first block's own recipe, then the
+ * others'), over the model's window of cached blocks, including the carried state at the end.
  * Bound: normalised MSE <= 1e-8, as for the SANA-Video vectors. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
@@ -88,7 +89,7 @@ Test(default_model, longsana_generation_matches_reference, .timeout = 300) {
     int L = fx.card.text_len, cap = cfg->caption_channels;
     cr_assert_eq(lv_dit_set_text(ctx, dit, 0, vec(&fx, "y", (int64_t)L * cap), L, vec(&fx, "mask", L)), LV_OK,
                  "%s", lv_last_error());
-    int bf = fx.card.block_frames, H = fx.card.height, W = fx.card.width, S = fx.card.steps;
+    int bf = fx.card.block_frames, H = fx.card.height, W = fx.card.width;
     int chunks = atoi(lv_weights_metadata(fx.vec, "chunks"));
     size_t n = (size_t)3 * bf * H * W;
     float *out = malloc(n * 4), ts[64];
@@ -99,15 +100,24 @@ Test(default_model, longsana_generation_matches_reference, .timeout = 300) {
                         .timesteps = ts};
     cr_assert_eq(lv_dit_forward(ctx, dit, &pass, out), LV_OK, "%s", lv_last_error());
     check("first_chunk_v_t1000", out, vec(&fx, "first_chunk_v_t1000", (int64_t)n), n);
+    /* CFG's unconditional input: the empty prompt (every mask entry 0) */
+    float *empty_y = calloc((size_t)L * cap, sizeof *empty_y), *empty_mask = calloc((size_t)L, sizeof *empty_mask);
+    cr_assert_eq(lv_dit_set_text(ctx, dit, 1, empty_y, L, empty_mask), LV_OK, "%s", lv_last_error());
     /* the generation, with the reference's noise draws */
-    lv_chunk_options copt = {.timesteps = fx.card.timesteps, .steps = S, .cfg_scale = 1.0};
+    lv_block_recipe later = {.steps = fx.card.steps, .sampler = fx.card.sampler, .cfg_scale = fx.card.cfg_scale};
+    memcpy(later.timesteps, fx.card.timesteps, sizeof later.timesteps);
     for (int c = 0; c < chunks; c++) {
+        const lv_block_recipe *rec = c == 0 ? &fx.card.first_block : &later;
+        lv_chunk_options copt = {.timesteps = rec->timesteps, .steps = rec->steps, .cfg_scale = rec->cfg_scale,
+                                 .sampler = rec->sampler};
         const float *draws[LV_CARD_MAX_STEPS];
         snprintf(name, sizeof name, "chunk%d_noise", c);
         draws[0] = vec(&fx, name, (int64_t)n);
-        snprintf(name, sizeof name, "chunk%d_renoise", c);
-        const float *ren = vec(&fx, name, (int64_t)n * (S - 1));
-        for (int k = 1; k < S; k++) draws[k] = ren + (size_t)(k - 1) * n;
+        if (rec->sampler == LV_CHUNK_RENOISE) {
+            snprintf(name, sizeof name, "chunk%d_renoise", c);
+            const float *ren = vec(&fx, name, (int64_t)n * (rec->steps - 1));
+            for (int k = 1; k < rec->steps; k++) draws[k] = ren + (size_t)(k - 1) * n;
+        }
         copt.noise = draws;
         cr_assert_eq(lv_longsana_chunk(ctx, dit, &copt, c, c * bf, bf, H, W, out), LV_OK, "%s", lv_last_error());
         snprintf(name, sizeof name, "chunk%d_out", c);
@@ -135,7 +145,47 @@ Test(default_model, longsana_generation_matches_reference, .timeout = 300) {
     free(cl);
     free(clt);
     free(out);
+    free(empty_y);
+    free(empty_mask);
     lv_dit_destroy(ctx, dit);
     ts_ctx_done(ctx);
     close_fixture(&fx);
+}
+
+/* The card's block recipes: defaults, a first block of its own, and clear errors. */
+Test(default_model, card_block_recipes) {
+    const char *base = "\"resolution\": [32, 32], \"block_frames\": 2, \"cached_blocks\": 6, \"text_len\": 8, "
+                       "\"sample_timesteps\": [1000, 750, 500, 250]";
+    char json[1024];
+    lv_model_card card;
+    snprintf(json, sizeof json, "{%s}", base);
+    cr_assert_eq(lv_model_card_parse(json, "card", &card), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(card.sampler, LV_CHUNK_RENOISE);
+    cr_assert_eq(card.first_block.steps, 4); /* as the others */
+    cr_assert_eq(card.first_block.timesteps[3], 250.0f);
+    cr_assert_eq(card.first_block.cfg_scale, 1.0);
+    lv_model_card_free(&card);
+
+    snprintf(json, sizeof json, "{%s, \"sampler\": \"renoise\", \"first_block\": {\"timesteps\": [1000, 900, 800, "
+             "700, 600, 500, 400, 300, 200, 100], \"sampler\": \"euler\", \"cfg_scale\": 3.5}}", base);
+    cr_assert_eq(lv_model_card_parse(json, "card", &card), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(card.steps, 4);
+    cr_assert_eq(card.first_block.steps, 10);
+    cr_assert_eq(card.first_block.timesteps[9], 100.0f);
+    cr_assert_eq(card.first_block.sampler, LV_CHUNK_EULER);
+    cr_assert_eq(card.first_block.cfg_scale, 3.5);
+    lv_model_card_free(&card);
+
+    const char *bad[][2] = {
+        {"\"sampler\": \"ddim\"", "\"sampler\" must be \"renoise\" or \"euler\""},
+        {"\"first_block\": 3", "\"first_block\" must be an object"},
+        {"\"first_block\": {\"timesteps\": [1000, 1200]}", "\"timesteps\"[1] is not a timestep"},
+        {"\"first_block\": {\"timesteps\": []}", "\"timesteps\" must list 1 to"},
+        {"\"first_block\": {\"cfg_scale\": \"high\"}", "\"cfg_scale\" must be a number"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(json, sizeof json, "{%s, %s}", base, bad[i][0]);
+        cr_assert_eq(lv_model_card_parse(json, "card", &card), LV_ERR_FORMAT, "%s accepted", bad[i][0]);
+        cr_assert(strstr(lv_last_error(), bad[i][1]) != NULL, "%s: %s", bad[i][0], lv_last_error());
+    }
 }

@@ -10,6 +10,7 @@
 
 #include "longvk/codec.h"
 #include "longvk/engine.h"
+#include "longvk/sampler.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,7 +20,16 @@ extern "C" {
  * (pipelines/model_card.c). Pixel-space models with a vocabulary can be prompted with
  * text; the others need prompt embeddings. */
 #define LV_CARD_MAX_VOCAB 1024
-#define LV_CARD_MAX_STEPS 16
+#define LV_CARD_MAX_STEPS 32
+
+/* How a block is denoised: timesteps (model scale, noisiest first), the step rule and CFG
+ * (1: prompt only). */
+typedef struct lv_block_recipe {
+    int steps;
+    float timesteps[LV_CARD_MAX_STEPS];
+    lv_chunk_sampler sampler;
+    double cfg_scale;
+} lv_block_recipe;
 
 typedef struct lv_model_card {
     bool pixel;                  /* "kind": "pixel" (frames are the model's output) */
@@ -27,9 +37,13 @@ typedef struct lv_model_card {
     double fps;
     int block_frames;
     int cached_blocks;           /* as lv_dit_options (LV_CACHED_ALL: every earlier chunk) */
-    int steps;
+    int steps;                   /* blocks after the first: "sample_timesteps" */
     float timesteps[LV_CARD_MAX_STEPS];
-    double cfg_scale;
+    double cfg_scale;            /* "cfg_scale" (default 1) */
+    lv_chunk_sampler sampler;    /* "sampler": "renoise" (default) or "euler" */
+    lv_block_recipe first_block; /* "first_block" {timesteps, sampler, cfg_scale}: a block made
+                                    from the text alone, with no earlier block to continue
+                                    (default: as the others) */
     int text_len;
     int vocab_size;
     char *vocab[LV_CARD_MAX_VOCAB];

@@ -45,14 +45,21 @@ lv_status lv_sample_clip(lv_ctx *ctx, lv_dit *dit, const lv_clip_options *opt, i
 
 /* LongSANA: one chunk of `frames` latent frames at absolute frame `frame_offset`.
  * Denoises at the given timesteps (model scale, e.g. 1000, 960, 889, 727): after each
- * step x0 = x - s v, then re-noise x = (1 - s') x0 + s' noise for the next step s'. The
- * last x0 is the chunk; a final t = 0 pass over it commits the chunk to the carried state.
- * The initial noise and the re-noise draws come from (seed, chunk). x0 [C, F, H, W]. */
+ * step x0 = x - s v, then x = (1 - s') x0 + s' n for the next step s', where n is fresh
+ * noise (LV_CHUNK_RENOISE, LongSANA's sampler) or the noise the model predicts,
+ * n = x + (1 - s) v (LV_CHUNK_EULER: the flow ODE's Euler step, for many-step blocks made
+ * from the text alone). The last x0 is the chunk; a final t = 0 pass over it with the
+ * prompt commits the chunk to the carried state. The initial noise and the re-noise draws
+ * come from (seed, chunk). x0 [C, F, H, W]. */
+typedef enum lv_chunk_sampler { LV_CHUNK_RENOISE = 0, LV_CHUNK_EULER } lv_chunk_sampler;
+
 typedef struct lv_chunk_options {
     const float *timesteps;
     int steps;
     uint64_t seed;
-    double cfg_scale;       /* 1: prompt only (LongSANA's default) */
+    double cfg_scale;       /* 1: prompt only (LongSANA's default); else text slot 1 is the
+                               unconditional input */
+    lv_chunk_sampler sampler;
     const float *const *noise; /* optional: noise[k] replaces the draw for step k (k = 0 is
                                   the initial noise), to check against other samplers */
 } lv_chunk_options;
