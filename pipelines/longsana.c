@@ -54,7 +54,7 @@ lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *op
         pass.x = x0;
         pass.text_slot = 0;
         pass.commit = true;
-        s = lv_dit_forward(ctx, dit, &pass, v);
+        s = lv_dit_forward(ctx, dit, &pass, NULL); /* the state is what it is for */
     }
     free(x);
     free(v);

@@ -406,6 +406,8 @@ static lv_status forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass_in, s
         s->n = mark - 1;
     }
 
+    if (!out) return LV_OK; /* a write pass that only updates the state */
+
     /* final layer: LN, modulation by table(2, C) + temb (shift, scale), linear */
     lv_tensor *h = NULL, *shift = NULL, *scale = NULL, *final = NULL;
     const int Ko = cfg->out_channels * cfg->patch[0] * cfg->patch[1] * cfg->patch[2];

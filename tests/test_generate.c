@@ -135,8 +135,28 @@ Test(generate, unknown_words_are_named) {
 }
 
 Test(generate, cli_help_and_errors) {
-    int rc = system(LONGVK_CLI " generate --help > /dev/null");
+    int rc = system(LONGVK_CLI " generate --help > " LONGVK_TEST_TMP "/help.txt");
     cr_assert_eq(WEXITSTATUS(rc), 0);
+    /* the defaults --help states are the embedded model's */
+    lv_sana_file *f;
+    cr_assert_eq(lv_sana_file_open_memory(lv_default_model_data(), lv_default_model_size(), "default model", &f), LV_OK);
+    lv_model_card card;
+    cr_assert_eq(lv_model_card_parse(lv_weights_metadata(lv_sana_file_weights(f), "longvk"), "default model", &card),
+                 LV_OK, "%s", lv_last_error());
+    FILE *h = fopen(LONGVK_TEST_TMP "/help.txt", "r");
+    cr_assert_not_null(h);
+    char text[16384];
+    size_t n = fread(text, 1, sizeof text - 1, h);
+    fclose(h);
+    text[n] = '\0';
+    char want[128];
+    snprintf(want, sizeof want, "frames per block (default: the model's, %d)", card.block_frames);
+    cr_assert(strstr(text, want) != NULL, "--help lacks '%s'", want);
+    snprintf(want, sizeof want, "(%d %s steps, CFG %g)", card.first_block.steps,
+             card.first_block.sampler == LV_CHUNK_EULER ? "Euler" : "re-noise", card.first_block.cfg_scale);
+    cr_assert(strstr(text, want) != NULL, "--help lacks '%s'", want);
+    lv_model_card_free(&card);
+    lv_sana_file_close(f);
     rc = system(LONGVK_CLI " generate -p x 2> /dev/null"); /* no -o */
     cr_assert_neq(WEXITSTATUS(rc), 0);
     rc = system(LONGVK_CLI " generate -p x -o " LONGVK_TEST_TMP "/x.mp4 --seconds -3 2> /dev/null");

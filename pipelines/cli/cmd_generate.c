@@ -19,7 +19,28 @@ static void on_sigint(int sig) {
     interrupted = 1;
 }
 
+/* The embedded model's card, so that --help states its real defaults. */
+static lv_model_card embedded_card(void) {
+    lv_model_card card;
+    lv_model_card_longsana(&card);
+    lv_sana_file *f = NULL;
+    if (lv_sana_file_open_memory(lv_default_model_data(), lv_default_model_size(), "default model", &f) != LV_OK)
+        return card;
+    lv_model_card parsed;
+    if (lv_model_card_parse(lv_weights_metadata(lv_sana_file_weights(f), "longvk"), "default model", &parsed) == LV_OK) {
+        lv_model_card_free(&card);
+        card = parsed;
+    }
+    lv_sana_file_close(f);
+    return card;
+}
+
 static void usage(FILE *out) {
+    lv_model_card c = embedded_card();
+    const lv_block_recipe *fb = &c.first_block;
+    char cached[32];
+    if (c.cached_blocks < 0) snprintf(cached, sizeof cached, "all");
+    else snprintf(cached, sizeof cached, "%d", c.cached_blocks);
     fprintf(out,
             "usage: longvk generate -p PROMPT -o OUT.mp4 [options]\n"
             "\n"
@@ -33,25 +54,28 @@ static void usage(FILE *out) {
             "  -n, --negative-prompt TEXT used when --cfg-scale is not 1 (default: empty)\n"
             "  --seconds S                length in seconds (default 60)\n"
             "  --frames N                 length in frames (overrides --seconds)\n"
-            "  --fps F                    frames per second (default: the model's, 16)\n"
-            "  -W, --width N              model width in pixels (default: the model's, 32)\n"
-            "  -H, --height N             model height in pixels (default: the model's, 32)\n"
-            "  --scale K                  upscale K times when encoding (default 8: 256x256)\n"
-            "  --steps N                  denoising steps per block (default: the model's, 4;\n"
-            "                             single clip: 50)\n"
+            "  --fps F                    frames per second (default: the model's, %g)\n"
+            "  -W, --width N              model width in pixels (default: the model's, %d)\n"
+            "  -H, --height N             model height in pixels (default: the model's, %d)\n"
+            "  --scale K                  upscale K times when encoding (default 8: %dx%d)\n"
+            "  --steps N                  denoising steps of each block after the first (default:\n"
+            "                             the model's, %d; single clip: 50). The first block, made\n"
+            "                             from the text alone, follows the model's own recipe\n"
+            "                             (%d %s steps, CFG %g), as does every block when\n"
+            "                             --cached-blocks is 0\n"
             "  --sampler NAME             longsana (default: block by block, any length), or a\n"
             "                             single clip of every frame at once for base models:\n"
             "                             euler or dpm++2m (flow matching, shifted time grid)\n"
             "  --shift S                  single clip: time-grid shift (default 8)\n"
-            "  --cfg-scale G              classifier-free guidance (default: the model's, 1 = off;\n"
-            "                             single clip: 6)\n"
+            "  --cfg-scale G              classifier-free guidance for every block (default: the\n"
+            "                             model's, %g after the first block; 1 = off; single\n"
+            "                             clip: 6)\n"
             "  -s, --seed N               random seed (default 42); same seed, same device:\n"
             "                             identical frames\n"
-            "  --block-frames N           frames per block (default: the model's, 4)\n"
-            "  --cached-blocks K          attend to the last K blocks (default: the model's, 3);\n"
+            "  --block-frames N           frames per block (default: the model's, %d)\n"
+            "  --cached-blocks K          attend to the last K blocks (default: the model's, %s);\n"
             "                             all: every earlier block; 0: no carried state at all\n"
             "                             (each block alone: shows what the state buys)\n"
-            "                             0: every earlier block)\n"
             "  --model FILE               model weights (default: the embedded model)\n"
             "  --text-embeds FILE         latent-space models (SANA-Video): prompt embeddings,\n"
             "                             safetensors with y [L, caption] and mask [L]\n"
@@ -66,12 +90,18 @@ static void usage(FILE *out) {
             "                             OUT.longvk-state\n"
             "  --device N                 Vulkan device (see `longvk devices`)\n"
             "  -q, --quiet                no progress on stderr\n"
-            "  -o, --output FILE          .mp4, .mkv or .webm (required)\n");
+            "  -o, --output FILE          .mp4, .mkv or .webm (required)\n",
+            c.fps, c.width, c.height, 8 * c.width, 8 * c.height, c.steps, fb->steps,
+            fb->sampler == LV_CHUNK_EULER ? "Euler" : "re-noise", fb->cfg_scale, c.cfg_scale, c.block_frames,
+            cached);
+    lv_model_card_free(&c);
 }
 
 typedef struct cli_state {
     int quiet;
     int last_len;
+    int tty;             /* stderr is a terminal: one line redrawn; else a line per 10% */
+    int last_decile;
     lv_generate_progress last;
     char device[256]; /* last.device points into the context, gone after lv_generate */
 } cli_state;
@@ -81,10 +111,14 @@ static void on_progress(void *user, const lv_generate_progress *p) {
     st->last = *p;
     snprintf(st->device, sizeof st->device, "%s", p->device ? p->device : "?");
     if (st->quiet) return;
+    int decile = p->frames_total > 0 ? (int)(10 * p->frames_done / p->frames_total) : 0;
+    if (!st->tty && p->block > 1 && decile == st->last_decile && p->block != p->blocks) return;
+    st->last_decile = decile;
     int eta = (int)lround(p->eta_seconds);
-    st->last_len = fprintf(stderr, "\rblock %d/%d  frames %lld/%lld  %.1f frames/s  ETA %d:%02d  state %.1f KiB ",
-                           p->block, p->blocks, (long long)p->frames_done, (long long)p->frames_total,
-                           p->frames_per_second, eta / 60, eta % 60, (double)p->state_bytes / 1024);
+    st->last_len = fprintf(stderr, "%sblock %d/%d  frames %lld/%lld  %.1f frames/s  ETA %d:%02d  state %.1f KiB%s",
+                           st->tty ? "\r" : "", p->block, p->blocks, (long long)p->frames_done,
+                           (long long)p->frames_total, p->frames_per_second, eta / 60, eta % 60,
+                           (double)p->state_bytes / 1024, st->tty ? " " : "\n");
     fflush(stderr);
 }
 
@@ -101,7 +135,7 @@ int cmd_generate(int argc, char **argv) {
     double seconds = 60;
     long frames = -1, v;
     double d;
-    cli_state st = {0};
+    cli_state st = {.tty = isatty(STDERR_FILENO), .last_decile = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -190,7 +224,7 @@ int cmd_generate(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
 
     lv_status s = lv_generate(&o, on_progress, on_warning, &st, &interrupted);
-    if (!st.quiet && st.last_len) fputc('\n', stderr);
+    if (!st.quiet && st.last_len && st.tty) fputc('\n', stderr);
     if (s == LV_ERR_INTERRUPTED) {
         fprintf(stderr, "longvk generate: %s; %s plays and holds every finished block.\n"
                 "resume with the same command and --resume\n", lv_last_error(), o.output);

@@ -59,7 +59,8 @@ typedef struct lv_dit_pass {
     bool commit;             /* write pass: add this chunk to the carried state */
 } lv_dit_pass;
 
-/* out: [out_channels, frames, height, width], the velocity prediction. */
+/* out: [out_channels, frames, height, width], the velocity prediction; NULL for a write
+ * pass whose prediction is not needed (the final layer is then skipped). */
 lv_status lv_dit_forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass, float *out);
 
 /* False when the dit carries nothing between chunks (cached_blocks 0). */
