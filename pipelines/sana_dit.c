@@ -72,41 +72,84 @@ static void timestep_sinusoid(const float *timesteps, int frames, float *out) {
     }
 }
 
-/* temb [F, C] and t0 [6, F, C]: the six block modulations before each block adds its
- * scale_shift_table (t0[j] = rows j*C..(j+1)*C of t_block), laid out so that one
- * broadcast add per block gives all six. */
-static lv_status embed_timesteps(lv_ctx *ctx, lv_dit *dit, scratch *s, const float *timesteps,
-                                 int frames, lv_tensor **temb_out, lv_tensor **t0_out) {
-    const int C = dit->cfg.hidden;
-    float *sinus = malloc((size_t)frames * 256 * sizeof *sinus);
+/* The conditioning of the timesteps ts[F] (see lv_dit_cond): temb = MLP(sinusoid(t)),
+ * each block's modulations scale_shift_table[j] + t_block(SiLU(temb))[j] laid out as
+ * [6F, C] (row j*F + f), and the final layer's shift and scale table[0/1] + temb. Taken
+ * from the cache when the same timesteps were seen; else computed into the least recently
+ * used entry. */
+static lv_status timestep_conditioning(lv_ctx *ctx, lv_dit *dit, scratch *s, const float *ts, int F,
+                                       const lv_dit_cond **out) {
+    const int C = dit->cfg.hidden, depth = dit->cfg.depth;
+    lv_dit_cond *c = NULL;
+    for (int i = 0; i < LV_DIT_COND_CACHE; i++) {
+        lv_dit_cond *e = &dit->cond[i];
+        if (e->frames == F && memcmp(e->t, ts, (size_t)F * sizeof *ts) == 0) c = e;
+    }
+    if (c) {
+        c->used = ++dit->cond_clock;
+        *out = c;
+        return LV_OK;
+    }
+    c = &dit->cond[0];
+    for (int i = 1; i < LV_DIT_COND_CACHE; i++)
+        if (dit->cond[i].used < c->used) c = &dit->cond[i];
+    lv_dit_cond_free(ctx, dit, c);
+
+    float *sinus = malloc((size_t)F * 256 * sizeof *sinus);
     if (!sinus) return lv_error(LV_ERR_NOMEM, "out of host memory");
-    timestep_sinusoid(timesteps, frames, sinus);
-    lv_tensor *sin_t = NULL, *h = NULL, *temb = NULL, *act = NULL, *t0 = NULL;
-    lv_status st = scratch_2d(s, frames, 256, &sin_t);
-    if (st == LV_OK) st = lv_tensor_write(ctx, sin_t, sinus, (uint64_t)frames * 256 * 4);
+    timestep_sinusoid(ts, F, sinus);
+    lv_tensor *sin_t = NULL, *h = NULL, *act = NULL, *t0 = NULL;
+    lv_status st = scratch_2d(s, F, 256, &sin_t);
+    if (st == LV_OK) st = lv_tensor_write(ctx, sin_t, sinus, (uint64_t)F * 256 * 4);
     free(sinus);
     LV_TRY(st);
-    LV_TRY(scratch_2d(s, frames, C, &h));
-    LV_TRY(scratch_2d(s, frames, C, &temb));
-    LV_TRY(scratch_2d(s, frames, C, &act));
-    LV_TRY(scratch_2d(s, 6 * (int64_t)frames, C, &t0));
-    LV_TRY(lv_op_matmul(ctx, h, sin_t, &dit->t_mlp0_w, &dit->t_mlp0_b));
-    LV_TRY(lv_op_silu(ctx, h, h));
-    LV_TRY(lv_op_matmul(ctx, temb, h, &dit->t_mlp2_w, &dit->t_mlp2_b));
-    LV_TRY(lv_op_silu(ctx, act, temb));
-    for (int j = 0; j < 6; j++) {
+    LV_TRY(scratch_2d(s, F, C, &h));
+    LV_TRY(scratch_2d(s, F, C, &act));
+    LV_TRY(scratch_2d(s, 6 * (int64_t)F, C, &t0));
+    int64_t fc[2] = {F, C}, mc[2] = {6 * (int64_t)F, C};
+    c->mod = calloc((size_t)depth, sizeof *c->mod);
+    if (!c->mod) return lv_error(LV_ERR_NOMEM, "out of host memory");
+    st = lv_tensor_create(ctx, LV_F32, 2, fc, &c->temb);
+    if (st == LV_OK) st = lv_tensor_create(ctx, LV_F32, 2, fc, &c->shift);
+    if (st == LV_OK) st = lv_tensor_create(ctx, LV_F32, 2, fc, &c->scale);
+    for (int b = 0; st == LV_OK && b < depth; b++) st = lv_tensor_create(ctx, LV_F32, 2, mc, &c->mod[b]);
+    if (st != LV_OK) {
+        lv_dit_cond_free(ctx, dit, c);
+        return st;
+    }
+    st = lv_op_matmul(ctx, h, sin_t, &dit->t_mlp0_w, &dit->t_mlp0_b);
+    if (st == LV_OK) st = lv_op_silu(ctx, h, h);
+    if (st == LV_OK) st = lv_op_matmul(ctx, &c->temb, h, &dit->t_mlp2_w, &dit->t_mlp2_b);
+    if (st == LV_OK) st = lv_op_silu(ctx, act, &c->temb);
+    for (int j = 0; st == LV_OK && j < 6; j++) {
         lv_tensor w = lv_tensor_rows(&dit->t_block_w, (int64_t)j * C, C);
         int64_t bshape[1] = {C};
-        lv_tensor b = lv_tensor_view(&dit->t_block_b, (int64_t)j * C, 1, bshape);
-        lv_tensor out = lv_tensor_rows(t0, (int64_t)j * frames, frames);
-        LV_TRY(lv_op_matmul(ctx, &out, act, &w, &b));
+        lv_tensor bias = lv_tensor_view(&dit->t_block_b, (int64_t)j * C, 1, bshape);
+        lv_tensor rows = lv_tensor_rows(t0, (int64_t)j * F, F);
+        st = lv_op_matmul(ctx, &rows, act, &w, &bias);
     }
-    *temb_out = temb;
-    *t0_out = t0;
+    /* [6F, C] + [6, C]: row r uses table row r / F */
+    for (int b = 0; st == LV_OK && b < depth; b++) st = lv_op_add(ctx, &c->mod[b], t0, &dit->blocks[b].sst);
+    int64_t row[2] = {1, C};
+    lv_tensor shift_row = lv_tensor_view(&dit->final_sst, 0, 2, row);
+    lv_tensor scale_row = lv_tensor_view(&dit->final_sst, C, 2, row);
+    if (st == LV_OK) st = lv_op_add(ctx, &c->shift, &c->temb, &shift_row);
+    if (st == LV_OK) st = lv_op_add(ctx, &c->scale, &c->temb, &scale_row);
+    if (st != LV_OK) {
+        lv_dit_cond_free(ctx, dit, c);
+        return st;
+    }
+    if (F <= LV_DIT_COND_MAX_FRAMES) {
+        c->frames = F;
+        memcpy(c->t, ts, (size_t)F * sizeof *ts);
+    } else {
+        c->frames = -1; /* used by this pass only; freed when evicted */
+    }
+    c->used = ++dit->cond_clock;
+    *out = c;
     return LV_OK;
 }
 
-/* x [C_in, F, H, W] -> patches [T, C_in * pt * ph * pw] in the weight's (c, o, p, q) order. */
 static void gather_patches(const lv_sana_config *cfg, const float *x, int F, int H, int W,
                            float *patches) {
     const int pt = cfg->patch[0], ph = cfg->patch[1], pw = cfg->patch[2];
@@ -360,11 +403,11 @@ static lv_status forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass_in, s
     float *ts = malloc((size_t)g.F * sizeof *ts);
     if (!ts) return lv_error(LV_ERR_NOMEM, "out of host memory");
     for (int f = 0; f < g.F; f++) ts[f] = pass->timesteps[f * cfg->patch[0]];
-    lv_tensor *temb = NULL, *t0 = NULL;
-    lv_status st = embed_timesteps(ctx, dit, s, ts, g.F, &temb, &t0);
+    const lv_dit_cond *cond = NULL;
+    lv_status st = timestep_conditioning(ctx, dit, s, ts, g.F, &cond);
     free(ts);
     LV_TRY(st);
-    tap(dit, ctx, "temb", temb);
+    tap(dit, ctx, "temb", &cond->temb);
 
     /* rotary table for this chunk's grid, time positions from the absolute frame index */
     lv_tensor *rope = NULL;
@@ -382,13 +425,10 @@ static lv_status forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass_in, s
     char name[64];
     for (int b = 0; b < cfg->depth; b++) {
         lv_dit_block *blk = &dit->blocks[b];
-        /* the block's modulations: scale_shift_table[j] + t0[j] for every frame, in one add
-         * ([6F, C] + [6, C]: row r uses table row r / F), then viewed as six [F, C] */
-        lv_tensor *mod_all = NULL, mod[6], *modp[6];
-        LV_TRY(scratch_2d(s, 6 * (int64_t)g.F, C, &mod_all));
-        LV_TRY(lv_op_add(ctx, mod_all, t0, &blk->sst));
+        /* the block's six modulations, each [F, C] */
+        lv_tensor mod[6], *modp[6];
         for (int j = 0; j < 6; j++) {
-            mod[j] = lv_tensor_rows(mod_all, (int64_t)j * g.F, g.F);
+            mod[j] = lv_tensor_rows(&cond->mod[b], (int64_t)j * g.F, g.F);
             modp[j] = &mod[j];
         }
         int mark = s->n;
@@ -402,25 +442,18 @@ static lv_status forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass_in, s
         snprintf(name, sizeof name, "block%d_after_ffn", b);
         tap(dit, ctx, name, x);
         /* release this block's temporaries (the stream is flushed first if needed) */
-        for (int i = s->n - 1; i >= mark - 1; i--) lv_tensor_free(ctx, &s->t[i]);
-        s->n = mark - 1;
+        for (int i = s->n - 1; i >= mark; i--) lv_tensor_free(ctx, &s->t[i]);
+        s->n = mark;
     }
 
     if (!out) return LV_OK; /* a write pass that only updates the state */
 
     /* final layer: LN, modulation by table(2, C) + temb (shift, scale), linear */
-    lv_tensor *h = NULL, *shift = NULL, *scale = NULL, *final = NULL;
+    lv_tensor *h = NULL, *final = NULL;
     const int Ko = cfg->out_channels * cfg->patch[0] * cfg->patch[1] * cfg->patch[2];
     LV_TRY(scratch_2d(s, g.T, C, &h));
-    LV_TRY(scratch_2d(s, g.F, C, &shift));
-    LV_TRY(scratch_2d(s, g.F, C, &scale));
     LV_TRY(scratch_2d(s, g.T, Ko, &final));
-    int64_t row[2] = {1, C};
-    lv_tensor shift_row = lv_tensor_view(&dit->final_sst, 0, 2, row);
-    lv_tensor scale_row = lv_tensor_view(&dit->final_sst, C, 2, row);
-    LV_TRY(lv_op_add(ctx, shift, temb, &shift_row));
-    LV_TRY(lv_op_add(ctx, scale, temb, &scale_row));
-    LV_TRY(lv_op_layernorm_modulate(ctx, h, x, shift, scale, cfg->ln_eps));
+    LV_TRY(lv_op_layernorm_modulate(ctx, h, x, &cond->shift, &cond->scale, cfg->ln_eps));
     LV_TRY(lv_op_matmul(ctx, final, h, &dit->final_w, &dit->final_b));
     tap(dit, ctx, "final_tokens", final);
 

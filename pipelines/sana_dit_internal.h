@@ -9,6 +9,21 @@
 #define LV_DIT_MAX_TEXT 4096
 #define LV_DIT_TEXT_SLOTS 2
 
+/* The timestep conditioning of a pass: it depends only on the pass's per-frame timesteps,
+ * and a sampler uses a handful of them over and over, so each is computed once and kept
+ * (pipelines/sana_dit.c). 6 entries: LongSANA's 4 steps and the write pass fit. */
+#define LV_DIT_COND_CACHE 6
+#define LV_DIT_COND_MAX_FRAMES 64
+
+typedef struct lv_dit_cond {
+    int frames;          /* 0: empty; -1: computed for a pass too long to be reused */
+    float t[LV_DIT_COND_MAX_FRAMES];
+    uint64_t used;       /* for least-recently-used eviction */
+    lv_tensor temb;      /* [F, C] */
+    lv_tensor *mod;      /* per block [6F, C]: scale_shift_table[j] + t_block(temb)[j] at row j*F + f */
+    lv_tensor shift, scale; /* final layer [F, C] */
+} lv_dit_cond;
+
 typedef struct lv_dit_block {
     lv_tensor sst;                       /* scale_shift_table [6, C] */
     lv_tensor qkv_w, q_norm, k_norm, proj_w, proj_b;
@@ -34,8 +49,11 @@ struct lv_dit {
     uint64_t state_bytes;
     lv_dit_tap tap;
     void *tap_user;
+    lv_dit_cond cond[LV_DIT_COND_CACHE];
+    uint64_t cond_clock;
 };
 
 void lv_dit_text_free(lv_ctx *ctx, lv_dit *dit, int slot);
+void lv_dit_cond_free(lv_ctx *ctx, lv_dit *dit, lv_dit_cond *c);
 
 #endif

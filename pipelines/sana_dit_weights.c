@@ -153,8 +153,18 @@ static void free_block(lv_ctx *ctx, lv_dit_block *blk) {
     blk->state = NULL;
 }
 
+void lv_dit_cond_free(lv_ctx *ctx, lv_dit *dit, lv_dit_cond *c) {
+    lv_tensor_free(ctx, &c->temb);
+    lv_tensor_free(ctx, &c->shift);
+    lv_tensor_free(ctx, &c->scale);
+    for (int b = 0; c->mod && b < dit->cfg.depth; b++) lv_tensor_free(ctx, &c->mod[b]);
+    free(c->mod);
+    memset(c, 0, sizeof *c);
+}
+
 void lv_dit_destroy(lv_ctx *ctx, lv_dit *dit) {
     if (!dit) return;
+    for (int i = 0; i < LV_DIT_COND_CACHE; i++) lv_dit_cond_free(ctx, dit, &dit->cond[i]);
     for (int slot = 0; slot < LV_DIT_TEXT_SLOTS; slot++) lv_dit_text_free(ctx, dit, slot);
     for (int b = 0; dit->blocks && b < dit->cfg.depth; b++) free_block(ctx, &dit->blocks[b]);
     free(dit->blocks);
