@@ -98,6 +98,7 @@ typedef struct mm_shape {
     int64_t batch;   /* dispatch batches (1 when w is shared: a's leading dims fold into M) */
     int64_t M, N, K;
     int batched_w;
+    lv_activation act;
 } mm_shape;
 
 static lv_status shape_error(const char *what, const lv_tensor *x, const char *xname,
@@ -210,6 +211,7 @@ static lv_status dispatch(lv_ctx *ctx, const mm_config *k, const mm_shape *s, mm
         .w_batch = s->batched_w ? (uint32_t)(s->N * s->K) : 0,
         .out_batch = (uint32_t)(s->M * s->N),
         .has_bias = has_bias,
+        .act = (uint32_t)s->act,
     };
     uint32_t gx = (uint32_t)((c->nc + k->tile_n - 1) / k->tile_n);
     uint32_t gy = (uint32_t)((c->mc + k->tile_m - 1) / k->tile_m);
@@ -303,16 +305,28 @@ static lv_status run(lv_ctx *ctx, lv_matmul_variant variant, const mm_shape *s, 
     return LV_OK;
 }
 
-lv_status lv_op_matmul_variant(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a,
-                               const lv_tensor *w, const lv_tensor *bias,
-                               lv_matmul_variant variant) {
-    mm_shape s = {0, 0, 0, 0, 0};
+lv_status lv_op_matmul_ex(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a, const lv_tensor *w,
+                          const lv_tensor *bias, lv_activation act, lv_matmul_variant variant) {
+    mm_shape s = {0, 0, 0, 0, 0, LV_ACT_NONE};
     LV_TRY(check_shapes(out, a, w, bias, &s));
+    if (act != LV_ACT_NONE && act != LV_ACT_SILU) return lv_error(LV_ERR_INVALID, "matmul: unknown activation %d", (int)act);
+    s.act = act;
     if (variant == LV_MATMUL_AUTO) variant = lv_matmul_auto_variant(ctx);
     return run(ctx, variant, &s, out, a, w, bias);
 }
 
+lv_status lv_op_matmul_variant(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a,
+                               const lv_tensor *w, const lv_tensor *bias,
+                               lv_matmul_variant variant) {
+    return lv_op_matmul_ex(ctx, out, a, w, bias, LV_ACT_NONE, variant);
+}
+
 lv_status lv_op_matmul(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a, const lv_tensor *w,
                        const lv_tensor *bias) {
-    return lv_op_matmul_variant(ctx, out, a, w, bias, LV_MATMUL_AUTO);
+    return lv_op_matmul_ex(ctx, out, a, w, bias, LV_ACT_NONE, LV_MATMUL_AUTO);
+}
+
+lv_status lv_op_matmul_act(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a, const lv_tensor *w,
+                           const lv_tensor *bias, lv_activation act) {
+    return lv_op_matmul_ex(ctx, out, a, w, bias, act, LV_MATMUL_AUTO);
 }

@@ -117,8 +117,7 @@ static lv_status timestep_conditioning(lv_ctx *ctx, lv_dit *dit, scratch *s, con
         lv_dit_cond_free(ctx, dit, c);
         return st;
     }
-    st = lv_op_matmul(ctx, h, sin_t, &dit->t_mlp0_w, &dit->t_mlp0_b);
-    if (st == LV_OK) st = lv_op_silu(ctx, h, h);
+    st = lv_op_matmul_act(ctx, h, sin_t, &dit->t_mlp0_w, &dit->t_mlp0_b, LV_ACT_SILU);
     if (st == LV_OK) st = lv_op_matmul(ctx, &c->temb, h, &dit->t_mlp2_w, &dit->t_mlp2_b);
     if (st == LV_OK) st = lv_op_silu(ctx, act, &c->temb);
     for (int j = 0; st == LV_OK && j < 6; j++) {
@@ -307,10 +306,8 @@ static lv_status block_mix_ffn(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, scra
     lv_tensor wa = lv_tensor_rows(&blk->inv_w, 0, Fh), wg = lv_tensor_rows(&blk->inv_w, Fh, Fh);
     int64_t bshape[1] = {Fh};
     lv_tensor ba = lv_tensor_view(&blk->inv_b, 0, 1, bshape), bg = lv_tensor_view(&blk->inv_b, Fh, 1, bshape);
-    LV_TRY(lv_op_matmul(ctx, a, h, &wa, &ba));
-    LV_TRY(lv_op_matmul(ctx, gate, h, &wg, &bg));
-    LV_TRY(lv_op_silu(ctx, a, a));
-    LV_TRY(lv_op_silu(ctx, gate, gate));
+    LV_TRY(lv_op_matmul_act(ctx, a, h, &wa, &ba, LV_ACT_SILU));
+    LV_TRY(lv_op_matmul_act(ctx, gate, h, &wg, &bg, LV_ACT_SILU));
     /* depthwise 3x3 per frame on each half */
     int64_t dwshape[4] = {Fh, 1, 3, 3};
     lv_tensor dwa = lv_tensor_view(&blk->dw_w, 0, 4, dwshape), dwg = lv_tensor_view(&blk->dw_w, (int64_t)Fh * 9, 4, dwshape);

@@ -23,6 +23,10 @@
 #include "common.glsl"
 #include "push_matmul.h"
 
+// the fused activation (lv_activation)
+float mm_act(float v) { return pc.act == 1u ? v / (1.0 + exp(-v)) : v; }
+vec4 mm_act4(vec4 v) { return pc.act == 1u ? v / (1.0 + exp(-v)) : v; }
+
 layout(local_size_x_id = 0) in;             // invocations per workgroup (8 = one subgroup)
 layout(constant_id = 1) const uint TM = 32;  // rows per workgroup, a multiple of 8
 layout(constant_id = 2) const uint TN = 8;   // columns per invocation (multiple of 4 if VEC)
@@ -122,8 +126,8 @@ void main() {
             if (m0 + i < pc.M) {
                 uint row = (obase + (m0 + i) * pc.ldo) / 4u;
                 [[unroll]] for (uint j = 0; j < TN / 4u; j++)
-                    o4[row + j] = vec4(acc[i * TN + 4u * j], acc[i * TN + 4u * j + 1u],
-                                       acc[i * TN + 4u * j + 2u], acc[i * TN + 4u * j + 3u]) + b[j];
+                    o4[row + j] = mm_act4(vec4(acc[i * TN + 4u * j], acc[i * TN + 4u * j + 1u],
+                                               acc[i * TN + 4u * j + 2u], acc[i * TN + 4u * j + 3u]) + b[j]);
             }
         }
     } else {
@@ -157,7 +161,7 @@ void main() {
             float bj = 0.0;
             if (pc.has_bias != 0u) bj = bias[pc.bias_off + min(n, pc.N - 1u)];
             [[unroll]] for (uint i = 0; i < TM; i++)
-                if (m0 + i < pc.M && n < pc.N) o[obase + (m0 + i) * pc.ldo + n] = acc[i * TN + j] + bj;
+                if (m0 + i < pc.M && n < pc.N) o[obase + (m0 + i) * pc.ldo + n] = mm_act(acc[i * TN + j] + bj);
         }
     }
 }

@@ -13,6 +13,10 @@
 #include "common.glsl"
 #include "push_matmul.h"
 
+// the fused activation (lv_activation)
+float mm_act(float v) { return pc.act == 1u ? v / (1.0 + exp(-v)) : v; }
+vec4 mm_act4(vec4 v) { return pc.act == 1u ? v / (1.0 + exp(-v)) : v; }
+
 layout(local_size_x_id = 0) in;              // (BM / TM) * (BN / TN)
 layout(constant_id = 1) const uint BM = 64;
 layout(constant_id = 2) const uint BN = 64;
@@ -81,7 +85,7 @@ void main() {
         if (pc.has_bias != 0u) b = bias[pc.bias_off + min(n, pc.N - 1u)];
         [[unroll]] for (uint i = 0; i < TM; i++) {
             uint m = m0 + ty + i * (BM / TM);
-            if (m < pc.M && n < pc.N) o[obase + m * pc.ldo + n] = acc[i * TN + j] + b;
+            if (m < pc.M && n < pc.N) o[obase + m * pc.ldo + n] = mm_act(acc[i * TN + j] + b);
         }
     }
 }

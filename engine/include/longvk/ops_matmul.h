@@ -19,6 +19,15 @@ extern "C" {
 lv_status lv_op_matmul(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a,
                        const lv_tensor *w, const lv_tensor *bias);
 
+/* An activation applied to every output as it is stored: one dispatch instead of two. */
+typedef enum lv_activation {
+    LV_ACT_NONE = 0,
+    LV_ACT_SILU,         /* x * sigmoid(x) */
+} lv_activation;
+
+lv_status lv_op_matmul_act(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a,
+                           const lv_tensor *w, const lv_tensor *bias, lv_activation act);
+
 #ifdef __cplusplus
 }
 #endif
