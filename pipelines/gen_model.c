@@ -1,4 +1,4 @@
-/* Opening a model for generation: weights, the "longvk" card and the text table. */
+/* Opening a model for generation: weights, the "longvk" card and the text tables. */
 #include <stdio.h>
 #include <string.h>
 
@@ -21,12 +21,8 @@ lv_status lv_gen_model_open(const char *path, lv_gen_model *m) {
     if (card) s = lv_model_card_parse(card, m->name, &m->card);
     else lv_model_card_longsana(&m->card); /* a released latent-space model */
     if (s == LV_OK && m->card.vocab_size) {
-        int cap = lv_sana_file_config(m->file)->caption_channels;
-        m->text_table = lv_weights_find(w, "text_embedding.weight");
-        if (!m->text_table || m->text_table->dtype != LV_F32 || m->text_table->ndim != 2 ||
-            m->text_table->shape[0] != m->card.vocab_size || m->text_table->shape[1] != cap)
-            s = lv_error(LV_ERR_FORMAT, "%s: text_embedding.weight must be f32 [%d, %d] (vocabulary x "
-                         "caption channels)", m->name, m->card.vocab_size, cap);
+        s = lv_text_tables_open(w, &m->card, lv_sana_file_config(m->file)->caption_channels, &m->text);
+        if (s != LV_OK) s = lv_error_prefix(s, "%s", m->name);
     }
     if (s != LV_OK) lv_gen_model_close(m);
     return s;

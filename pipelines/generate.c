@@ -43,26 +43,18 @@ int lv_generate_chunk_frames(int total, int B, int chunk) {
 
 int lv_generate_chunk_count(int total, int B) { return total <= B ? 1 : total / B; }
 
-/* Text: the prompt through the card's tokenizer and the model's embedding table. */
+/* Text: the prompt through the card's tokenizer and the model's word tables. */
 static lv_status embed_prompt(const lv_gen_model *m, const char *prompt, float *y, float *mask,
                               void (*warn)(void *, const char *), void *user) {
-    const lv_model_card *card = &m->card;
-    const lv_weight *table = m->text_table;
-    int cap = lv_sana_file_config(m->file)->caption_channels;
-    int *ids = malloc((size_t)card->text_len * sizeof *ids);
-    if (!ids) return lv_error(LV_ERR_NOMEM, "out of host memory");
     char unknown[512];
-    lv_status s = lv_model_card_tokenize(card, prompt, ids, mask, unknown, sizeof unknown);
-    if (s == LV_OK && unknown[0] && warn) {
+    LV_TRY(lv_text_tables_embed(&m->text, &m->card, prompt, y, mask, unknown, sizeof unknown));
+    if (unknown[0] && warn) {
         char msg[700];
         snprintf(msg, sizeof msg, "ignoring words the model does not know: %s (see `longvk info` for "
                  "its vocabulary)", unknown);
         warn(user, msg);
     }
-    for (int i = 0; s == LV_OK && i < card->text_len; i++)
-        memcpy(y + (size_t)i * cap, (const float *)table->data + (size_t)ids[i] * cap, (size_t)cap * sizeof *y);
-    free(ids);
-    return s;
+    return LV_OK;
 }
 
 /* [3, F, h, w] -> [3, F, h*s, w*s], bilinear with edge clamping (half-pixel centres). */

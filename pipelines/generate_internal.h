@@ -10,7 +10,7 @@
 typedef struct lv_gen_model {
     lv_sana_file *file;
     lv_model_card card;
-    const lv_weight *text_table;   /* text_embedding.weight [vocab, caption_channels], f32 */
+    lv_text_tables text;           /* models with a vocabulary: the word tables */
     char name[256];                /* the path, or "the default model" */
 } lv_gen_model;
 

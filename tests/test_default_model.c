@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,31 @@ Test(default_model, tokenizer_matches_reference) {
             cr_assert(strstr(unknown, cJSON_GetArrayItem(unk, 0)->valuestring) != NULL, "'%s': %s", text, unknown);
     }
     cJSON_Delete(cases);
+    close_fixture(&fx);
+}
+
+/* The text encoder (word, previous-word and next-word tables) against model.py's text_encode. */
+Test(default_model, text_encoder_matches_reference) {
+    fixture fx;
+    open_fixture(&fx);
+    int L = fx.card.text_len, cap = lv_sana_file_config(fx.model)->caption_channels;
+    lv_text_tables tables;
+    cr_assert_eq(lv_text_tables_open(lv_sana_file_weights(fx.model), &fx.card, cap, &tables), LV_OK, "%s",
+                 lv_last_error());
+    cr_assert_not_null(tables.prev, "the default model has a previous-word table");
+    cr_assert_not_null(tables.next, "the default model has a next-word table");
+    float *y = malloc((size_t)L * cap * sizeof *y), *mask = malloc((size_t)L * sizeof *mask);
+    cr_assert_eq(lv_text_tables_embed(&tables, &fx.card, lv_weights_metadata(fx.vec, "prompt"), y, mask, NULL, 0),
+                 LV_OK, "%s", lv_last_error());
+    const float *want_y = vec(&fx, "y", (int64_t)L * cap), *want_mask = vec(&fx, "mask", L);
+    for (int i = 0; i < L; i++) cr_assert_eq(mask[i], want_mask[i], "mask[%d]", i);
+    /* sums of at most three float32 table rows: the reference adds them in float32 too,
+     * possibly in another order (one rounding per addition) */
+    for (int64_t e = 0; e < (int64_t)L * cap; e++)
+        cr_assert(fabsf(y[e] - want_y[e]) <= 4e-7f * (1.0f + fabsf(want_y[e])), "y[%lld] = %.9g, reference %.9g",
+                  (long long)e, (double)y[e], (double)want_y[e]);
+    free(y);
+    free(mask);
     close_fixture(&fx);
 }
 

@@ -46,6 +46,7 @@ static void options(lv_generate_options *o, const char *out, int frames) {
     o->scale = 1;
     o->seed = 7;
     o->output = out;
+    o->block_frames = 2; /* the embedded model's; explicit, as the counts below depend on it */
     o->encoder.codec = "ffv1";
 }
 
@@ -65,7 +66,7 @@ static void on_progress(void *user, const lv_generate_progress *p) {
 Test(generate, frame_count_determinism_and_resume, .timeout = 600) {
     const char *a = LONGVK_TEST_TMP "/gen_a.mkv", *b = LONGVK_TEST_TMP "/gen_b.mkv";
     const char *c = LONGVK_TEST_TMP "/gen_c.mkv";
-    const int frames = 14; /* 3 blocks of 4, the first taking the remainder: 6 + 4 + 4 */
+    const int frames = 7; /* 3 blocks of 2, the first taking the remainder: 3 + 2 + 2 */
     lv_generate_options o;
     stop_after none = {0};
 
@@ -91,7 +92,7 @@ Test(generate, frame_count_determinism_and_resume, .timeout = 600) {
     cr_assert_eq(s, LV_ERR_INTERRUPTED, "%s", lv_last_error());
     int64_t nc;
     uint8_t *fc = decode_all(c, &nc, &w, &h);
-    cr_assert_eq(nc, 10, "an interrupted run keeps its finished blocks (6 + 4 frames), got %lld", (long long)nc);
+    cr_assert_eq(nc, 5, "an interrupted run keeps its finished blocks (3 + 2 frames), got %lld", (long long)nc);
     cr_assert(memcmp(fa, fc, (size_t)nc * w * h * 3) == 0);
     free(fc);
 
@@ -157,6 +158,17 @@ Test(generate, cli_help_and_errors) {
     cr_assert(strstr(text, want) != NULL, "--help lacks '%s'", want);
     lv_model_card_free(&card);
     lv_sana_file_close(f);
+    /* `longvk info` without a model describes the embedded one, vocabulary included */
+    rc = system(LONGVK_CLI " info > " LONGVK_TEST_TMP "/info.txt");
+    cr_assert_eq(WEXITSTATUS(rc), 0);
+    h = fopen(LONGVK_TEST_TMP "/info.txt", "r");
+    cr_assert_not_null(h);
+    n = fread(text, 1, sizeof text - 1, h);
+    fclose(h);
+    text[n] = '\0';
+    cr_assert(strstr(text, "vocabulary:    38 words") != NULL, "info lacks the vocabulary:\n%s", text);
+    cr_assert(strstr(text, " bouncing ") != NULL && strstr(text, " triangles ") != NULL);
+    cr_assert(strstr(text, "first block: ") != NULL);
     rc = system(LONGVK_CLI " generate -p x 2> /dev/null"); /* no -o */
     cr_assert_neq(WEXITSTATUS(rc), 0);
     rc = system(LONGVK_CLI " generate -p x -o " LONGVK_TEST_TMP "/x.mp4 --seconds -3 2> /dev/null");

@@ -185,12 +185,14 @@ def _background(sc):
     return np.broadcast_to(col[:, None, :], (3, H, W)).copy()
 
 
-def render(sc, frames, start=0):
-    """Frames start .. start+frames-1 of the scene -> float32 [3, F, H, W] in [-1, 1]."""
+def render(sc, frames, start=0, coverage=False):
+    """Frames start .. start+frames-1 of the scene -> float32 [3, F, H, W] in [-1, 1]; with
+    coverage also float32 [F, H, W]: the fraction of each pixel covered by objects."""
     H, W = sc["H"], sc["W"]
     py, px = np.meshgrid(np.arange(H) + 0.5, np.arange(W) + 0.5, indexing="ij")
     img = np.broadcast_to(_background(sc)[:, None], (3, frames, H, W)).copy()
     t = np.arange(start, start + frames, dtype=np.float64)
+    cover = np.zeros((frames, H, W))
     for o in sc["objects"]:
         ex, ey = _shape_extent(o["shape"], o["size"])
         cx = ex + _tri_wave(o["x0"] - ex + o["vx"] * t, W - 2 * ex)
@@ -198,7 +200,9 @@ def render(sc, frames, start=0):
         alpha = np.clip(0.5 - _sdf(o["shape"], o["size"], px, py, cx, cy), 0.0, 1.0)  # [F, H, W]
         col = np.array(OBJECT_COLOURS[o["colour"]])[:, None, None, None]
         img = img * (1 - alpha[None]) + col * alpha[None]
-    return (img * 2 - 1).astype(np.float32)
+        cover = np.maximum(cover, alpha)
+    img = (img * 2 - 1).astype(np.float32)
+    return (img, cover.astype(np.float32)) if coverage else img
 
 
 def caption(sc):
@@ -243,17 +247,23 @@ def make_clip(seed, frames, H=32, W=32, start=None):
     return render(sc, frames, start), caption(sc)
 
 
-def make_batch(rng, n, frames, H=32, W=32):
-    """n clips from seeds drawn by rng -> (video [n, 3, F, H, W], ids [n, L], mask [n, L], captions)."""
-    vids, ids, masks, caps = [], [], [], []
+def make_batch(rng, n, frames, H=32, W=32, coverage=False):
+    """n clips from seeds drawn by rng -> (video [n, 3, F, H, W], ids [n, L], mask [n, L], captions),
+    with coverage also the objects' pixel coverage [n, F, H, W]."""
+    vids, ids, masks, caps, covers = [], [], [], [], []
     for _ in range(n):
-        v, c = make_clip(int(rng.integers(1 << 62)), frames, H, W)
+        rs = np.random.Generator(np.random.PCG64(int(rng.integers(1 << 62))))
+        sc = sample_scene(rs, H, W)  # exactly make_clip's draws
+        v, cov = render(sc, frames, int(rs.integers(0, 1000)), coverage=True)
+        c = caption(sc)
+        covers.append(cov)
         i, m, _ = tokenize(c, warn=False)
         vids.append(v)
         ids.append(i)
         masks.append(m)
         caps.append(c)
-    return np.stack(vids), np.stack(ids), np.stack(masks), caps
+    out = (np.stack(vids), np.stack(ids), np.stack(masks), caps)
+    return out + (np.stack(covers),) if coverage else out
 
 
 def main():

@@ -1,26 +1,32 @@
 """Test vectors for the engine's run of the default model (assets/default-model/vectors.safetensors).
 
-With the trained weights (default.safetensors, f32), computed in float64 by model.py:
-a fixed prompt, fixed noise tensors (stored), and a LongSANA generation of CHUNKS chunks of
-block_frames frames at the file's sample_timesteps with its cached_blocks window (5 chunks
-and K = 3, so chunk 4 no longer reads chunk 0).
+With the trained weights (default.safetensors, f32), computed in float64 by model.py: a
+fixed prompt, fixed noise tensors (stored), and a generation of CHUNKS = 8 blocks exactly as
+the file's metadata prescribes (longvk.first_block for block 0, sample_timesteps / sampler
+for the others, window cached_blocks: with 2-frame blocks and K = 6, block 7 no longer
+reads block 0).
 
 Tensors (batch dimension dropped; video layout [3, F, H, W], RGB in [-1, 1]):
   ids [L] (I32), mask [L]           the prompt through the tokenizer (pads: id 0, mask 0)
   y [L, caption_channels]           the raw caption embeddings from the text encoder (model.py
                                     text_encode: word + previous-word + next-word tables; pads 0)
   first_chunk_v_t1000 [3, bf, H, W] one-shot forward of chunk0_noise at t = 1000, empty state
-  chunkC_noise [3, bf, H, W]        initial noise of chunk C
-  chunkC_renoise [S-1, 3, bf, H, W] noise drawn before steps 1..S-1 of chunk C
-  chunkC_stepK_v [3, bf, H, W]      velocity of read pass K (chunks 0 and 1 only)
-  chunkC_out [3, bf, H, W]          the chunk's output x0 (what is encoded and committed)
+  chunkC_noise [3, bf, H, W]        initial noise of block C
+  chunkC_renoise [S-1, 3, bf, H, W] fresh noise before steps 1..S-1 (only for blocks sampled
+                                    with the "renoise" sampler; "euler" draws none)
+  chunkC_stepK_v [3, bf, H, W]      velocity (after CFG if any) of read pass K, blocks 0 and 1,
+                                    K < 4
+  chunkC_out [3, bf, H, W]          the block's output x0 (what is encoded and committed)
   final_layerB_S [heads, D, D], final_layerB_z [heads, D], final_layerB_conv_last [C, H/p, W/p]
-                                    carried state after the last chunk's write pass (S, z are
-                                    the sums over the window's chunks)
-Sampler, per chunk C at frame offset C * bf: x = noise; for step k at t_k:
-  v = DiT(x, t_k); x0 = x - (t_k / 1000) v; if k < S-1: x = (1 - s) x0 + s renoise[k],
-  s = t_{k+1} / 1000. Output x0 of the last step; then a t = 0 pass over it commits.
-__metadata__: prompt, chunks, block_frames, cached_blocks, timesteps, tokenizer_cases.
+                                    carried state after the last block's write pass (S, z: sums
+                                    over the window's blocks)
+Sampler, block C at frame offset C * bf, timesteps t_0.. (s_k = t_k / 1000): x = noise;
+  v = DiT(x, t_k) (CFG when cfg != 1: v_empty + cfg (v - v_empty), empty = all-zero mask);
+  x0 = x - s_k v; if k is not the last: x = (1 - s_{k+1}) x0 + s_{k+1} n, n = renoise[k]
+  ("renoise") or x + (1 - s_k) v ("euler"). Output: the last x0; then a t = 0 pass over it
+  with the prompt commits the block.
+__metadata__: prompt, chunks, block_frames, cached_blocks, timesteps, sampler, first_block,
+tokenizer_cases (text -> ids and unknown words, for the C tokenizer).
 
     /usr/bin/python3 make_vectors.py [--weights default.safetensors] [--out vectors.safetensors]
 """
@@ -40,7 +46,7 @@ from model import CarriedState, chunk_pass  # noqa: E402
 from sample import load_model  # noqa: E402
 
 PROMPT = "two red balls bouncing on a blue background"
-CHUNKS = 5
+CHUNKS = 8
 SEED = 1234
 TOKENIZER_CASES = [
     "two red balls bouncing on a blue background",
@@ -66,25 +72,37 @@ def main():
     g = torch.Generator().manual_seed(SEED)
     out = {"ids": ids.astype(np.int32), "mask": mask,
            "y": model.text_encode(tid, tmask)[0].detach().numpy()}
+    fb = lv["first_block"]
+    empty = torch.zeros_like(tmask)
     with torch.no_grad():
         state = CarriedState(model.depth, K)
         for c in range(CHUNKS):
+            st_c = [float(t) for t in (fb["timesteps"] if c == 0 else steps)]
+            smp = fb["sampler"] if c == 0 else lv["sampler"]
+            cfg_c = float(fb["cfg_scale"]) if c == 0 else 1.0
             noise = torch.randn(1, 3, bf, H, W, generator=g, dtype=torch.float64).float().double()
-            ren = torch.randn(len(steps) - 1, 1, 3, bf, H, W, generator=g, dtype=torch.float64).float().double()
             out[f"chunk{c}_noise"] = noise[0].numpy()
-            out[f"chunk{c}_renoise"] = ren[:, 0].numpy()
+            ren = None
+            if smp == "renoise":
+                ren = torch.randn(len(st_c) - 1, 1, 3, bf, H, W, generator=g, dtype=torch.float64).float().double()
+                out[f"chunk{c}_renoise"] = ren[:, 0].numpy()
             if c == 0:
                 v = model(noise, 1000.0, tid, tmask)
                 out["first_chunk_v_t1000"] = v[0].numpy()
             x = noise
-            for k, t in enumerate(steps):
+            for k, t in enumerate(st_c):
+                s = t / 1000.0
                 v = chunk_pass(model, state, x, t, tid, tmask, c * bf, commit=False)
-                if c < 2:
+                if cfg_c != 1.0:
+                    vu = chunk_pass(model, state, x, t, tid, empty, c * bf, commit=False)
+                    v = vu + cfg_c * (v - vu)
+                if c < 2 and k < 4:
                     out[f"chunk{c}_step{k}_v"] = v[0].numpy()
-                x0 = x - (t / 1000.0) * v
-                if k + 1 < len(steps):
-                    s = steps[k + 1] / 1000.0
-                    x = (1 - s) * x0 + s * ren[k]
+                x0 = x - s * v
+                if k + 1 < len(st_c):
+                    s2 = st_c[k + 1] / 1000.0
+                    n = ren[k] if smp == "renoise" else x + (1.0 - s) * v
+                    x = (1 - s2) * x0 + s2 * n
             out[f"chunk{c}_out"] = x0[0].numpy()
             chunk_pass(model, state, x0, 0.0, tid, tmask, c * bf, commit=True)
         ctx = state.context(model, 1, 1, torch.float64, "cpu")
@@ -99,7 +117,8 @@ def main():
         i, m, unk = data.tokenize(text, lv["text_len"], warn=False)
         cases.append({"text": text, "ids": i[: int(m.sum())].tolist(), "unknown": unk})
     meta = {"prompt": PROMPT, "chunks": CHUNKS, "block_frames": bf, "cached_blocks": K,
-            "timesteps": json.dumps(steps), "frame_offset": "chunk * block_frames",
+            "timesteps": json.dumps(steps), "sampler": lv["sampler"], "first_block": json.dumps(fb),
+            "frame_offset": "chunk * block_frames",
             "computed": "float64 from the f32 weights of default.safetensors (model.py)",
             "tokenizer_cases": json.dumps(cases)}
     st.save(a.out, out, meta)

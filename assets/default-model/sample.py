@@ -66,6 +66,7 @@ def main():
                     "(each block made from the text alone): what the state buys")
     ap.add_argument("--prime-seed", type=int, default=-1, help="diagnostic: the first block is the training "
                     "clip of this data seed (its caption replaces --prompt); the model continues it")
+    ap.add_argument("--block-frames", type=int, default=0, help="frames per block (default: the file's)")
     ap.add_argument("--scale", type=int, default=8)
     ap.add_argument("-o", "--output", default="")
     ap.add_argument("--sheet", default="", help="PNG contact sheet: one frame every --sheet-every frames")
@@ -79,10 +80,10 @@ def main():
     model, cfg, lv = load_model(a.weights)
     H, W = lv["resolution"]
     fps = lv["fps"]
-    bf = lv["block_frames"]
+    bf = a.block_frames or lv["block_frames"]
     K = lv["cached_blocks"] if a.cached_blocks < 0 else a.cached_blocks
     steps = [float(s) for s in a.steps.split(",")] if a.steps else [float(s) for s in lv["sample_timesteps"]]
-    sampler = a.sampler or lv.get("sampler_kind", "renoise")
+    sampler = a.sampler or lv.get("sampler", "renoise")
     fb = lv.get("first_block", {})
     if a.first_steps:
         first_steps = ([float(x) for x in a.first_steps.split(",")] if "," in a.first_steps

@@ -19,7 +19,9 @@ run draws exactly what an uninterrupted one would. Checkpoints (model, EMA, opti
 step) every --ckpt-minutes to --out/ckpt.pt; --resume continues from it. At the end the
 EMA weights go to --out/default.safetensors with the metadata the engine reads.
 
-    nice -n 5 /usr/bin/python3 train.py --steps 1800 --out .    (see RECIPE.md)
+Two phases made default.safetensors (exact commands in RECIPE.md): 3400 steps with
+4-frame chunks and window 3, then (--init) 2400 steps with 2-frame chunks, window 6 and
+--ctx-degrade 0.5. Run with OpenBLAS (RECIPE.md) and `nice -n 5`.
 """
 import argparse
 import json
@@ -65,11 +67,32 @@ def parse_args(argv=None):
     ap.add_argument("--p-sample-t", type=float, default=0.4,
                     help="fraction of chunks whose t is one of --sample-timesteps exactly")
     ap.add_argument("--sample-timesteps", default="1000,750,500,250")
+    ap.add_argument("--t-min", type=int, default=0,
+                    help="uniform timesteps are drawn from [t-min, 1000]: the sampler never evaluates below its "
+                         "last timestep, and below it the loss is mostly unlearnable pixel noise")
+    ap.add_argument("--obj-weight", type=float, default=0.0,
+                    help="loss weight of a pixel = 1 + obj-weight * (object coverage dilated by --obj-dilate): objects "
+                         "are 2-9%% of the pixels, and an unweighted loss is spent almost all on backgrounds")
+    ap.add_argument("--obj-dilate", type=int, default=3,
+                    help="pixels: the weighted region covers the object and this much background around it, so "
+                         "that both sides of an uncertain edge weigh the same (weighting only the object's own "
+                         "pixels biases the optimum towards the object's colour: objects grew block after block)")
+    ap.add_argument("--sampler", default="renoise", help="metadata only: renoise (LongSANA) or euler")
+    ap.add_argument("--first-block-timesteps", default="", help="metadata only: timesteps of the first block "
+                    "(default: --sample-timesteps)")
+    ap.add_argument("--first-block-sampler", default="", help="metadata only (default: --sampler)")
+    ap.add_argument("--first-block-cfg", type=float, default=1.0, help="metadata only")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads; 1 is ~5x faster than 2 when other jobs share the 2 cores")
     ap.add_argument("--ckpt-minutes", type=float, default=5.0)
     ap.add_argument("--log-every", type=int, default=20)
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--init", default="", help="start from the model and EMA weights of this checkpoint "
+                    "(fresh optimiser, step 0): a second training phase with other chunking")
+    ap.add_argument("--ctx-degrade", type=float, default=0.0,
+                    help="fraction of chunks whose CLEAN-pass input (the context of later chunks) is degraded "
+                         "(blur, faded contrast, noise) while the targets stay clean: teaches the model to "
+                         "restore, not copy, the imperfections of its own generated context")
     ap.add_argument("--export", default="", help="only write the EMA weights of --out/ckpt.pt to this path "
                     "(with the metadata of the current arguments, e.g. --sample-timesteps) and exit")
     ap.add_argument("--max-minutes", type=float, default=0, help="stop (with a checkpoint) after this long; 0: no limit")
@@ -90,6 +113,12 @@ def metadata(a, model, extra=None):
         "block_frames": a.block_frames,
         "cached_blocks": a.window,
         "sample_timesteps": [int(s) for s in a.sample_timesteps.split(",")],
+        "sampler": a.sampler,
+        "first_block": {
+            "timesteps": [int(s) for s in (a.first_block_timesteps or a.sample_timesteps).split(",")],
+            "sampler": a.first_block_sampler or a.sampler,
+            "cfg_scale": a.first_block_cfg,
+        },
         "text_len": data.TEXT_LEN,
         "vocab": data.VOCAB,
         "tokenizer": data.TOKENIZER_RULE,
@@ -97,12 +126,14 @@ def metadata(a, model, extra=None):
                          "+ (i > 0 ? text_prev_embedding.weight[id[i-1]] : 0) "
                          "+ (i < n-1 ? text_next_embedding.weight[id[i+1]] : 0); y[i] = 0 for i >= n; "
                          "y [text_len, caption_channels] then goes to y_embedder as the big model's Gemma output"),
-        "sampler": ("per block of block_frames frames at frame offset block*block_frames: x = noise; for each t_k in "
-                    "sample_timesteps: v = DiT(x, t_k); x0 = x - (t_k/1000) v; if not last: "
-                    "x = (1 - t_{k+1}/1000) x0 + (t_{k+1}/1000) fresh_noise; output x0 of the last step; then one "
-                    "t = 0 pass over it commits the block (window: cached_blocks)"),
+        "sampler_rule": ("blocks of block_frames frames, block b at RoPE frame offset b*block_frames; the first block "
+                         "uses first_block (timesteps, sampler, cfg_scale), the others sample_timesteps / sampler / no CFG. "
+                         "x = noise; for each t_k (s_k = t_k/1000): v = DiT(x, t_k) (CFG: v = v_empty + cfg (v_prompt - "
+                         "v_empty), empty = all-zero mask); x0 = x - s_k v; if not the last step: x = (1 - s_{k+1}) x0 + "
+                         "s_{k+1} n with n = fresh noise (renoise, LongSANA) or n = x + (1 - s_k) v (euler); the output is "
+                         "the last x0; then one t = 0 pass over it (prompt, no CFG) commits the block; the state keeps the "
+                         "last cached_blocks blocks"),
         "pixel_range": [-1, 1],
-        "cfg_scale": 1.0,
     }
     if extra:
         lv.update(extra)
@@ -114,10 +145,10 @@ def save_weights(path, model, meta):
     st.save(path, sd, meta)
 
 
-def draw_timesteps(g, n, sample_ts, p_sample):
-    """n integer timesteps in [0, 1000]: with probability p_sample one of the sampler's
+def draw_timesteps(g, n, sample_ts, p_sample, t_min=0):
+    """n integer timesteps in [t_min, 1000]: with probability p_sample one of the sampler's
     timesteps, else uniform."""
-    u = torch.randint(0, 1001, (n,), generator=g)
+    u = torch.randint(t_min, 1001, (n,), generator=g)
     pick = torch.tensor(sample_ts)[torch.randint(0, len(sample_ts), (n,), generator=g)]
     use = torch.rand(n, generator=g) < p_sample
     return torch.where(use, pick, u).to(torch.float32)
@@ -130,12 +161,36 @@ def lr_at(a, step):
     return a.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, p))))
 
 
+def degrade(x0, g, p, bf):
+    """x0 [B, 3, F, H, W] -> a copy where each chunk of bf frames is, with probability p,
+    blurred (mixed with a 3x3 binomial blur by a ~ U(0, 1)), faded towards its per-frame mean
+    colour (factor U(0.6, 1)) and noised (sigma U(0, 0.06)): what a generated chunk looks
+    like when the model hedges."""
+    B, C, F, H, W = x0.shape
+    nc = F // bf
+    sel = (torch.rand(B, 1, nc, 1, 1, 1, generator=g) < p).float()
+    k1 = torch.tensor([1.0, 2.0, 1.0]) / 4
+    k = (k1[:, None] * k1[None, :]).expand(C, 1, 3, 3)
+    fr = x0.permute(0, 2, 1, 3, 4).reshape(B * F, C, H, W)
+    blur = torch.nn.functional.conv2d(torch.nn.functional.pad(fr, (1, 1, 1, 1), mode="replicate"), k, groups=C)
+    blur = blur.reshape(B, F, C, H, W).permute(0, 2, 1, 3, 4).reshape(B, C, nc, bf, H, W)
+    x = x0.reshape(B, C, nc, bf, H, W)
+    a = torch.rand(B, 1, nc, 1, 1, 1, generator=g)
+    x = x + a * (blur - x)
+    mean = x.mean(dim=(4, 5), keepdim=True)
+    f = 0.6 + 0.4 * torch.rand(B, 1, nc, 1, 1, 1, generator=g)
+    x = mean + (x - mean) * f
+    x = x + 0.06 * torch.rand(B, 1, nc, 1, 1, 1, generator=g) * torch.randn(x.shape, generator=g)
+    out = sel * x + (1 - sel) * x0.reshape(B, C, nc, bf, H, W)
+    return out.reshape(B, C, F, H, W)
+
+
 def train_step(a, model, step):
     """Loss of step `step` (its data and noise depend only on (seed, step))."""
     rng = np.random.Generator(np.random.PCG64([a.seed, step]))
     g = torch.Generator().manual_seed(a.seed * 1_000_003 + step)
     F = a.chunks * a.block_frames
-    vid, ids, mask, _ = data.make_batch(rng, a.batch, F, a.res, a.res)
+    vid, ids, mask, _, cover = data.make_batch(rng, a.batch, F, a.res, a.res, coverage=True)
     x0 = torch.from_numpy(vid)
     ids = torch.from_numpy(ids)
     mask = torch.from_numpy(mask)
@@ -143,7 +198,8 @@ def train_step(a, model, step):
     mask = mask * (~drop)[:, None].float()
     offset = torch.randint(0, 900, (a.batch,), generator=g)  # absolute RoPE frame position
 
-    _, contribs = model(x0, torch.zeros(a.batch, F), ids, mask, chunks=a.chunks, frame_offset=offset,
+    xc = degrade(x0, g, a.ctx_degrade, a.block_frames) if a.ctx_degrade > 0 else x0
+    _, contribs = model(xc, torch.zeros(a.batch, F), ids, mask, chunks=a.chunks, frame_offset=offset,
                         window=a.window, return_contrib=True)
     ctx = context_from_clean(contribs, a.window)
     # context dropout: such a chunk is generated from the text alone, exactly as chunk 0 is
@@ -156,13 +212,16 @@ def train_step(a, model, step):
         c["left"] = c["left"] * keep[:, :, None, None]
 
     sample_ts = [int(s) for s in a.sample_timesteps.split(",")]
-    tc = draw_timesteps(g, a.batch * a.chunks, sample_ts, a.p_sample_t).reshape(a.batch, a.chunks)
+    tc = draw_timesteps(g, a.batch * a.chunks, sample_ts, a.p_sample_t, a.t_min).reshape(a.batch, a.chunks)
     tF = tc.repeat_interleave(a.block_frames, dim=1)  # [B, F]
     s = (tF / 1000.0)[:, None, :, None, None]
     noise = torch.randn(x0.shape, generator=g)
     xt = (1 - s) * x0 + s * noise
     v = model(xt, tF, ids, mask, chunks=a.chunks, frame_offset=offset, context=ctx)
-    err = (v - (noise - x0)).pow(2).mean(dim=(1, 3, 4))  # [B, F]
+    r = a.obj_dilate
+    near = torch.nn.functional.max_pool2d(torch.from_numpy(cover), 2 * r + 1, stride=1, padding=r)  # [B, F, H, W]
+    w = 1 + a.obj_weight * near[:, None]  # [B, 1, F, H, W]
+    err = (w * (v - (noise - x0)).pow(2)).mean(dim=(1, 3, 4)) / w.mean(dim=(1, 3, 4))  # [B, F]
     loss = err.mean()
     nocontext = keep == 0
     nocontext[:, 0] = True  # chunk 0 never has context
@@ -209,6 +268,11 @@ def main(argv=None):
         save_weights(a.export, ema, metadata(a, ema, {"train_steps": ck["step"]}))
         print(f"wrote {a.export} (EMA weights at step {ck['step']})")
         return
+    if a.init:
+        ck = torch.load(a.init)
+        model.load_state_dict(ck["model"])
+        ema.load_state_dict(ck["ema"])
+        print(f"initialised from {a.init} (its step {ck['step']}, {ck['elapsed'] / 60:.1f} min)", flush=True)
     if a.resume and os.path.exists(ckpt_path):
         ck = torch.load(ckpt_path)
         model.load_state_dict(ck["model"])

@@ -8,16 +8,18 @@
 
 #include "commands.h"
 #include "longvk.h"
+#include "longvk/generate.h"
 #include "longvk/sana.h"
 #include "longvk/weights.h"
 #include "sana_names.h"
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: longvk info MODEL [--config C.json | --preset P] [--latent FxHxW] [--text-tokens L] "
+            "usage: longvk info [MODEL] [--config C.json | --preset P] [--latent FxHxW] [--text-tokens L] "
             "[--tensors]\n\n"
             "MODEL: a .safetensors file, a PyTorch checkpoint (.pth/.pt), a diffusers model directory or\n"
-            "its *.safetensors.index.json. The architecture comes from --config or --preset, else the\n"
+            "its *.safetensors.index.json; without it, the default model embedded in longvk (its\n"
+            "generation recipe and vocabulary are listed). The architecture comes from --config or --preset, else the\n"
             "file's __metadata__.config, else a diffusers config.json beside it, else the preset whose\n"
             "shapes the tensors match (presets: sana-video-2b-480p, sana-video-2b-720p).\n\n"
             "  --latent FxHxW    latent frames x height x width of one chunk for the memory estimate\n"
@@ -113,6 +115,39 @@ static int has_sana_names(const lv_weights *w) {
     return 0;
 }
 
+static void print_timesteps(const float *t, int n) {
+    for (int i = 0; i < n; i++) printf("%s%g", i ? ", " : "", (double)t[i]);
+}
+
+/* What `longvk generate` reads from the file's "longvk" card. */
+static void print_card(const lv_model_card *c) {
+    printf("generation:    %s model, %dx%d pixels at %g fps, blocks of %d frames, ", c->pixel ? "pixel-space" : "latent",
+           c->width, c->height, c->fps, c->block_frames);
+    if (c->cached_blocks < 0) printf("attends to every earlier block\n");
+    else printf("attends to the last %d blocks\n", c->cached_blocks);
+    printf("               first block: %d %s steps at t = ", c->first_block.steps,
+           c->first_block.sampler == LV_CHUNK_EULER ? "Euler" : "re-noise");
+    print_timesteps(c->first_block.timesteps, c->first_block.steps);
+    printf(", CFG %g\n               later blocks: %d %s steps at t = ", c->first_block.cfg_scale, c->steps,
+           c->sampler == LV_CHUNK_EULER ? "Euler" : "re-noise");
+    print_timesteps(c->timesteps, c->steps);
+    printf(", CFG %g; then a t = 0 write pass\n", c->cfg_scale);
+    if (!c->vocab_size) return;
+    printf("vocabulary:    %d words, %d tokens per prompt (others are ignored with a warning):\n              ",
+           c->vocab_size, c->text_len);
+    int col = 14;
+    for (int i = 0; i < c->vocab_size; i++) {
+        int len = (int)strlen(c->vocab[i]) + 1;
+        if (col + len > 96) {
+            printf("\n              ");
+            col = 14;
+        }
+        printf(" %s", c->vocab[i]);
+        col += len;
+    }
+    printf("\n");
+}
+
 static int parse_latent(const char *v, long out[3]) {
     char tail;
     if (!v || sscanf(v, "%ldx%ldx%ld%c", &out[0], &out[1], &out[2], &tail) != 3 || out[0] < 1 || out[1] < 1 ||
@@ -126,7 +161,7 @@ static int parse_latent(const char *v, long out[3]) {
 int cmd_info(int argc, char **argv) {
     const char *model = NULL, *config = NULL, *preset = NULL;
     long latent[3] = {0, 0, 0}, text_tokens = 300;
-    int list = 0;
+    int list = 0, text_tokens_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -138,6 +173,7 @@ int cmd_info(int argc, char **argv) {
             if (!parse_latent(i + 1 < argc ? argv[++i] : NULL, latent)) return 2;
         } else if (!strcmp(a, "--text-tokens")) {
             if (!cli_parse_int("--text-tokens", i + 1 < argc ? argv[++i] : NULL, 0, 1000000, &text_tokens)) return 2;
+            text_tokens_given = 1;
         } else if (!strcmp(a, "--tensors")) list = 1;
         else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "longvk info: unknown option '%s' (or it needs a value)\n", a);
@@ -148,13 +184,12 @@ int cmd_info(int argc, char **argv) {
             return 2;
         }
     }
-    if (!model) {
-        usage(stderr);
-        return 2;
-    }
-
     lv_sana_file *f = NULL;
-    if (lv_sana_file_open(model, config, preset, &f) != LV_OK) {
+    if (!model) { /* the default model compiled into longvk */
+        model = "the default model (embedded in longvk)";
+        if (lv_sana_file_open_memory(lv_default_model_data(), lv_default_model_size(), "default model", &f) != LV_OK)
+            return cli_fail("info");
+    } else if (lv_sana_file_open(model, config, preset, &f) != LV_OK) {
         /* A weights file without any SANA-Video name gets a plain summary instead. */
         struct stat st;
         lv_weights *w = NULL;
@@ -190,6 +225,19 @@ int cmd_info(int argc, char **argv) {
            lv_sana_file_tensor_count(f));
     print_dtypes("dtypes:", 15, lv_sana_file_tensor_count(f), model_at, f);
 
+    /* the generation card, if any: its block is the default chunk of the memory estimate */
+    const char *card_json = lv_weights_metadata(w, "longvk");
+    lv_model_card card;
+    char card_error[512] = "";
+    int has_card = card_json && lv_model_card_parse(card_json, model, &card) == LV_OK;
+    if (card_json && !has_card) snprintf(card_error, sizeof card_error, "%s", lv_last_error());
+    if (has_card && card.pixel && !latent[0]) {
+        latent[0] = card.block_frames;
+        latent[1] = card.height;
+        latent[2] = card.width;
+        if (!text_tokens_given) text_tokens = card.text_len;
+    }
+
     /* Memory (see usage() for the formula). */
     if (!latent[0]) {
         latent[0] = 10;
@@ -207,22 +255,28 @@ int cmd_info(int argc, char **argv) {
     char state_label[64];
     snprintf(state_label, sizeof state_label, "carried state, %d layers", c->depth);
     printf("memory:        %-26s %11s\n", "weights as stored", human(weights, b1, sizeof b1));
-    printf("               %-26s %11s  (%.0f tokens = %ld/%d x %ld/%d x %ld/%d latent, %ld text tokens; %s per "
+    printf("               %-26s %11s  (%.0f tokens = %ld/%d x %ld/%d x %ld/%d %s, %ld text tokens; %s per "
            "token)\n",
            "activations, one block", human(act, b2, sizeof b2), N, latent[0], c->patch[0], latent[1], c->patch[1],
-           latent[2], c->patch[2], text_tokens, human(4.0 * per_token, b4, sizeof b4));
+           latent[2], c->patch[2], has_card && card.pixel ? "pixels" : "latent", text_tokens,
+           human(4.0 * per_token, b4, sizeof b4));
     printf("               %-26s %11s  (LongSANA)\n", state_label, human(state, b3, sizeof b3));
     printf("               %-26s %11s  (fp32 activations; `longvk info --help` has the formula)\n",
            "total on the device", human(weights + act + state, b1, sizeof b1));
+    if (card_json && !has_card) printf("generation:    the \"longvk\" metadata is invalid: %s\n", card_error);
+    if (has_card) print_card(&card);
     int n_extra = lv_sana_file_extra_count(f);
-    printf("extra tensors: %d%s\n", n_extra, n_extra ? " (in the file, not used by the model):" : "");
+    printf("extra tensors: %d%s\n", n_extra, n_extra ? " (in the file, not part of the DiT):" : "");
     for (int i = 0; i < n_extra; i++) {
         char s[128];
         const lv_weight *t = lv_sana_file_extra(f, i);
         shape_text(t, s, sizeof s);
+        int text = has_card && card.vocab_size && strncmp(t->name, "text_", 5) == 0;
         printf("  %s %s %s%s\n", t->name, lv_dtype_name(t->dtype), s,
-               lv_sana_file_extra_known(f, i) ? "  (known: SANA-Video never reads it)" : "");
+               text ? "  (the text encoder's word table)"
+                    : lv_sana_file_extra_known(f, i) ? "  (known: SANA-Video never reads it)" : "");
     }
+    if (has_card) lv_model_card_free(&card);
     if (list) {
         printf("tensors (original names):\n");
         for (int i = 0; i < lv_sana_file_tensor_count(f); i++) print_tensor(lv_sana_file_tensor_at(f, i), "  ");

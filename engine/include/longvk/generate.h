@@ -57,6 +57,24 @@ void lv_model_card_longsana(lv_model_card *card);
 lv_status lv_model_card_parse(const char *json, const char *source, lv_model_card *out);
 void lv_model_card_free(lv_model_card *card);
 
+/* The text encoder of a model with a vocabulary (pipelines/text_tables.c), in place of
+ * Gemma: tables [vocab, caption_channels] in the model file, text_embedding.weight (the
+ * word) and, when present, text_prev_embedding.weight / text_next_embedding.weight (the
+ * words before and after it). For the n valid tokens of the prompt
+ *   y[i] = word[id_i] + prev[id_{i-1}] (i > 0) + next[id_{i+1}] (i < n - 1),
+ * and y[i] = 0 for the padding. The tables point into the weights, which must outlive them. */
+typedef struct lv_text_tables {
+    const lv_weight *word, *prev, *next; /* prev / next: NULL when absent */
+    int caption_channels;
+} lv_text_tables;
+
+lv_status lv_text_tables_open(const lv_weights *w, const lv_model_card *card, int caption_channels,
+                              lv_text_tables *out);
+/* y [text_len, caption_channels] and mask [text_len] of a prompt; unknown words as in
+ * lv_model_card_tokenize. */
+lv_status lv_text_tables_embed(const lv_text_tables *t, const lv_model_card *card, const char *prompt,
+                               float *y, float *mask, char *unknown, size_t unknown_size);
+
 /* The card's tokenizer: lowercase ASCII, split on every byte outside a-z, look each piece
  * up in the vocabulary; unknown words are skipped and listed in `unknown` (space separated,
  * may be NULL); the first text_len ids get mask 1, the rest are padded with id 0, mask 0. */

@@ -1,0 +1,54 @@
+/* The text encoder of pixel-space models with a vocabulary (the default model): the card's
+ * tokenizer, then word tables stored in the model file (see longvk/generate.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "longvk/generate.h"
+
+static lv_status find_table(const lv_weights *w, const char *name, int vocab, int cap, bool required,
+                            const lv_weight **out) {
+    const lv_weight *t = lv_weights_find(w, name);
+    *out = NULL;
+    if (!t && !required) return LV_OK;
+    if (!t || t->dtype != LV_F32 || t->ndim != 2 || t->shape[0] != vocab || t->shape[1] != cap)
+        return lv_error(LV_ERR_FORMAT, "%s must be f32 [%d, %d] (vocabulary x caption channels)", name, vocab, cap);
+    *out = t;
+    return LV_OK;
+}
+
+lv_status lv_text_tables_open(const lv_weights *w, const lv_model_card *card, int caption_channels,
+                              lv_text_tables *out) {
+    memset(out, 0, sizeof *out);
+    out->caption_channels = caption_channels;
+    LV_TRY(find_table(w, "text_embedding.weight", card->vocab_size, caption_channels, true, &out->word));
+    LV_TRY(find_table(w, "text_prev_embedding.weight", card->vocab_size, caption_channels, false, &out->prev));
+    LV_TRY(find_table(w, "text_next_embedding.weight", card->vocab_size, caption_channels, false, &out->next));
+    return LV_OK;
+}
+
+static void add_row(float *y, const lv_weight *table, int id, int cap) {
+    const float *row = (const float *)table->data + (size_t)id * cap;
+    for (int c = 0; c < cap; c++) y[c] += row[c];
+}
+
+lv_status lv_text_tables_embed(const lv_text_tables *t, const lv_model_card *card, const char *prompt,
+                               float *y, float *mask, char *unknown, size_t unknown_size) {
+    int L = card->text_len, cap = t->caption_channels;
+    int *ids = malloc((size_t)L * sizeof *ids);
+    if (!ids) return lv_error(LV_ERR_NOMEM, "out of host memory");
+    lv_status s = lv_model_card_tokenize(card, prompt, ids, mask, unknown, unknown_size);
+    if (s == LV_OK) {
+        int n = 0; /* the valid tokens come first */
+        while (n < L && mask[n] > 0.5f) n++;
+        memset(y, 0, (size_t)L * cap * sizeof *y);
+        for (int i = 0; i < n; i++) {
+            float *yi = y + (size_t)i * cap;
+            add_row(yi, t->word, ids[i], cap);
+            if (t->prev && i > 0) add_row(yi, t->prev, ids[i - 1], cap);
+            if (t->next && i < n - 1) add_row(yi, t->next, ids[i + 1], cap);
+        }
+    }
+    free(ids);
+    return s;
+}
