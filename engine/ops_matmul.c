@@ -99,6 +99,7 @@ typedef struct mm_shape {
     int64_t M, N, K;
     int batched_w;
     lv_activation act;
+    bool accumulate;
 } mm_shape;
 
 static lv_status shape_error(const char *what, const lv_tensor *x, const char *xname,
@@ -212,6 +213,7 @@ static lv_status dispatch(lv_ctx *ctx, const mm_config *k, const mm_shape *s, mm
         .out_batch = (uint32_t)(s->M * s->N),
         .has_bias = has_bias,
         .act = (uint32_t)s->act,
+        .accumulate = s->accumulate,
     };
     uint32_t gx = (uint32_t)((c->nc + k->tile_n - 1) / k->tile_n);
     uint32_t gy = (uint32_t)((c->mc + k->tile_m - 1) / k->tile_m);
@@ -306,11 +308,12 @@ static lv_status run(lv_ctx *ctx, lv_matmul_variant variant, const mm_shape *s, 
 }
 
 lv_status lv_op_matmul_ex(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a, const lv_tensor *w,
-                          const lv_tensor *bias, lv_activation act, lv_matmul_variant variant) {
-    mm_shape s = {0, 0, 0, 0, 0, LV_ACT_NONE};
+                          const lv_tensor *bias, lv_activation act, bool accumulate, lv_matmul_variant variant) {
+    mm_shape s = {0, 0, 0, 0, 0, LV_ACT_NONE, false};
     LV_TRY(check_shapes(out, a, w, bias, &s));
     if (act != LV_ACT_NONE && act != LV_ACT_SILU) return lv_error(LV_ERR_INVALID, "matmul: unknown activation %d", (int)act);
     s.act = act;
+    s.accumulate = accumulate;
     if (variant == LV_MATMUL_AUTO) variant = lv_matmul_auto_variant(ctx);
     return run(ctx, variant, &s, out, a, w, bias);
 }
@@ -318,15 +321,20 @@ lv_status lv_op_matmul_ex(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a,
 lv_status lv_op_matmul_variant(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a,
                                const lv_tensor *w, const lv_tensor *bias,
                                lv_matmul_variant variant) {
-    return lv_op_matmul_ex(ctx, out, a, w, bias, LV_ACT_NONE, variant);
+    return lv_op_matmul_ex(ctx, out, a, w, bias, LV_ACT_NONE, false, variant);
 }
 
 lv_status lv_op_matmul(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a, const lv_tensor *w,
                        const lv_tensor *bias) {
-    return lv_op_matmul_ex(ctx, out, a, w, bias, LV_ACT_NONE, LV_MATMUL_AUTO);
+    return lv_op_matmul_ex(ctx, out, a, w, bias, LV_ACT_NONE, false, LV_MATMUL_AUTO);
 }
 
 lv_status lv_op_matmul_act(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a, const lv_tensor *w,
                            const lv_tensor *bias, lv_activation act) {
-    return lv_op_matmul_ex(ctx, out, a, w, bias, act, LV_MATMUL_AUTO);
+    return lv_op_matmul_ex(ctx, out, a, w, bias, act, false, LV_MATMUL_AUTO);
+}
+
+lv_status lv_op_matmul_add(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a, const lv_tensor *w,
+                           const lv_tensor *bias) {
+    return lv_op_matmul_ex(ctx, out, a, w, bias, LV_ACT_NONE, true, LV_MATMUL_AUTO);
 }

@@ -15,8 +15,9 @@ lv_status lv_op_matmul_variant(lv_ctx *ctx, const lv_tensor *out, const lv_tenso
                                const lv_tensor *w, const lv_tensor *bias,
                                lv_matmul_variant variant);
 
+/* out = act(a w^T + bias) (+ out when accumulate) with one kernel variant. */
 lv_status lv_op_matmul_ex(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a, const lv_tensor *w,
-                          const lv_tensor *bias, lv_activation act, lv_matmul_variant variant);
+                          const lv_tensor *bias, lv_activation act, bool accumulate, lv_matmul_variant variant);
 
 /* The variant lv_op_matmul picks on this context. */
 lv_matmul_variant lv_matmul_auto_variant(const lv_ctx *ctx);

@@ -284,8 +284,7 @@ static lv_status block_cross_attention(lv_ctx *ctx, lv_dit *dit, lv_dit_block *b
     LV_TRY(lv_op_rmsnorm(ctx, q, q, &blk->cq_norm, dit->cfg.cross_norm_eps));
     LV_TRY(lv_op_softmax_attention(ctx, o, q, &blk->text_k[slot], &blk->text_v[slot], &dit->text_mask[slot],
                                    dit->cfg.heads, 1.0f / sqrtf((float)dit->cfg.head_dim)));
-    LV_TRY(lv_op_matmul(ctx, q, o, &blk->cproj_w, &blk->cproj_b));
-    return lv_op_add(ctx, x, x, q);
+    return lv_op_matmul_add(ctx, x, o, &blk->cproj_w, &blk->cproj_b); /* x += proj(o) */
 }
 
 static lv_status block_mix_ffn(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, scratch *s,

@@ -34,8 +34,8 @@ layout(constant_id = 3) const uint WDT = 0;  // w dtype: LV_DTYPE_F32 / F16 / BF
 layout(constant_id = 4) const uint VEC = 1;  // fast path, see above
 layout(constant_id = 5) const uint SHUF = 1; // rows of a shared by subgroupShuffle (subgroup of 8)
 
-layout(std430, binding = 0) writeonly buffer Out { float o[]; };
-layout(std430, binding = 0) writeonly buffer Out4 { vec4 o4[]; };
+layout(std430, binding = 0) buffer Out { float o[]; };
+layout(std430, binding = 0) buffer Out4 { vec4 o4[]; };
 layout(std430, binding = 1) readonly buffer A { float a[]; };
 layout(std430, binding = 1) readonly buffer A4 { vec4 a4[]; };
 layout(std430, binding = 2) readonly buffer W { uint w[]; };
@@ -126,8 +126,12 @@ void main() {
             if (m0 + i < pc.M) {
                 uint row = (obase + (m0 + i) * pc.ldo) / 4u;
                 [[unroll]] for (uint j = 0; j < TN / 4u; j++)
-                    o4[row + j] = mm_act4(vec4(acc[i * TN + 4u * j], acc[i * TN + 4u * j + 1u],
-                                               acc[i * TN + 4u * j + 2u], acc[i * TN + 4u * j + 3u]) + b[j]);
+                {
+                    vec4 r = mm_act4(vec4(acc[i * TN + 4u * j], acc[i * TN + 4u * j + 1u],
+                                          acc[i * TN + 4u * j + 2u], acc[i * TN + 4u * j + 3u]) + b[j]);
+                    if (pc.accumulate != 0u) r += o4[row + j];
+                    o4[row + j] = r;
+                }
             }
         }
     } else {
@@ -161,7 +165,10 @@ void main() {
             float bj = 0.0;
             if (pc.has_bias != 0u) bj = bias[pc.bias_off + min(n, pc.N - 1u)];
             [[unroll]] for (uint i = 0; i < TM; i++)
-                if (m0 + i < pc.M && n < pc.N) o[obase + (m0 + i) * pc.ldo + n] = mm_act(acc[i * TN + j] + bj);
+                if (m0 + i < pc.M && n < pc.N) {
+                    uint e = obase + (m0 + i) * pc.ldo + n;
+                    o[e] = mm_act(acc[i * TN + j] + bj) + (pc.accumulate != 0u ? o[e] : 0.0);
+                }
         }
     }
 }

@@ -25,7 +25,7 @@ layout(constant_id = 4) const uint TM = 4;
 layout(constant_id = 5) const uint TN = 4;
 layout(constant_id = 6) const uint WDT = 0;  // w dtype: LV_DTYPE_F32 / F16 / BF16
 
-layout(std430, binding = 0) writeonly buffer Out { float o[]; };
+layout(std430, binding = 0) buffer Out { float o[]; };
 layout(std430, binding = 1) readonly buffer A { float a[]; };
 layout(std430, binding = 2) readonly buffer W { uint w[]; };
 layout(std430, binding = 3) readonly buffer Bias { float bias[]; };
@@ -85,7 +85,10 @@ void main() {
         if (pc.has_bias != 0u) b = bias[pc.bias_off + min(n, pc.N - 1u)];
         [[unroll]] for (uint i = 0; i < TM; i++) {
             uint m = m0 + ty + i * (BM / TM);
-            if (m < pc.M && n < pc.N) o[obase + m * pc.ldo + n] = mm_act(acc[i * TN + j] + b);
+            if (m < pc.M && n < pc.N) {
+                uint e = obase + m * pc.ldo + n;
+                o[e] = mm_act(acc[i * TN + j] + b) + (pc.accumulate != 0u ? o[e] : 0.0);
+            }
         }
     }
 }

@@ -19,4 +19,5 @@ LV_PUSH_BEGIN(lv_push_matmul)
     LV_PUSH_U32 out_batch;
     LV_PUSH_U32 has_bias;
     LV_PUSH_U32 act;        /* lv_activation: 0 none, 1 SiLU, applied as outputs are stored */
+    LV_PUSH_U32 accumulate; /* 1: out += the result (a residual add fused into the store) */
 LV_PUSH_END(lv_push_matmul)

@@ -144,7 +144,7 @@ Test(matmul, fused_silu) {
             lv_tensor tb = ts_tensor(ctx, LV_F32, 1, (int64_t[]){N}, bias);
             lv_tensor to = ts_empty(ctx, 2, (int64_t[]){M, N});
             fill_nan(ctx, &to);
-            cr_assert_eq(lv_op_matmul_ex(ctx, &to, &ta, &tw, &tb, LV_ACT_SILU, variants[v]), LV_OK, "%s",
+            cr_assert_eq(lv_op_matmul_ex(ctx, &to, &ta, &tw, &tb, LV_ACT_SILU, false, variants[v]), LV_OK, "%s",
                          lv_last_error());
             float *got = ts_read(ctx, &to);
             float *want = malloc((size_t)(M * N) * sizeof *want);
@@ -165,6 +165,52 @@ Test(matmul, fused_silu) {
             free(a);
             free(w);
             free(bias);
+            lv_tensor_free(ctx, &ta);
+            lv_tensor_free(ctx, &tw);
+            lv_tensor_free(ctx, &tb);
+            lv_tensor_free(ctx, &to);
+        }
+    ts_ctx_done(ctx);
+}
+
+/* The fused residual add: out = r + a w^T + bias where out held r. Bound: the product's bound
+ * plus one rounding of the final addition, u |out|. */
+Test(matmul, fused_residual_add) {
+    lv_ctx *ctx = ts_ctx();
+    static const int64_t shapes[][3] = {{7, 13, 5}, {64, 96, 96}, {33, 68, 136}};
+    for (size_t v = 0; v < 2; v++)
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            int64_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+            float *a = ts_rand_alloc((size_t)(M * K), 800 + i, -1, 1);
+            float *w = ts_rand_alloc((size_t)(N * K), 810 + i, -1, 1);
+            float *bias = ts_rand_alloc((size_t)N, 820 + i, -1, 1);
+            float *r = ts_rand_alloc((size_t)(M * N), 830 + i, -4, 4);
+            lv_tensor ta = ts_tensor(ctx, LV_F32, 2, (int64_t[]){M, K}, a);
+            lv_tensor tw = ts_tensor(ctx, LV_F32, 2, (int64_t[]){N, K}, w);
+            lv_tensor tb = ts_tensor(ctx, LV_F32, 1, (int64_t[]){N}, bias);
+            lv_tensor to = ts_tensor(ctx, LV_F32, 2, (int64_t[]){M, N}, r);
+            cr_assert_eq(lv_op_matmul_ex(ctx, &to, &ta, &tw, &tb, LV_ACT_NONE, true, variants[v]), LV_OK, "%s",
+                         lv_last_error());
+            float *got = ts_read(ctx, &to);
+            float *want = malloc((size_t)(M * N) * sizeof *want);
+            double *mag = malloc((size_t)(M * N) * sizeof *mag);
+            cr_assert(want && mag);
+            ref_matmul(want, mag, a, w, bias, 1, M, N, K, 0);
+            const double u = ldexp(1.0, -24);
+            for (int64_t e = 0; e < M * N; e++) {
+                double x = (double)want[e] + (double)r[e];
+                double bound = 1.01 * (double)(K + 2) * u * mag[e] + 2 * u * (fabs(x) + fabs(r[e])) + 1e-30;
+                cr_assert(fabs(got[e] - x) <= bound, "%s %lldx%lldx%lld: out[%lld] = %.9g, want %.9g, bound %.3g",
+                          variant_name(variants[v]), (long long)M, (long long)N, (long long)K, (long long)e,
+                          (double)got[e], x, bound);
+            }
+            free(got);
+            free(want);
+            free(mag);
+            free(a);
+            free(w);
+            free(bias);
+            free(r);
             lv_tensor_free(ctx, &ta);
             lv_tensor_free(ctx, &tw);
             lv_tensor_free(ctx, &tb);

@@ -28,6 +28,10 @@ typedef enum lv_activation {
 lv_status lv_op_matmul_act(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a,
                            const lv_tensor *w, const lv_tensor *bias, lv_activation act);
 
+/* out += a w^T + bias: a residual add fused into the store. */
+lv_status lv_op_matmul_add(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a,
+                           const lv_tensor *w, const lv_tensor *bias);
+
 #ifdef __cplusplus
 }
 #endif
