@@ -126,96 +126,73 @@ Test(matmul, shapes_f16) { shapes_for(LV_F16); }
 Test(matmul, shapes_bf16) { shapes_for(LV_BF16); }
 
 /* a [B, M, K] with w [N, K] shared (rows fold into M) and with w [B, N, K] */
-/* The fused SiLU: out = silu(a w^T + bias) against silu of the double reference. Bound: the
- * product's bound above times max |silu'| = 1.1, plus the shader's exp and division:
- * Vulkan allows exp an error of (3 + 2|x|) ulp, which reaches silu(x) scaled by at most 1,
- * so (8 + 2|x|) u |x| covers them with the division's rounding. */
+/* The fused epilogues, against the double reference x = a w^T + bias:
+ *  - SiLU: out = silu(x). Bound: the product's bound above times max |silu'| = 1.1, plus the
+ *    shader's exp and division: Vulkan allows exp an error of (3 + 2|x|) ulp, which reaches
+ *    silu(x) scaled by at most 1, so (8 + 2|x|) u |x| covers them with the division.
+ *  - residual add: out = r + x where out held r. Bound: the product's bound plus the final
+ *    addition's rounding, 2 u (|r + x| + |r|). */
+static void fused_case(lv_ctx *ctx, lv_matmul_variant variant, const int64_t mnk[3], lv_activation act,
+                       bool accumulate, uint64_t seed) {
+    int64_t M = mnk[0], N = mnk[1], K = mnk[2];
+    float *a = ts_rand_alloc((size_t)(M * K), seed, -1, 1);
+    float *w = ts_rand_alloc((size_t)(N * K), seed + 1, -1, 1);
+    float *bias = ts_rand_alloc((size_t)N, seed + 2, -1, 1);
+    float *r = ts_rand_alloc((size_t)(M * N), seed + 3, -4, 4);
+    lv_tensor ta = ts_tensor(ctx, LV_F32, 2, (int64_t[]){M, K}, a);
+    lv_tensor tw = ts_tensor(ctx, LV_F32, 2, (int64_t[]){N, K}, w);
+    lv_tensor tb = ts_tensor(ctx, LV_F32, 1, (int64_t[]){N}, bias);
+    lv_tensor to = ts_tensor(ctx, LV_F32, 2, (int64_t[]){M, N}, r);
+    if (!accumulate) fill_nan(ctx, &to);
+    cr_assert_eq(lv_op_matmul_ex(ctx, &to, &ta, &tw, &tb, act, accumulate, variant), LV_OK, "%s", lv_last_error());
+    float *got = ts_read(ctx, &to);
+    float *want = malloc((size_t)(M * N) * sizeof *want);
+    double *mag = malloc((size_t)(M * N) * sizeof *mag);
+    cr_assert(want && mag);
+    ref_matmul(want, mag, a, w, bias, 1, M, N, K, 0);
+    const double u = ldexp(1.0, -24);
+    for (int64_t e = 0; e < M * N; e++) {
+        double x = want[e], y, bound = 1.01 * (double)(K + 2) * u * mag[e] + 1e-30;
+        if (act == LV_ACT_SILU) {
+            y = x / (1.0 + exp(-x));
+            bound = 1.1 * bound + (8.0 + 2.0 * fabs(x)) * u * fabs(x);
+        } else {
+            y = x;
+        }
+        if (accumulate) {
+            y += r[e];
+            bound += 2 * u * (fabs(y) + fabs(r[e]));
+        }
+        cr_assert(fabs(got[e] - y) <= bound, "%s %lldx%lldx%lld act %d acc %d: out[%lld] = %.9g, want %.9g, bound %.3g",
+                  variant_name(variant), (long long)M, (long long)N, (long long)K, (int)act, (int)accumulate,
+                  (long long)e, (double)got[e], y, bound);
+    }
+    free(got);
+    free(want);
+    free(mag);
+    free(a);
+    free(w);
+    free(bias);
+    free(r);
+    lv_tensor_free(ctx, &ta);
+    lv_tensor_free(ctx, &tw);
+    lv_tensor_free(ctx, &tb);
+    lv_tensor_free(ctx, &to);
+}
+
+static const int64_t fused_shapes[][3] = {{7, 13, 5}, {64, 96, 96}, {33, 68, 136}};
+
 Test(matmul, fused_silu) {
     lv_ctx *ctx = ts_ctx();
-    static const int64_t shapes[][3] = {{7, 13, 5}, {64, 96, 96}, {33, 68, 136}};
     for (size_t v = 0; v < 2; v++)
-        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-            int64_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
-            float *a = ts_rand_alloc((size_t)(M * K), 700 + i, -1, 1);
-            float *w = ts_rand_alloc((size_t)(N * K), 710 + i, -1, 1);
-            float *bias = ts_rand_alloc((size_t)N, 720 + i, -1, 1);
-            lv_tensor ta = ts_tensor(ctx, LV_F32, 2, (int64_t[]){M, K}, a);
-            lv_tensor tw = ts_tensor(ctx, LV_F32, 2, (int64_t[]){N, K}, w);
-            lv_tensor tb = ts_tensor(ctx, LV_F32, 1, (int64_t[]){N}, bias);
-            lv_tensor to = ts_empty(ctx, 2, (int64_t[]){M, N});
-            fill_nan(ctx, &to);
-            cr_assert_eq(lv_op_matmul_ex(ctx, &to, &ta, &tw, &tb, LV_ACT_SILU, false, variants[v]), LV_OK, "%s",
-                         lv_last_error());
-            float *got = ts_read(ctx, &to);
-            float *want = malloc((size_t)(M * N) * sizeof *want);
-            double *mag = malloc((size_t)(M * N) * sizeof *mag);
-            cr_assert(want && mag);
-            ref_matmul(want, mag, a, w, bias, 1, M, N, K, 0);
-            const double u = ldexp(1.0, -24);
-            for (int64_t e = 0; e < M * N; e++) {
-                double x = want[e], s = x / (1.0 + exp(-x));
-                double bound = 1.1 * 1.01 * (double)(K + 2) * u * mag[e] + (8.0 + 2.0 * fabs(x)) * u * fabs(x) + 1e-30;
-                cr_assert(fabs(got[e] - s) <= bound, "%s %lldx%lldx%lld: out[%lld] = %.9g, silu(ref) %.9g, bound %.3g",
-                          variant_name(variants[v]), (long long)M, (long long)N, (long long)K, (long long)e,
-                          (double)got[e], s, bound);
-            }
-            free(got);
-            free(want);
-            free(mag);
-            free(a);
-            free(w);
-            free(bias);
-            lv_tensor_free(ctx, &ta);
-            lv_tensor_free(ctx, &tw);
-            lv_tensor_free(ctx, &tb);
-            lv_tensor_free(ctx, &to);
-        }
+        for (size_t i = 0; i < 3; i++) fused_case(ctx, variants[v], fused_shapes[i], LV_ACT_SILU, false, 700 + 10 * i);
     ts_ctx_done(ctx);
 }
 
-/* The fused residual add: out = r + a w^T + bias where out held r. Bound: the product's bound
- * plus one rounding of the final addition, u |out|. */
 Test(matmul, fused_residual_add) {
     lv_ctx *ctx = ts_ctx();
-    static const int64_t shapes[][3] = {{7, 13, 5}, {64, 96, 96}, {33, 68, 136}};
     for (size_t v = 0; v < 2; v++)
-        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-            int64_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
-            float *a = ts_rand_alloc((size_t)(M * K), 800 + i, -1, 1);
-            float *w = ts_rand_alloc((size_t)(N * K), 810 + i, -1, 1);
-            float *bias = ts_rand_alloc((size_t)N, 820 + i, -1, 1);
-            float *r = ts_rand_alloc((size_t)(M * N), 830 + i, -4, 4);
-            lv_tensor ta = ts_tensor(ctx, LV_F32, 2, (int64_t[]){M, K}, a);
-            lv_tensor tw = ts_tensor(ctx, LV_F32, 2, (int64_t[]){N, K}, w);
-            lv_tensor tb = ts_tensor(ctx, LV_F32, 1, (int64_t[]){N}, bias);
-            lv_tensor to = ts_tensor(ctx, LV_F32, 2, (int64_t[]){M, N}, r);
-            cr_assert_eq(lv_op_matmul_ex(ctx, &to, &ta, &tw, &tb, LV_ACT_NONE, true, variants[v]), LV_OK, "%s",
-                         lv_last_error());
-            float *got = ts_read(ctx, &to);
-            float *want = malloc((size_t)(M * N) * sizeof *want);
-            double *mag = malloc((size_t)(M * N) * sizeof *mag);
-            cr_assert(want && mag);
-            ref_matmul(want, mag, a, w, bias, 1, M, N, K, 0);
-            const double u = ldexp(1.0, -24);
-            for (int64_t e = 0; e < M * N; e++) {
-                double x = (double)want[e] + (double)r[e];
-                double bound = 1.01 * (double)(K + 2) * u * mag[e] + 2 * u * (fabs(x) + fabs(r[e])) + 1e-30;
-                cr_assert(fabs(got[e] - x) <= bound, "%s %lldx%lldx%lld: out[%lld] = %.9g, want %.9g, bound %.3g",
-                          variant_name(variants[v]), (long long)M, (long long)N, (long long)K, (long long)e,
-                          (double)got[e], x, bound);
-            }
-            free(got);
-            free(want);
-            free(mag);
-            free(a);
-            free(w);
-            free(bias);
-            free(r);
-            lv_tensor_free(ctx, &ta);
-            lv_tensor_free(ctx, &tw);
-            lv_tensor_free(ctx, &tb);
-            lv_tensor_free(ctx, &to);
-        }
+        for (size_t i = 0; i < 3; i++) fused_case(ctx, variants[v], fused_shapes[i], LV_ACT_NONE, true, 800 + 10 * i);
     ts_ctx_done(ctx);
 }
 
