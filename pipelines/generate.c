@@ -380,7 +380,7 @@ lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback pr
             lv_generate_progress p = {.block = 1, .blocks = 1, .frames_done = r.frames_done,
                                       .frames_total = frames_total, .seconds = t,
                                       .frames_per_second = t > 0 ? (double)r.frames_done / t : 0,
-                                      .state_bytes = lv_dit_state_bytes(r.dit),
+                                      .state_bytes = 0, /* one clip: nothing is carried */
                                       .device = lv_ctx_device(r.ctx)->name};
             progress(user, &p);
         }
@@ -407,7 +407,8 @@ lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback pr
                 .block = c + 1, .blocks = chunks, .frames_done = r.frames_done,
                 .frames_total = frames_total, .seconds = t, .frames_per_second = fps,
                 .eta_seconds = fps > 0 ? (double)(frames_total - r.frames_done) / fps : 0,
-                .state_bytes = lv_dit_state_bytes(r.dit), .device = lv_ctx_device(r.ctx)->name};
+                .state_bytes = lv_dit_carries_state(r.dit) ? lv_dit_state_bytes(r.dit) : 0,
+                .device = lv_ctx_device(r.ctx)->name};
             progress(user, &p);
         }
     }

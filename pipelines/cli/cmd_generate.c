@@ -231,9 +231,11 @@ int cmd_generate(int argc, char **argv) {
         return 130;
     }
     if (s != LV_OK) return cli_fail("generate");
-    if (!st.quiet)
-        fprintf(stderr, "wrote %s: %lld frames in %.1f s (%.1f frames/s on %s), carried state %.1f KiB\n",
-                o.output, (long long)st.last.frames_done, st.last.seconds, st.last.frames_per_second,
-                st.device, (double)st.last.state_bytes / 1024);
+    if (!st.quiet) {
+        char state[64] = "no carried state";
+        if (st.last.state_bytes) snprintf(state, sizeof state, "carried state %.1f KiB", (double)st.last.state_bytes / 1024);
+        fprintf(stderr, "wrote %s: %lld frames in %.1f s (%.1f frames/s on %s), %s\n", o.output,
+                (long long)st.last.frames_done, st.last.seconds, st.last.frames_per_second, st.device, state);
+    }
     return 0;
 }

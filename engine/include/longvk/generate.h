@@ -134,7 +134,7 @@ typedef struct lv_generate_progress {
     double seconds;               /* since this run started */
     double frames_per_second;     /* frames this run / seconds */
     double eta_seconds;
-    uint64_t state_bytes;         /* carried state on the device */
+    uint64_t state_bytes;         /* carried state on the device (0: none is carried) */
     const char *device;
 } lv_generate_progress;
 
