@@ -3,8 +3,8 @@
 With the trained weights (default.safetensors, f32), computed in float64 by model.py: a
 fixed prompt, fixed noise tensors (stored), and a generation of CHUNKS = 8 blocks exactly as
 the file's metadata prescribes (longvk.first_block for block 0, sample_timesteps / sampler
-for the others, window cached_blocks: with 2-frame blocks and K = 6, block 7 no longer
-reads block 0).
+for the others, window cached_blocks: with K = 2, blocks 3 to 7 no longer
+read block 0).
 
 Tensors (batch dimension dropped; video layout [3, F, H, W], RGB in [-1, 1]):
   ids [L] (I32), mask [L]           the prompt through the tokenizer (pads: id 0, mask 0)
