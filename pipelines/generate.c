@@ -111,10 +111,13 @@ static bool ends_with(const char *s, const char *suffix) {
     return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
-/* The first `steps` of the card's schedule, spread over it: steps = 2 of [1000, 750, 500,
- * 250] gives [1000, 500]. */
-static void pick_timesteps(const lv_model_card *card, int steps, float *out) {
-    for (int i = 0; i < steps; i++) out[i] = card->timesteps[(i * card->steps) / steps];
+/* `steps` of a recipe's schedule, spread over it: steps = 2 of [1000, 750, 500, 250] gives
+ * [1000, 500]. */
+static lv_block_recipe pick_steps(const lv_block_recipe *full, int steps) {
+    lv_block_recipe r = *full;
+    r.steps = steps;
+    for (int i = 0; i < steps; i++) r.timesteps[i] = full->timesteps[(i * full->steps) / steps];
+    return r;
 }
 
 static lv_status resolve_options(const lv_generate_options *in, gen_run *r) {
@@ -150,14 +153,13 @@ static lv_status resolve_options(const lv_generate_options *in, gen_run *r) {
         r->uncond = o->cfg_scale != 1.0;
         return LV_OK;
     }
-    if (o->steps <= 0) o->steps = card->steps;
-    if (o->steps > card->steps)
+    const lv_block_recipe *later = &card->later_blocks;
+    if (o->steps <= 0) o->steps = later->steps;
+    if (o->steps > later->steps)
         return lv_error(LV_ERR_INVALID, "--steps %d: this model samples with at most %d steps per chunk",
-                        o->steps, card->steps);
-    if (o->cfg_scale < 0) o->cfg_scale = card->cfg_scale;
-    r->later.steps = o->steps;
-    pick_timesteps(card, o->steps, r->later.timesteps);
-    r->later.sampler = card->sampler;
+                        o->steps, later->steps);
+    if (o->cfg_scale < 0) o->cfg_scale = later->cfg_scale;
+    r->later = pick_steps(later, o->steps);
     r->later.cfg_scale = o->cfg_scale;
     r->first = card->first_block; /* --steps is for the later blocks; --cfg-scale for all */
     if (in->cfg_scale >= 0) r->first.cfg_scale = in->cfg_scale;
@@ -392,7 +394,7 @@ lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback pr
             break;
         }
         int n = lv_generate_chunk_frames(r.units, o->block_frames, c);
-        const lv_block_recipe *rec = c == 0 || o->cached_blocks == 0 ? &r.first : &r.later;
+        const lv_block_recipe *rec = c == 0 || !lv_dit_carries_state(r.dit) ? &r.first : &r.later;
         lv_chunk_options chunk_opt = {.timesteps = rec->timesteps, .steps = rec->steps, .seed = o->seed,
                                       .cfg_scale = rec->cfg_scale, .sampler = rec->sampler};
         s = lv_longsana_chunk(r.ctx, r.dit, &chunk_opt, c, (int)done_units, n, r.grid_h, r.grid_w, r.x0);

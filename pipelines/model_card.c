@@ -63,15 +63,12 @@ static lv_status parse(const cJSON *root, const char *source, lv_model_card *car
     LV_TRY(get_int(root, "block_frames", source, 1, 1024, &card->block_frames));
     LV_TRY(get_int(root, "cached_blocks", source, -1, 1024, &card->cached_blocks));
     LV_TRY(get_int(root, "text_len", source, 1, 4096, &card->text_len));
-    LV_TRY(get_timesteps(root, "sample_timesteps", source, card->timesteps, &card->steps));
+    lv_block_recipe *later = &card->later_blocks, *first = &card->first_block;
+    LV_TRY(get_timesteps(root, "sample_timesteps", source, later->timesteps, &later->steps));
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(root, "cfg_scale");
-    card->cfg_scale = cJSON_IsNumber(cfg) ? cfg->valuedouble : 1.0;
-    LV_TRY(get_sampler(root, source, &card->sampler));
-    lv_block_recipe *first = &card->first_block;
-    first->steps = card->steps;
-    memcpy(first->timesteps, card->timesteps, sizeof first->timesteps);
-    first->sampler = card->sampler;
-    first->cfg_scale = card->cfg_scale;
+    later->cfg_scale = cJSON_IsNumber(cfg) ? cfg->valuedouble : 1.0;
+    LV_TRY(get_sampler(root, source, &later->sampler));
+    *first = *later;
     const cJSON *fb = cJSON_GetObjectItemCaseSensitive(root, "first_block");
     if (fb) {
         if (!cJSON_IsObject(fb)) return lv_error(LV_ERR_FORMAT, "%s: \"first_block\" must be an object", source);
@@ -119,14 +116,11 @@ void lv_model_card_longsana(lv_model_card *card) {
     card->fps = 16;
     card->block_frames = 10;
     card->cached_blocks = LV_CACHED_ALL;
-    card->steps = 4;
-    memcpy(card->timesteps, steps, sizeof steps);
-    card->cfg_scale = 1.0;
-    card->sampler = LV_CHUNK_RENOISE;
-    card->first_block.steps = 4;
-    memcpy(card->first_block.timesteps, steps, sizeof steps);
-    card->first_block.sampler = LV_CHUNK_RENOISE;
-    card->first_block.cfg_scale = 1.0;
+    card->later_blocks.steps = 4;
+    memcpy(card->later_blocks.timesteps, steps, sizeof steps);
+    card->later_blocks.cfg_scale = 1.0;
+    card->later_blocks.sampler = LV_CHUNK_RENOISE;
+    card->first_block = card->later_blocks;
 }
 
 static int lookup(const lv_model_card *card, const char *word) {

@@ -149,6 +149,7 @@ static lv_status timestep_conditioning(lv_ctx *ctx, lv_dit *dit, scratch *s, con
     return LV_OK;
 }
 
+/* x [C_in, F, H, W] -> patches [T, C_in * pt * ph * pw] in the weight's (c, o, p, q) order. */
 static void gather_patches(const lv_sana_config *cfg, const float *x, int F, int H, int W,
                            float *patches) {
     const int pt = cfg->patch[0], ph = cfg->patch[1], pw = cfg->patch[2];

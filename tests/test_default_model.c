@@ -130,10 +130,8 @@ Test(default_model, longsana_generation_matches_reference, .timeout = 300) {
     float *empty_y = calloc((size_t)L * cap, sizeof *empty_y), *empty_mask = calloc((size_t)L, sizeof *empty_mask);
     cr_assert_eq(lv_dit_set_text(ctx, dit, 1, empty_y, L, empty_mask), LV_OK, "%s", lv_last_error());
     /* the generation, with the reference's noise draws */
-    lv_block_recipe later = {.steps = fx.card.steps, .sampler = fx.card.sampler, .cfg_scale = fx.card.cfg_scale};
-    memcpy(later.timesteps, fx.card.timesteps, sizeof later.timesteps);
     for (int c = 0; c < chunks; c++) {
-        const lv_block_recipe *rec = c == 0 ? &fx.card.first_block : &later;
+        const lv_block_recipe *rec = c == 0 ? &fx.card.first_block : &fx.card.later_blocks;
         lv_chunk_options copt = {.timesteps = rec->timesteps, .steps = rec->steps, .cfg_scale = rec->cfg_scale,
                                  .sampler = rec->sampler};
         const float *draws[LV_CARD_MAX_STEPS];
@@ -186,7 +184,7 @@ Test(default_model, card_block_recipes) {
     lv_model_card card;
     snprintf(json, sizeof json, "{%s}", base);
     cr_assert_eq(lv_model_card_parse(json, "card", &card), LV_OK, "%s", lv_last_error());
-    cr_assert_eq(card.sampler, LV_CHUNK_RENOISE);
+    cr_assert_eq(card.later_blocks.sampler, LV_CHUNK_RENOISE);
     cr_assert_eq(card.first_block.steps, 4); /* as the others */
     cr_assert_eq(card.first_block.timesteps[3], 250.0f);
     cr_assert_eq(card.first_block.cfg_scale, 1.0);
@@ -195,7 +193,7 @@ Test(default_model, card_block_recipes) {
     snprintf(json, sizeof json, "{%s, \"sampler\": \"renoise\", \"first_block\": {\"timesteps\": [1000, 900, 800, "
              "700, 600, 500, 400, 300, 200, 100], \"sampler\": \"euler\", \"cfg_scale\": 3.5}}", base);
     cr_assert_eq(lv_model_card_parse(json, "card", &card), LV_OK, "%s", lv_last_error());
-    cr_assert_eq(card.steps, 4);
+    cr_assert_eq(card.later_blocks.steps, 4);
     cr_assert_eq(card.first_block.steps, 10);
     cr_assert_eq(card.first_block.timesteps[9], 100.0f);
     cr_assert_eq(card.first_block.sampler, LV_CHUNK_EULER);

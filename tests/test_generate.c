@@ -135,21 +135,28 @@ Test(generate, unknown_words_are_named) {
     cr_assert(strstr(warning, "zebras") != NULL, "warning: '%s'", warning);
 }
 
+/* Runs `longvk ARGS`, which must succeed, and returns its standard output in text. */
+static void cli_output(const char *args, char *text, size_t size) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s %s > %s/cli_output.txt", LONGVK_CLI, args, LONGVK_TEST_TMP);
+    int rc = system(cmd);
+    cr_assert_eq(WEXITSTATUS(rc), 0, "%s", cmd);
+    FILE *h = fopen(LONGVK_TEST_TMP "/cli_output.txt", "r");
+    cr_assert_not_null(h);
+    size_t n = fread(text, 1, size - 1, h);
+    fclose(h);
+    text[n] = '\0';
+}
+
 Test(generate, cli_help_and_errors) {
-    int rc = system(LONGVK_CLI " generate --help > " LONGVK_TEST_TMP "/help.txt");
-    cr_assert_eq(WEXITSTATUS(rc), 0);
+    char text[16384];
+    cli_output("generate --help", text, sizeof text);
     /* the defaults --help states are the embedded model's */
     lv_sana_file *f;
     cr_assert_eq(lv_sana_file_open_memory(lv_default_model_data(), lv_default_model_size(), "default model", &f), LV_OK);
     lv_model_card card;
     cr_assert_eq(lv_model_card_parse(lv_weights_metadata(lv_sana_file_weights(f), "longvk"), "default model", &card),
                  LV_OK, "%s", lv_last_error());
-    FILE *h = fopen(LONGVK_TEST_TMP "/help.txt", "r");
-    cr_assert_not_null(h);
-    char text[16384];
-    size_t n = fread(text, 1, sizeof text - 1, h);
-    fclose(h);
-    text[n] = '\0';
     char want[128];
     snprintf(want, sizeof want, "frames per block (default: the model's, %d)", card.block_frames);
     cr_assert(strstr(text, want) != NULL, "--help lacks '%s'", want);
@@ -159,16 +166,11 @@ Test(generate, cli_help_and_errors) {
     lv_model_card_free(&card);
     lv_sana_file_close(f);
     /* `longvk info` without a model describes the embedded one, vocabulary included */
-    rc = system(LONGVK_CLI " info > " LONGVK_TEST_TMP "/info.txt");
-    cr_assert_eq(WEXITSTATUS(rc), 0);
-    h = fopen(LONGVK_TEST_TMP "/info.txt", "r");
-    cr_assert_not_null(h);
-    n = fread(text, 1, sizeof text - 1, h);
-    fclose(h);
-    text[n] = '\0';
+    cli_output("info", text, sizeof text);
     cr_assert(strstr(text, "vocabulary:    38 words") != NULL, "info lacks the vocabulary:\n%s", text);
     cr_assert(strstr(text, " bouncing ") != NULL && strstr(text, " triangles ") != NULL);
     cr_assert(strstr(text, "first block: ") != NULL);
+    int rc;
     rc = system(LONGVK_CLI " generate -p x 2> /dev/null"); /* no -o */
     cr_assert_neq(WEXITSTATUS(rc), 0);
     rc = system(LONGVK_CLI " generate -p x -o " LONGVK_TEST_TMP "/x.mp4 --seconds -3 2> /dev/null");

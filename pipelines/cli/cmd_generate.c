@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "generate_internal.h"
 #include "longvk.h"
 #include "longvk/generate.h"
 
@@ -19,24 +20,12 @@ static void on_sigint(int sig) {
     interrupted = 1;
 }
 
-/* The embedded model's card, so that --help states its real defaults. */
-static lv_model_card embedded_card(void) {
-    lv_model_card card;
-    lv_model_card_longsana(&card);
-    lv_sana_file *f = NULL;
-    if (lv_sana_file_open_memory(lv_default_model_data(), lv_default_model_size(), "default model", &f) != LV_OK)
-        return card;
-    lv_model_card parsed;
-    if (lv_model_card_parse(lv_weights_metadata(lv_sana_file_weights(f), "longvk"), "default model", &parsed) == LV_OK) {
-        lv_model_card_free(&card);
-        card = parsed;
-    }
-    lv_sana_file_close(f);
-    return card;
-}
-
+/* --help states the embedded model's real defaults (its card). */
 static void usage(FILE *out) {
-    lv_model_card c = embedded_card();
+    lv_gen_model m;
+    bool opened = lv_gen_model_open(NULL, &m) == LV_OK;
+    if (!opened) lv_model_card_longsana(&m.card);
+    const lv_model_card c = m.card;
     const lv_block_recipe *fb = &c.first_block;
     char cached[32];
     if (c.cached_blocks < 0) snprintf(cached, sizeof cached, "all");
@@ -91,10 +80,11 @@ static void usage(FILE *out) {
             "  --device N                 Vulkan device (see `longvk devices`)\n"
             "  -q, --quiet                no progress on stderr\n"
             "  -o, --output FILE          .mp4, .mkv or .webm (required)\n",
-            c.fps, c.width, c.height, 8 * c.width, 8 * c.height, c.steps, fb->steps,
-            fb->sampler == LV_CHUNK_EULER ? "Euler" : "re-noise", fb->cfg_scale, c.cfg_scale, c.block_frames,
+            c.fps, c.width, c.height, 8 * c.width, 8 * c.height, c.later_blocks.steps, fb->steps,
+            fb->sampler == LV_CHUNK_EULER ? "Euler" : "re-noise", fb->cfg_scale, c.later_blocks.cfg_scale, c.block_frames,
             cached);
-    lv_model_card_free(&c);
+    if (opened) lv_gen_model_close(&m);
+    else lv_model_card_free(&m.card);
 }
 
 typedef struct cli_state {

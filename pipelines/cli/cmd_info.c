@@ -115,8 +115,10 @@ static int has_sana_names(const lv_weights *w) {
     return 0;
 }
 
-static void print_timesteps(const float *t, int n) {
-    for (int i = 0; i < n; i++) printf("%s%g", i ? ", " : "", (double)t[i]);
+static void print_recipe(const char *which, const lv_block_recipe *r) {
+    printf("               %s: %d %s steps at t = ", which, r->steps, r->sampler == LV_CHUNK_EULER ? "Euler" : "re-noise");
+    for (int i = 0; i < r->steps; i++) printf("%s%g", i ? ", " : "", (double)r->timesteps[i]);
+    printf(", CFG %g\n", r->cfg_scale);
 }
 
 /* What `longvk generate` reads from the file's "longvk" card. */
@@ -125,13 +127,9 @@ static void print_card(const lv_model_card *c) {
            c->width, c->height, c->fps, c->block_frames);
     if (c->cached_blocks < 0) printf("attends to every earlier block\n");
     else printf("attends to the last %d blocks\n", c->cached_blocks);
-    printf("               first block: %d %s steps at t = ", c->first_block.steps,
-           c->first_block.sampler == LV_CHUNK_EULER ? "Euler" : "re-noise");
-    print_timesteps(c->first_block.timesteps, c->first_block.steps);
-    printf(", CFG %g\n               later blocks: %d %s steps at t = ", c->first_block.cfg_scale, c->steps,
-           c->sampler == LV_CHUNK_EULER ? "Euler" : "re-noise");
-    print_timesteps(c->timesteps, c->steps);
-    printf(", CFG %g; then a t = 0 write pass\n", c->cfg_scale);
+    print_recipe("first block", &c->first_block);
+    print_recipe("later blocks", &c->later_blocks);
+    printf("               then a t = 0 write pass commits each block to the carried state\n");
     if (!c->vocab_size) return;
     printf("vocabulary:    %d words, %d tokens per prompt (others are ignored with a warning):\n              ",
            c->vocab_size, c->text_len);

@@ -37,13 +37,12 @@ typedef struct lv_model_card {
     double fps;
     int block_frames;
     int cached_blocks;           /* as lv_dit_options (LV_CACHED_ALL: every earlier chunk) */
-    int steps;                   /* blocks after the first: "sample_timesteps" */
-    float timesteps[LV_CARD_MAX_STEPS];
-    double cfg_scale;            /* "cfg_scale" (default 1) */
-    lv_chunk_sampler sampler;    /* "sampler": "renoise" (default) or "euler" */
-    lv_block_recipe first_block; /* "first_block" {timesteps, sampler, cfg_scale}: a block made
-                                    from the text alone, with no earlier block to continue
-                                    (default: as the others) */
+    lv_block_recipe later_blocks; /* blocks that continue earlier ones: "sample_timesteps",
+                                     "sampler" ("renoise", the default, or "euler"),
+                                     "cfg_scale" (default 1) */
+    lv_block_recipe first_block;  /* "first_block" {timesteps, sampler, cfg_scale}: a block made
+                                     from the text alone, with no earlier block to continue
+                                     (default: as the others) */
     int text_len;
     int vocab_size;
     char *vocab[LV_CARD_MAX_VOCAB];
