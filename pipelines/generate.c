@@ -98,6 +98,8 @@ typedef struct gen_run {
     lv_weights *vae_weights;
     lv_vae_decoder *vae;
     float *x0, *big;         /* one chunk; its upscaled frames */
+    float *last_frame;       /* the last chunk's last frame [C, H, W] (model space) */
+    int64_t frame_values;    /* C * H * W */
     float *latents;          /* latent model without a VAE: every latent frame, for the .npy */
     int64_t frames_done;     /* output frames (pixel frames; latent frames without a VAE) */
     lv_block_recipe first;   /* a block made from the text alone: the first, or every block
@@ -105,6 +107,7 @@ typedef struct gen_run {
     lv_block_recipe later;   /* a block that continues the earlier ones */
     bool uncond;             /* some block uses CFG: text slot 1 holds the negative prompt */
 } gen_run;
+
 
 static bool ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
@@ -266,6 +269,14 @@ static lv_status emit_chunk(gen_run *r, int f0, int n) {
     return LV_OK;
 }
 
+/* The chunk's last frame (of n), which the next chunk starts from when warm-started. */
+static void keep_last_frame(gen_run *r, int n) {
+    size_t plane = (size_t)r->grid_h * r->grid_w;
+    int channels = (int)(r->frame_values / (int64_t)plane);
+    for (int c = 0; c < channels; c++)
+        memcpy(r->last_frame + c * plane, r->x0 + ((size_t)c * n + n - 1) * plane, plane * sizeof(float));
+}
+
 static lv_status open_output(gen_run *r, int64_t keep_frames) {
     const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
     int maxf = lv_generate_chunk_frames(r->units, r->o.block_frames, 0);
@@ -327,6 +338,7 @@ static void run_free(gen_run *r) {
     free(r->y);
     free(r->mask);
     free(r->x0);
+    free(r->last_frame);
     free(r->big);
     free(r->latents);
 }
@@ -359,9 +371,12 @@ lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback pr
     int chunks = lv_generate_chunk_count(r.units, o->block_frames);
     int first_chunk = 0;
     int64_t done_units = 0;
+    r.frame_values = (int64_t)cfg->in_channels * r.grid_h * r.grid_w;
+    if (s == LV_OK && !(r.last_frame = calloc((size_t)r.frame_values, sizeof *r.last_frame)))
+        s = lv_error(LV_ERR_NOMEM, "out of host memory");
     if (s == LV_OK && o->resume) {
         lv_gen_resume resume;
-        s = lv_gen_resume_load(r.ctx, r.dit, state_path, o, &r.m, &resume);
+        s = lv_gen_resume_load(r.ctx, r.dit, state_path, o, &r.m, &resume, r.last_frame, r.frame_values);
         first_chunk = resume.chunks_done;
         done_units = resume.frames_done;
         r.frames_done = resume.frames_done;
@@ -396,12 +411,16 @@ lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback pr
         int n = lv_generate_chunk_frames(r.units, o->block_frames, c);
         const lv_block_recipe *rec = c == 0 || !lv_dit_carries_state(r.dit) ? &r.first : &r.later;
         lv_chunk_options chunk_opt = {.timesteps = rec->timesteps, .steps = rec->steps, .seed = o->seed,
-                                      .cfg_scale = rec->cfg_scale, .sampler = rec->sampler};
+                                      .cfg_scale = rec->cfg_scale, .sampler = rec->sampler,
+                                      .cfg_last_steps = rec->cfg_last_steps,
+                                      .warm = rec->warm_start ? r.last_frame : NULL};
         s = lv_longsana_chunk(r.ctx, r.dit, &chunk_opt, c, (int)done_units, n, r.grid_h, r.grid_w, r.x0);
+        if (s == LV_OK) keep_last_frame(&r, n);
         if (s == LV_OK) s = emit_chunk(&r, (int)done_units, n);
         done_units += n;
         if (s == LV_OK && r.m.card.pixel)
-            s = lv_gen_resume_save(r.ctx, r.dit, state_path, o, &r.m, c + 1, done_units);
+            s = lv_gen_resume_save(r.ctx, r.dit, state_path, o, &r.m, c + 1, done_units, r.last_frame,
+                                   r.frame_values);
         if (s == LV_OK && progress) {
             double t = now() - t_start;
             double fps = t > 0 ? (double)(r.frames_done - frames_at_start) / t : 0;

@@ -23,13 +23,16 @@ typedef struct lv_gen_resume {
     int64_t frames_done;
 } lv_gen_resume;
 
-/* Write the resume file (atomically) after `chunks_done` chunks. */
+/* Write the resume file (atomically) after `chunks_done` chunks; last_frame [frame_values]
+ * is the last chunk's last frame (model space), which a warm-started chunk starts from. */
 lv_status lv_gen_resume_save(lv_ctx *ctx, lv_dit *dit, const char *path, const lv_generate_options *o,
-                             const lv_gen_model *m, int chunks_done, int64_t frames_done);
-/* Read it back into the dit's carried state, checking that it belongs to the same run
- * (model, prompt, seed, sizes, schedule). */
+                             const lv_gen_model *m, int chunks_done, int64_t frames_done,
+                             const float *last_frame, int64_t frame_values);
+/* Read it back into the dit's carried state and last_frame [frame_values], checking that
+ * it belongs to the same run (model, prompt, seed, sizes, schedule). */
 lv_status lv_gen_resume_load(lv_ctx *ctx, lv_dit *dit, const char *path, const lv_generate_options *o,
-                             const lv_gen_model *m, lv_gen_resume *out);
+                             const lv_gen_model *m, lv_gen_resume *out, float *last_frame,
+                             int64_t frame_values);
 
 int lv_generate_chunk_frames(int total, int block_frames, int chunk);
 int lv_generate_chunk_count(int total, int block_frames);

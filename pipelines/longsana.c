@@ -25,20 +25,29 @@ lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *op
     lv_status s = LV_OK;
     if (!x || !v || !ts || (cfg_on && !vu)) s = lv_error(LV_ERR_NOMEM, "out of host memory");
     if (s == LV_OK) draw_noise(opt, chunk_index, 0, x, n);
+    if (s == LV_OK && opt->warm) { /* x = (1 - s0) warm + s0 noise, warm repeated over the frames */
+        double s0 = opt->timesteps[0] / 1000.0;
+        size_t plane = (size_t)height * width;
+        for (size_t j = 0; j < n; j++) {
+            size_t c = j / ((size_t)frames * plane), p = j % plane;
+            x[j] = (float)((1 - s0) * opt->warm[c * plane + p] + s0 * x[j]);
+        }
+    }
     lv_dit_pass pass = {.x = x, .frames = frames, .height = height, .width = width,
                         .timesteps = ts, .frame_offset = frame_offset};
     for (int k = 0; s == LV_OK && k < opt->steps; k++) {
         double sig = opt->timesteps[k] / 1000.0;
         for (int f = 0; f < frames; f++) ts[f] = opt->timesteps[k];
         pass.text_slot = 0;
+        bool cfg_here = cfg_on && (opt->cfg_last_steps <= 0 || k >= opt->steps - opt->cfg_last_steps);
         s = lv_dit_forward(ctx, dit, &pass, v);
-        if (s == LV_OK && cfg_on) {
+        if (s == LV_OK && cfg_here) {
             pass.text_slot = 1;
             s = lv_dit_forward(ctx, dit, &pass, vu);
-            for (size_t j = 0; s == LV_OK && j < n; j++)
-                v[j] = vu[j] + (float)opt->cfg_scale * (v[j] - vu[j]);
         }
         if (s != LV_OK) break;
+        if (cfg_here)
+            for (size_t j = 0; j < n; j++) v[j] = vu[j] + (float)opt->cfg_scale * (v[j] - vu[j]);
         for (size_t j = 0; j < n; j++) x0[j] = x[j] - (float)sig * v[j];
         if (k + 1 < opt->steps) {
             double next = opt->timesteps[k + 1] / 1000.0;

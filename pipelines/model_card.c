@@ -46,6 +46,20 @@ static lv_status get_sampler(const cJSON *o, const char *source, lv_chunk_sample
     return LV_OK;
 }
 
+/* "cfg_last_steps": an integer in [0, steps] (0: CFG at every step); absent: 0. `where`
+ * names the object in messages. */
+static lv_status get_cfg_last_steps(const cJSON *o, const char *source, const char *where, lv_block_recipe *r) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "cfg_last_steps");
+    r->cfg_last_steps = 0;
+    if (!v) return LV_OK;
+    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble || v->valuedouble < 0 ||
+        v->valuedouble > r->steps)
+        return lv_error(LV_ERR_FORMAT, "%s: %s\"cfg_last_steps\" must be an integer in [0, %d] (the steps)",
+                        source, where, r->steps);
+    r->cfg_last_steps = (int)v->valuedouble;
+    return LV_OK;
+}
+
 static lv_status parse(const cJSON *root, const char *source, lv_model_card *card) {
     if (!cJSON_IsObject(root)) return lv_error(LV_ERR_FORMAT, "%s: not a JSON object", source);
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(root, "kind");
@@ -68,7 +82,12 @@ static lv_status parse(const cJSON *root, const char *source, lv_model_card *car
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(root, "cfg_scale");
     later->cfg_scale = cJSON_IsNumber(cfg) ? cfg->valuedouble : 1.0;
     LV_TRY(get_sampler(root, source, &later->sampler));
+    LV_TRY(get_cfg_last_steps(root, source, "", later));
+    const cJSON *warm = cJSON_GetObjectItemCaseSensitive(root, "warm_start");
+    if (warm && !cJSON_IsBool(warm)) return lv_error(LV_ERR_FORMAT, "%s: \"warm_start\" must be true or false", source);
+    later->warm_start = cJSON_IsTrue(warm);
     *first = *later;
+    first->warm_start = false; /* a block made from the text alone has no previous frame */
     const cJSON *fb = cJSON_GetObjectItemCaseSensitive(root, "first_block");
     if (fb) {
         if (!cJSON_IsObject(fb)) return lv_error(LV_ERR_FORMAT, "%s: \"first_block\" must be an object", source);
@@ -79,6 +98,10 @@ static lv_status parse(const cJSON *root, const char *source, lv_model_card *car
         if (fcfg && (!cJSON_IsNumber(fcfg) || fcfg->valuedouble < 0))
             return lv_error(LV_ERR_FORMAT, "%s: \"first_block\".\"cfg_scale\" must be a number >= 0", source);
         if (fcfg) first->cfg_scale = fcfg->valuedouble;
+        LV_TRY(get_cfg_last_steps(fb, source, "\"first_block\".", first));
+        if (cJSON_GetObjectItemCaseSensitive(fb, "warm_start"))
+            return lv_error(LV_ERR_FORMAT, "%s: \"first_block\" cannot have \"warm_start\" (it has no previous block)",
+                            source);
     }
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(root, "vocab");
     if (vocab) {

@@ -1,6 +1,7 @@
 /* The resume file of `longvk generate`: after every block, the whole carried state of the
  * DiT (every layer's linear-attention state, the window ring included, and the temporal
- * conv's cached frame) and the position in the run, as a safetensors file written
+ * conv's cached frame), the last frame made (warm-started blocks start from it) and the
+ * position in the run, as a safetensors file written
  * atomically. Noise is counter-based (lv_noise_fill), so no generator state is needed. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -33,7 +34,8 @@ static cJSON *run_identity(const lv_generate_options *o, const lv_gen_model *m) 
 }
 
 lv_status lv_gen_resume_save(lv_ctx *ctx, lv_dit *dit, const char *path, const lv_generate_options *o,
-                             const lv_gen_model *m, int chunks_done, int64_t frames_done) {
+                             const lv_gen_model *m, int chunks_done, int64_t frames_done,
+                             const float *last_frame, int64_t frame_values) {
     float *data = NULL;
     int64_t count = 0;
     LV_TRY(lv_dit_state_save(ctx, dit, &data, &count));
@@ -42,10 +44,12 @@ lv_status lv_gen_resume_save(lv_ctx *ctx, lv_dit *dit, const char *path, const l
     cJSON_Delete(id);
     char pos[128];
     snprintf(pos, sizeof pos, "{\"chunks_done\": %d, \"frames_done\": %lld}", chunks_done, (long long)frames_done);
-    lv_weight t = {.name = "carried_state", .dtype = LV_F32, .ndim = 1, .shape = {count},
-                   .data = data, .nbytes = (uint64_t)count * 4};
+    lv_weight t[2] = {{.name = "carried_state", .dtype = LV_F32, .ndim = 1, .shape = {count},
+                       .data = data, .nbytes = (uint64_t)count * 4},
+                      {.name = "last_frame", .dtype = LV_F32, .ndim = 1, .shape = {frame_values},
+                       .data = (void *)last_frame, .nbytes = (uint64_t)frame_values * 4}};
     const char *meta[4] = {"run", run ? run : "{}", "position", pos};
-    lv_status s = run ? lv_safetensors_write(path, &t, 1, meta, 2) : lv_error(LV_ERR_NOMEM, "out of host memory");
+    lv_status s = run ? lv_safetensors_write(path, t, 2, meta, 2) : lv_error(LV_ERR_NOMEM, "out of host memory");
     if (s != LV_OK) lv_error_prefix(s, "writing the resume file %s", path);
     free(run);
     free(data);
@@ -53,16 +57,20 @@ lv_status lv_gen_resume_save(lv_ctx *ctx, lv_dit *dit, const char *path, const l
 }
 
 lv_status lv_gen_resume_load(lv_ctx *ctx, lv_dit *dit, const char *path, const lv_generate_options *o,
-                             const lv_gen_model *m, lv_gen_resume *out) {
+                             const lv_gen_model *m, lv_gen_resume *out, float *last_frame,
+                             int64_t frame_values) {
     lv_weights *w;
     lv_status s = lv_weights_open(path, &w);
     if (s != LV_OK)
         return lv_error_prefix(s, "--resume needs the state file an interrupted run left (%s)", path);
     const char *run = lv_weights_metadata(w, "run"), *pos = lv_weights_metadata(w, "position");
-    const lv_weight *t = lv_weights_find(w, "carried_state");
+    const lv_weight *t = lv_weights_find(w, "carried_state"), *lf = lv_weights_find(w, "last_frame");
     cJSON *want = run_identity(o, m), *got = run ? cJSON_Parse(run) : NULL, *p = pos ? cJSON_Parse(pos) : NULL;
     if (!got || !p || !t || t->dtype != LV_F32) {
         s = lv_error(LV_ERR_FORMAT, "%s is not a longvk resume file", path);
+    } else if (!lf || lf->dtype != LV_F32 || (int64_t)lv_weight_numel(lf) != frame_values) {
+        s = lv_error(LV_ERR_FORMAT, "%s: 'last_frame' must be float32 with %lld values (one frame of the model)",
+                     path, (long long)frame_values);
     } else {
         cJSON *item;
         cJSON_ArrayForEach(item, want) {
@@ -93,6 +101,7 @@ lv_status lv_gen_resume_load(lv_ctx *ctx, lv_dit *dit, const char *path, const l
         int64_t P = (int64_t)(o->height / cfg->patch[1]) * (o->width / cfg->patch[2]);
         s = lv_dit_state_load(ctx, dit, t->data, (int64_t)lv_weight_numel(t), out->chunks_done, P);
         if (s != LV_OK) lv_error_prefix(s, "%s", path);
+        else memcpy(last_frame, lf->data, (size_t)frame_values * sizeof *last_frame);
     }
     cJSON_Delete(want);
     cJSON_Delete(got);

@@ -129,11 +129,15 @@ Test(default_model, longsana_generation_matches_reference, .timeout = 300) {
     /* CFG's unconditional input: the empty prompt (every mask entry 0) */
     float *empty_y = calloc((size_t)L * cap, sizeof *empty_y), *empty_mask = calloc((size_t)L, sizeof *empty_mask);
     cr_assert_eq(lv_dit_set_text(ctx, dit, 1, empty_y, L, empty_mask), LV_OK, "%s", lv_last_error());
-    /* the generation, with the reference's noise draws */
+    /* the generation, with the reference's noise draws; a warm-started block starts from the
+     * engine's own previous block's last frame, as `longvk generate` does */
+    size_t plane = (size_t)H * W;
+    float *last = malloc(3 * plane * 4);
     for (int c = 0; c < chunks; c++) {
         const lv_block_recipe *rec = c == 0 ? &fx.card.first_block : &fx.card.later_blocks;
         lv_chunk_options copt = {.timesteps = rec->timesteps, .steps = rec->steps, .cfg_scale = rec->cfg_scale,
-                                 .sampler = rec->sampler};
+                                 .sampler = rec->sampler, .cfg_last_steps = rec->cfg_last_steps,
+                                 .warm = rec->warm_start ? last : NULL};
         const float *draws[LV_CARD_MAX_STEPS];
         snprintf(name, sizeof name, "chunk%d_noise", c);
         draws[0] = vec(&fx, name, (int64_t)n);
@@ -146,7 +150,10 @@ Test(default_model, longsana_generation_matches_reference, .timeout = 300) {
         cr_assert_eq(lv_longsana_chunk(ctx, dit, &copt, c, c * bf, bf, H, W, out), LV_OK, "%s", lv_last_error());
         snprintf(name, sizeof name, "chunk%d_out", c);
         check(name, out, vec(&fx, name, (int64_t)n), n);
+        for (int ch = 0; ch < 3; ch++)
+            memcpy(last + ch * plane, out + ((size_t)ch * bf + bf - 1) * plane, plane * 4);
     }
+    free(last);
     /* the carried state after the last chunk: S, z over the window, the cached frame */
     int heads = cfg->heads, D = cfg->head_dim, C = cfg->hidden;
     int64_t P = (int64_t)(H / cfg->patch[1]) * (W / cfg->patch[2]);
@@ -188,6 +195,8 @@ Test(default_model, card_block_recipes) {
     cr_assert_eq(card.first_block.steps, 4); /* as the others */
     cr_assert_eq(card.first_block.timesteps[3], 250.0f);
     cr_assert_eq(card.first_block.cfg_scale, 1.0);
+    cr_assert_eq(card.later_blocks.cfg_last_steps, 0); /* CFG (if any) at every step */
+    cr_assert(!card.later_blocks.warm_start);
     lv_model_card_free(&card);
 
     snprintf(json, sizeof json, "{%s, \"sampler\": \"renoise\", \"first_block\": {\"timesteps\": [1000, 900, 800, "
@@ -200,12 +209,28 @@ Test(default_model, card_block_recipes) {
     cr_assert_eq(card.first_block.cfg_scale, 3.5);
     lv_model_card_free(&card);
 
+    /* later blocks guided at their last step only and warm-started; the first block keeps
+     * CFG at every step and cannot be warm-started */
+    snprintf(json, sizeof json, "{%s, \"cfg_scale\": 2, \"cfg_last_steps\": 1, \"warm_start\": true, "
+             "\"first_block\": {\"timesteps\": [1000, 500], \"cfg_scale\": 3}}", base);
+    cr_assert_eq(lv_model_card_parse(json, "card", &card), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(card.later_blocks.cfg_scale, 2.0);
+    cr_assert_eq(card.later_blocks.cfg_last_steps, 1);
+    cr_assert(card.later_blocks.warm_start);
+    cr_assert_eq(card.first_block.cfg_last_steps, 0);
+    cr_assert(!card.first_block.warm_start);
+    lv_model_card_free(&card);
+
     const char *bad[][2] = {
         {"\"sampler\": \"ddim\"", "\"sampler\" must be \"renoise\" or \"euler\""},
         {"\"first_block\": 3", "\"first_block\" must be an object"},
         {"\"first_block\": {\"timesteps\": [1000, 1200]}", "\"timesteps\"[1] is not a timestep"},
         {"\"first_block\": {\"timesteps\": []}", "\"timesteps\" must list 1 to"},
         {"\"first_block\": {\"cfg_scale\": \"high\"}", "\"cfg_scale\" must be a number"},
+        {"\"cfg_last_steps\": 5", "\"cfg_last_steps\" must be an integer in [0, 4]"},
+        {"\"cfg_last_steps\": 1.5", "\"cfg_last_steps\" must be an integer"},
+        {"\"warm_start\": 1", "\"warm_start\" must be true or false"},
+        {"\"first_block\": {\"warm_start\": true}", "cannot have \"warm_start\""},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(json, sizeof json, "{%s, %s}", base, bad[i][0]);

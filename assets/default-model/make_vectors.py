@@ -20,8 +20,10 @@ Tensors (batch dimension dropped; video layout [3, F, H, W], RGB in [-1, 1]):
   final_layerB_S [heads, D, D], final_layerB_z [heads, D], final_layerB_conv_last [C, H/p, W/p]
                                     carried state after the last block's write pass (S, z: sums
                                     over the window's blocks)
-Sampler, block C at frame offset C * bf, timesteps t_0.. (s_k = t_k / 1000): x = noise;
-  v = DiT(x, t_k) (CFG when cfg != 1: v_empty + cfg (v - v_empty), empty = all-zero mask);
+Sampler, block C at frame offset C * bf, timesteps t_0.. (s_k = t_k / 1000): x = noise, or
+  with the card's warm_start (blocks after the first) x = (1 - s_0) last + s_0 noise, last =
+  the previous block's last output frame; v = DiT(x, t_k) (CFG when cfg != 1, at the last
+  cfg_last_steps steps or every step: v_empty + cfg (v - v_empty), empty = all-zero mask);
   x0 = x - s_k v; if k is not the last: x = (1 - s_{k+1}) x0 + s_{k+1} n, n = renoise[k]
   ("renoise") or x + (1 - s_k) v ("euler"). Output: the last x0; then a t = 0 pass over it
   with the prompt commits the block.
@@ -79,7 +81,9 @@ def main():
         for c in range(CHUNKS):
             st_c = [float(t) for t in (fb["timesteps"] if c == 0 else steps)]
             smp = fb["sampler"] if c == 0 else lv["sampler"]
-            cfg_c = float(fb["cfg_scale"]) if c == 0 else 1.0
+            cfg_c = float(fb["cfg_scale"]) if c == 0 else float(lv.get("cfg_scale", 1.0))
+            cfg_last = int(fb.get("cfg_last_steps", 0)) if c == 0 else int(lv.get("cfg_last_steps", 0))
+            warm = c > 0 and bool(lv.get("warm_start", False))
             noise = torch.randn(1, 3, bf, H, W, generator=g, dtype=torch.float64).float().double()
             out[f"chunk{c}_noise"] = noise[0].numpy()
             ren = None
@@ -90,10 +94,13 @@ def main():
                 v = model(noise, 1000.0, tid, tmask)
                 out["first_chunk_v_t1000"] = v[0].numpy()
             x = noise
+            if warm:  # the previous block's last frame, noised to the first timestep
+                s0 = st_c[0] / 1000.0
+                x = (1 - s0) * x0[:, :, -1:] + s0 * noise
             for k, t in enumerate(st_c):
                 s = t / 1000.0
                 v = chunk_pass(model, state, x, t, tid, tmask, c * bf, commit=False)
-                if cfg_c != 1.0:
+                if cfg_c != 1.0 and (cfg_last <= 0 or k >= len(st_c) - cfg_last):
                     vu = chunk_pass(model, state, x, t, tid, empty, c * bf, commit=False)
                     v = vu + cfg_c * (v - vu)
                 if c < 2 and k < 4:
@@ -118,6 +125,8 @@ def main():
         cases.append({"text": text, "ids": i[: int(m.sum())].tolist(), "unknown": unk})
     meta = {"prompt": PROMPT, "chunks": CHUNKS, "block_frames": bf, "cached_blocks": K,
             "timesteps": json.dumps(steps), "sampler": lv["sampler"], "first_block": json.dumps(fb),
+            "cfg_scale": str(lv.get("cfg_scale", 1.0)), "cfg_last_steps": str(lv.get("cfg_last_steps", 0)),
+            "warm_start": str(bool(lv.get("warm_start", False))).lower(),
             "frame_offset": "chunk * block_frames",
             "computed": "float64 from the f32 weights of default.safetensors (model.py)",
             "tokenizer_cases": json.dumps(cases)}

@@ -461,7 +461,8 @@ def chunk_pass(model, state, x, t, y, mask, frame_offset, commit):
     return out
 
 
-def sample_chunk(model, state, noise, renoise, steps, y, mask, frame_offset, sampler="renoise", cfg=1.0):
+def sample_chunk(model, state, noise, renoise, steps, y, mask, frame_offset, sampler="renoise", cfg=1.0,
+                 cfg_last_steps=0, warm=None):
     """Denoises one chunk: noise [B, Cin, f, H, W], renoise [len(steps) - 1, B, ...] (used by
     the "renoise" sampler only). At each step t (s = t / 1000):
         v = model(x, t)    (with cfg != 1: v = v_empty + cfg (v_prompt - v_empty), where the
@@ -470,14 +471,20 @@ def sample_chunk(model, state, noise, renoise, steps, y, mask, frame_offset, sam
         next x = (1 - s') x0 + s' n,  s' = t_next / 1000, where n is
             "renoise": fresh noise renoise[k]        (LongSANA's sampler)
             "euler":   the predicted noise x + (1 - s) v   (= the flow ODE's Euler step)
+    cfg_last_steps > 0: CFG only at the last cfg_last_steps steps (0: at every step).
+    warm [B, Cin, 1, H, W] (the previous block's last frame): the first step starts from
+    x = (1 - s_0) warm + s_0 noise instead of pure noise ("warm start").
     The last x0 is the output; a t = 0 pass with the prompt commits it to the state."""
     x = noise
+    if warm is not None:
+        s0 = float(steps[0]) / 1000.0
+        x = (1.0 - s0) * warm + s0 * noise
     x0 = None
     empty = torch.zeros_like(mask) if mask is not None else None
     for k, t in enumerate(steps):
         s = float(t) / 1000.0
         v = chunk_pass(model, state, x, float(t), y, mask, frame_offset, commit=False)
-        if cfg != 1.0:
+        if cfg != 1.0 and (cfg_last_steps <= 0 or k >= len(steps) - cfg_last_steps):
             vu = chunk_pass(model, state, x, float(t), y, empty, frame_offset, commit=False)
             v = vu + cfg * (v - vu)
         x0 = x - s * v

@@ -56,6 +56,11 @@ def main():
     ap.add_argument("--steps", default="", help="timesteps, comma separated (default: the file's)")
     ap.add_argument("--sampler", default="", help="renoise (LongSANA) or euler for the blocks after the "
                     "first (default: the file's)")
+    ap.add_argument("--cfg", type=float, default=-1, help="CFG of the blocks after the first (default: the file's)")
+    ap.add_argument("--cfg-last-steps", type=int, default=-1, help="CFG at the last N steps only, 0: every step "
+                    "(default: the file's)")
+    ap.add_argument("--warm", type=int, default=-1, help="1: blocks after the first start from the previous "
+                    "block's last frame noised to the first timestep, 0: from noise (default: the file's)")
     ap.add_argument("--first-steps", default="", help="first block: timesteps, comma separated, or a count N "
                     "(flow_timesteps(N, --first-shift)) (default: the file's first_block)")
     ap.add_argument("--first-shift", type=float, default=1.0)
@@ -84,6 +89,9 @@ def main():
     K = lv["cached_blocks"] if a.cached_blocks < 0 else a.cached_blocks
     steps = [float(s) for s in a.steps.split(",")] if a.steps else [float(s) for s in lv["sample_timesteps"]]
     sampler = a.sampler or lv.get("sampler", "renoise")
+    later_cfg = a.cfg if a.cfg >= 0 else float(lv.get("cfg_scale", 1.0))
+    cfg_last = a.cfg_last_steps if a.cfg_last_steps >= 0 else int(lv.get("cfg_last_steps", 0))
+    warm_start = bool(a.warm) if a.warm >= 0 else bool(lv.get("warm_start", False))
     fb = lv.get("first_block", {})
     if a.first_steps:
         first_steps = ([float(x) for x in a.first_steps.split(",")] if "," in a.first_steps
@@ -115,6 +123,7 @@ def main():
     hist0 = None
     track = [c for c in a.track.split(",") if c]
     areas = {c: [] for c in track}
+    prev_last = None
     with torch.no_grad():
         for c in range(nchunks):
             first = c == 0 or a.no_state
@@ -128,7 +137,11 @@ def main():
                 chunk_pass(model, state, x0, 0.0, ids, mask, 0, commit=True)
             else:
                 x0 = sample_chunk(model, state, noise, renoise, st_c, ids, mask, c * bf,
-                                  sampler=first_sampler if first else sampler, cfg=first_cfg if first else 1.0)
+                                  sampler=first_sampler if first else sampler,
+                                  cfg=first_cfg if first else later_cfg,
+                                  cfg_last_steps=0 if first else cfg_last,
+                                  warm=prev_last if warm_start and not first else None)
+            prev_last = x0[:, :, -1:].clone()
             u8 = to_u8(x0[0])[: frames - done]
             if enc:
                 enc.stdin.write(u8.tobytes())
@@ -165,7 +178,8 @@ def main():
         ar = np.array(areas[cname], np.float64)
         seg = [f"{ar[i:i + a.sheet_every].mean():.0f}" for i in range(0, len(ar), a.sheet_every)]
         print(f"{cname} area (pixels/frame, per {a.sheet_every} frames): {' '.join(seg)}", file=sys.stderr)
-    print(f"{done} frames in {time.time() - t0:.1f} s; prompt {a.prompt!r} steps {steps} ({sampler}) window {K}; "
+    print(f"{done} frames in {time.time() - t0:.1f} s; prompt {a.prompt!r} steps {steps} ({sampler}, cfg {later_cfg} "
+          f"at the last {cfg_last or len(steps)}, warm start {warm_start}) window {K}; "
           f"first block {first_steps} ({first_sampler}, cfg {first_cfg})", file=sys.stderr)
 
 

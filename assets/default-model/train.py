@@ -78,6 +78,11 @@ def parse_args(argv=None):
                          "that both sides of an uncertain edge weigh the same (weighting only the object's own "
                          "pixels biases the optimum towards the object's colour: objects grew block after block)")
     ap.add_argument("--sampler", default="renoise", help="metadata only: renoise (LongSANA) or euler")
+    ap.add_argument("--cfg-scale", type=float, default=1.0, help="metadata only: CFG of the blocks after the first")
+    ap.add_argument("--cfg-last-steps", type=int, default=0, help="metadata only: CFG at the last N steps of the "
+                    "blocks after the first (0: every step)")
+    ap.add_argument("--warm-start", action="store_true", help="metadata only: blocks after the first start from "
+                    "the previous block's last frame noised to their first timestep")
     ap.add_argument("--first-block-timesteps", default="", help="metadata only: timesteps of the first block "
                     "(default: --sample-timesteps)")
     ap.add_argument("--first-block-sampler", default="", help="metadata only (default: --sampler)")
@@ -114,6 +119,9 @@ def metadata(a, model, extra=None):
         "cached_blocks": a.window,
         "sample_timesteps": [int(s) for s in a.sample_timesteps.split(",")],
         "sampler": a.sampler,
+        "cfg_scale": a.cfg_scale,
+        "cfg_last_steps": a.cfg_last_steps,
+        "warm_start": a.warm_start,
         "first_block": {
             "timesteps": [int(s) for s in (a.first_block_timesteps or a.sample_timesteps).split(",")],
             "sampler": a.first_block_sampler or a.sampler,
@@ -127,8 +135,10 @@ def metadata(a, model, extra=None):
                          "+ (i < n-1 ? text_next_embedding.weight[id[i+1]] : 0); y[i] = 0 for i >= n; "
                          "y [text_len, caption_channels] then goes to y_embedder as the big model's Gemma output"),
         "sampler_rule": ("blocks of block_frames frames, block b at RoPE frame offset b*block_frames; the first block "
-                         "uses first_block (timesteps, sampler, cfg_scale), the others sample_timesteps / sampler / no CFG. "
-                         "x = noise; for each t_k (s_k = t_k/1000): v = DiT(x, t_k) (CFG: v = v_empty + cfg (v_prompt - "
+                         "uses first_block (timesteps, sampler, cfg_scale), the others sample_timesteps / sampler / cfg_scale "
+                         "at their last cfg_last_steps steps (0: every step). x = noise, or with warm_start (later blocks) "
+                         "x = (1 - s_0) last + s_0 noise, last = the previous block's last frame; for each t_k "
+                         "(s_k = t_k/1000): v = DiT(x, t_k) (CFG: v = v_empty + cfg (v_prompt - "
                          "v_empty), empty = all-zero mask); x0 = x - s_k v; if not the last step: x = (1 - s_{k+1}) x0 + "
                          "s_{k+1} n with n = fresh noise (renoise, LongSANA) or n = x + (1 - s_k) v (euler); the output is "
                          "the last x0; then one t = 0 pass over it (prompt, no CFG) commits the block; the state keeps the "

@@ -27,6 +27,14 @@ static void usage(FILE *out) {
     if (!opened) lv_model_card_longsana(&m.card);
     const lv_model_card c = m.card;
     const lv_block_recipe *fb = &c.first_block;
+    const lv_block_recipe *lb = &c.later_blocks;
+    char later[256], guided[64] = "";
+    if (lb->cfg_scale != 1.0 && lb->cfg_last_steps > 0)
+        snprintf(guided, sizeof guided, " at the last %d", lb->cfg_last_steps);
+    snprintf(later, sizeof later, "%d %s\n                             steps%s, CFG %g%s", lb->steps,
+             lb->sampler == LV_CHUNK_EULER ? "Euler" : "re-noise",
+             lb->warm_start ? "\n                             from the previous block's last frame" : "",
+             lb->cfg_scale, guided);
     char cached[32];
     if (c.cached_blocks < 0) snprintf(cached, sizeof cached, "all");
     else snprintf(cached, sizeof cached, "%d", c.cached_blocks);
@@ -51,7 +59,7 @@ static void usage(FILE *out) {
             "                             the model's, %d; single clip: 50). The first block, made\n"
             "                             from the text alone, follows the model's own recipe\n"
             "                             (%d %s steps, CFG %g), as does every block when\n"
-            "                             --cached-blocks is 0\n"
+            "                             --cached-blocks is 0. The later blocks: %s\n"
             "  --sampler NAME             longsana (default: block by block, any length), or a\n"
             "                             single clip of every frame at once for base models:\n"
             "                             euler or dpm++2m (flow matching, shifted time grid)\n"
@@ -81,7 +89,7 @@ static void usage(FILE *out) {
             "  -q, --quiet                no progress on stderr\n"
             "  -o, --output FILE          .mp4, .mkv or .webm (required)\n",
             c.fps, c.width, c.height, 8 * c.width, 8 * c.height, c.later_blocks.steps, fb->steps,
-            fb->sampler == LV_CHUNK_EULER ? "Euler" : "re-noise", fb->cfg_scale, c.later_blocks.cfg_scale, c.block_frames,
+            fb->sampler == LV_CHUNK_EULER ? "Euler" : "re-noise", fb->cfg_scale, later, c.later_blocks.cfg_scale, c.block_frames,
             cached);
     if (opened) lv_gen_model_close(&m);
     else lv_model_card_free(&m.card);

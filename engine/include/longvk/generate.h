@@ -29,6 +29,8 @@ typedef struct lv_block_recipe {
     float timesteps[LV_CARD_MAX_STEPS];
     lv_chunk_sampler sampler;
     double cfg_scale;
+    int cfg_last_steps;   /* CFG only at the last this many steps; 0: at every step */
+    bool warm_start;      /* start from the previous block's last frame (lv_chunk_options.warm) */
 } lv_block_recipe;
 
 typedef struct lv_model_card {
@@ -39,8 +41,10 @@ typedef struct lv_model_card {
     int cached_blocks;           /* as lv_dit_options (LV_CACHED_ALL: every earlier chunk) */
     lv_block_recipe later_blocks; /* blocks that continue earlier ones: "sample_timesteps",
                                      "sampler" ("renoise", the default, or "euler"),
-                                     "cfg_scale" (default 1) */
-    lv_block_recipe first_block;  /* "first_block" {timesteps, sampler, cfg_scale}: a block made
+                                     "cfg_scale" (default 1), "cfg_last_steps" (default 0:
+                                     every step), "warm_start" (default false) */
+    lv_block_recipe first_block;  /* "first_block" {timesteps, sampler, cfg_scale,
+                                     cfg_last_steps}: a block made
                                      from the text alone, with no earlier block to continue
                                      (default: as the others) */
     int text_len;

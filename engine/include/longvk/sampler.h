@@ -50,8 +50,11 @@ lv_status lv_sample_clip(lv_ctx *ctx, lv_dit *dit, const lv_clip_options *opt, i
  * n = x + (1 - s) v (LV_CHUNK_EULER: the flow ODE's Euler step, for many-step blocks made
  * from the text alone). The last x0 is the chunk; a final t = 0 pass over it with the
  * prompt commits the chunk to the carried state. The initial noise and the re-noise draws
- * come from (seed, chunk). x0 [C, F, H, W]. */
+ * come from (seed, chunk). x0 [C, F, H, W]. A few steps need help to keep the objects of a
+ * small model's chunks from fading block after block: CFG at the last step (cfg_last_steps)
+ * and a start from the previous chunk's last frame (warm), see assets/default-model/RECIPE.md. */
 typedef enum lv_chunk_sampler { LV_CHUNK_RENOISE = 0, LV_CHUNK_EULER } lv_chunk_sampler;
+
 
 typedef struct lv_chunk_options {
     const float *timesteps;
@@ -62,6 +65,11 @@ typedef struct lv_chunk_options {
     lv_chunk_sampler sampler;
     const float *const *noise; /* optional: noise[k] replaces the draw for step k (k = 0 is
                                   the initial noise), to check against other samplers */
+    int cfg_last_steps;     /* with cfg_scale != 1: CFG only at the last this many steps
+                               (0: every step); the others take the prompt's v alone */
+    const float *warm;      /* optional: the previous chunk's last frame [C, H, W]; the
+                               first step then starts from x = (1 - s_0) warm + s_0 noise
+                               (every frame) instead of noise alone ("warm start") */
 } lv_chunk_options;
 
 lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *opt,

@@ -1,0 +1,131 @@
+"""How long the prompt's objects last, over several seeds, in PyTorch: the measure behind the
+sampling recipe's choices (RECIPE.md, "Sampling").
+
+Per seed: a chunked generation (the file's card, or the overrides below) of --seconds; per
+frame the pixels within RGB distance 0.35 of the object colour (data.OBJECT_COLOURS) and, every
+8th frame, the number of their 4-connected components of at least 4 pixels; per 5 s
+segment the mean area and the median count. An object "survives" until the first 5 s
+segment with a mean area below 20 pixels (of 1024). Motion: the median per-frame shift of
+the coloured pixels' centroid (|dy| + |dx|, pixels), and how often it is below 0.05 (frozen).
+
+    LD_LIBRARY_PATH=... /usr/bin/python3 persistence.py [--weights F] [--seeds 1,2,...] \\
+        [--steps 750,500,250] [--cfg 2] [--cfg-last-steps 1] [--warm 1] [--window 2]
+"""
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before torch loads the BLAS
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import data  # noqa: E402
+from model import CarriedState, flow_timesteps, sample_chunk  # noqa: E402
+from sample import encode_text, load_model, to_u8  # noqa: E402
+
+
+def components(mask, min_size=4):
+    """Number of 4-connected components of at least min_size pixels."""
+    H, W = mask.shape
+    seen = np.zeros_like(mask, bool)
+    n = 0
+    for y0 in range(H):
+        for x0 in range(W):
+            if not mask[y0, x0] or seen[y0, x0]:
+                continue
+            stack, size = [(y0, x0)], 0
+            seen[y0, x0] = True
+            while stack:
+                y, x = stack.pop()
+                size += 1
+                for yy, xx in ((y + 1, x), (y - 1, x), (y, x + 1), (y, x - 1)):
+                    if 0 <= yy < H and 0 <= xx < W and mask[yy, xx] and not seen[yy, xx]:
+                        seen[yy, xx] = True
+                        stack.append((yy, xx))
+            n += size >= min_size
+    return n
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--weights", default=os.path.join(HERE, "default.safetensors"))
+    ap.add_argument("-p", "--prompt", default="two red balls bouncing on a blue background")
+    ap.add_argument("--colour", default="red", help="object colour to follow (data.OBJECT_COLOURS)")
+    ap.add_argument("--seeds", default="1,2,3,4,5,6,7,8")
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--steps", default="", help="later blocks' timesteps (default: the file's)")
+    ap.add_argument("--sampler", default="", help="later blocks: renoise or euler (default: the file's)")
+    ap.add_argument("--cfg", type=float, default=-1, help="later blocks' CFG (default: the file's)")
+    ap.add_argument("--cfg-last-steps", type=int, default=-1, help="(default: the file's)")
+    ap.add_argument("--warm", type=int, default=-1, help="1 / 0: warm start on / off (default: the file's)")
+    ap.add_argument("--window", type=int, default=-1, help="cached blocks (default: the file's)")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    model, cfg, lv = load_model(a.weights)
+    H, W = lv["resolution"]
+    fps, bf = lv["fps"], lv["block_frames"]
+    K = lv["cached_blocks"] if a.window < 0 else a.window
+    steps = [float(s) for s in (a.steps.split(",") if a.steps else lv["sample_timesteps"])]
+    sampler = a.sampler or lv.get("sampler", "renoise")
+    later_cfg = a.cfg if a.cfg >= 0 else float(lv.get("cfg_scale", 1.0))
+    cfg_last = a.cfg_last_steps if a.cfg_last_steps >= 0 else int(lv.get("cfg_last_steps", 0))
+    warm_start = bool(a.warm) if a.warm >= 0 else bool(lv.get("warm_start", False))
+    fb = lv["first_block"]
+    first_steps = [float(t) for t in fb["timesteps"]]
+    ids, mask = encode_text(lv, a.prompt)
+    colour = np.array(data.OBJECT_COLOURS[a.colour], np.float32)
+    frames = int(round(a.seconds * fps))
+    seg = int(5 * fps)
+    survive, moves, two = [], [], []
+    t0 = time.time()
+    for seed in [int(s) for s in a.seeds.split(",")]:
+        g = torch.Generator().manual_seed(seed)
+        state = CarriedState(model.depth, K)
+        areas, counts, prev_cen, last = [], [], None, None
+        with torch.no_grad():
+            for c in range((frames + bf - 1) // bf):
+                first = c == 0
+                st_c = first_steps if first else steps
+                noise = torch.randn(1, 3, bf, H, W, generator=g)
+                renoise = torch.randn(len(st_c) - 1, 1, 3, bf, H, W, generator=g)
+                x0 = sample_chunk(model, state, noise, renoise, st_c, ids, mask, c * bf,
+                                  sampler=fb["sampler"] if first else sampler,
+                                  cfg=float(fb["cfg_scale"]) if first else later_cfg,
+                                  cfg_last_steps=0 if first else cfg_last,
+                                  warm=last if warm_start and not first else None)
+                last = x0[:, :, -1:].clone()
+                for fr in to_u8(x0[0]):
+                    m = np.linalg.norm(fr.astype(np.float32) / 255.0 - colour, axis=-1) < 0.35
+                    areas.append(int(m.sum()))
+                    if len(areas) % 8 == 0:
+                        counts.append(components(m))
+                    if m.sum() > 10:
+                        ys, xs = np.nonzero(m)
+                        cen = np.array([ys.mean(), xs.mean()])
+                        if prev_cen is not None:
+                            moves.append(float(np.abs(cen - prev_cen).sum()))
+                        prev_cen = cen
+                    else:
+                        prev_cen = None
+        areas = np.array(areas[:frames], np.float64)
+        seg_area = [areas[i:i + seg].mean() for i in range(0, len(areas), seg)]
+        seg_count = [int(np.median(counts[i:i + seg // 8])) for i in range(0, len(counts), seg // 8)]
+        s = next((i for i, v in enumerate(seg_area) if v < 20), len(seg_area)) * 5
+        survive.append(min(s, a.seconds))
+        two.append(np.mean([n == 2 for n in seg_count]))
+        print(f"seed {seed}: survives {s} s; area per 5 s {' '.join(f'{v:.0f}' for v in seg_area)}; "
+              f"components {' '.join(map(str, seg_count))}", flush=True)
+    mv = np.array(moves) if moves else np.zeros(1)
+    print(f"motion: median centroid shift {np.median(mv):.2f} px/frame, {np.mean(mv < 0.05):.2f} of the frames "
+          f"below 0.05")
+    print(f"survives: median {np.median(survive):.0f} s, the whole {a.seconds:g} s for {sum(x >= a.seconds for x in survive)}"
+          f" of {len(survive)} seeds; segments with 2 components {np.mean(two):.2f}; later blocks {steps} ({sampler}, "
+          f"CFG {later_cfg} at the last {cfg_last or len(steps)}, warm start {warm_start}), window {K}; "
+          f"{time.time() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
