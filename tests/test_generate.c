@@ -163,13 +163,19 @@ Test(generate, cli_help_and_errors) {
     snprintf(want, sizeof want, "(%d %s steps, CFG %g)", card.first_block.steps,
              card.first_block.sampler == LV_CHUNK_EULER ? "Euler" : "re-noise", card.first_block.cfg_scale);
     cr_assert(strstr(text, want) != NULL, "--help lacks '%s'", want);
-    lv_model_card_free(&card);
-    lv_sana_file_close(f);
     /* `longvk info` without a model describes the embedded one, vocabulary included */
     cli_output("info", text, sizeof text);
     cr_assert(strstr(text, "vocabulary:    38 words") != NULL, "info lacks the vocabulary:\n%s", text);
     cr_assert(strstr(text, " bouncing ") != NULL && strstr(text, " triangles ") != NULL);
     cr_assert(strstr(text, "first block: ") != NULL);
+    /* the later blocks' recipe as the card gives it: warm start, CFG at the last step */
+    snprintf(want, sizeof want, "later blocks: %d re-noise steps at t = %g", card.later_blocks.steps,
+             (double)card.later_blocks.timesteps[0]);
+    cr_assert(strstr(text, want) != NULL, "info lacks '%s':\n%s", want, text);
+    if (card.later_blocks.warm_start)
+        cr_assert(strstr(text, "starting from the previous block's last frame") != NULL, "%s", text);
+    lv_model_card_free(&card);
+    lv_sana_file_close(f);
     int rc;
     rc = system(LONGVK_CLI " generate -p x 2> /dev/null"); /* no -o */
     cr_assert_neq(WEXITSTATUS(rc), 0);
