@@ -29,11 +29,12 @@ static void usage(FILE *out) {
     const lv_block_recipe *fb = &c.first_block;
     const lv_block_recipe *lb = &c.later_blocks;
     char later[256], guided[64] = "";
-    if (lb->cfg_scale != 1.0 && lb->cfg_last_steps > 0)
-        snprintf(guided, sizeof guided, " at the last %d", lb->cfg_last_steps);
-    snprintf(later, sizeof later, "%d %s\n                             steps%s, CFG %g%s", lb->steps,
+    if (lb->cfg_scale != 1.0 && lb->cfg_last_steps == 1) snprintf(guided, sizeof guided, " at the last step");
+    else if (lb->cfg_scale != 1.0 && lb->cfg_last_steps > 1)
+        snprintf(guided, sizeof guided, " at the last %d steps", lb->cfg_last_steps);
+    snprintf(later, sizeof later, "%d %s steps%s, CFG %g%s", lb->steps,
              lb->sampler == LV_CHUNK_EULER ? "Euler" : "re-noise",
-             lb->warm_start ? "\n                             from the previous block's last frame" : "",
+             lb->warm_start ? " from the\n                             previous block's last frame" : "",
              lb->cfg_scale, guided);
     char cached[32];
     if (c.cached_blocks < 0) snprintf(cached, sizeof cached, "all");
@@ -59,7 +60,8 @@ static void usage(FILE *out) {
             "                             the model's, %d; single clip: 50). The first block, made\n"
             "                             from the text alone, follows the model's own recipe\n"
             "                             (%d %s steps, CFG %g), as does every block when\n"
-            "                             --cached-blocks is 0. The later blocks: %s\n"
+            "                             --cached-blocks is 0;\n"
+            "                             later blocks: %s\n"
             "  --sampler NAME             longsana (default: block by block, any length), or a\n"
             "                             single clip of every frame at once for base models:\n"
             "                             euler or dpm++2m (flow matching, shifted time grid)\n"

@@ -119,7 +119,8 @@ static void print_recipe(const char *which, const lv_block_recipe *r) {
     printf("               %s: %d %s steps at t = ", which, r->steps, r->sampler == LV_CHUNK_EULER ? "Euler" : "re-noise");
     for (int i = 0; i < r->steps; i++) printf("%s%g", i ? ", " : "", (double)r->timesteps[i]);
     printf(", CFG %g", r->cfg_scale);
-    if (r->cfg_scale != 1.0 && r->cfg_last_steps > 0) printf(" at the last %d", r->cfg_last_steps);
+    if (r->cfg_scale != 1.0 && r->cfg_last_steps == 1) printf(" at the last step");
+    else if (r->cfg_scale != 1.0 && r->cfg_last_steps > 1) printf(" at the last %d steps", r->cfg_last_steps);
     if (r->warm_start) printf(", starting from the previous block's last frame");
     printf("\n");
 }
