@@ -108,7 +108,6 @@ typedef struct gen_run {
     bool uncond;             /* some block uses CFG: text slot 1 holds the negative prompt */
 } gen_run;
 
-
 static bool ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
     return a >= b && strcmp(s + a - b, suffix) == 0;
@@ -272,8 +271,7 @@ static lv_status emit_chunk(gen_run *r, int f0, int n) {
 /* The chunk's last frame (of n), which the next chunk starts from when warm-started. */
 static void keep_last_frame(gen_run *r, int n) {
     size_t plane = (size_t)r->grid_h * r->grid_w;
-    int channels = (int)(r->frame_values / (int64_t)plane);
-    for (int c = 0; c < channels; c++)
+    for (int c = 0; c < lv_sana_file_config(r->m.file)->in_channels; c++)
         memcpy(r->last_frame + c * plane, r->x0 + ((size_t)c * n + n - 1) * plane, plane * sizeof(float));
 }
 

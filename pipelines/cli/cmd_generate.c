@@ -28,12 +28,9 @@ static void usage(FILE *out) {
     const lv_model_card c = m.card;
     const lv_block_recipe *fb = &c.first_block;
     const lv_block_recipe *lb = &c.later_blocks;
-    char later[256], guided[64] = "";
-    if (lb->cfg_scale != 1.0 && lb->cfg_last_steps == 1) snprintf(guided, sizeof guided, " at the last step");
-    else if (lb->cfg_scale != 1.0 && lb->cfg_last_steps > 1)
-        snprintf(guided, sizeof guided, " at the last %d steps", lb->cfg_last_steps);
-    snprintf(later, sizeof later, "%d %s steps%s, CFG %g%s", lb->steps,
-             lb->sampler == LV_CHUNK_EULER ? "Euler" : "re-noise",
+    char later[256], guided[64];
+    cli_cfg_where(lb, guided, sizeof guided);
+    snprintf(later, sizeof later, "%d %s steps%s, CFG %g%s", lb->steps, cli_sampler_name(lb->sampler),
              lb->warm_start ? " from the\n                             previous block's last frame" : "",
              lb->cfg_scale, guided);
     char cached[32];
@@ -91,7 +88,7 @@ static void usage(FILE *out) {
             "  -q, --quiet                no progress on stderr\n"
             "  -o, --output FILE          .mp4, .mkv or .webm (required)\n",
             c.fps, c.width, c.height, 8 * c.width, 8 * c.height, c.later_blocks.steps, fb->steps,
-            fb->sampler == LV_CHUNK_EULER ? "Euler" : "re-noise", fb->cfg_scale, later, c.later_blocks.cfg_scale, c.block_frames,
+            cli_sampler_name(fb->sampler), fb->cfg_scale, later, c.later_blocks.cfg_scale, c.block_frames,
             cached);
     if (opened) lv_gen_model_close(&m);
     else lv_model_card_free(&m.card);

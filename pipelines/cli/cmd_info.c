@@ -116,11 +116,11 @@ static int has_sana_names(const lv_weights *w) {
 }
 
 static void print_recipe(const char *which, const lv_block_recipe *r) {
-    printf("               %s: %d %s steps at t = ", which, r->steps, r->sampler == LV_CHUNK_EULER ? "Euler" : "re-noise");
+    printf("               %s: %d %s steps at t = ", which, r->steps, cli_sampler_name(r->sampler));
     for (int i = 0; i < r->steps; i++) printf("%s%g", i ? ", " : "", (double)r->timesteps[i]);
-    printf(", CFG %g", r->cfg_scale);
-    if (r->cfg_scale != 1.0 && r->cfg_last_steps == 1) printf(" at the last step");
-    else if (r->cfg_scale != 1.0 && r->cfg_last_steps > 1) printf(" at the last %d steps", r->cfg_last_steps);
+    char guided[64];
+    cli_cfg_where(r, guided, sizeof guided);
+    printf(", CFG %g%s", r->cfg_scale, guided);
     if (r->warm_start) printf(", starting from the previous block's last frame");
     printf("\n");
 }

@@ -3,6 +3,10 @@
 #ifndef LONGVK_CLI_COMMANDS_H
 #define LONGVK_CLI_COMMANDS_H
 
+#include <stddef.h>
+
+#include "longvk/generate.h"
+
 int cmd_devices(int argc, char **argv);
 int cmd_attn(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
@@ -18,5 +22,11 @@ int cli_fail(const char *context);
 /* Parse helpers: return 0 and print an error naming the flag when the value is bad. */
 int cli_parse_int(const char *flag, const char *value, long min, long max, long *out);
 int cli_parse_double(const char *flag, const char *value, double *out);
+
+/* How a block recipe samples, in --help and `info`: its sampler's name ("re-noise" or
+ * "Euler"), and where its CFG applies (" at the last step", " at the last N steps", or ""
+ * for every step or no CFG). */
+const char *cli_sampler_name(lv_chunk_sampler sampler);
+void cli_cfg_where(const lv_block_recipe *r, char *buf, size_t size);
 
 #endif

@@ -55,7 +55,6 @@ lv_status lv_sample_clip(lv_ctx *ctx, lv_dit *dit, const lv_clip_options *opt, i
  * and a start from the previous chunk's last frame (warm), see assets/default-model/RECIPE.md. */
 typedef enum lv_chunk_sampler { LV_CHUNK_RENOISE = 0, LV_CHUNK_EULER } lv_chunk_sampler;
 
-
 typedef struct lv_chunk_options {
     const float *timesteps;
     int steps;
