@@ -1,7 +1,8 @@
 """Procedural training clips for the default model, and its tokenizer.
 
 A clip: one to three coloured shapes (balls, squares, triangles) moving with constant
-velocity and bouncing off the walls, on a plain or a vertical/horizontal gradient
+velocity and bouncing off the walls (with collide, also off each other: an experiment,
+RECIPE.md "Short clips, many scenes"; the committed model never saw it), on a plain or a vertical/horizontal gradient
 background, rendered anti-aliased (signed distance, 1-pixel ramp) at H x W, RGB in
 [-1, 1], layout [3, F, H, W]. The caption is made from the same parameters, e.g.
 "two red balls bouncing on a blue background". Everything is a pure function of the
@@ -105,6 +106,47 @@ def _shape_extent(shape, size):
     return size, size
 
 
+def _collision_radius(shape, size):
+    """Objects collide as circles of this radius (a square's is between its inner and outer
+    circle's)."""
+    return size * (1.2 if shape == "square" else 1.0)
+
+
+def _simulate(sc, frames, substeps=4):
+    """Centres [n, frames] x, y of objects that bounce off the walls and, as equal-mass
+    discs, elastically off each other: the velocities' components along the line of centres
+    are exchanged when two objects touch while approaching. Frame 0 is the drawn start."""
+    H, W = sc["H"], sc["W"]
+    obs = sc["objects"]
+    n = len(obs)
+    pos = np.array([[o["x0"], o["y0"]] for o in obs], np.float64)
+    vel = np.array([[o["vx"], o["vy"]] for o in obs], np.float64)
+    ext = np.array([_shape_extent(o["shape"], o["size"]) for o in obs], np.float64)
+    rad = np.array([_collision_radius(o["shape"], o["size"]) for o in obs])
+    lo, hi = ext, np.array([W, H], np.float64) - ext
+    out = np.zeros((n, 2, frames))
+    for f in range(frames):
+        out[:, :, f] = pos
+        for _ in range(substeps):
+            pos += vel / substeps
+            for k in range(2):  # walls
+                under, over = pos[:, k] < lo[:, k], pos[:, k] > hi[:, k]
+                pos[:, k] = np.where(under, 2 * lo[:, k] - pos[:, k], np.where(over, 2 * hi[:, k] - pos[:, k], pos[:, k]))
+                vel[:, k] = np.where(under | over, -vel[:, k], vel[:, k])
+            for i in range(n):
+                for j in range(i + 1, n):
+                    d = pos[j] - pos[i]
+                    dist = float(np.hypot(*d))
+                    if dist >= rad[i] + rad[j] or dist == 0:
+                        continue
+                    u = d / dist
+                    rel = float(np.dot(vel[j] - vel[i], u))
+                    if rel < 0:  # approaching: swap the normal components
+                        vel[i] += rel * u
+                        vel[j] -= rel * u
+    return out[:, 0], out[:, 1]
+
+
 def _sdf(shape, size, px, py, cx, cy):
     """Signed distance in pixels (negative inside) on pixel centres px, py [H, W] for
     objects centred at cx, cy [F] -> [F, H, W]."""
@@ -125,8 +167,9 @@ def _sdf(shape, size, px, py, cx, cy):
     return np.maximum(base, np.maximum(left, right))
 
 
-def sample_scene(rng, H=32, W=32):
-    """Draws the parameters of one clip (a dict; render() and caption() use it)."""
+def sample_scene(rng, H=32, W=32, collide=False):
+    """Draws the parameters of one clip (a dict; render() and caption() use it). With collide,
+    objects start apart and bounce off each other too (render() simulates them)."""
     n_obj = int(rng.choice([1, 2, 3], p=[0.4, 0.35, 0.25]))
     bg_name = str(rng.choice(sorted(BACKGROUND_COLOURS)))
     bg_kind = str(rng.choice(["plain", "vertical", "horizontal"], p=[0.5, 0.25, 0.25]))
@@ -154,10 +197,15 @@ def sample_scene(rng, H=32, W=32):
             ang = float(rng.choice([0.0, 0.5, 1.0, 1.5])) * np.pi
         else:
             ang = float(rng.uniform(0.15, 0.35) + rng.integers(4) * 0.5) * np.pi
-        objects.append(dict(colour=colour, shape=shape, size=size,
-                            x0=float(rng.uniform(ex, W - ex)), y0=float(rng.uniform(ey, H - ey)),
+        x0, y0 = float(rng.uniform(ex, W - ex)), float(rng.uniform(ey, H - ey))
+        for _ in range(50 if collide else 0):  # start apart: a drawn overlap would never separate
+            if all(np.hypot(x0 - o["x0"], y0 - o["y0"]) > _collision_radius(shape, size)
+                   + _collision_radius(o["shape"], o["size"]) for o in objects):
+                break
+            x0, y0 = float(rng.uniform(ex, W - ex)), float(rng.uniform(ey, H - ey))
+        objects.append(dict(colour=colour, shape=shape, size=size, x0=x0, y0=y0,
                             vx=speed * np.cos(ang), vy=speed * np.sin(ang)))
-    return dict(H=H, W=W, bg_name=bg_name, bg_kind=bg_kind, shade=shade,
+    return dict(H=H, W=W, bg_name=bg_name, bg_kind=bg_kind, shade=shade, collide=collide,
                 bg_flip=bool(rng.random() < 0.5), motion=motion, objects=objects,
                 style=dict(plain_word=bool(rng.random() < 0.3), the=bool(rng.random() < 0.2),
                            no_bg=bool(rng.random() < 0.08), grad_colour=bool(rng.random() < 0.75),
@@ -193,10 +241,15 @@ def render(sc, frames, start=0, coverage=False):
     img = np.broadcast_to(_background(sc)[:, None], (3, frames, H, W)).copy()
     t = np.arange(start, start + frames, dtype=np.float64)
     cover = np.zeros((frames, H, W))
-    for o in sc["objects"]:
+    if sc.get("collide"):  # simulated from the drawn start (the start frame only matters without collisions)
+        sim_x, sim_y = _simulate(sc, frames)
+    for i, o in enumerate(sc["objects"]):
         ex, ey = _shape_extent(o["shape"], o["size"])
-        cx = ex + _tri_wave(o["x0"] - ex + o["vx"] * t, W - 2 * ex)
-        cy = ey + _tri_wave(o["y0"] - ey + o["vy"] * t, H - 2 * ey)
+        if sc.get("collide"):
+            cx, cy = sim_x[i], sim_y[i]
+        else:
+            cx = ex + _tri_wave(o["x0"] - ex + o["vx"] * t, W - 2 * ex)
+            cy = ey + _tri_wave(o["y0"] - ey + o["vy"] * t, H - 2 * ey)
         alpha = np.clip(0.5 - _sdf(o["shape"], o["size"], px, py, cx, cy), 0.0, 1.0)  # [F, H, W]
         col = np.array(OBJECT_COLOURS[o["colour"]])[:, None, None, None]
         img = img * (1 - alpha[None]) + col * alpha[None]
@@ -238,22 +291,22 @@ def caption(sc):
     return f"{text} on {art} {bg}"
 
 
-def make_clip(seed, frames, H=32, W=32, start=None):
+def make_clip(seed, frames, H=32, W=32, start=None, collide=False):
     """-> (video float32 [3, frames, H, W] in [-1, 1], caption). Deterministic in seed."""
     rng = np.random.Generator(np.random.PCG64(seed))
-    sc = sample_scene(rng, H, W)
+    sc = sample_scene(rng, H, W, collide)
     if start is None:
         start = int(rng.integers(0, 1000))
     return render(sc, frames, start), caption(sc)
 
 
-def make_batch(rng, n, frames, H=32, W=32, coverage=False):
+def make_batch(rng, n, frames, H=32, W=32, coverage=False, collide=False):
     """n clips from seeds drawn by rng -> (video [n, 3, F, H, W], ids [n, L], mask [n, L], captions),
     with coverage also the objects' pixel coverage [n, F, H, W]."""
     vids, ids, masks, caps, covers = [], [], [], [], []
     for _ in range(n):
         rs = np.random.Generator(np.random.PCG64(int(rng.integers(1 << 62))))
-        sc = sample_scene(rs, H, W)  # exactly make_clip's draws
+        sc = sample_scene(rs, H, W, collide)  # exactly make_clip's draws
         v, cov = render(sc, frames, int(rs.integers(0, 1000)), coverage=True)
         c = caption(sc)
         covers.append(cov)
@@ -272,10 +325,11 @@ def main():
     ap.add_argument("--frames", type=int, default=32)
     ap.add_argument("--count", type=int, default=1)
     ap.add_argument("--png", help="write a contact sheet (every 4th frame) to this path prefix")
+    ap.add_argument("--collide", action="store_true", help="objects bounce off each other too")
     a = ap.parse_args()
     print("vocab", len(VOCAB), VOCAB)
     for s in range(a.seed, a.seed + a.count):
-        v, c = make_clip(s, a.frames)
+        v, c = make_clip(s, a.frames, collide=a.collide)
         ids, mask, _ = tokenize(c)
         print(s, repr(c), ids[: int(mask.sum())].tolist())
         if a.png:

@@ -77,6 +77,9 @@ def parse_args(argv=None):
                     help="pixels: the weighted region covers the object and this much background around it, so "
                          "that both sides of an uncertain edge weigh the same (weighting only the object's own "
                          "pixels biases the optimum towards the object's colour: objects grew block after block)")
+    ap.add_argument("--collide", action="store_true",
+                    help="objects also bounce off each other (data.py): two objects never overlap, so the "
+                         "context always shows them apart")
     ap.add_argument("--sampler", default="renoise", help="metadata only: renoise (LongSANA) or euler")
     ap.add_argument("--cfg-scale", type=float, default=1.0, help="metadata only: CFG of the blocks after the first")
     ap.add_argument("--cfg-last-steps", type=int, default=0, help="metadata only: CFG at the last N steps of the "
@@ -200,7 +203,8 @@ def train_step(a, model, step):
     rng = np.random.Generator(np.random.PCG64([a.seed, step]))
     g = torch.Generator().manual_seed(a.seed * 1_000_003 + step)
     F = a.chunks * a.block_frames
-    vid, ids, mask, _, cover = data.make_batch(rng, a.batch, F, a.res, a.res, coverage=True)
+    vid, ids, mask, _, cover = data.make_batch(rng, a.batch, F, a.res, a.res, coverage=True,
+                                                 collide=a.collide)
     x0 = torch.from_numpy(vid)
     ids = torch.from_numpy(ids)
     mask = torch.from_numpy(mask)
