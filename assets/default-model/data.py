@@ -2,8 +2,8 @@
 
 A clip: one to three coloured shapes (balls, squares, triangles) moving with constant
 velocity and bouncing off the walls (with collide, also off each other: an experiment,
-RECIPE.md "Short clips, many scenes"; the committed model never saw it), on a plain or a vertical/horizontal gradient
-background, rendered anti-aliased (signed distance, 1-pixel ramp) at H x W, RGB in
+RECIPE.md "Short clips, many scenes"; the committed model never saw it), on a plain or a
+vertical/horizontal gradient background, rendered anti-aliased (signed distance, 1-pixel ramp) at H x W, RGB in
 [-1, 1], layout [3, F, H, W]. The caption is made from the same parameters, e.g.
 "two red balls bouncing on a blue background". Everything is a pure function of the
 seed (numpy PCG64).
@@ -147,6 +147,21 @@ def _simulate(sc, frames, substeps=4):
     return out[:, 0], out[:, 1]
 
 
+def _centres(sc, frames, start):
+    """Object centres x, y [n, frames] for frames start .. start+frames-1: closed form without
+    collisions; with them simulated from the drawn start (start does not matter then)."""
+    if sc.get("collide"):
+        return _simulate(sc, frames)
+    H, W = sc["H"], sc["W"]
+    t = np.arange(start, start + frames, dtype=np.float64)
+    xs, ys = [], []
+    for o in sc["objects"]:
+        ex, ey = _shape_extent(o["shape"], o["size"])
+        xs.append(ex + _tri_wave(o["x0"] - ex + o["vx"] * t, W - 2 * ex))
+        ys.append(ey + _tri_wave(o["y0"] - ey + o["vy"] * t, H - 2 * ey))
+    return xs, ys
+
+
 def _sdf(shape, size, px, py, cx, cy):
     """Signed distance in pixels (negative inside) on pixel centres px, py [H, W] for
     objects centred at cx, cy [F] -> [F, H, W]."""
@@ -239,17 +254,9 @@ def render(sc, frames, start=0, coverage=False):
     H, W = sc["H"], sc["W"]
     py, px = np.meshgrid(np.arange(H) + 0.5, np.arange(W) + 0.5, indexing="ij")
     img = np.broadcast_to(_background(sc)[:, None], (3, frames, H, W)).copy()
-    t = np.arange(start, start + frames, dtype=np.float64)
     cover = np.zeros((frames, H, W))
-    if sc.get("collide"):  # simulated from the drawn start (the start frame only matters without collisions)
-        sim_x, sim_y = _simulate(sc, frames)
-    for i, o in enumerate(sc["objects"]):
-        ex, ey = _shape_extent(o["shape"], o["size"])
-        if sc.get("collide"):
-            cx, cy = sim_x[i], sim_y[i]
-        else:
-            cx = ex + _tri_wave(o["x0"] - ex + o["vx"] * t, W - 2 * ex)
-            cy = ey + _tri_wave(o["y0"] - ey + o["vy"] * t, H - 2 * ey)
+    xs, ys = _centres(sc, frames, start)
+    for o, cx, cy in zip(sc["objects"], xs, ys):
         alpha = np.clip(0.5 - _sdf(o["shape"], o["size"], px, py, cx, cy), 0.0, 1.0)  # [F, H, W]
         col = np.array(OBJECT_COLOURS[o["colour"]])[:, None, None, None]
         img = img * (1 - alpha[None]) + col * alpha[None]
