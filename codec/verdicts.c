@@ -44,12 +44,14 @@ const char *lv_metrics_verdict_colour(const lv_metrics_summary *s) {
     for (int c = 0; c < 3; c++)
         if (fabs(s->colour_drift[c]) > drift) drift = fabs(s->colour_drift[c]);
     if (drift >= 8 || s->colour_max_step >= 8) {
-        snprintf(line, sizeof line, "strong colour drift: a channel mean moves %.1f first to last, %.1f in one step (>= 8)",
+        snprintf(line, sizeof line, "strong colour drift: a channel mean moves %.1f first to last, "
+                 "%.1f at most in one step (either >= 8 levels)",
                  drift, s->colour_max_step);
         return line;
     }
     if (drift >= 2 || s->colour_max_step >= 2) {
-        snprintf(line, sizeof line, "slight colour drift: a channel mean moves %.1f first to last, %.1f in one step (>= 2)",
+        snprintf(line, sizeof line, "slight colour drift: a channel mean moves %.1f first to last, "
+                 "%.1f at most in one step (either >= 2 levels)",
                  drift, s->colour_max_step);
         return line;
     }

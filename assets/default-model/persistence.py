@@ -1,18 +1,26 @@
-"""How long the prompt's objects last, over several seeds, in PyTorch: the measure behind the
-sampling recipe's choices (RECIPE.md, "Sampling").
+"""How long the prompt's objects last, how many there are and how far they travel, over
+several seeds: the measure behind the sampling recipe's choices (RECIPE.md, "Sampling").
 
-Per seed: a chunked generation (the file's card, or the overrides below) of --seconds; per
-frame the pixels within RGB distance 0.35 of the object colour (data.OBJECT_COLOURS) and, every
-8th frame, the number of their 4-connected components of at least 4 pixels; per 5 s
-segment the mean area and the median count. An object "survives" until the first 5 s
-segment with a mean area below 20 pixels (of 1024). Motion: the median per-frame shift of
-the coloured pixels' centroid (|dy| + |dx|, pixels), and how often it is below 0.05 (frozen).
+Per seed: a chunked generation in PyTorch (the file's card, or the overrides below) of
+--seconds, or a video the engine wrote (--videos: decoded by ffmpeg, at the model's
+resolution, e.g. `longvk generate -s N --scale 1 --codec ffv1`). Per frame: the pixels within
+RGB distance 0.35 of the object colour (data.OBJECT_COLOURS) and, every 8th frame, the number
+of their 4-connected components of at least 4 pixels; per 5 s segment the mean area and the
+median count.
+- survives: until the first 5 s segment with a mean area below 20 pixels (of 1024);
+- count kept: the fraction of 5 s segments whose count equals the first second's (the
+  median over its frames: the first block decides what there is to keep);
+- motion: the median per-frame shift of the coloured pixels' centroid (|dy| + |dx|, pixels;
+  shape jitter counts too), how often it is below 0.05 (frozen), and the centroid's net
+  travel over 1 s (the training clips move 0.35-1.3 px a frame, 6-21 px a second).
 
     LD_LIBRARY_PATH=... /usr/bin/python3 persistence.py [--weights F] [--seeds 1,2,...] \\
         [--steps 750,500,250] [--cfg 2] [--cfg-last-steps 1] [--warm 1] [--window 2]
+    /usr/bin/python3 persistence.py --videos s1.mkv s2.mkv ...
 """
 import argparse
 import os
+import subprocess
 import sys
 import time
 
@@ -23,7 +31,7 @@ import torch  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import data  # noqa: E402
-from model import CarriedState, flow_timesteps, sample_chunk  # noqa: E402
+from model import CarriedState, sample_chunk  # noqa: E402
 from sample import encode_text, load_model, to_u8  # noqa: E402
 
 
@@ -49,6 +57,60 @@ def components(mask, min_size=4):
     return n
 
 
+class Track:
+    """The measures of one video, fed frame by frame (uint8 RGB [H, W, 3])."""
+
+    def __init__(self, colour, fps):
+        self.colour, self.fps = colour, int(fps)
+        self.areas, self.counts, self.first_counts, self.centroids = [], [], [], []
+
+    def add(self, frame):
+        m = np.linalg.norm(frame.astype(np.float32) / 255.0 - self.colour, axis=-1) < 0.35
+        self.areas.append(int(m.sum()))
+        if len(self.areas) % 8 == 0:
+            self.counts.append(components(m))
+        if len(self.areas) <= self.fps:  # every frame of the first second
+            self.first_counts.append(components(m))
+        self.centroids.append(np.argwhere(m).mean(0) if m.sum() > 10 else None)
+
+    def shifts(self, lag):
+        c = self.centroids
+        return [float(np.abs(a - b).sum()) for a, b in zip(c[lag:], c) if a is not None and b is not None]
+
+    def report(self, fps, seconds, name):
+        """Prints one line; returns (survives s, fraction of segments with 2, count kept)."""
+        seg = int(5 * fps)
+        areas = np.array(self.areas[:int(round(seconds * fps))], np.float64)
+        seg_area = [areas[i:i + seg].mean() for i in range(0, len(areas), seg)]
+        seg_count = [int(np.median(self.counts[i:i + seg // 8])) for i in range(0, len(self.counts), seg // 8)]
+        first = int(np.median(self.first_counts))
+        s = next((i for i, v in enumerate(seg_area) if v < 20), len(seg_area)) * 5
+        print(f"{name}: survives {s} s; area per 5 s {' '.join(f'{v:.0f}' for v in seg_area)}; "
+              f"components {' '.join(map(str, seg_count))} (first second: {first})", flush=True)
+        return (min(s, seconds), np.mean([n == 2 for n in seg_count]),
+                np.mean([n == first for n in seg_count]))
+
+
+def summarise(tracks, results, fps, seconds):
+    mv = np.array([d for t in tracks for d in t.shifts(1)] or [0.0])
+    travel = np.array([d for t in tracks for d in t.shifts(int(fps))] or [0.0])
+    survive, two, kept = zip(*results)
+    print(f"motion: median centroid shift {np.median(mv):.2f} px/frame, {np.mean(mv < 0.05):.2f} of the frames "
+          f"below 0.05; net travel over 1 s: median {np.median(travel):.2f} px")
+    print(f"survives: median {np.median(survive):.0f} s, the whole {seconds:g} s for "
+          f"{sum(x >= seconds for x in survive)} of {len(survive)}; segments with 2 components {np.mean(two):.2f}, "
+          f"with the first second's count {np.mean(kept):.2f}")
+
+
+def read_video(path, H, W):
+    """Frames of a video file as uint8 [N, H, W, 3] (ffmpeg scales to H x W if needed)."""
+    out = subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-i", path, "-vf", f"scale={W}:{H}",
+                          "-f", "rawvideo", "-pix_fmt", "rgb24", "-"], capture_output=True)
+    if out.returncode != 0:
+        sys.exit(f"persistence.py: cannot read {path}: {out.stderr.decode().strip()}")
+    return np.frombuffer(out.stdout, np.uint8).reshape(-1, H, W, 3)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--weights", default=os.path.join(HERE, "default.safetensors"))
@@ -62,11 +124,23 @@ def main():
     ap.add_argument("--cfg-last-steps", type=int, default=-1, help="(default: the file's)")
     ap.add_argument("--warm", type=int, default=-1, help="1 / 0: warm start on / off (default: the file's)")
     ap.add_argument("--window", type=int, default=-1, help="cached blocks (default: the file's)")
+    ap.add_argument("--videos", nargs="+", default=[],
+                    help="measure these videos (the engine's output) instead of generating")
     a = ap.parse_args()
     torch.set_num_threads(1)
     model, cfg, lv = load_model(a.weights)
     H, W = lv["resolution"]
     fps, bf = lv["fps"], lv["block_frames"]
+    colour = np.array(data.OBJECT_COLOURS[a.colour], np.float32)
+    tracks, results = [], []
+    if a.videos:
+        for path in a.videos:
+            tracks.append(Track(colour, fps))
+            for fr in read_video(path, H, W):
+                tracks[-1].add(fr)
+            results.append(tracks[-1].report(fps, a.seconds, path))
+        summarise(tracks, results, fps, a.seconds)
+        return
     K = lv["cached_blocks"] if a.window < 0 else a.window
     steps = [float(s) for s in (a.steps.split(",") if a.steps else lv["sample_timesteps"])]
     sampler = a.sampler or lv.get("sampler", "renoise")
@@ -76,15 +150,13 @@ def main():
     fb = lv["first_block"]
     first_steps = [float(t) for t in fb["timesteps"]]
     ids, mask = encode_text(lv, a.prompt)
-    colour = np.array(data.OBJECT_COLOURS[a.colour], np.float32)
     frames = int(round(a.seconds * fps))
-    seg = int(5 * fps)
-    survive, moves, two = [], [], []
     t0 = time.time()
     for seed in [int(s) for s in a.seeds.split(",")]:
         g = torch.Generator().manual_seed(seed)
         state = CarriedState(model.depth, K)
-        areas, counts, prev_cen, last = [], [], None, None
+        tracks.append(Track(colour, fps))
+        last = None
         with torch.no_grad():
             for c in range((frames + bf - 1) // bf):
                 first = c == 0
@@ -98,33 +170,11 @@ def main():
                                   warm=last if warm_start and not first else None)
                 last = x0[:, :, -1:].clone()
                 for fr in to_u8(x0[0]):
-                    m = np.linalg.norm(fr.astype(np.float32) / 255.0 - colour, axis=-1) < 0.35
-                    areas.append(int(m.sum()))
-                    if len(areas) % 8 == 0:
-                        counts.append(components(m))
-                    if m.sum() > 10:
-                        ys, xs = np.nonzero(m)
-                        cen = np.array([ys.mean(), xs.mean()])
-                        if prev_cen is not None:
-                            moves.append(float(np.abs(cen - prev_cen).sum()))
-                        prev_cen = cen
-                    else:
-                        prev_cen = None
-        areas = np.array(areas[:frames], np.float64)
-        seg_area = [areas[i:i + seg].mean() for i in range(0, len(areas), seg)]
-        seg_count = [int(np.median(counts[i:i + seg // 8])) for i in range(0, len(counts), seg // 8)]
-        s = next((i for i, v in enumerate(seg_area) if v < 20), len(seg_area)) * 5
-        survive.append(min(s, a.seconds))
-        two.append(np.mean([n == 2 for n in seg_count]))
-        print(f"seed {seed}: survives {s} s; area per 5 s {' '.join(f'{v:.0f}' for v in seg_area)}; "
-              f"components {' '.join(map(str, seg_count))}", flush=True)
-    mv = np.array(moves) if moves else np.zeros(1)
-    print(f"motion: median centroid shift {np.median(mv):.2f} px/frame, {np.mean(mv < 0.05):.2f} of the frames "
-          f"below 0.05")
-    print(f"survives: median {np.median(survive):.0f} s, the whole {a.seconds:g} s for {sum(x >= a.seconds for x in survive)}"
-          f" of {len(survive)} seeds; segments with 2 components {np.mean(two):.2f}; later blocks {steps} ({sampler}, "
-          f"CFG {later_cfg} at the last {cfg_last or len(steps)}, warm start {warm_start}), window {K}; "
-          f"{time.time() - t0:.0f} s")
+                    tracks[-1].add(fr)
+        results.append(tracks[-1].report(fps, a.seconds, f"seed {seed}"))
+    summarise(tracks, results, fps, a.seconds)
+    print(f"later blocks {steps} ({sampler}, CFG {later_cfg} at the last {cfg_last or len(steps)}, "
+          f"warm start {warm_start}), window {K}; {time.time() - t0:.0f} s")
 
 
 if __name__ == "__main__":

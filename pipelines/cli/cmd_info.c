@@ -274,9 +274,12 @@ int cmd_info(int argc, char **argv) {
         const lv_weight *t = lv_sana_file_extra(f, i);
         shape_text(t, s, sizeof s);
         int text = has_card && card.vocab_size && strncmp(t->name, "text_", 5) == 0;
+        const char *role = !text                                  ? ""
+                           : strstr(t->name, "_prev_")            ? "  (the text encoder's previous-word table)"
+                           : strstr(t->name, "_next_")            ? "  (the text encoder's next-word table)"
+                                                                  : "  (the text encoder's word table)";
         printf("  %s %s %s%s\n", t->name, lv_dtype_name(t->dtype), s,
-               text ? "  (the text encoder's word table)"
-                    : lv_sana_file_extra_known(f, i) ? "  (known: SANA-Video never reads it)" : "");
+               text ? role : lv_sana_file_extra_known(f, i) ? "  (known: SANA-Video never reads it)" : "");
     }
     if (has_card) lv_model_card_free(&card);
     if (list) {
