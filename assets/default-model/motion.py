@@ -27,6 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import data  # noqa: E402
 from model import CarriedState, chunk_pass, sample_chunk  # noqa: E402
+from persistence import shifts  # noqa: E402
 from sample import encode_text, load_model  # noqa: E402
 
 
@@ -43,8 +44,7 @@ def distance(a, b):
 
 def travel(video, lag):
     """Net centroid travel over lag frames, every frame with an object at both ends."""
-    c = [centroid(video[:, i]) for i in range(video.shape[1])]
-    return [d for d in (distance(a, b) for a, b in zip(c[lag:], c)) if d is not None]
+    return shifts([centroid(video[:, i]) for i in range(video.shape[1])], lag)
 
 
 def continue_clip(model, lv, clip, caption, context, frames, T, seed):

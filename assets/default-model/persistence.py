@@ -57,6 +57,12 @@ def components(mask, min_size=4):
     return n
 
 
+def shifts(centroids, lag):
+    """|dy| + |dx| between centroids lag frames apart, where both exist (None: no object)."""
+    return [float(np.abs(a - b).sum()) for a, b in zip(centroids[lag:], centroids)
+            if a is not None and b is not None]
+
+
 class Track:
     """The measures of one video, fed frame by frame (uint8 RGB [H, W, 3])."""
 
@@ -67,18 +73,17 @@ class Track:
     def add(self, frame):
         m = np.linalg.norm(frame.astype(np.float32) / 255.0 - self.colour, axis=-1) < 0.35
         self.areas.append(int(m.sum()))
-        if len(self.areas) % 8 == 0:
-            self.counts.append(components(m))
-        if len(self.areas) <= self.fps:  # every frame of the first second
-            self.first_counts.append(components(m))
+        every_8th, first_second = len(self.areas) % 8 == 0, len(self.areas) <= self.fps
+        n = components(m) if every_8th or first_second else None
+        if every_8th:
+            self.counts.append(n)
+        if first_second:  # every frame of the first second
+            self.first_counts.append(n)
         self.centroids.append(np.argwhere(m).mean(0) if m.sum() > 10 else None)
 
-    def shifts(self, lag):
-        c = self.centroids
-        return [float(np.abs(a - b).sum()) for a, b in zip(c[lag:], c) if a is not None and b is not None]
-
-    def report(self, fps, seconds, name):
+    def report(self, seconds, name):
         """Prints one line; returns (survives s, fraction of segments with 2, count kept)."""
+        fps = self.fps
         seg = int(5 * fps)
         areas = np.array(self.areas[:int(round(seconds * fps))], np.float64)
         seg_area = [areas[i:i + seg].mean() for i in range(0, len(areas), seg)]
@@ -92,8 +97,8 @@ class Track:
 
 
 def summarise(tracks, results, fps, seconds):
-    mv = np.array([d for t in tracks for d in t.shifts(1)] or [0.0])
-    travel = np.array([d for t in tracks for d in t.shifts(int(fps))] or [0.0])
+    mv = np.array([d for t in tracks for d in shifts(t.centroids, 1)] or [0.0])
+    travel = np.array([d for t in tracks for d in shifts(t.centroids, int(fps))] or [0.0])
     survive, two, kept = zip(*results)
     print(f"motion: median centroid shift {np.median(mv):.2f} px/frame, {np.mean(mv < 0.05):.2f} of the frames "
           f"below 0.05; net travel over 1 s: median {np.median(travel):.2f} px")
@@ -138,7 +143,7 @@ def main():
             tracks.append(Track(colour, fps))
             for fr in read_video(path, H, W):
                 tracks[-1].add(fr)
-            results.append(tracks[-1].report(fps, a.seconds, path))
+            results.append(tracks[-1].report(a.seconds, path))
         summarise(tracks, results, fps, a.seconds)
         return
     K = lv["cached_blocks"] if a.window < 0 else a.window
@@ -171,7 +176,7 @@ def main():
                 last = x0[:, :, -1:].clone()
                 for fr in to_u8(x0[0]):
                     tracks[-1].add(fr)
-        results.append(tracks[-1].report(fps, a.seconds, f"seed {seed}"))
+        results.append(tracks[-1].report(a.seconds, f"seed {seed}"))
     summarise(tracks, results, fps, a.seconds)
     print(f"later blocks {steps} ({sampler}, CFG {later_cfg} at the last {cfg_last or len(steps)}, "
           f"warm start {warm_start}), window {K}; {time.time() - t0:.0f} s")
