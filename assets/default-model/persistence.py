@@ -15,7 +15,8 @@ median count.
   travel over 1 s (the training clips move 0.35-1.3 px a frame, 6-21 px a second).
 
     LD_LIBRARY_PATH=... /usr/bin/python3 persistence.py [--weights F] [--seeds 1,2,...] \\
-        [--steps 750,500,250] [--cfg 2] [--cfg-last-steps 1] [--warm 1] [--window 2]
+        [--steps 750,500,250] [--cfg 2] [--cfg-last-steps 1] [--warm 1] [--window 2] \\
+        [--extrapolate 2]
     /usr/bin/python3 persistence.py --videos s1.mkv s2.mkv ...
 """
 import argparse
@@ -129,6 +130,8 @@ def main():
     ap.add_argument("--cfg-last-steps", type=int, default=-1, help="(default: the file's)")
     ap.add_argument("--warm", type=int, default=-1, help="1 / 0: warm start on / off (default: the file's)")
     ap.add_argument("--window", type=int, default=-1, help="cached blocks (default: the file's)")
+    ap.add_argument("--extrapolate", type=float, default=0.0,
+                    help="warm start from last + G (last - the frame before it), clamped to [-1, 1]")
     ap.add_argument("--videos", nargs="+", default=[],
                     help="measure these videos (the engine's output) instead of generating")
     a = ap.parse_args()
@@ -136,6 +139,8 @@ def main():
     model, cfg, lv = load_model(a.weights)
     H, W = lv["resolution"]
     fps, bf = lv["fps"], lv["block_frames"]
+    if a.extrapolate and bf < 2:
+        sys.exit("--extrapolate needs blocks of at least 2 frames (the file has %d)" % bf)
     colour = np.array(data.OBJECT_COLOURS[a.colour], np.float32)
     tracks, results = [], []
     if a.videos:
@@ -174,6 +179,8 @@ def main():
                                   cfg_last_steps=0 if first else cfg_last,
                                   warm=last if warm_start and not first else None)
                 last = x0[:, :, -1:].clone()
+                if a.extrapolate:
+                    last = (last + a.extrapolate * (last - x0[:, :, -2:-1])).clamp(-1, 1)
                 for fr in to_u8(x0[0]):
                     tracks[-1].add(fr)
         results.append(tracks[-1].report(a.seconds, f"seed {seed}"))

@@ -20,7 +20,7 @@ step) every --ckpt-minutes to --out/ckpt.pt; --resume continues from it. At the 
 EMA weights go to --out/default.safetensors with the metadata the engine reads.
 
 Two phases made default.safetensors (exact commands in RECIPE.md): 3400 steps with
-4-frame chunks and window 3, then (--init) 2400 steps with 2-frame chunks, window 6 and
+4-frame chunks and window 3, then (--init) 3400 steps with 2-frame chunks, window 6 and
 --ctx-degrade 0.5. Run with OpenBLAS (RECIPE.md) and `nice -n 5`.
 """
 import argparse
@@ -101,6 +101,20 @@ def parse_args(argv=None):
                     help="fraction of chunks whose CLEAN-pass input (the context of later chunks) is degraded "
                          "(blur, faded contrast, noise) while the targets stay clean: teaches the model to "
                          "restore, not copy, the imperfections of its own generated context")
+    ap.add_argument("--warm-start-train", type=float, default=0.0,
+                    help="fraction of chunks (with context) whose noisy input is built as inference's warm start "
+                         "builds it, from the previous chunk's last (clean-pass) frame instead of from the chunk "
+                         "itself: x_t = (1 - s) last + s noise at t = --warm-start-t, the target still the chunk's "
+                         "x0. Without it the warm start's first step sees a noised copy of where the objects were "
+                         "and predicts them there: they stop moving")
+    ap.add_argument("--warm-start-t", type=int, default=400, help="the card's first timestep of later blocks")
+    ap.add_argument("--warm-start-second", type=float, default=0.0,
+                    help="fraction of the warm-started chunks trained at the sampler's SECOND step instead: "
+                         "the model's own first-step prediction (a no-grad pass) re-noised to --warm-start-t2 "
+                         "with fresh noise, the target the chunk's x0. The first step hedges (a blurred object "
+                         "where the displacement is uncertain); trained on data alone, the second step "
+                         "trusts that blur and the objects grow")
+    ap.add_argument("--warm-start-t2", type=int, default=200, help="the card's second timestep of later blocks")
     ap.add_argument("--export", default="", help="only write the EMA weights of --out/ckpt.pt to this path "
                     "(with the metadata of the current arguments, e.g. --sample-timesteps) and exit")
     ap.add_argument("--max-minutes", type=float, default=0, help="stop (with a checkpoint) after this long; 0: no limit")
@@ -228,14 +242,40 @@ def train_step(a, model, step):
     sample_ts = [int(s) for s in a.sample_timesteps.split(",")]
     tc = draw_timesteps(g, a.batch * a.chunks, sample_ts, a.p_sample_t, a.t_min).reshape(a.batch, a.chunks)
     tF = tc.repeat_interleave(a.block_frames, dim=1)  # [B, F]
+    base = x0  # what x_t is noised from: the chunk itself, or (warm start) the previous chunk's last frame
+    if a.warm_start_train > 0:
+        ws = (torch.rand(a.batch, a.chunks, generator=g) < a.warm_start_train) & (keep > 0)
+        ws[:, 0] = False  # the first chunk has no previous frame (and inference makes it from noise)
+        tc = torch.where(ws, torch.full_like(tc, float(a.warm_start_t)), tc)
+        tF = tc.repeat_interleave(a.block_frames, dim=1)
+        last = xc[:, :, a.block_frames - 1::a.block_frames]  # [B, C, chunks, H, W]
+        prev_last = torch.cat([last[:, :, :1], last[:, :, :-1]], dim=2).repeat_interleave(a.block_frames, dim=2)
+        wsF = ws.repeat_interleave(a.block_frames, dim=1)[:, None, :, None, None]
+        base = torch.where(wsF, prev_last, x0)
     s = (tF / 1000.0)[:, None, :, None, None]
     noise = torch.randn(x0.shape, generator=g)
-    xt = (1 - s) * x0 + s * noise
+    xt = (1 - s) * base + s * noise
+    if a.warm_start_train > 0 and a.warm_start_second > 0:
+        second = ws & (torch.rand(a.batch, a.chunks, generator=g) < a.warm_start_second)
+        with torch.no_grad():
+            first_x0 = xt - s * model(xt, tF, ids, mask, chunks=a.chunks, frame_offset=offset, context=ctx)
+        secondF = second.repeat_interleave(a.block_frames, dim=1)[:, None, :, None, None]
+        tc = torch.where(second, torch.full_like(tc, float(a.warm_start_t2)), tc)
+        tF = tc.repeat_interleave(a.block_frames, dim=1)
+        s = (tF / 1000.0)[:, None, :, None, None]
+        base = torch.where(secondF, first_x0, base)
+        noise = torch.where(secondF, torch.randn(x0.shape, generator=g), noise)  # re-noise: fresh noise
+        xt = (1 - s) * base + s * noise
     v = model(xt, tF, ids, mask, chunks=a.chunks, frame_offset=offset, context=ctx)
+    # the sampler reads x0 = x_t - s v, so the target velocity is (x_t - x0) / s: noise - x0 when x_t was
+    # noised from x0 itself, plus (1 - s) / s (last - x0) for a warm-started chunk
+    target = noise - x0
+    if a.warm_start_train > 0:
+        target = target + torch.where(wsF, (1 - s) / s.clamp(min=1e-3) * (base - x0), torch.zeros(()))
     r = a.obj_dilate
     near = torch.nn.functional.max_pool2d(torch.from_numpy(cover), 2 * r + 1, stride=1, padding=r)  # [B, F, H, W]
     w = 1 + a.obj_weight * near[:, None]  # [B, 1, F, H, W]
-    err = (w * (v - (noise - x0)).pow(2)).mean(dim=(1, 3, 4)) / w.mean(dim=(1, 3, 4))  # [B, F]
+    err = (w * (v - target).pow(2)).mean(dim=(1, 3, 4)) / w.mean(dim=(1, 3, 4))  # [B, F]
     loss = err.mean()
     nocontext = keep == 0
     nocontext[:, 0] = True  # chunk 0 never has context
