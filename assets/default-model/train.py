@@ -106,14 +106,15 @@ def parse_args(argv=None):
                          "builds it, from the previous chunk's last (clean-pass) frame instead of from the chunk "
                          "itself: x_t = (1 - s) last + s noise at t = --warm-start-t, the target still the chunk's "
                          "x0. Without it the warm start's first step sees a noised copy of where the objects were "
-                         "and predicts them there: they stop moving")
+                         "and predicts them there: they stop moving. Tried, not kept: it moves them but merges them "
+                         "(RECIPE.md, \"Training the warm start\")")
     ap.add_argument("--warm-start-t", type=int, default=400, help="the card's first timestep of later blocks")
     ap.add_argument("--warm-start-second", type=float, default=0.0,
                     help="fraction of the warm-started chunks trained at the sampler's SECOND step instead: "
                          "the model's own first-step prediction (a no-grad pass) re-noised to --warm-start-t2 "
                          "with fresh noise, the target the chunk's x0. The first step hedges (a blurred object "
                          "where the displacement is uncertain); trained on data alone, the second step "
-                         "trusts that blur and the objects grow")
+                         "trusts that blur and the objects grow (tried, not kept: RECIPE.md)")
     ap.add_argument("--warm-start-t2", type=int, default=200, help="the card's second timestep of later blocks")
     ap.add_argument("--export", default="", help="only write the EMA weights of --out/ckpt.pt to this path "
                     "(with the metadata of the current arguments, e.g. --sample-timesteps) and exit")
