@@ -192,7 +192,7 @@ lv_status lv_linattn_contribution(lv_ctx *ctx, int heads, int dim, const lv_tens
                                   uint32_t z_slot, const lv_tensor *k, const lv_tensor *v,
                                   const lv_tensor *rope, lv_feature_map phi, bool accumulate) {
     const char *op = "linear attention state";
-    int64_t n, nv;
+    int64_t n = 0, nv = 0;
     LV_TRY(lv_linattn_tokens("k", k, heads, dim, &n));
     LV_TRY(lv_linattn_tokens("v", v, heads, dim, &nv));
     if (nv != n)
@@ -208,7 +208,7 @@ lv_status lv_linattn_contribution(lv_ctx *ctx, int heads, int dim, const lv_tens
     lv_linattn_tiles_choose(ctx, &tl);
     const int64_t row = (int64_t)heads * dim;
     uint64_t row_bytes[2] = {(uint64_t)row * 4, (uint64_t)dim * 4};
-    int64_t per;
+    int64_t per = 0; /* set by tokens_per_dispatch; initialised for -O3 -Wmaybe-uninitialized */
     LV_TRY(tokens_per_dispatch(ctx, op, row_bytes, rope ? 2 : 1, &per));
 
     const uint32_t pairs = ceil_div((uint64_t)dim, 2);
@@ -255,7 +255,7 @@ lv_status lv_linattn_contribution(lv_ctx *ctx, int heads, int dim, const lv_tens
 lv_status lv_op_linattn_state(lv_ctx *ctx, const lv_tensor *S, const lv_tensor *z,
                               const lv_tensor *k, const lv_tensor *v, const lv_tensor *rope,
                               lv_feature_map phi, bool accumulate) {
-    int heads, dim;
+    int heads = 0, dim = 0;
     LV_TRY(state_dims(S, z, true, &heads, &dim));
     return lv_linattn_contribution(ctx, heads, dim, S, z, 1, 0, 0, k, v, rope, phi, accumulate);
 }
@@ -266,7 +266,7 @@ lv_status lv_op_linattn_query(lv_ctx *ctx, const lv_tensor *out, const lv_tensor
                               const lv_tensor *S, const lv_tensor *z, const lv_tensor *rope,
                               lv_feature_map phi, bool normalize, float eps) {
     const char *op = "linear attention query";
-    int heads, dim;
+    int heads = 0, dim = 0;
     LV_TRY(state_dims(S, z, normalize, &heads, &dim));
     int64_t n, no;
     LV_TRY(lv_linattn_tokens("q", q, heads, dim, &n));
@@ -282,7 +282,7 @@ lv_status lv_op_linattn_query(lv_ctx *ctx, const lv_tensor *out, const lv_tensor
     lv_linattn_tiles_choose(ctx, &tl);
     const int64_t row = (int64_t)heads * dim;
     uint64_t row_bytes[2] = {(uint64_t)row * 4, (uint64_t)dim * 4};
-    int64_t per;
+    int64_t per = 0;
     LV_TRY(tokens_per_dispatch(ctx, op, row_bytes, rope ? 2 : 1, &per));
 
     const uint32_t local = query_local_size((uint64_t)(n < per ? n : per), tl.query_tt, tl.local);

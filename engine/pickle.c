@@ -238,7 +238,7 @@ static lv_status push_int(parser *p, int64_t i) {
 }
 
 static lv_status memo_put(parser *p, uint64_t index) {
-    pk_value *v;
+    pk_value *v = NULL;
     LV_TRY(top(p, &v));
     /* Picklers number memo entries 0, 1, 2, ...: an index beyond the input size cannot come
      * from one, and refusing it bounds the memo's memory. */

@@ -67,10 +67,11 @@ static int add(tensor_list *l, const char *name, int kind, int ndim, const int64
 
 static int add_conv(tensor_list *l, const char *prefix, int64_t co, int64_t ci, int kt, int k) {
     char name[96];
-    snprintf(name, sizeof name, "%s.weight", prefix);
+    /* checked returns: a name that does not fit is a bug here, not silent truncation */
+    if (snprintf(name, sizeof name, "%s.weight", prefix) >= (int)sizeof name) return -1;
     if (kt) ADD(0, co, ci, kt, k, k);
     else ADD(0, co, ci, k, k);
-    snprintf(name, sizeof name, "%s.bias", prefix);
+    if (snprintf(name, sizeof name, "%s.bias", prefix) >= (int)sizeof name) return -1;
     ADD(1, co);
     return 0;
 }
