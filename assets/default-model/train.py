@@ -82,8 +82,8 @@ def parse_args(argv=None):
     ap.add_argument("--motion-weight", type=float, default=0.0,
                     help="adds this weight to the pixels that change from the previous frame of the clip "
                          "(more than 0.1 in some channel, dilated by 1 pixel): where a moving object arrives and "
-                         "leaves, a few percent of the object pixels, which a model that copies its context "
-                         "gets almost right")
+                         "leaves, about 7%% of a clip's pixels, which a model that copies its context gets "
+                         "almost right. Tried, not kept (RECIPE.md, \"Weighting the moving pixels\")")
     ap.add_argument("--collide", action="store_true",
                     help="objects also bounce off each other (data.py): two objects never overlap, so the "
                          "context always shows them apart")
