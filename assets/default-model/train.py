@@ -38,6 +38,7 @@ import torch  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import adversarial  # noqa: E402
 import data  # noqa: E402
 from model import SanaVideoDiT, context_from_clean  # noqa: E402
 import st  # noqa: E402
@@ -133,6 +134,20 @@ def parse_args(argv=None):
                          "where the displacement is uncertain); trained on data alone, the second step "
                          "trusts that blur and the objects grow (tried, not kept: RECIPE.md)")
     ap.add_argument("--warm-start-t2", type=int, default=200, help="the card's second timestep of later blocks")
+    ap.add_argument("--adv-weight", type=float, default=0.0,
+                    help="weight of an adversarial term on the warm-started chunks (needs --warm-start-train): a "
+                         "critic (adversarial.py) tells the real chunk from the model's one-step prediction "
+                         "x_t - s v given the chunk before, so an uncertain displacement is pushed towards one sharp "
+                         "object instead of the mean-squared-error blur. Tried, not kept: the step then continues the "
+                         "motion of real context, but on its own rollouts objects still merge and shrink (RECIPE.md, "
+                         "\"An adversarial term\")")
+    ap.add_argument("--adv-start", type=int, default=300, help="steps the critic trains alone before the "
+                    "adversarial term reaches the model (a fresh critic learns slowly: its loss was still 1.95 of "
+                    "chance's 2.0 after 300 steps)")
+    ap.add_argument("--adv-warmup", type=int, default=300, help="steps over which --adv-weight then ramps in")
+    ap.add_argument("--adv-lr", type=float, default=2e-4, help="the critic's learning rate (Adam, betas 0, 0.99)")
+    ap.add_argument("--adv-width", type=int, default=48, help="the critic's first conv width")
+    ap.add_argument("--adv-gain", type=float, default=1.0, help="scale of the critic's logits (adversarial.py)")
     ap.add_argument("--export", default="", help="only write the EMA weights of --out/ckpt.pt to this path "
                     "(with the metadata of the current arguments, e.g. --sample-timesteps) and exit")
     ap.add_argument("--card-from", default="", help="with --export: copy the sampling card (block frames, window, "
@@ -278,7 +293,7 @@ def rollout_context(a, model, g, x0, xc, ids, mask, offset, lo, hi):
     return out
 
 
-def train_step(a, model, step, part=None):
+def train_step(a, model, step, part=None, critic=None):
     """Loss of step `step` (its data and noise depend only on (seed, step)). part = (lo, hi): the
     loss of clips lo..hi-1 of the step's batch alone (one process's share with --procs); every
     random draw is still made for the whole batch, so the shares add up to the whole step."""
@@ -359,10 +374,23 @@ def train_step(a, model, step, part=None):
         w = w + a.motion_weight * moved[:, None]
     err = (w * (v - target).pow(2)).mean(dim=(1, 3, 4)) / w.mean(dim=(1, 3, 4))  # [B, F]
     loss = err.mean()
+    adv = None
+    if critic is not None and bool(ws.any()):
+        # the sampler's first step of a later block reads x0 = x_t - s v; the critic judges it against
+        # the real chunk, both after the chunk the model read as context (xc: degraded like its own output)
+        fake = xt - s * v
+        prev = adversarial.select_chunks(xc[lo:hi], a.block_frames, ws, previous=True)
+        real = adversarial.select_chunks(x0, a.block_frames, ws)
+        fake = adversarial.select_chunks(fake, a.block_frames, ws)
+        g_adv = adversarial.generator_loss(critic, prev, fake)
+        d_loss = adversarial.critic_loss(critic, prev, real, fake.detach())
+        ramp = min(1.0, max(0.0, (step - a.adv_start) / max(1, a.adv_warmup)))
+        loss = loss + a.adv_weight * ramp * g_adv
+        adv = (d_loss, float(g_adv))
     nocontext = keep == 0
     nocontext[:, 0] = True  # chunk 0 never has context
     per_chunk = err.reshape(hi - lo, a.chunks, -1).mean(-1)[nocontext]  # chunks made from text alone
-    return loss, (float(per_chunk.sum()), per_chunk.numel())
+    return loss, (float(per_chunk.sum()), per_chunk.numel()), adv
 
 
 def check_blas():
@@ -417,6 +445,12 @@ def run(rank, a, rendezvous):
         (decay if p.dim() >= 2 and "embedding" not in n else no_decay).append(p)
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.wd}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.99))
+    critic = critic_opt = None
+    if a.adv_weight > 0 and not a.export:
+        if a.warm_start_train <= 0:
+            sys.exit("train.py: --adv-weight judges the warm-started chunks: it needs --warm-start-train P > 0")
+        critic = adversarial.PairCritic(a.block_frames, a.adv_width, a.adv_gain)
+        critic_opt = torch.optim.Adam(critic.parameters(), lr=a.adv_lr, betas=(0.0, 0.99))
     ckpt_path = os.path.join(a.out, "ckpt.pt")
     step, elapsed = 0, 0.0
     if a.export:
@@ -443,52 +477,78 @@ def run(rank, a, rendezvous):
         ck = torch.load(a.init)
         model.load_state_dict(ck["model"])
         ema.load_state_dict(ck["ema"])
+        if critic is not None and "critic" in ck:  # go on with a trained critic (its optimiser starts afresh)
+            critic.load_state_dict(ck["critic"])
+            log("the critic too", flush=True)
         log(f"initialised from {a.init} (its step {ck['step']}, {ck['elapsed'] / 60:.1f} min)", flush=True)
     if a.resume and os.path.exists(ckpt_path):
         ck = torch.load(ckpt_path)
         model.load_state_dict(ck["model"])
         ema.load_state_dict(ck["ema"])
         opt.load_state_dict(ck["opt"])
+        if critic is not None:
+            critic.load_state_dict(ck["critic"])
+            critic_opt.load_state_dict(ck["critic_opt"])
         step, elapsed = ck["step"], ck["elapsed"]
         log(f"resumed from {ckpt_path} at step {step} ({elapsed / 60:.1f} min done)", flush=True)
     log(f"params {nparams} ({nparams * 4 / 1e6:.2f} MB f32); config {json.dumps(model.cfg)}; args {vars(a)}",
         flush=True)
-    params = list(model.parameters())
+    params = list(model.parameters()) + (list(critic.parameters()) if critic is not None else [])
     share = a.batch // a.procs
     part = (rank * share, (rank + 1) * share) if dist else None
 
     def checkpoint():
         torch.save({"model": model.state_dict(), "ema": ema.state_dict(), "opt": opt.state_dict(),
-                    "step": step, "elapsed": elapsed + time.time() - t_start, "args": vars(a)}, ckpt_path + ".tmp")
+                    "step": step, "elapsed": elapsed + time.time() - t_start, "args": vars(a),
+                    **({"critic": critic.state_dict(), "critic_opt": critic_opt.state_dict()} if critic else {})},
+                   ckpt_path + ".tmp")
         os.replace(ckpt_path + ".tmp", ckpt_path)
 
     t_start = time.time()
     last_ckpt = t_start
     acc, acc_first, acc_n = 0.0, 0.0, 0
+    acc_d, acc_g = 0.0, 0.0
     while step < a.steps:
         for gr in opt.param_groups:
             gr["lr"] = lr_at(a, step)
-        loss, (first_sum, first_n) = train_step(a, model, step, part)
+        loss, (first_sum, first_n), adv = train_step(a, model, step, part, critic)
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        d_v = g_v = 0.0
+        if critic is not None:
+            critic_opt.zero_grad(set_to_none=True)  # drop what the generator's term put there
+            if adv is not None:
+                adv[0].backward()
+                d_v, g_v = float(adv[0]), adv[1]
         over_time = bool(a.max_minutes and elapsed + time.time() - t_start > a.max_minutes * 60)
         if dist:
             # one all-reduce a step: the gradients, the logged losses and the lead's stop decision
+            # (a process with no warm-started chunk this step contributes zero critic gradients)
             flat = torch.cat([p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel()) for p in params]
-                             + [torch.tensor([float(loss), first_sum, first_n, float(over_time and lead)])])
+                             + [torch.tensor([float(loss), first_sum, first_n, d_v, g_v,
+                                              float(over_time and lead)])])
             dist.all_reduce(flat)
             flat /= a.procs
             o = 0
             for p in params:
-                if p.grad is not None:
-                    p.grad.copy_(flat[o:o + p.numel()].view_as(p))
+                g_all = flat[o:o + p.numel()].view_as(p)
                 o += p.numel()
+                if p.grad is None:
+                    if not bool(g_all.any()):
+                        continue  # no process had a gradient for it: leave it out of the step, as one process would
+                    p.grad = torch.zeros_like(p)
+                p.grad.copy_(g_all)
             # the no-context loss is a mean over chunks that the processes hold in unequal numbers
-            loss_v, first_v, over_time = float(flat[-4]), float(flat[-3] / flat[-2]), bool(flat[-1] > 0)
+            loss_v, first_v = float(flat[-6]), float(flat[-5] / flat[-4])
+            d_v, g_v, over_time = float(flat[-3]), float(flat[-2]), bool(flat[-1] > 0)
         else:
             loss_v, first_v = float(loss), first_sum / first_n
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        if critic is not None:
+            critic_opt.step()
+            acc_d += d_v
+            acc_g += g_v
         with torch.no_grad():
             d = min(a.ema, (1 + step) / (10 + step))
             for pe, pm in zip(ema.parameters(), model.parameters()):
@@ -501,8 +561,10 @@ def run(rank, a, rendezvous):
         if step % a.log_every == 0 or step == a.steps:
             tot = elapsed + now - t_start
             log(f"step {step} loss {acc / acc_n:.4f} no-context {acc_first / acc_n:.4f} gnorm {float(gnorm):.2f} "
-                f"lr {lr_at(a, step - 1):.2e} {tot / 60:.1f} min ({tot / step:.2f} s/step)", flush=True)
+                f"lr {lr_at(a, step - 1):.2e} {tot / 60:.1f} min ({tot / step:.2f} s/step)"
+                + (f" critic {acc_d / acc_n:.3f} adv {acc_g / acc_n:.3f}" if critic is not None else ""), flush=True)
             acc, acc_first, acc_n = 0.0, 0.0, 0
+            acc_d, acc_g = 0.0, 0.0
         if lead and (now - last_ckpt > a.ckpt_minutes * 60 or step == a.steps):
             checkpoint()
             save_weights(os.path.join(a.out, "default.safetensors"), ema,
