@@ -154,7 +154,10 @@ def parse_args(argv=None):
                     "timesteps, CFG, warm start, first block) from this model file instead of building it from the "
                     "flags, e.g. --card-from default.safetensors to evaluate new weights with the shipped card")
     ap.add_argument("--max-minutes", type=float, default=0, help="stop (with a checkpoint) after this long; 0: no limit")
-    return ap.parse_args(argv)
+    a = ap.parse_args(argv)
+    if a.adv_weight > 0 and a.warm_start_train <= 0:
+        ap.error("--adv-weight judges the warm-started chunks: it needs --warm-start-train P > 0")
+    return a
 
 
 def build_model(a):
@@ -447,8 +450,6 @@ def run(rank, a, rendezvous):
                             lr=a.lr, betas=(0.9, 0.99))
     critic = critic_opt = None
     if a.adv_weight > 0 and not a.export:
-        if a.warm_start_train <= 0:
-            sys.exit("train.py: --adv-weight judges the warm-started chunks: it needs --warm-start-train P > 0")
         critic = adversarial.PairCritic(a.block_frames, a.adv_width, a.adv_gain)
         critic_opt = torch.optim.Adam(critic.parameters(), lr=a.adv_lr, betas=(0.0, 0.99))
     ckpt_path = os.path.join(a.out, "ckpt.pt")
