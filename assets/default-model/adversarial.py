@@ -14,6 +14,13 @@ from torch import nn
 from torch.nn.utils import spectral_norm
 
 
+def downsampler(c_in, width):
+    """The critics' shared trunk: res x res x c_in -> (res / 4)^2 x 2 width, spectral norm on every conv."""
+    return [spectral_norm(nn.Conv2d(c_in, width, 3, padding=1)), nn.LeakyReLU(0.2),
+            spectral_norm(nn.Conv2d(width, 2 * width, 4, stride=2, padding=1)), nn.LeakyReLU(0.2),
+            spectral_norm(nn.Conv2d(2 * width, 2 * width, 4, stride=2, padding=1)), nn.LeakyReLU(0.2)]
+
+
 class PairCritic(nn.Module):
     """PatchGAN-style critic over [previous chunk, chunk] stacked on channels
     (2 * block_frames RGB frames), res x res -> a (res / 4) x (res / 4) grid of logits.
@@ -25,12 +32,7 @@ class PairCritic(nn.Module):
         # margin of 1 (a blurred edge moves them by ~0.1): the gain scales them to where the margin means something
         self.gain = gain
         c_in = 3 * 2 * block_frames
-        self.net = nn.Sequential(
-            spectral_norm(nn.Conv2d(c_in, width, 3, padding=1)), nn.LeakyReLU(0.2),
-            spectral_norm(nn.Conv2d(width, 2 * width, 4, stride=2, padding=1)), nn.LeakyReLU(0.2),
-            spectral_norm(nn.Conv2d(2 * width, 2 * width, 4, stride=2, padding=1)), nn.LeakyReLU(0.2),
-            spectral_norm(nn.Conv2d(2 * width, 1, 3, padding=1)),
-        )
+        self.net = nn.Sequential(*downsampler(c_in, width), spectral_norm(nn.Conv2d(2 * width, 1, 3, padding=1)))
 
     def forward(self, prev, cur):
         """prev, cur [N, 3, block_frames, H, W] -> logits [N, 1, H/4, W/4]."""
@@ -48,10 +50,39 @@ def select_chunks(x, block_frames, sel, previous=False):
     return ch[sel]
 
 
-def critic_loss(critic, prev, real, fake):
-    """Hinge loss of the critic (fake detached by the caller's choice of input)."""
-    return torch.relu(1 - critic(prev, real)).mean() + torch.relu(1 + critic(prev, fake)).mean()
+class AnchoredCritic(nn.Module):
+    """The self-forcing critic (self_forcing.py): [anchor, previous chunk, chunk] stacked on channels,
+    where the anchor is the last real chunk before a rollout of the model's own blocks. Two outputs:
+    a PatchGAN grid (res / 4)^2 as PairCritic's, and one global logit from mean-pooled features, so that
+    what is judged can be frame-wide: how many objects there are and how large, against the anchor's."""
+
+    def __init__(self, block_frames, width=48, gain=1.0):
+        super().__init__()
+        self.gain = gain
+        c_in = 3 * 3 * block_frames
+        self.features = nn.Sequential(*downsampler(c_in, width))
+        self.patch = spectral_norm(nn.Conv2d(2 * width, 1, 3, padding=1))
+        self.pool = nn.Sequential(spectral_norm(nn.Conv2d(2 * width, 2 * width, 4, stride=2, padding=1)),
+                                  nn.LeakyReLU(0.2))
+        self.glob = spectral_norm(nn.Linear(2 * width, 1))
+
+    def forward(self, anchor, prev, cur):
+        """anchor, prev, cur [N, 3, block_frames, H, W] -> (patch logits [N, 1, H/4, W/4], global [N, 1])."""
+        n = cur.shape[0]
+        h = self.features(torch.cat([u.reshape(n, -1, *u.shape[3:]) for u in (anchor, prev, cur)], 1))
+        return self.gain * self.patch(h), self.gain * self.glob(self.pool(h).mean(dim=(2, 3)))
 
 
-def generator_loss(critic, prev, fake):
-    return -critic(prev, fake).mean()
+def _outputs(critic, inputs):
+    out = critic(*inputs)
+    return out if isinstance(out, tuple) else (out,)
+
+
+def critic_loss(critic, real_inputs, fake_inputs):
+    """Hinge loss of the critic, summed over its outputs; the caller detaches the fake inputs."""
+    return (sum(torch.relu(1 - o).mean() for o in _outputs(critic, real_inputs))
+            + sum(torch.relu(1 + o).mean() for o in _outputs(critic, fake_inputs)))
+
+
+def generator_loss(critic, fake_inputs):
+    return -sum(o.mean() for o in _outputs(critic, fake_inputs))

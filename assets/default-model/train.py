@@ -41,6 +41,7 @@ sys.path.insert(0, HERE)
 import adversarial  # noqa: E402
 import data  # noqa: E402
 from model import SanaVideoDiT, context_from_clean  # noqa: E402
+import self_forcing  # noqa: E402
 import st  # noqa: E402
 
 
@@ -148,6 +149,28 @@ def parse_args(argv=None):
     ap.add_argument("--adv-lr", type=float, default=2e-4, help="the critic's learning rate (Adam, betas 0, 0.99)")
     ap.add_argument("--adv-width", type=int, default=48, help="the critic's first conv width")
     ap.add_argument("--adv-gain", type=float, default=1.0, help="scale of the critic's logits (adversarial.py)")
+    ap.add_argument("--sf-weight", type=float, default=0.0,
+                    help="weight of a self-forcing term (self_forcing.py): every step the model also generates "
+                         "--sf-blocks chunks in a row from --sf-context real ones, with the card's later-block "
+                         "sampler, and a critic that sees the last real chunk as an anchor judges each generated "
+                         "chunk against the real clip's (the critic shares --adv-lr, --adv-width and --adv-gain; its "
+                         "gradient is ~100x the diffusion loss's at weight 0.2 with gain 10). Tried, not kept "
+                         "(RECIPE.md, \"Self-forcing\")")
+    ap.add_argument("--sf-mse", type=float, default=0.0,
+                    help="weight of the self-forcing rollout's object-weighted squared error against the real "
+                         "clip (from step 0; it needs no critic): where the model is unsure, the optimum is a faded "
+                         "object, and objects smeared into the background within 1 s (RECIPE.md, run X)")
+    ap.add_argument("--sf-hist", type=float, default=0.0,
+                    help="weight of the rollout's colour-histogram loss (self_forcing.colour_histogram_loss): how "
+                         "much of each colour each generated frame has against the real frame, wherever it is")
+    ap.add_argument("--sf-start", type=int, default=200, help="steps the self-forcing critic trains alone first")
+    ap.add_argument("--sf-warmup", type=int, default=200, help="steps over which --sf-weight then ramps in")
+    ap.add_argument("--sf-context", type=int, default=2, help="real chunks committed before the rollout")
+    ap.add_argument("--sf-blocks", type=int, default=6, help="chunks the model generates in a row")
+    ap.add_argument("--sf-window", type=int, default=2, help="the rollout's cached blocks (the card's)")
+    ap.add_argument("--sf-steps", default="400,200", help="the rollout sampler's timesteps (the first is the "
+                    "warm start's: x = (1 - s) last + s noise, as the card's)")
+    ap.add_argument("--sf-cfg", type=float, default=2.0, help="the rollout's CFG, at its last step only (the card's)")
     ap.add_argument("--export", default="", help="only write the EMA weights of --out/ckpt.pt to this path "
                     "(with the metadata of the current arguments, e.g. --sample-timesteps) and exit")
     ap.add_argument("--card-from", default="", help="with --export: copy the sampling card (block frames, window, "
@@ -385,8 +408,8 @@ def train_step(a, model, step, part=None, critic=None):
         prev = adversarial.select_chunks(xc[lo:hi], a.block_frames, ws, previous=True)
         real = adversarial.select_chunks(x0, a.block_frames, ws)
         fake = adversarial.select_chunks(fake, a.block_frames, ws)
-        g_adv = adversarial.generator_loss(critic, prev, fake)
-        d_loss = adversarial.critic_loss(critic, prev, real, fake.detach())
+        g_adv = adversarial.generator_loss(critic, (prev, fake))
+        d_loss = adversarial.critic_loss(critic, (prev, real), (prev, fake.detach()))
         ramp = min(1.0, max(0.0, (step - a.adv_start) / max(1, a.adv_warmup)))
         loss = loss + a.adv_weight * ramp * g_adv
         adv = (d_loss, float(g_adv))
@@ -452,6 +475,10 @@ def run(rank, a, rendezvous):
     if a.adv_weight > 0 and not a.export:
         critic = adversarial.PairCritic(a.block_frames, a.adv_width, a.adv_gain)
         critic_opt = torch.optim.Adam(critic.parameters(), lr=a.adv_lr, betas=(0.0, 0.99))
+    sf_critic = sf_opt = None
+    if a.sf_weight > 0 and not a.export:
+        sf_critic = adversarial.AnchoredCritic(a.block_frames, a.adv_width, a.adv_gain)
+        sf_opt = torch.optim.Adam(sf_critic.parameters(), lr=a.adv_lr, betas=(0.0, 0.99))
     ckpt_path = os.path.join(a.out, "ckpt.pt")
     step, elapsed = 0, 0.0
     if a.export:
@@ -481,6 +508,9 @@ def run(rank, a, rendezvous):
         if critic is not None and "critic" in ck:  # go on with a trained critic (its optimiser starts afresh)
             critic.load_state_dict(ck["critic"])
             log("the critic too", flush=True)
+        if sf_critic is not None and "sf_critic" in ck:
+            sf_critic.load_state_dict(ck["sf_critic"])
+            log("the self-forcing critic too", flush=True)
         log(f"initialised from {a.init} (its step {ck['step']}, {ck['elapsed'] / 60:.1f} min)", flush=True)
     if a.resume and os.path.exists(ckpt_path):
         ck = torch.load(ckpt_path)
@@ -490,44 +520,57 @@ def run(rank, a, rendezvous):
         if critic is not None:
             critic.load_state_dict(ck["critic"])
             critic_opt.load_state_dict(ck["critic_opt"])
+        if sf_critic is not None:
+            sf_critic.load_state_dict(ck["sf_critic"])
+            sf_opt.load_state_dict(ck["sf_opt"])
         step, elapsed = ck["step"], ck["elapsed"]
         log(f"resumed from {ckpt_path} at step {step} ({elapsed / 60:.1f} min done)", flush=True)
     log(f"params {nparams} ({nparams * 4 / 1e6:.2f} MB f32); config {json.dumps(model.cfg)}; args {vars(a)}",
         flush=True)
-    params = list(model.parameters()) + (list(critic.parameters()) if critic is not None else [])
+    critics = [(c, o) for c, o in ((critic, critic_opt), (sf_critic, sf_opt)) if c is not None]
+    params = list(model.parameters()) + [p for c, _ in critics for p in c.parameters()]
     share = a.batch // a.procs
     part = (rank * share, (rank + 1) * share) if dist else None
 
     def checkpoint():
         torch.save({"model": model.state_dict(), "ema": ema.state_dict(), "opt": opt.state_dict(),
                     "step": step, "elapsed": elapsed + time.time() - t_start, "args": vars(a),
-                    **({"critic": critic.state_dict(), "critic_opt": critic_opt.state_dict()} if critic else {})},
+                    **({"critic": critic.state_dict(), "critic_opt": critic_opt.state_dict()} if critic else {}),
+                    **({"sf_critic": sf_critic.state_dict(), "sf_opt": sf_opt.state_dict()} if sf_critic else {})},
                    ckpt_path + ".tmp")
         os.replace(ckpt_path + ".tmp", ckpt_path)
 
     t_start = time.time()
     last_ckpt = t_start
     acc, acc_first, acc_n = 0.0, 0.0, 0
-    acc_d, acc_g = 0.0, 0.0
+    acc_d, acc_g, acc_sd, acc_sg, acc_sh, acc_sm = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
     while step < a.steps:
         for gr in opt.param_groups:
             gr["lr"] = lr_at(a, step)
         loss, (first_sum, first_n), adv = train_step(a, model, step, part, critic)
+        sd_v = sg_v = sh_v = sm_v = 0.0
+        if a.sf_weight > 0 or a.sf_hist > 0 or a.sf_mse > 0:
+            sf_g, sf_d, sf_hist, sf_mse = self_forcing.step_losses(a, model, sf_critic, step, part)
+            sf_ramp = min(1.0, max(0.0, (step - a.sf_start) / max(1, a.sf_warmup)))
+            loss = loss + a.sf_weight * sf_ramp * sf_g + a.sf_hist * sf_hist + a.sf_mse * sf_mse
+            sd_v, sg_v, sh_v, sm_v = float(sf_d), float(sf_g), float(sf_hist), float(sf_mse)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         d_v = g_v = 0.0
-        if critic is not None:
-            critic_opt.zero_grad(set_to_none=True)  # drop what the generator's term put there
-            if adv is not None:
-                adv[0].backward()
-                d_v, g_v = float(adv[0]), adv[1]
+        for c, o in critics:
+            o.zero_grad(set_to_none=True)  # drop what the generator's terms put there
+        if adv is not None:
+            adv[0].backward()
+            d_v, g_v = float(adv[0]), adv[1]
+        if sf_critic is not None:
+            sf_d.backward()
         over_time = bool(a.max_minutes and elapsed + time.time() - t_start > a.max_minutes * 60)
         if dist:
             # one all-reduce a step: the gradients, the logged losses and the lead's stop decision
             # (a process with no warm-started chunk this step contributes zero critic gradients)
             flat = torch.cat([p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel()) for p in params]
-                             + [torch.tensor([float(loss), first_sum, first_n, d_v, g_v,
-                                              float(over_time and lead)])])
+                             + [torch.tensor([float(loss), first_sum, first_n, d_v, g_v, sd_v, sg_v, sh_v,
+                                              sm_v, float(over_time and lead)])])
             dist.all_reduce(flat)
             flat /= a.procs
             o = 0
@@ -540,16 +583,17 @@ def run(rank, a, rendezvous):
                     p.grad = torch.zeros_like(p)
                 p.grad.copy_(g_all)
             # the no-context loss is a mean over chunks that the processes hold in unequal numbers
-            loss_v, first_v = float(flat[-6]), float(flat[-5] / flat[-4])
-            d_v, g_v, over_time = float(flat[-3]), float(flat[-2]), bool(flat[-1] > 0)
+            loss_v, first_v = float(flat[-10]), float(flat[-9] / flat[-8])
+            d_v, g_v, sd_v, sg_v, sh_v, sm_v = (float(u) for u in flat[-7:-1])
+            over_time = bool(flat[-1] > 0)
         else:
             loss_v, first_v = float(loss), first_sum / first_n
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        if critic is not None:
-            critic_opt.step()
-            acc_d += d_v
-            acc_g += g_v
+        for c, o in critics:
+            o.step()
+        acc_d, acc_g, acc_sd, acc_sg = acc_d + d_v, acc_g + g_v, acc_sd + sd_v, acc_sg + sg_v
+        acc_sh, acc_sm = acc_sh + sh_v, acc_sm + sm_v
         with torch.no_grad():
             d = min(a.ema, (1 + step) / (10 + step))
             for pe, pm in zip(ema.parameters(), model.parameters()):
@@ -563,9 +607,13 @@ def run(rank, a, rendezvous):
             tot = elapsed + now - t_start
             log(f"step {step} loss {acc / acc_n:.4f} no-context {acc_first / acc_n:.4f} gnorm {float(gnorm):.2f} "
                 f"lr {lr_at(a, step - 1):.2e} {tot / 60:.1f} min ({tot / step:.2f} s/step)"
-                + (f" critic {acc_d / acc_n:.3f} adv {acc_g / acc_n:.3f}" if critic is not None else ""), flush=True)
+                + (f" critic {acc_d / acc_n:.3f} adv {acc_g / acc_n:.3f}" if critic is not None else "")
+                + (f" sf-critic {acc_sd / acc_n:.3f} sf {acc_sg / acc_n:.3f}" if sf_critic is not None else "")
+                + (f" sf-hist {acc_sh / acc_n:.4f}" if a.sf_hist > 0 else "")
+                + (f" sf-mse {acc_sm / acc_n:.4f}" if a.sf_mse > 0 else ""),
+                flush=True)
             acc, acc_first, acc_n = 0.0, 0.0, 0
-            acc_d, acc_g = 0.0, 0.0
+            acc_d, acc_g, acc_sd, acc_sg, acc_sh, acc_sm = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
         if lead and (now - last_ckpt > a.ckpt_minutes * 60 or step == a.steps):
             checkpoint()
             save_weights(os.path.join(a.out, "default.safetensors"), ema,
