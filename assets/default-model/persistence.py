@@ -16,7 +16,7 @@ median count.
 
     LD_LIBRARY_PATH=... /usr/bin/python3 persistence.py [--weights F] [--seeds 1,2,...] \\
         [--steps 750,500,250] [--cfg 2] [--cfg-last-steps 1] [--warm 1] [--window 2] \\
-        [--extrapolate 2]
+        [--extrapolate 2] [--hist-match]
     /usr/bin/python3 persistence.py --videos s1.mkv s2.mkv ...
 """
 import argparse
@@ -33,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import data  # noqa: E402
 from model import CarriedState, sample_chunk  # noqa: E402
-from sample import encode_text, load_model, to_u8  # noqa: E402
+from sample import encode_text, load_model, match_histogram, to_u8  # noqa: E402
 
 
 def components(mask, min_size=4):
@@ -132,6 +132,9 @@ def main():
     ap.add_argument("--window", type=int, default=-1, help="cached blocks (default: the file's)")
     ap.add_argument("--extrapolate", type=float, default=0.0,
                     help="warm start from last + G (last - the frame before it), clamped to [-1, 1]")
+    ap.add_argument("--hist-match", action="store_true",
+                    help="the warm start reads the previous block's last frame with the first block's colour "
+                         "histogram (sample.match_histogram): whether colour and size drift loses the objects")
     ap.add_argument("--videos", nargs="+", default=[],
                     help="measure these videos (the engine's output) instead of generating")
     a = ap.parse_args()
@@ -179,6 +182,10 @@ def main():
                                   cfg_last_steps=0 if first else cfg_last,
                                   warm=last if warm_start and not first else None)
                 last = x0[:, :, -1:].clone()
+                if first:
+                    first_hist = last.flatten(3).sort(dim=-1).values
+                elif a.hist_match:
+                    last = match_histogram(last, first_hist)
                 if a.extrapolate:
                     last = (last + a.extrapolate * (last - x0[:, :, -2:-1])).clamp(-1, 1)
                 for fr in to_u8(x0[0]):

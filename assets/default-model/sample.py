@@ -46,6 +46,16 @@ def to_u8(x):
     return (x.clamp(-1, 1) * 127.5 + 127.5).round().to(torch.uint8).permute(1, 2, 3, 0).numpy()
 
 
+def match_histogram(frame, ref_sorted):
+    """Each channel of frame [1, 3, 1, H, W] given the values ref_sorted [1, 3, 1, H*W] (sorted), in the
+    frame's own order: its colour histogram becomes the reference's exactly, wherever things are.
+    A diagnostic of colour and size drift (--hist-match), not part of the card."""
+    flat = frame.flatten(3)
+    out = torch.empty_like(flat)
+    out.scatter_(-1, flat.argsort(dim=-1), ref_sorted)
+    return out.reshape(frame.shape)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--weights", default=os.path.join(HERE, "default.safetensors"))
@@ -71,6 +81,9 @@ def main():
                     "(each block made from the text alone): what the state buys")
     ap.add_argument("--prime-seed", type=int, default=-1, help="diagnostic: the first block is the training "
                     "clip of this data seed (its caption replaces --prompt); the model continues it")
+    ap.add_argument("--hist-match", action="store_true", help="diagnostic: the warm start of every later "
+                    "block starts from the previous block's last frame with the first block's colour histogram "
+                    "(match_histogram): whether colour and size drift is what loses the objects")
     ap.add_argument("--block-frames", type=int, default=0, help="frames per block (default: the file's)")
     ap.add_argument("--scale", type=int, default=8)
     ap.add_argument("-o", "--output", default="")
@@ -142,6 +155,10 @@ def main():
                                   cfg_last_steps=0 if first else cfg_last,
                                   warm=prev_last if warm_start and not first else None)
             prev_last = x0[:, :, -1:].clone()
+            if c == 0:
+                first_hist = prev_last.flatten(3).sort(dim=-1).values
+            elif a.hist_match:
+                prev_last = match_histogram(prev_last, first_hist)
             u8 = to_u8(x0[0])[: frames - done]
             if enc:
                 enc.stdin.write(u8.tobytes())
