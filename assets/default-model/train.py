@@ -248,6 +248,15 @@ def draw_timesteps(g, n, sample_ts, p_sample, t_min=0):
     return torch.where(use, pick, u).to(torch.float32)
 
 
+# the extra losses' logged digits
+EXTRA_DIGITS = {"critic": 3, "adv": 3, "sf-critic": 3, "sf": 3, "sf-hist": 4, "sf-mse": 4}
+
+
+def ramp(step, start, warmup):
+    """0 before step `start`, then rising linearly to 1 over `warmup` steps: how a critic's term comes in."""
+    return min(1.0, max(0.0, (step - start) / max(1, warmup)))
+
+
 def lr_at(a, step):
     if step < a.warmup:
         return a.lr * (step + 1) / a.warmup
@@ -410,8 +419,7 @@ def train_step(a, model, step, part=None, critic=None):
         fake = adversarial.select_chunks(fake, a.block_frames, ws)
         g_adv = adversarial.generator_loss(critic, (prev, fake))
         d_loss = adversarial.critic_loss(critic, (prev, real), (prev, fake.detach()))
-        ramp = min(1.0, max(0.0, (step - a.adv_start) / max(1, a.adv_warmup)))
-        loss = loss + a.adv_weight * ramp * g_adv
+        loss = loss + a.adv_weight * ramp(step, a.adv_start, a.adv_warmup) * g_adv
         adv = (d_loss, float(g_adv))
     nocontext = keep == 0
     nocontext[:, 0] = True  # chunk 0 never has context
@@ -471,14 +479,15 @@ def run(rank, a, rendezvous):
         (decay if p.dim() >= 2 and "embedding" not in n else no_decay).append(p)
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.wd}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.99))
-    critic = critic_opt = None
-    if a.adv_weight > 0 and not a.export:
-        critic = adversarial.PairCritic(a.block_frames, a.adv_width, a.adv_gain)
-        critic_opt = torch.optim.Adam(critic.parameters(), lr=a.adv_lr, betas=(0.0, 0.99))
-    sf_critic = sf_opt = None
-    if a.sf_weight > 0 and not a.export:
-        sf_critic = adversarial.AnchoredCritic(a.block_frames, a.adv_width, a.adv_gain)
-        sf_opt = torch.optim.Adam(sf_critic.parameters(), lr=a.adv_lr, betas=(0.0, 0.99))
+    # the training-only critics: (checkpoint key, its optimiser's key, critic, optimiser)
+    critics = []
+    for key, opt_key, weight, kind in (("critic", "critic_opt", a.adv_weight, adversarial.PairCritic),
+                                       ("sf_critic", "sf_opt", a.sf_weight, adversarial.AnchoredCritic)):
+        if weight > 0 and not a.export:
+            c = kind(a.block_frames, a.adv_width, a.adv_gain)
+            critics.append((key, opt_key, c, torch.optim.Adam(c.parameters(), lr=a.adv_lr, betas=(0.0, 0.99))))
+    critic = next((c for key, _, c, _ in critics if key == "critic"), None)
+    sf_critic = next((c for key, _, c, _ in critics if key == "sf_critic"), None)
     ckpt_path = os.path.join(a.out, "ckpt.pt")
     step, elapsed = 0, 0.0
     if a.export:
@@ -505,63 +514,61 @@ def run(rank, a, rendezvous):
         ck = torch.load(a.init)
         model.load_state_dict(ck["model"])
         ema.load_state_dict(ck["ema"])
-        if critic is not None and "critic" in ck:  # go on with a trained critic (its optimiser starts afresh)
-            critic.load_state_dict(ck["critic"])
-            log("the critic too", flush=True)
-        if sf_critic is not None and "sf_critic" in ck:
-            sf_critic.load_state_dict(ck["sf_critic"])
-            log("the self-forcing critic too", flush=True)
+        for key, _, c, _ in critics:
+            if key in ck:  # go on with a trained critic (its optimiser starts afresh)
+                c.load_state_dict(ck[key])
+                log(f"the {key} too", flush=True)
         log(f"initialised from {a.init} (its step {ck['step']}, {ck['elapsed'] / 60:.1f} min)", flush=True)
     if a.resume and os.path.exists(ckpt_path):
         ck = torch.load(ckpt_path)
         model.load_state_dict(ck["model"])
         ema.load_state_dict(ck["ema"])
         opt.load_state_dict(ck["opt"])
-        if critic is not None:
-            critic.load_state_dict(ck["critic"])
-            critic_opt.load_state_dict(ck["critic_opt"])
-        if sf_critic is not None:
-            sf_critic.load_state_dict(ck["sf_critic"])
-            sf_opt.load_state_dict(ck["sf_opt"])
+        for key, opt_key, c, o in critics:
+            c.load_state_dict(ck[key])
+            o.load_state_dict(ck[opt_key])
         step, elapsed = ck["step"], ck["elapsed"]
         log(f"resumed from {ckpt_path} at step {step} ({elapsed / 60:.1f} min done)", flush=True)
     log(f"params {nparams} ({nparams * 4 / 1e6:.2f} MB f32); config {json.dumps(model.cfg)}; args {vars(a)}",
         flush=True)
-    critics = [(c, o) for c, o in ((critic, critic_opt), (sf_critic, sf_opt)) if c is not None]
-    params = list(model.parameters()) + [p for c, _ in critics for p in c.parameters()]
+    params = list(model.parameters()) + [p for _, _, c, _ in critics for p in c.parameters()]
+    # the extra losses logged beside the diffusion loss (means over the log interval); the same names in
+    # every process, a process without a term's chunks this step adding 0
+    extra_names = ((["critic", "adv"] if critic else []) + (["sf-critic", "sf"] if sf_critic else [])
+                   + (["sf-hist"] if a.sf_hist > 0 else []) + (["sf-mse"] if a.sf_mse > 0 else []))
     share = a.batch // a.procs
     part = (rank * share, (rank + 1) * share) if dist else None
 
     def checkpoint():
         torch.save({"model": model.state_dict(), "ema": ema.state_dict(), "opt": opt.state_dict(),
                     "step": step, "elapsed": elapsed + time.time() - t_start, "args": vars(a),
-                    **({"critic": critic.state_dict(), "critic_opt": critic_opt.state_dict()} if critic else {}),
-                    **({"sf_critic": sf_critic.state_dict(), "sf_opt": sf_opt.state_dict()} if sf_critic else {})},
+                    **{k: v for key, opt_key, c, o in critics
+                       for k, v in ((key, c.state_dict()), (opt_key, o.state_dict()))}},
                    ckpt_path + ".tmp")
         os.replace(ckpt_path + ".tmp", ckpt_path)
 
     t_start = time.time()
     last_ckpt = t_start
     acc, acc_first, acc_n = 0.0, 0.0, 0
-    acc_d, acc_g, acc_sd, acc_sg, acc_sh, acc_sm = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+    acc_extra = dict.fromkeys(extra_names, 0.0)
     while step < a.steps:
         for gr in opt.param_groups:
             gr["lr"] = lr_at(a, step)
         loss, (first_sum, first_n), adv = train_step(a, model, step, part, critic)
-        sd_v = sg_v = sh_v = sm_v = 0.0
+        extra = dict.fromkeys(extra_names, 0.0)
         if a.sf_weight > 0 or a.sf_hist > 0 or a.sf_mse > 0:
             sf_g, sf_d, sf_hist, sf_mse = self_forcing.step_losses(a, model, sf_critic, step, part)
-            sf_ramp = min(1.0, max(0.0, (step - a.sf_start) / max(1, a.sf_warmup)))
-            loss = loss + a.sf_weight * sf_ramp * sf_g + a.sf_hist * sf_hist + a.sf_mse * sf_mse
-            sd_v, sg_v, sh_v, sm_v = float(sf_d), float(sf_g), float(sf_hist), float(sf_mse)
+            loss = (loss + a.sf_weight * ramp(step, a.sf_start, a.sf_warmup) * sf_g + a.sf_hist * sf_hist
+                    + a.sf_mse * sf_mse)
+            extra.update({"sf-critic": float(sf_d), "sf": float(sf_g), "sf-hist": float(sf_hist),
+                          "sf-mse": float(sf_mse)})
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        d_v = g_v = 0.0
-        for c, o in critics:
+        for _, _, c, o in critics:
             o.zero_grad(set_to_none=True)  # drop what the generator's terms put there
         if adv is not None:
             adv[0].backward()
-            d_v, g_v = float(adv[0]), adv[1]
+            extra.update({"critic": float(adv[0]), "adv": adv[1]})
         if sf_critic is not None:
             sf_d.backward()
         over_time = bool(a.max_minutes and elapsed + time.time() - t_start > a.max_minutes * 60)
@@ -569,8 +576,8 @@ def run(rank, a, rendezvous):
             # one all-reduce a step: the gradients, the logged losses and the lead's stop decision
             # (a process with no warm-started chunk this step contributes zero critic gradients)
             flat = torch.cat([p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel()) for p in params]
-                             + [torch.tensor([float(loss), first_sum, first_n, d_v, g_v, sd_v, sg_v, sh_v,
-                                              sm_v, float(over_time and lead)])])
+                             + [torch.tensor([float(loss), first_sum, first_n, *(extra[n] for n in extra_names),
+                                              float(over_time and lead)])])
             dist.all_reduce(flat)
             flat /= a.procs
             o = 0
@@ -583,17 +590,17 @@ def run(rank, a, rendezvous):
                     p.grad = torch.zeros_like(p)
                 p.grad.copy_(g_all)
             # the no-context loss is a mean over chunks that the processes hold in unequal numbers
-            loss_v, first_v = float(flat[-10]), float(flat[-9] / flat[-8])
-            d_v, g_v, sd_v, sg_v, sh_v, sm_v = (float(u) for u in flat[-7:-1])
-            over_time = bool(flat[-1] > 0)
+            scalars = flat[-(len(extra_names) + 4):].tolist()
+            loss_v, first_v, over_time = scalars[0], scalars[1] / scalars[2], scalars[-1] > 0
+            extra = dict(zip(extra_names, scalars[3:-1]))
         else:
             loss_v, first_v = float(loss), first_sum / first_n
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        for c, o in critics:
+        for _, _, c, o in critics:
             o.step()
-        acc_d, acc_g, acc_sd, acc_sg = acc_d + d_v, acc_g + g_v, acc_sd + sd_v, acc_sg + sg_v
-        acc_sh, acc_sm = acc_sh + sh_v, acc_sm + sm_v
+        for n in extra_names:
+            acc_extra[n] += extra[n]
         with torch.no_grad():
             d = min(a.ema, (1 + step) / (10 + step))
             for pe, pm in zip(ema.parameters(), model.parameters()):
@@ -607,13 +614,9 @@ def run(rank, a, rendezvous):
             tot = elapsed + now - t_start
             log(f"step {step} loss {acc / acc_n:.4f} no-context {acc_first / acc_n:.4f} gnorm {float(gnorm):.2f} "
                 f"lr {lr_at(a, step - 1):.2e} {tot / 60:.1f} min ({tot / step:.2f} s/step)"
-                + (f" critic {acc_d / acc_n:.3f} adv {acc_g / acc_n:.3f}" if critic is not None else "")
-                + (f" sf-critic {acc_sd / acc_n:.3f} sf {acc_sg / acc_n:.3f}" if sf_critic is not None else "")
-                + (f" sf-hist {acc_sh / acc_n:.4f}" if a.sf_hist > 0 else "")
-                + (f" sf-mse {acc_sm / acc_n:.4f}" if a.sf_mse > 0 else ""),
-                flush=True)
+                + "".join(f" {n} {v / acc_n:.{EXTRA_DIGITS[n]}f}" for n, v in acc_extra.items()), flush=True)
             acc, acc_first, acc_n = 0.0, 0.0, 0
-            acc_d, acc_g, acc_sd, acc_sg, acc_sh, acc_sm = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+            acc_extra = dict.fromkeys(extra_names, 0.0)
         if lead and (now - last_ckpt > a.ckpt_minutes * 60 or step == a.steps):
             checkpoint()
             save_weights(os.path.join(a.out, "default.safetensors"), ema,
