@@ -18,9 +18,17 @@ median count.
         [--steps 750,500,250] [--cfg 2] [--cfg-last-steps 1] [--warm 1] [--window 2] \\
         [--extrapolate 2] [--hist-match]
     /usr/bin/python3 persistence.py --videos s1.mkv s2.mkv ...
+
+--first-block measures the first block alone: per seed, the object components in its first
+frame (the card's first-block sampler, or --first-steps N Euler steps with --first-cfg C),
+beside the same count on the first frames of the training clips whose caption names the
+prompt's objects (data.sample_scene over --data-scenes seeds): what the data itself shows.
+
+    /usr/bin/python3 persistence.py --first-block --seeds 1,2,...,16 [--first-steps 20 --first-cfg 5]
 """
 import argparse
 import os
+import re
 import subprocess
 import sys
 import time
@@ -64,6 +72,11 @@ def shifts(centroids, lag):
             if a is not None and b is not None]
 
 
+def object_mask(frame, colour):
+    """uint8 [H, W, 3] -> the pixels within RGB distance 0.35 of colour (in [0, 1])."""
+    return np.linalg.norm(frame.astype(np.float32) / 255.0 - colour, axis=-1) < 0.35
+
+
 class Track:
     """The measures of one video, fed frame by frame (uint8 RGB [H, W, 3])."""
 
@@ -72,7 +85,7 @@ class Track:
         self.areas, self.counts, self.first_counts, self.centroids = [], [], [], []
 
     def add(self, frame):
-        m = np.linalg.norm(frame.astype(np.float32) / 255.0 - self.colour, axis=-1) < 0.35
+        m = object_mask(frame, self.colour)
         self.areas.append(int(m.sum()))
         every_8th, first_second = len(self.areas) % 8 == 0, len(self.areas) <= self.fps
         n = components(m) if every_8th or first_second else None
@@ -117,6 +130,54 @@ def read_video(path, H, W):
     return np.frombuffer(out.stdout, np.uint8).reshape(-1, H, W, 3)
 
 
+def object_phrase(text):
+    """The words of a caption or prompt before its motion word, "circle(s)" read as "ball(s)":
+    "Two red circles bouncing on ..." -> "two red balls"."""
+    words = []
+    for w in re.split("[^a-z]+", text.lower()):
+        if w in data.MOTION_WORDS:
+            break
+        if w:
+            words.append({"circle": "ball", "circles": "balls"}.get(w, w))
+    return " ".join(words)
+
+
+def count_histogram(counts):
+    return ", ".join(f"{n}: {counts.count(n)}" for n in sorted(set(counts)))
+
+
+def first_block_counts(a, model, lv, colour):
+    """--first-block: components of the object colour in the first frame, the model's per seed and
+    the training data's for the same objects."""
+    fb = lv["first_block"]
+    H, W = lv["resolution"]
+    if a.first_steps > 0:
+        steps, sampler = [1000.0 * (1 - i / a.first_steps) for i in range(a.first_steps)], "euler"
+    else:
+        steps, sampler = [float(t) for t in fb["timesteps"]], fb["sampler"]
+    cfg = a.first_cfg if a.first_cfg >= 0 else float(fb["cfg_scale"])
+    ids, mask = encode_text(lv, a.prompt)
+    counts = []
+    for seed in [int(s) for s in a.seeds.split(",")]:
+        g = torch.Generator().manual_seed(seed)
+        noise = torch.randn(1, 3, lv["block_frames"], H, W, generator=g)
+        renoise = torch.randn(len(steps) - 1, 1, 3, lv["block_frames"], H, W, generator=g)
+        with torch.no_grad():
+            x0 = sample_chunk(model, CarriedState(model.depth, 1), noise, renoise, steps, ids, mask, 0,
+                              sampler=sampler, cfg=cfg)
+        counts.append(components(object_mask(to_u8(x0[0])[0], colour)))
+    want = object_phrase(a.prompt)
+    data_counts = []
+    for seed in range(a.data_scenes):
+        sc = data.sample_scene(np.random.default_rng(seed), H, W)
+        if object_phrase(data.caption(sc)) == want:
+            data_counts.append(components(object_mask(to_u8(torch.from_numpy(data.render(sc, 1)))[0], colour)))
+    print(f"first block ({len(steps)} {sampler} steps, CFG {cfg:g}), {a.colour} components per seed: {counts}; "
+          f"how many seeds have each count: {count_histogram(counts)}")
+    print(f"training data, first frames of the {len(data_counts)} of {a.data_scenes} scenes whose caption says "
+          f"\"{want}\": {count_histogram(data_counts)}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--weights", default=os.path.join(HERE, "default.safetensors"))
@@ -137,6 +198,13 @@ def main():
                          "histogram (sample.match_histogram): whether colour and size drift loses the objects")
     ap.add_argument("--videos", nargs="+", default=[],
                     help="measure these videos (the engine's output) instead of generating")
+    ap.add_argument("--first-block", action="store_true",
+                    help="measure the first block alone, beside the training data's first frames (above)")
+    ap.add_argument("--first-steps", type=int, default=0,
+                    help="--first-block: N Euler steps from t = 1000 (default: the card's first block)")
+    ap.add_argument("--first-cfg", type=float, default=-1, help="--first-block: CFG (default: the card's)")
+    ap.add_argument("--data-scenes", type=int, default=40000,
+                    help="--first-block: training scenes searched for the prompt's objects")
     a = ap.parse_args()
     torch.set_num_threads(1)
     model, cfg, lv = load_model(a.weights)
@@ -153,6 +221,9 @@ def main():
                 tracks[-1].add(fr)
             results.append(tracks[-1].report(a.seconds, path))
         summarise(tracks, results, fps, a.seconds)
+        return
+    if a.first_block:
+        first_block_counts(a, model, lv, colour)
         return
     K = lv["cached_blocks"] if a.window < 0 else a.window
     steps = [float(s) for s in (a.steps.split(",") if a.steps else lv["sample_timesteps"])]
