@@ -61,7 +61,7 @@ lv_status lv_sana_config_finish(lv_sana_config *c, const char *source) {
                         c->hidden, c->mlp_ratio);
     c->rope_dims[1] = c->rope_dims[2] = 2 * (c->head_dim / 6);
     c->rope_dims[0] = c->head_dim - c->rope_dims[1] - c->rope_dims[2];
-    c->rope_theta = 10000.0f;
+    if (c->rope_theta == 0.0f) c->rope_theta = 10000.0f; /* SANA-Video's; a config may set "rope_theta" */
     c->qk_norm_eps = 1e-5f;
     c->cross_norm_eps = 1e-6f;
     c->caption_norm_eps = 1e-5f;
@@ -159,6 +159,12 @@ lv_status lv_sana_config_from_json(const cJSON *obj, const char *source, lv_sana
     if (!ratio) return lv_error(LV_ERR_INVALID, "%s: config key 'mlp_ratio' is missing", source);
     if (!cJSON_IsNumber(ratio)) return lv_error(LV_ERR_INVALID, "%s: config mlp_ratio is not a number", source);
     out->mlp_ratio = ratio->valuedouble;
+    const cJSON *theta = cJSON_GetObjectItemCaseSensitive(obj, "rope_theta");
+    if (theta) {
+        if (!cJSON_IsNumber(theta) || !(theta->valuedouble >= 2.0 && theta->valuedouble <= 1e9))
+            return lv_error(LV_ERR_INVALID, "%s: config rope_theta must be a number in [2, 1e9]", source);
+        out->rope_theta = (float)theta->valuedouble;
+    }
     return lv_sana_config_finish(out, source);
 }
 
@@ -215,9 +221,13 @@ lv_status lv_sana_config_to_json(const lv_sana_config *c, char *buf, size_t size
     int n = snprintf(buf, size,
                      "{\"hidden_size\": %d, \"depth\": %d, \"num_heads\": %d, \"head_dim\": %d, "
                      "\"patch_size\": [%d, %d, %d], \"in_channels\": %d, \"out_channels\": %d, "
-                     "\"caption_channels\": %d, \"mlp_ratio\": %.17g}",
+                     "\"caption_channels\": %d, \"mlp_ratio\": %.17g",
                      c->hidden, c->depth, c->heads, c->head_dim, c->patch[0], c->patch[1], c->patch[2],
                      c->in_channels, c->out_channels, c->caption_channels, c->mlp_ratio);
+    /* rope_theta only where it is not SANA-Video's 10000, as model.py writes it */
+    if (n >= 0 && (size_t)n < size)
+        n += c->rope_theta != 10000.0f ? snprintf(buf + n, size - (size_t)n, ", \"rope_theta\": %.9g}", (double)c->rope_theta)
+                                       : snprintf(buf + n, size - (size_t)n, "}");
     if (n < 0 || (size_t)n >= size) return lv_error(LV_ERR_INVALID, "config JSON needs %d bytes", n + 1);
     return LV_OK;
 }
@@ -235,5 +245,6 @@ int lv_sana_config_same(const lv_sana_config *a, const lv_sana_config *b) {
     return a->in_channels == b->in_channels && a->out_channels == b->out_channels && a->hidden == b->hidden &&
            a->depth == b->depth && a->heads == b->heads && a->head_dim == b->head_dim &&
            a->caption_channels == b->caption_channels && a->patch[0] == b->patch[0] &&
-           a->patch[1] == b->patch[1] && a->patch[2] == b->patch[2] && a->ffn_hidden == b->ffn_hidden;
+           a->patch[1] == b->patch[1] && a->patch[2] == b->patch[2] && a->ffn_hidden == b->ffn_hidden &&
+           a->rope_theta == b->rope_theta;
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "longvk.h"
+#include "sana_config.h"
 #include "sana_names.h"
 #include "ts_files.h"
 
@@ -257,6 +258,19 @@ Test(sana_file, presets_and_configs) {
     cr_assert_eq(c.ffn_hidden, 120);
     cr_assert_eq(c.rope_dims[0], 4);
     cr_assert_eq(c.rope_dims[1], 4);
+    cr_assert_eq(c.rope_theta, 10000.0f); /* SANA-Video's unless the config says otherwise */
+    /* "rope_theta" (model.py writes it when it is not 10000): read, and kept by a round trip. */
+    const char *theta = "{\"depth\": 2, \"num_heads\": 2, \"head_dim\": 48, \"patch_size\": [1, 4, 4], "
+                        "\"in_channels\": 3, \"caption_channels\": 32, \"mlp_ratio\": 3.0, \"rope_theta\": 100.0}";
+    cr_assert_eq(lv_sana_config_parse(theta, strlen(theta), "theta", &c), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(c.rope_theta, 100.0f);
+    cr_assert_eq(lv_sana_config_to_json(&c, json, sizeof json), LV_OK);
+    cr_assert(strstr(json, "\"rope_theta\": 100"), "%s", json);
+    cr_assert_eq(lv_sana_config_parse(json, strlen(json), "json", &back), LV_OK, "%s", lv_last_error());
+    cr_assert(memcmp(&c, &back, sizeof c) == 0);
+    lv_sana_config sana_theta = c;
+    sana_theta.rope_theta = 10000.0f; /* otherwise the same: a different model */
+    cr_assert(lv_sana_config_same(&c, &back) && !lv_sana_config_same(&c, &sana_theta));
 }
 
 Test(sana_file, bad_configs_name_the_key) {
@@ -299,6 +313,12 @@ Test(sana_file, bad_configs_name_the_key) {
         {"{\"depth\": 2, \"num_heads\": 2, \"head_dim\": 32, \"patch_size\": [1,2,2], \"in_channels\": 4, "
          "\"caption_channels\": 32, \"mlp_ratio\": -1}",
          "mlp_ratio -1 is out of range"},
+        {"{\"depth\": 2, \"num_heads\": 2, \"head_dim\": 32, \"patch_size\": [1,2,2], \"in_channels\": 4, "
+         "\"caption_channels\": 32, \"mlp_ratio\": 3, \"rope_theta\": 1}",
+         "rope_theta must be a number in [2, 1e9]"},
+        {"{\"depth\": 2, \"num_heads\": 2, \"head_dim\": 32, \"patch_size\": [1,2,2], \"in_channels\": 4, "
+         "\"caption_channels\": 32, \"mlp_ratio\": 3, \"rope_theta\": \"100\"}",
+         "rope_theta must be a number in [2, 1e9]"},
         {"{\"depth\": 2,", "not valid JSON"},
         {"[2]", "not a JSON object"},
     };

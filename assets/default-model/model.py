@@ -218,13 +218,16 @@ def window_sum(contrib, K):
 
 class SanaVideoDiT(nn.Module):
     def __init__(self, hidden_size, depth, num_heads, head_dim, patch_size, in_channels, out_channels,
-                 caption_channels, mlp_ratio, vocab_size=0):
+                 caption_channels, mlp_ratio, vocab_size=0, rope_theta=10000.0):
         super().__init__()
         C = hidden_size
         assert num_heads * head_dim == C and patch_size[0] == 1
         self.cfg = dict(hidden_size=C, depth=depth, num_heads=num_heads, head_dim=head_dim,
                         patch_size=list(patch_size), in_channels=in_channels, out_channels=out_channels,
                         caption_channels=caption_channels, mlp_ratio=float(mlp_ratio))
+        if rope_theta != 10000.0:  # SANA-Video's is 10000; the key is written only when it differs
+            self.cfg["rope_theta"] = float(rope_theta)
+        self.rope_theta = float(rope_theta)
         self.C, self.depth, self.heads, self.head_dim = C, depth, num_heads, head_dim
         self.patch = tuple(patch_size)
         self.cin, self.cout = in_channels, out_channels
@@ -300,7 +303,7 @@ class SanaVideoDiT(nn.Module):
         """cos, sin [B, F*P, D/2] for time positions frame_offset[b] + f (float64 angles)."""
         def freqs(d):
             j = torch.arange(0, d, 2, dtype=torch.float64, device=device)
-            return 1.0 / (10000.0 ** (j / d))
+            return 1.0 / (self.rope_theta ** (j / d))
 
         off = torch.as_tensor(frame_offset, dtype=torch.float64, device=device).reshape(-1)
         fpos = off[:, None] + torch.arange(Fr, dtype=torch.float64, device=device)[None]  # [B, F]

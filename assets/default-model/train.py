@@ -44,6 +44,7 @@ import adversarial  # noqa: E402
 import data  # noqa: E402
 from model import SanaVideoDiT, context_from_clean  # noqa: E402
 import self_forcing  # noqa: E402
+import unroll  # noqa: E402
 import st  # noqa: E402
 
 
@@ -62,6 +63,10 @@ def parse_args(argv=None):
     ap.add_argument("--heads", type=int, default=2)
     ap.add_argument("--patch", type=int, default=4)
     ap.add_argument("--mlp-ratio", type=float, default=3.0)
+    ap.add_argument("--rope-theta", type=float, default=10000.0,
+                    help="RoPE base (SANA-Video's: 10000); on an 8 x 8 token grid 10000 leaves about two "
+                         "frequencies per spatial axis that vary across the frame; written into the config when it differs, "
+                         "and the engine reads it. Tried, not kept (RECIPE.md, \"What the carried state carries\")")
     ap.add_argument("--caption-channels", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--warmup", type=int, default=100)
@@ -73,6 +78,11 @@ def parse_args(argv=None):
     ap.add_argument("--p-sample-t", type=float, default=0.4,
                     help="fraction of chunks whose t is one of --sample-timesteps exactly")
     ap.add_argument("--sample-timesteps", default="1000,750,500,250")
+    ap.add_argument("--ctx-t-min", type=int, default=-1,
+                    help="chunks that read a context draw their uniform timesteps from [ctx-t-min, 1000] instead "
+                         "(the same draw mapped linearly; -1: --t-min): at high noise x_t shows little, so the "
+                         "chunk must take what it draws from the context. Tried, not kept (RECIPE.md, \"What the carried state "
+                         "carries\")")
     ap.add_argument("--t-min", type=int, default=0,
                     help="uniform timesteps are drawn from [t-min, 1000]: the sampler never evaluates below its "
                          "last timestep, and below it the loss is mostly unlearnable pixel noise")
@@ -173,6 +183,18 @@ def parse_args(argv=None):
     ap.add_argument("--sf-steps", default="400,200", help="the rollout sampler's timesteps (the first is the "
                     "warm start's: x = (1 - s) last + s noise, as the card's)")
     ap.add_argument("--sf-cfg", type=float, default=2.0, help="the rollout's CFG, at its last step only (the card's)")
+    ap.add_argument("--unroll-mse", type=float, default=0.0,
+                    help="weight of the unrolled loss (unroll.py): every step the model also makes --unroll-blocks "
+                         "chunks in a row from --unroll-context real ones with a sampler from noise (--unroll-steps), "
+                         "and their object-weighted squared error against the real clip is back-propagated through "
+                         "the whole rollout, the carried state included. Tried, not kept (RECIPE.md, \"What the carried state "
+                         "carries\")")
+    ap.add_argument("--unroll-blocks", type=int, default=6, help="chunks the unrolled loss generates in a row")
+    ap.add_argument("--unroll-batch", type=int, default=0, help="clips of the unrolled loss per step (0: --batch; "
+                    "a multiple of --batch / --procs)")
+    ap.add_argument("--unroll-context", type=int, default=1, help="real chunks committed before the unrolled rollout")
+    ap.add_argument("--unroll-steps", default="1000", help="the unrolled rollout's timesteps (from noise, re-noise "
+                    "between steps, no CFG)")
     ap.add_argument("--export", default="", help="only write the EMA weights of --out/ckpt.pt to this path "
                     "(with the metadata of the current arguments, e.g. --sample-timesteps) and exit")
     ap.add_argument("--card-from", default="", help="with --export: copy the sampling card (block frames, window, "
@@ -188,7 +210,8 @@ def parse_args(argv=None):
 def build_model(a):
     return SanaVideoDiT(hidden_size=a.hidden, depth=a.depth, num_heads=a.heads, head_dim=a.hidden // a.heads,
                         patch_size=(1, a.patch, a.patch), in_channels=3, out_channels=3,
-                        caption_channels=a.caption_channels, mlp_ratio=a.mlp_ratio, vocab_size=len(data.VOCAB))
+                        caption_channels=a.caption_channels, mlp_ratio=a.mlp_ratio, vocab_size=len(data.VOCAB),
+                        rope_theta=a.rope_theta)
 
 
 # the metadata keys that say how to sample (the "card"); the rest describe the model
@@ -251,7 +274,7 @@ def draw_timesteps(g, n, sample_ts, p_sample, t_min=0):
 
 
 # the extra losses' logged digits
-EXTRA_DIGITS = {"critic": 3, "adv": 3, "sf-critic": 3, "sf": 3, "sf-hist": 4, "sf-mse": 4}
+EXTRA_DIGITS = {"critic": 3, "adv": 3, "sf-critic": 3, "sf": 3, "sf-hist": 4, "sf-mse": 4, "unroll": 4}
 
 
 def ramp(step, start, warmup):
@@ -364,6 +387,11 @@ def train_step(a, model, step, part=None, critic=None):
 
     sample_ts = [int(s) for s in a.sample_timesteps.split(",")]
     tc = draw_timesteps(g, a.batch * a.chunks, sample_ts, a.p_sample_t, a.t_min).reshape(a.batch, a.chunks)
+    if a.ctx_t_min >= 0:
+        with_ctx = keep > 0
+        with_ctx[:, 0] = False  # chunk 0 never has context
+        hi_t = a.ctx_t_min + (tc - a.t_min) * (1000 - a.ctx_t_min) / (1000 - a.t_min)
+        tc = torch.where(with_ctx & ~torch.isin(tc, torch.tensor(sample_ts, dtype=tc.dtype)), hi_t.round(), tc)
     tF = tc.repeat_interleave(a.block_frames, dim=1)  # [B, F]
     base = x0  # what x_t is noised from: the chunk itself, or (warm start) the previous chunk's last frame
     if a.warm_start_train > 0:
@@ -548,7 +576,8 @@ def run(rank, a, rendezvous, parent_pid=None):
     # the extra losses logged beside the diffusion loss (means over the log interval); the same names in
     # every process, a process without a term's chunks this step adding 0
     extra_names = ((["critic", "adv"] if critic else []) + (["sf-critic", "sf"] if sf_critic else [])
-                   + (["sf-hist"] if a.sf_hist > 0 else []) + (["sf-mse"] if a.sf_mse > 0 else []))
+                   + (["sf-hist"] if a.sf_hist > 0 else []) + (["sf-mse"] if a.sf_mse > 0 else [])
+                   + (["unroll"] if a.unroll_mse > 0 else []))
     share = a.batch // a.procs
     part = (rank * share, (rank + 1) * share) if dist else None
 
@@ -575,6 +604,10 @@ def run(rank, a, rendezvous, parent_pid=None):
                     + a.sf_mse * sf_mse)
             extra.update({"sf-critic": float(sf_d), "sf": float(sf_g), "sf-hist": float(sf_hist),
                           "sf-mse": float(sf_mse)})
+        if a.unroll_mse > 0:
+            un = unroll.unrolled_loss(a, model, step, part)
+            loss = loss + a.unroll_mse * un
+            extra["unroll"] = float(un)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         for _, _, c, o in critics:
