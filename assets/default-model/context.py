@@ -22,6 +22,7 @@ import torch  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import data  # noqa: E402
+import losses  # noqa: E402
 from model import CarriedState  # noqa: E402
 from sample import load_model  # noqa: E402
 
@@ -45,8 +46,7 @@ def main():
             rng = np.random.Generator(np.random.PCG64([7, i]))
             vid, ids, mask, _, cover = data.make_batch(rng, B, (a.context + a.blocks) * bf, H, W, coverage=True)
             x, ids, mask = torch.from_numpy(vid), torch.from_numpy(ids), torch.from_numpy(mask)
-            near = torch.nn.functional.max_pool2d(torch.from_numpy(cover), 7, stride=1, padding=3)
-            w = 1 + 10 * near[:, None]
+            w = losses.object_weights(cover, 10.0, 3)
             g = torch.Generator().manual_seed(i)
             state = CarriedState(model.depth, K)
 

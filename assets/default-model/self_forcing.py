@@ -27,6 +27,7 @@ import torch
 
 import adversarial
 import data
+import losses
 from model import CarriedState
 
 
@@ -140,8 +141,6 @@ def step_losses(a, model, critic, step, part=None):
         g_loss = adversarial.generator_loss(critic, critic_inputs(anchor, fake, nblk, bf))
         d_loss = adversarial.critic_loss(critic, critic_inputs(anchor, real, nblk, bf),
                                          critic_inputs(anchor, fake.detach(), nblk, bf))
-    r = a.obj_dilate
-    near = torch.nn.functional.max_pool2d(torch.from_numpy(cover[lo:hi, nctx * bf:]), 2 * r + 1, stride=1, padding=r)
-    w = 1 + a.obj_weight * near[:, None]  # [b, 1, blocks * bf, H, W], as train_step's loss weights
+    w = losses.object_weights(cover[lo:hi, nctx * bf:], a.obj_weight, a.obj_dilate)  # as train_step's loss weights
     mse = (w * (fake - real).pow(2)).mean() / w.mean()
     return g_loss, d_loss, colour_histogram_loss(fake, real), mse

@@ -42,6 +42,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import adversarial  # noqa: E402
 import data  # noqa: E402
+import losses  # noqa: E402
 from model import SanaVideoDiT, context_from_clean  # noqa: E402
 import self_forcing  # noqa: E402
 import unroll  # noqa: E402
@@ -384,14 +385,14 @@ def train_step(a, model, step, part=None, critic=None):
         c["S"] = c["S"] * keep[lo:hi, :, None, None, None]
         c["z"] = c["z"] * keep[lo:hi, :, None, None]
         c["left"] = c["left"] * keep[lo:hi, :, None, None]
+    nocontext = keep == 0
+    nocontext[:, 0] = True  # chunk 0 never has context
 
     sample_ts = [int(s) for s in a.sample_timesteps.split(",")]
     tc = draw_timesteps(g, a.batch * a.chunks, sample_ts, a.p_sample_t, a.t_min).reshape(a.batch, a.chunks)
     if a.ctx_t_min >= 0:
-        with_ctx = keep > 0
-        with_ctx[:, 0] = False  # chunk 0 never has context
         hi_t = a.ctx_t_min + (tc - a.t_min) * (1000 - a.ctx_t_min) / (1000 - a.t_min)
-        tc = torch.where(with_ctx & ~torch.isin(tc, torch.tensor(sample_ts, dtype=tc.dtype)), hi_t.round(), tc)
+        tc = torch.where(~nocontext & ~torch.isin(tc, torch.tensor(sample_ts, dtype=tc.dtype)), hi_t.round(), tc)
     tF = tc.repeat_interleave(a.block_frames, dim=1)  # [B, F]
     base = x0  # what x_t is noised from: the chunk itself, or (warm start) the previous chunk's last frame
     if a.warm_start_train > 0:
@@ -429,9 +430,7 @@ def train_step(a, model, step, part=None, critic=None):
     target = noise - x0
     if a.warm_start_train > 0:
         target = target + torch.where(wsF, (1 - s) / s.clamp(min=1e-3) * (base - x0), torch.zeros(()))
-    r = a.obj_dilate
-    near = torch.nn.functional.max_pool2d(torch.from_numpy(cover), 2 * r + 1, stride=1, padding=r)  # [B, F, H, W]
-    w = 1 + a.obj_weight * near[:, None]  # [B, 1, F, H, W]
+    w = losses.object_weights(cover, a.obj_weight, a.obj_dilate)  # [B, 1, F, H, W]
     if a.motion_weight > 0:
         step_diff = (x0[:, :, 1:] - x0[:, :, :-1]).abs().amax(dim=1) > 0.1  # [B, F-1, H, W]
         moved = torch.cat([torch.zeros_like(step_diff[:, :1]), step_diff], dim=1).float()
@@ -451,9 +450,7 @@ def train_step(a, model, step, part=None, critic=None):
         d_loss = adversarial.critic_loss(critic, (prev, real), (prev, fake.detach()))
         loss = loss + a.adv_weight * ramp(step, a.adv_start, a.adv_warmup) * g_adv
         adv = (d_loss, float(g_adv))
-    nocontext = keep == 0
-    nocontext[:, 0] = True  # chunk 0 never has context
-    per_chunk = err.reshape(hi - lo, a.chunks, -1).mean(-1)[nocontext]  # chunks made from text alone
+    per_chunk = err.reshape(hi - lo, a.chunks, -1).mean(-1)[nocontext[lo:hi]]  # chunks made from text alone
     return loss, (float(per_chunk.sum()), per_chunk.numel()), adv
 
 

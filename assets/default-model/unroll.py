@@ -24,11 +24,9 @@ import numpy as np
 import torch
 
 import data
+import losses
 from model import CarriedState
-
-
-def _chunk(x, c, bf):
-    return x[:, :, c * bf:(c + 1) * bf]
+from self_forcing import _chunk
 
 
 def unrolled_loss(a, model, step, part=None):
@@ -71,7 +69,5 @@ def unrolled_loss(a, model, step, part=None):
         fakes.append(x0)
     fake = torch.cat(fakes, dim=2)
     real = x_real[:, :, nctx * bf:]
-    r = a.obj_dilate
-    near = torch.nn.functional.max_pool2d(torch.from_numpy(cover[lo:hi, nctx * bf:]), 2 * r + 1, stride=1, padding=r)
-    w = 1 + a.obj_weight * near[:, None]
+    w = losses.object_weights(cover[lo:hi, nctx * bf:], a.obj_weight, a.obj_dilate)
     return (w * (fake - real).pow(2)).mean() / w.mean()
