@@ -234,6 +234,7 @@ void lv_ctx_options_default(lv_ctx_options *opt) {
     opt->validation = -1;
     opt->profile = -1;
     opt->max_binding_bytes = 0;
+    opt->max_texel_bytes = 0;
 }
 
 static lv_status pick_device(lv_ctx *ctx, int requested) {
@@ -338,6 +339,9 @@ lv_status lv_ctx_create(const lv_ctx_options *opt_in, lv_ctx **out) {
         ctx->max_binding = ctx->info.max_storage_buffer_range;
         uint64_t override = opt.max_binding_bytes ? opt.max_binding_bytes : env_u64("LONGVK_MAX_BINDING");
         if (override && override < ctx->max_binding) ctx->max_binding = override;
+        ctx->max_texel_bytes = (uint64_t)ctx->limits.maxTexelBufferElements * 16;
+        if (opt.max_texel_bytes && opt.max_texel_bytes < ctx->max_texel_bytes)
+            ctx->max_texel_bytes = opt.max_texel_bytes;
         if (ctx->profile && ctx->info.timestamp_valid_bits == 0) ctx->profile = false;
         s = lv_memory_init(ctx);
     }

@@ -8,7 +8,7 @@
 #include "longvk/engine.h"
 
 typedef enum lv_op {
-#define LV_OP(name, shader, bindings) LV_OP_##name,
+#define LV_OP(name, shader, kinds) LV_OP_##name,
 #include "ops.def"
 #undef LV_OP
     LV_OP_COUNT
@@ -24,6 +24,8 @@ typedef struct lv_block lv_block;
 struct lv_alloc {
     lv_block *block;
     VkBuffer buffer;     /* the block's buffer */
+    VkBufferView texels; /* the block's R32G32B32A32_UINT view for texel bindings, or NULL */
+    uint64_t texel_bytes; /* bytes of the block that view covers */
     uint64_t offset;     /* offset of this allocation in the block */
     uint64_t size;       /* bytes, rounded up to the offset alignment */
     void *mapped;        /* host pointer when the block is host-visible, else NULL */
@@ -60,6 +62,7 @@ struct lv_ctx {
     VkPhysicalDeviceMemoryProperties memory_props;
     bool unified_memory;    /* tensors live in host-visible memory: no staging */
     uint64_t max_binding;
+    uint64_t max_texel_bytes; /* how far into a block texel bindings reach (memory.c) */
     bool validation;
     uint64_t validation_messages;
 
@@ -73,8 +76,8 @@ struct lv_ctx {
     uint64_t staging_size;
 
     /* pipeline.c */
-    VkDescriptorSetLayout set_layouts[LV_MAX_BINDINGS + 1]; /* by binding count */
-    VkPipelineLayout pipeline_layouts[LV_MAX_BINDINGS + 1];
+    VkDescriptorSetLayout set_layouts[LV_OP_COUNT]; /* by op: its binding kinds */
+    VkPipelineLayout pipeline_layouts[LV_OP_COUNT];
     VkShaderModule modules[LV_OP_COUNT];
     lv_pipeline *pipelines;
     VkPipelineCache pipeline_cache;
@@ -98,18 +101,19 @@ struct lv_ctx {
     uint64_t op_calls[LV_OP_COUNT];
 };
 
-/* A tensor bound to one kernel binding. lv_dispatch fills elem_offset: the tensor's start
- * in elements of its dtype from the start of the bound range (bindings start at an offset
- * aligned to minStorageBufferOffsetAlignment); shaders add it to every index. For 16-bit
- * dtypes shaders read 32-bit words: element e is half (e & 1) of word e >> 1. */
+/* A tensor bound to one kernel binding. lv_bindings_prepare fills elem_offset: the
+ * tensor's start in elements of its dtype from the start of the bound range (storage
+ * bindings start at an offset aligned to minStorageBufferOffsetAlignment, texel bindings
+ * at the start of the memory block); shaders add it to every index. For 16-bit dtypes
+ * shaders read 32-bit words: element e is half (e & 1) of word e >> 1. */
 typedef struct lv_binding {
     const lv_tensor *tensor;
     bool write;
     uint32_t elem_offset; /* out */
 } lv_binding;
 
-/* Check every binding against the device's range limit and compute elem_offset. */
-lv_status lv_bindings_prepare(lv_ctx *ctx, lv_binding *bindings, uint32_t count);
+/* Check every binding of `op` against the device's range limits and compute elem_offset. */
+lv_status lv_bindings_prepare(lv_ctx *ctx, lv_op op, lv_binding *bindings, uint32_t count);
 /* Record one dispatch of `op` with specialization constants `spec` (constant_id 0..n-1),
  * the prepared bindings, push constants and a workgroup grid. Inserts a barrier first if
  * a binding was written (or, for a written binding, read) since the last barrier. */
@@ -136,6 +140,8 @@ lv_status lv_pipeline_get(lv_ctx *ctx, lv_op op, const uint32_t *spec, uint32_t 
                           lv_pipeline **out);
 const char *lv_op_name(lv_op op);
 uint32_t lv_op_bindings(lv_op op);
+/* The kind letter of binding i of op (ops.def): 's' storage buffer, 't' texel buffer. */
+char lv_op_binding_kind(lv_op op, uint32_t i);
 
 /* memory.c */
 lv_status lv_memory_init(lv_ctx *ctx);

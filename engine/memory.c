@@ -1,5 +1,5 @@
-/* Device memory: large blocks, each with one VkBuffer, from which tensors are
- * suballocated first-fit. On unified-memory devices (integrated GPUs, CPU devices such as
+/* Device memory: large blocks, each with one VkBuffer (and one texel view of it for the
+ * ops' read-only texel bindings, ops.def), from which tensors are suballocated first-fit. On unified-memory devices (integrated GPUs, CPU devices such as
  * lavapipe) blocks are host-visible and tensors are read and written directly; elsewhere
  * blocks are device-local and transfers go through a staging buffer. */
 #include <stdlib.h>
@@ -17,6 +17,8 @@ typedef struct lv_range {
 struct lv_block {
     VkDeviceMemory memory;
     VkBuffer buffer;
+    VkBufferView texels;  /* R32G32B32A32_UINT over the first texel_bytes, or NULL */
+    uint64_t texel_bytes;
     uint64_t size;
     void *mapped;
     lv_range *free_ranges; /* sorted by offset, never adjacent */
@@ -37,8 +39,8 @@ static lv_status create_buffer(lv_ctx *ctx, uint64_t size, bool host_visible, Vk
     VkBufferCreateInfo info = {
         .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
         .size = size,
-        .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                 VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+        .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |
+                 VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
         .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
     };
     LV_VK(vkCreateBuffer(ctx->device, &info, NULL, buffer));
@@ -98,6 +100,7 @@ lv_status lv_memory_init(lv_ctx *ctx) {
 }
 
 static void block_destroy(lv_ctx *ctx, lv_block *b) {
+    if (b->texels) vkDestroyBufferView(ctx->device, b->texels, NULL);
     if (b->buffer) vkDestroyBuffer(ctx->device, b->buffer, NULL);
     if (b->memory) vkFreeMemory(ctx->device, b->memory, NULL);
     free(b->free_ranges);
@@ -121,11 +124,35 @@ static uint64_t alignment(const lv_ctx *ctx) {
 
 static uint64_t round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
+/* The view texel bindings read through: as much of the block as maxTexelBufferElements
+ * texels of 16 bytes cover (all of it on lavapipe and desktop GPUs; a tensor past the end
+ * gets a clear error from lv_bindings_prepare). None when the device cannot read
+ * R32G32B32A32_UINT texel buffers, which the Vulkan spec makes mandatory. */
+static lv_status block_texel_view(lv_ctx *ctx, lv_block *b) {
+    VkFormatProperties props;
+    vkGetPhysicalDeviceFormatProperties(ctx->physical, VK_FORMAT_R32G32B32A32_UINT, &props);
+    if (!(props.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT)) return LV_OK;
+    uint64_t bytes = b->size / 16 * 16, max = ctx->max_texel_bytes / 16 * 16;
+    if (bytes > max) bytes = max;
+    if (bytes == 0) return LV_OK;
+    VkBufferViewCreateInfo info = {
+        .sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
+        .buffer = b->buffer,
+        .format = VK_FORMAT_R32G32B32A32_UINT,
+        .offset = 0,
+        .range = bytes,
+    };
+    LV_VK(vkCreateBufferView(ctx->device, &info, NULL, &b->texels));
+    b->texel_bytes = bytes;
+    return LV_OK;
+}
+
 static lv_status block_create(lv_ctx *ctx, uint64_t size, lv_block **out) {
     lv_block *b = calloc(1, sizeof *b);
     if (!b) return lv_error(LV_ERR_NOMEM, "out of host memory");
     b->size = size;
     lv_status s = create_buffer(ctx, size, ctx->unified_memory, &b->buffer, &b->memory, &b->mapped);
+    if (s == LV_OK) s = block_texel_view(ctx, b);
     if (s == LV_OK) {
         b->free_ranges = malloc(4 * sizeof *b->free_ranges);
         if (!b->free_ranges) s = lv_error(LV_ERR_NOMEM, "out of host memory");
@@ -220,6 +247,8 @@ lv_status lv_alloc_create(lv_ctx *ctx, uint64_t size, lv_alloc **out) {
     }
     a->block = block;
     a->buffer = block->buffer;
+    a->texels = block->texels;
+    a->texel_bytes = block->texel_bytes;
     a->offset = offset;
     a->size = size;
     a->mapped = block->mapped ? (char *)block->mapped + offset : NULL;

@@ -125,7 +125,7 @@ lv_status lv_op_softmax_attention(lv_ctx *ctx, const lv_tensor *out, const lv_te
         lv_tensor qc = lv_tensor_rows(q, n0, rows), oc = lv_tensor_rows(out, n0, rows);
         lv_binding b[5] = {{&oc, true, 0}, {&qc, false, 0}, {k, false, 0}, {v, false, 0},
                            {mask ? mask : k, false, 0}};
-        LV_TRY(lv_bindings_prepare(ctx, b, 5));
+        LV_TRY(lv_bindings_prepare(ctx, LV_OP_SOFTMAX_ATTN, b, 5));
         lv_push_softmax_attention pc = {
             .out_offset = b[0].elem_offset,
             .q_offset = b[1].elem_offset,

@@ -12,7 +12,7 @@ lv_status lv_op_fill(lv_ctx *ctx, const lv_tensor *t, float value) {
         int64_t count = n - start < per ? n - start : per;
         lv_tensor part = lv_tensor_view(t, start, 1, &count);
         lv_binding b[1] = {{&part, true, 0}};
-        LV_TRY(lv_bindings_prepare(ctx, b, 1));
+        LV_TRY(lv_bindings_prepare(ctx, LV_OP_FILL, b, 1));
         lv_push_fill pc = {.offset = b[0].elem_offset, .count = (uint32_t)count, .value = value};
         uint32_t gx, gy;
         lv_grid_1d(ctx, ((uint64_t)count + 255) / 256, &gx, &gy);

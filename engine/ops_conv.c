@@ -80,7 +80,7 @@ lv_status lv_op_dwconv3x3(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
         lv_tensor oc = lv_tensor_rows(&o2, r0, rows), xc = lv_tensor_rows(&x2, in0, in1 - in0);
         lv_binding b[4] = {{&oc, true, 0}, {&xc, false, 0}, {w, false, 0},
                            {bias ? bias : w, false, 0}};
-        LV_TRY(lv_bindings_prepare(ctx, b, 4));
+        LV_TRY(lv_bindings_prepare(ctx, LV_OP_DWCONV3X3, b, 4));
         /* 4 channels per invocation as vec4 when rows and bindings are 16-byte aligned */
         bool vec = C % 4 == 0 && b[0].elem_offset % 4 == 0 && b[1].elem_offset % 4 == 0 &&
                    b[2].elem_offset % 4 == 0;
@@ -167,7 +167,7 @@ static lv_status tconv_run(lv_ctx *ctx, const tconv_pass *ps, int64_t chunk) {
         }
         lv_tensor oc = lv_tensor_rows(ps->out2, c0, rows), sc = lv_tensor_rows(ps->src2, s0, s1 - s0);
         lv_binding b[3] = {{&oc, true, 0}, {&sc, false, 0}, {ps->w, false, 0}};
-        LV_TRY(lv_bindings_prepare(ctx, b, 3));
+        LV_TRY(lv_bindings_prepare(ctx, LV_OP_TEMPORAL_CONV, b, 3));
         bool vec = ps->C % 4 == 0 && b[0].elem_offset % 4 == 0 && b[1].elem_offset % 4 == 0 &&
                    b[2].elem_offset % 4 == 0;
         tconv_tile t = tconv_choose_tile(ctx, vec);

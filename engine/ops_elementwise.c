@@ -121,7 +121,7 @@ static lv_status elementwise(lv_ctx *ctx, const char *op, uint32_t kind, const l
         /* unary kinds bind a in b's place; the shader never reads it */
         operand_part pb = operand_rows(&ob, r0, nr, C);
         lv_binding bind[3] = {{&vo, true, 0}, {&va, false, 0}, {&pb.view, false, 0}};
-        LV_TRY(lv_bindings_prepare(ctx, bind, 3));
+        LV_TRY(lv_bindings_prepare(ctx, LV_OP_ELEMENTWISE, bind, 3));
         lv_push_elementwise pc = {
             .out_offset = bind[0].elem_offset,
             .a_offset = bind[1].elem_offset,
@@ -194,7 +194,7 @@ static lv_status modulate(lv_ctx *ctx, const char *op, uint32_t kind, const lv_t
         operand_part pp = operand_rows(&op_p, r0, nr, C), pq = operand_rows(&op_q, r0, nr, C);
         lv_binding bind[4] = {
             {&vo, true, 0}, {&vx, false, 0}, {&pp.view, false, 0}, {&pq.view, false, 0}};
-        LV_TRY(lv_bindings_prepare(ctx, bind, 4));
+        LV_TRY(lv_bindings_prepare(ctx, LV_OP_MODULATE, bind, 4));
         lv_push_modulate pc = {
             .out_offset = bind[0].elem_offset,
             .x_offset = bind[1].elem_offset,

@@ -224,7 +224,7 @@ lv_status lv_linattn_contribution(lv_ctx *ctx, int heads, int dim, const lv_tens
         lv_tensor kc = token_rows(k, n0, cnt, row), vc = token_rows(v, n0, cnt, row);
         lv_tensor rc = rope ? token_rows(rope, n0, cnt, dim) : kc; /* unused when !rope */
         lv_binding b[5] = {{S, true, 0}, {z, true, 0}, {&kc, false, 0}, {&vc, false, 0}, {&rc, false, 0}};
-        LV_TRY(lv_bindings_prepare(ctx, b, 5));
+        LV_TRY(lv_bindings_prepare(ctx, LV_OP_LINATTN_STATE, b, 5));
         uint32_t split_tokens = ceil_div((uint64_t)cnt, splits);
         lv_push_linattn_state pc = {
             .s_off = b[0].elem_offset,
@@ -296,7 +296,7 @@ lv_status lv_op_linattn_query(lv_ctx *ctx, const lv_tensor *out, const lv_tensor
         lv_tensor oc = token_rows(out, n0, cnt, row), qc = token_rows(q, n0, cnt, row);
         lv_tensor rc = rope ? token_rows(rope, n0, cnt, dim) : qc;
         lv_binding b[5] = {{&oc, true, 0}, {&qc, false, 0}, {S, false, 0}, {zb, false, 0}, {&rc, false, 0}};
-        LV_TRY(lv_bindings_prepare(ctx, b, 5));
+        LV_TRY(lv_bindings_prepare(ctx, LV_OP_LINATTN_QUERY, b, 5));
         uint32_t token_tiles = ceil_div((uint64_t)cnt, (uint64_t)local * tl.query_tt);
         lv_push_linattn_query pc = {
             .o_off = b[0].elem_offset,
@@ -352,7 +352,7 @@ lv_status lv_linattn_combine(lv_ctx *ctx, const lv_tensor *out, const lv_tensor 
             const lv_tensor *bb = s0 == 0 ? &bc : &oc;
             float bw = s0 == 0 ? beta : 1.0f;
             lv_binding bind[3] = {{&oc, true, 0}, {&ac, false, 0}, {bb, false, 0}};
-            LV_TRY(lv_bindings_prepare(ctx, bind, 3));
+            LV_TRY(lv_bindings_prepare(ctx, LV_OP_LINATTN_COMBINE, bind, 3));
             lv_push_linattn_combine pc = {
                 .out_off = bind[0].elem_offset,
                 .a_off = bind[1].elem_offset,

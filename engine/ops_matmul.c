@@ -198,7 +198,7 @@ static void chunk_views(const mm_shape *s, const lv_tensor *out, const lv_tensor
 static lv_status dispatch(lv_ctx *ctx, const mm_config *k, const mm_shape *s, mm_views *v,
                           bool has_bias, const mm_chunk *c) {
     lv_binding b[4] = {{&v->out, true, 0}, {&v->a, false, 0}, {&v->w, false, 0}, {&v->bias, false, 0}};
-    LV_TRY(lv_bindings_prepare(ctx, b, 4));
+    LV_TRY(lv_bindings_prepare(ctx, k->op, b, 4));
     lv_push_matmul pc = {
         .M = (uint32_t)c->mc,
         .N = (uint32_t)c->nc,

@@ -106,7 +106,7 @@ static lv_status norm_dispatch(lv_ctx *ctx, const char *op, lv_op kind, const lv
         lv_grid_1d(ctx, ((uint64_t)nr + l.rows_per_wg - 1) / l.rows_per_wg, &gx, &gy);
         if (kind == LV_OP_RMSNORM) {
             lv_binding bind[3] = {{&vo, true, 0}, {&vx, false, 0}, {&vw, false, 0}};
-            LV_TRY(lv_bindings_prepare(ctx, bind, 3));
+            LV_TRY(lv_bindings_prepare(ctx, kind, bind, 3));
             uint32_t spec[4] = {l.wg, l.mode, w != NULL, use_vec4(bind, 3, C)};
             lv_push_rmsnorm pc = {
                 .out_offset = bind[0].elem_offset,
@@ -119,7 +119,7 @@ static lv_status norm_dispatch(lv_ctx *ctx, const char *op, lv_op kind, const lv
             LV_TRY(lv_dispatch(ctx, kind, spec, 4, bind, 3, &pc, sizeof pc, gx, gy, 1));
         } else {
             lv_binding bind[4] = {{&vo, true, 0}, {&vx, false, 0}, {&vw, false, 0}, {&vb, false, 0}};
-            LV_TRY(lv_bindings_prepare(ctx, bind, 4));
+            LV_TRY(lv_bindings_prepare(ctx, kind, bind, 4));
             uint32_t spec[6] = {l.wg, l.mode, w != NULL, b != NULL, use_vec4(bind, 4, C), group_rows > 0};
             lv_push_layernorm pc = {
                 .out_offset = bind[0].elem_offset,

@@ -33,7 +33,7 @@ lv_status lv_op_rope(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x, cons
         lv_tensor vo = lv_rows_view(out, r0, nr, HD), vx = lv_rows_view(x, r0, nr, HD);
         lv_tensor vt = lv_rows_view(table, r0, nr, D);
         lv_binding bind[3] = {{&vo, true, 0}, {&vx, false, 0}, {&vt, false, 0}};
-        LV_TRY(lv_bindings_prepare(ctx, bind, 3));
+        LV_TRY(lv_bindings_prepare(ctx, LV_OP_ROPE3D, bind, 3));
         /* two pairs per invocation as one vec4 when D and every offset allow it */
         uint32_t vec4 = D % 4 == 0 && bind[0].elem_offset % 4 == 0 &&
                         bind[1].elem_offset % 4 == 0 && bind[2].elem_offset % 4 == 0;

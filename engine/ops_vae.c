@@ -144,7 +144,7 @@ static lv_status conv_frame(lv_ctx *ctx, const char *op, const conv_frame_args *
         lv_binding b[7] = {{&ov, true, 0},  {&iv[0], false, 0}, {&iv[1], false, 0},
                            {&iv[2], false, 0}, {a->w, false, 0}, {&bv, false, 0},
                            {&rv, false, 0}};
-        LV_TRY(lv_bindings_prepare(ctx, b, 7));
+        LV_TRY(lv_bindings_prepare(ctx, LV_OP_VAE_CONV, b, 7));
         uint32_t vec = ci % 4 == 0 && b[4].elem_offset % 4 == 0;
         for (int f = 1; f <= 3; f++) vec = vec && b[f].elem_offset % 4 == 0;
         uint32_t flags = (a->bias ? 8u : 0u) | (a->res ? 16u : 0u);
@@ -349,7 +349,7 @@ lv_status lv_op_vae_rmsnorm(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *
         lv_tensor vo = lv_rows_view(out, r0, nr, C), vx = lv_rows_view(x, r0, nr, C);
         lv_tensor vg = flat_view(gamma, 0, C);
         lv_binding b[3] = {{&vo, true, 0}, {&vx, false, 0}, {&vg, false, 0}};
-        LV_TRY(lv_bindings_prepare(ctx, b, 3));
+        LV_TRY(lv_bindings_prepare(ctx, LV_OP_VAE_RMSNORM, b, 3));
         uint32_t vec4 = C % 4 == 0 && b[0].elem_offset % 4 == 0 && b[1].elem_offset % 4 == 0 &&
                         b[2].elem_offset % 4 == 0;
         uint32_t spec[3] = {wg, mode, vec4};
@@ -401,7 +401,7 @@ static lv_status resample_frame(lv_ctx *ctx, const char *op, const lv_tensor *ou
         lv_tensor ov = flat_view(out, r0 * OW * C, nr * OW * C);
         lv_tensor iv = flat_view(in, lo * IW * IC, (hi - lo + 1) * IW * IC);
         lv_binding b[2] = {{&ov, true, 0}, {&iv, false, 0}};
-        LV_TRY(lv_bindings_prepare(ctx, b, 2));
+        LV_TRY(lv_bindings_prepare(ctx, LV_OP_VAE_RESAMPLE, b, 2));
         lv_push_vae_resample pc = {
             .out_offset = b[0].elem_offset,
             .in_offset = b[1].elem_offset,
@@ -503,7 +503,7 @@ lv_status lv_op_flash_attention(lv_ctx *ctx, const lv_tensor *out, const lv_tens
         int64_t nr = N - r0 < per ? N - r0 : per;
         lv_tensor ov = lv_rows_view(out, r0, nr, D), qv = lv_rows_view(q, r0, nr, D);
         lv_binding b[4] = {{&ov, true, 0}, {&qv, false, 0}, {k, false, 0}, {v, false, 0}};
-        LV_TRY(lv_bindings_prepare(ctx, b, 4));
+        LV_TRY(lv_bindings_prepare(ctx, LV_OP_FLASH_ATTN, b, 4));
         lv_push_flash_attention pc = {
             .out_offset = b[0].elem_offset,
             .q_offset = b[1].elem_offset,

@@ -1,5 +1,5 @@
 /* The op table (ops.def) turned into Vulkan objects: one descriptor-set layout and
- * pipeline layout per binding count (storage buffers only, 128 bytes of push constants),
+ * pipeline layout per op (its binding kinds, 128 bytes of push constants),
  * shader modules from the embedded SPIR-V, and a pipeline per (op, specialization
  * constants), created on first use. */
 #include <stdlib.h>
@@ -11,25 +11,33 @@
 typedef struct lv_op_desc {
     const char *name;
     const char *shader;
-    uint32_t bindings;
+    const char *kinds; /* one letter per binding: 's' storage buffer, 't' texel buffer */
 } lv_op_desc;
 
 static const lv_op_desc lv_ops[LV_OP_COUNT] = {
-#define LV_OP(name, shader, bindings) {#name, shader, bindings},
+#define LV_OP(name, shader, kinds) {#name, shader, kinds},
 #include "ops.def"
 #undef LV_OP
 };
 
 const char *lv_op_name(lv_op op) { return op < LV_OP_COUNT ? lv_ops[op].shader : "?"; }
-uint32_t lv_op_bindings(lv_op op) { return op < LV_OP_COUNT ? lv_ops[op].bindings : 0; }
+uint32_t lv_op_bindings(lv_op op) { return op < LV_OP_COUNT ? (uint32_t)strlen(lv_ops[op].kinds) : 0; }
+char lv_op_binding_kind(lv_op op, uint32_t i) {
+    return op < LV_OP_COUNT && i < lv_op_bindings(op) ? lv_ops[op].kinds[i] : 0;
+}
 
 lv_status lv_pipelines_init(lv_ctx *ctx) {
-    for (uint32_t n = 0; n <= LV_MAX_BINDINGS; n++) {
+    for (int op = 0; op < LV_OP_COUNT; op++) {
+        uint32_t n = lv_op_bindings((lv_op)op);
         VkDescriptorSetLayoutBinding b[LV_MAX_BINDINGS];
+        if (n > LV_MAX_BINDINGS)
+            return lv_error(LV_ERR_INVALID, "op %s has %u bindings (at most %d)", lv_ops[op].name, n,
+                            LV_MAX_BINDINGS);
         for (uint32_t i = 0; i < n; i++)
             b[i] = (VkDescriptorSetLayoutBinding){
                 .binding = i,
-                .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                .descriptorType = lv_ops[op].kinds[i] == 't' ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
+                                                             : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                 .descriptorCount = 1,
                 .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
             };
@@ -38,16 +46,16 @@ lv_status lv_pipelines_init(lv_ctx *ctx) {
             .bindingCount = n,
             .pBindings = b,
         };
-        LV_VK(vkCreateDescriptorSetLayout(ctx->device, &info, NULL, &ctx->set_layouts[n]));
+        LV_VK(vkCreateDescriptorSetLayout(ctx->device, &info, NULL, &ctx->set_layouts[op]));
         VkPushConstantRange push = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = LV_PUSH_MAX};
         VkPipelineLayoutCreateInfo layout = {
             .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
             .setLayoutCount = 1,
-            .pSetLayouts = &ctx->set_layouts[n],
+            .pSetLayouts = &ctx->set_layouts[op],
             .pushConstantRangeCount = 1,
             .pPushConstantRanges = &push,
         };
-        LV_VK(vkCreatePipelineLayout(ctx->device, &layout, NULL, &ctx->pipeline_layouts[n]));
+        LV_VK(vkCreatePipelineLayout(ctx->device, &layout, NULL, &ctx->pipeline_layouts[op]));
     }
     VkPipelineCacheCreateInfo cache = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
     LV_VK(vkCreatePipelineCache(ctx->device, &cache, NULL, &ctx->pipeline_cache));
@@ -63,9 +71,9 @@ void lv_pipelines_destroy(lv_ctx *ctx) {
     ctx->pipelines = NULL;
     for (int i = 0; i < LV_OP_COUNT; i++)
         if (ctx->modules[i]) vkDestroyShaderModule(ctx->device, ctx->modules[i], NULL);
-    for (uint32_t n = 0; n <= LV_MAX_BINDINGS; n++) {
-        if (ctx->pipeline_layouts[n]) vkDestroyPipelineLayout(ctx->device, ctx->pipeline_layouts[n], NULL);
-        if (ctx->set_layouts[n]) vkDestroyDescriptorSetLayout(ctx->device, ctx->set_layouts[n], NULL);
+    for (int op = 0; op < LV_OP_COUNT; op++) {
+        if (ctx->pipeline_layouts[op]) vkDestroyPipelineLayout(ctx->device, ctx->pipeline_layouts[op], NULL);
+        if (ctx->set_layouts[op]) vkDestroyDescriptorSetLayout(ctx->device, ctx->set_layouts[op], NULL);
     }
     if (ctx->pipeline_cache) vkDestroyPipelineCache(ctx->device, ctx->pipeline_cache, NULL);
 }
@@ -119,7 +127,7 @@ lv_status lv_pipeline_get(lv_ctx *ctx, lv_op op, const uint32_t *spec, uint32_t 
             .pName = "main",
             .pSpecializationInfo = nspec ? &spec_info : NULL,
         },
-        .layout = ctx->pipeline_layouts[lv_ops[op].bindings],
+        .layout = ctx->pipeline_layouts[op],
     };
     lv_pipeline *p = calloc(1, sizeof *p);
     if (!p) return lv_error(LV_ERR_NOMEM, "out of host memory");

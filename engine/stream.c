@@ -28,15 +28,15 @@ static lv_status stream_init(lv_ctx *ctx) {
     LV_VK(vkAllocateCommandBuffers(ctx->device, &alloc, &ctx->cmd));
     VkFenceCreateInfo fence = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     LV_VK(vkCreateFence(ctx->device, &fence, NULL, &ctx->fence));
-    VkDescriptorPoolSize size = {
-        .type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-        .descriptorCount = LV_SETS_PER_POOL * LV_MAX_BINDINGS,
+    VkDescriptorPoolSize sizes[2] = {
+        {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = LV_SETS_PER_POOL * LV_MAX_BINDINGS},
+        {.type = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, .descriptorCount = LV_SETS_PER_POOL * LV_MAX_BINDINGS},
     };
     VkDescriptorPoolCreateInfo dp = {
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
         .maxSets = LV_SETS_PER_POOL,
-        .poolSizeCount = 1,
-        .pPoolSizes = &size,
+        .poolSizeCount = 2,
+        .pPoolSizes = sizes,
     };
     LV_VK(vkCreateDescriptorPool(ctx->device, &dp, NULL, &ctx->descriptor_pool));
     if (ctx->profile) {
@@ -143,12 +143,39 @@ lv_status lv_flush(lv_ctx *ctx) {
     return LV_OK;
 }
 
-lv_status lv_bindings_prepare(lv_ctx *ctx, lv_binding *bindings, uint32_t count) {
+/* A texel binding sees the whole memory block through its R32G32B32A32_UINT view, so the
+ * tensor's element offset counts from the block's start. */
+static lv_status prepare_texel(lv_ctx *ctx, lv_op op, uint32_t i, lv_binding *b) {
+    const lv_tensor *t = b->tensor;
+    uint64_t start = t->alloc->offset + t->offset;
+    uint64_t end = start + lv_tensor_nbytes(t);
+    if (!t->alloc->texels || end > t->alloc->texel_bytes) {
+        char d[96];
+        return lv_error(LV_ERR_LIMIT,
+                        "op %s binding %u: tensor %s ends %llu bytes into its memory block, past "
+                        "the %llu bytes a texel buffer covers on '%s' (maxTexelBufferElements "
+                        "%u of 16 bytes, or the context's max_texel_bytes)",
+                        lv_op_name(op), i, lv_tensor_describe(t, d, sizeof d),
+                        (unsigned long long)end, (unsigned long long)t->alloc->texel_bytes,
+                        ctx->info.name, ctx->limits.maxTexelBufferElements);
+    }
+    b->elem_offset = (uint32_t)(start / lv_dtype_size(t->dtype));
+    return LV_OK;
+}
+
+lv_status lv_bindings_prepare(lv_ctx *ctx, lv_op op, lv_binding *bindings, uint32_t count) {
+    if (count != lv_op_bindings(op))
+        return lv_error(LV_ERR_INVALID, "op %s takes %u bindings, %u given", lv_op_name(op),
+                        lv_op_bindings(op), count);
     uint64_t align = ctx->limits.minStorageBufferOffsetAlignment;
     if (align < 4) align = 4;
     for (uint32_t i = 0; i < count; i++) {
         const lv_tensor *t = bindings[i].tensor;
         if (!t || !t->alloc) return lv_error(LV_ERR_INVALID, "binding %u has no tensor", i);
+        if (lv_op_binding_kind(op, i) == 't') {
+            LV_TRY(prepare_texel(ctx, op, i, &bindings[i]));
+            continue;
+        }
         uint64_t start = t->alloc->offset + t->offset;
         uint64_t bound = start / align * align;
         uint64_t shift = start - bound;
@@ -207,7 +234,7 @@ lv_status lv_dispatch(lv_ctx *ctx, lv_op op, const uint32_t *spec, uint32_t nspe
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
         .descriptorPool = ctx->descriptor_pool,
         .descriptorSetCount = 1,
-        .pSetLayouts = &ctx->set_layouts[count],
+        .pSetLayouts = &ctx->set_layouts[op],
     };
     VkDescriptorSet set;
     LV_VK(vkAllocateDescriptorSets(ctx->device, &alloc, &set));
@@ -232,13 +259,18 @@ lv_status lv_dispatch(lv_ctx *ctx, lv_op op, const uint32_t *spec, uint32_t nspe
             .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
             .pBufferInfo = &infos[i],
         };
+        if (lv_op_binding_kind(op, i) == 't') {
+            writes[i].descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+            writes[i].pBufferInfo = NULL;
+            writes[i].pTexelBufferView = &t->alloc->texels;
+        }
         barrier = barrier || needs_barrier(ctx, t->alloc, bindings[i].write);
     }
     vkUpdateDescriptorSets(ctx->device, count, writes, 0, NULL);
     if (barrier) record_barrier(ctx);
     for (uint32_t i = 0; i < count; i++) mark(ctx, bindings[i].tensor->alloc, bindings[i].write);
 
-    VkPipelineLayout layout = ctx->pipeline_layouts[count];
+    VkPipelineLayout layout = ctx->pipeline_layouts[op];
     vkCmdBindPipeline(ctx->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline->pipeline);
     vkCmdBindDescriptorSets(ctx->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, NULL);
     if (push_size)

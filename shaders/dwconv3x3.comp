@@ -7,12 +7,13 @@
 // reused by the three horizontal taps of every output column in the strip. With VEC the
 // group is 4 channels read and written as vec4 (C % 4 == 0 and 4-aligned offsets): on
 // lavapipe each load is a serial loop over the lanes, so a vec4 load costs what a float
-// load does. VEC also needs the weights' offset 4-aligned (their 36 are read as 9 vec4). Padding: rows outside [0, H) of the output's own frame and columns outside
+// load does; x, w and bias are texel bindings (shaders/texel.glsl), one gather a fetch. VEC also needs the weights' offset 4-aligned (their 36 are read as 9 vec4). Padding: rows outside [0, H) of the output's own frame and columns outside
 // [0, W) count as zero.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 #include "push_dwconv3x3.h"
+#include "texel.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint X_BLOCK = 4;
@@ -20,11 +21,9 @@ layout(constant_id = 2) const uint VEC = 0;
 
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
 layout(std430, binding = 0) writeonly buffer Out4 { vec4 out4[]; };
-layout(std430, binding = 1) readonly buffer X { float x_data[]; };
-layout(std430, binding = 1) readonly buffer X4 { vec4 x4[]; };
-layout(std430, binding = 2) readonly buffer W { float w_data[]; };
-layout(std430, binding = 2) readonly buffer W4 { vec4 w4[]; };
-layout(std430, binding = 3) readonly buffer Bias { float bias_data[]; };
+layout(binding = 1) uniform usamplerBuffer X;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform usamplerBuffer Wt;
+layout(binding = 3) uniform usamplerBuffer Bias;
 
 const uint CPI = VEC != 0u ? 4u : 1u; // channels per invocation
 
@@ -46,11 +45,11 @@ void main() {
     float wf[9 * CPI];
     if (VEC != 0u) {
         [[unroll]] for (uint q = 0; q < 9u; q++) {
-            vec4 t4 = w4[(pc.w_offset + c * 9u) / 4u + q];
+            vec4 t4 = lv_texel_f32x4(Wt, (pc.w_offset + c * 9u) / 4u + q);
             [[unroll]] for (uint e = 0; e < 4u; e++) wf[4u * q + e] = t4[e];
         }
     } else {
-        [[unroll]] for (uint k = 0; k < 9u; k++) wf[k] = w_data[pc.w_offset + c * 9u + k];
+        [[unroll]] for (uint k = 0; k < 9u; k++) wf[k] = lv_texel_f32(Wt, pc.w_offset + c * 9u + k);
     }
     vec4 wk[9];
     [[unroll]] for (uint k = 0; k < 9u; k++) {
@@ -59,7 +58,7 @@ void main() {
     }
     vec4 b0 = vec4(0.0);
     if (pc.has_bias != 0u)
-        [[unroll]] for (uint u = 0; u < CPI; u++) b0[u] = bias_data[pc.bias_offset + c + u];
+        [[unroll]] for (uint u = 0; u < CPI; u++) b0[u] = lv_texel_f32(Bias, pc.bias_offset + c + u);
     vec4 acc[X_BLOCK];
     [[unroll]] for (uint b = 0; b < X_BLOCK; b++) acc[b] = b0;
 
@@ -73,7 +72,7 @@ void main() {
             int xx = int(x0 + b) - 1;
             bool inside = xx >= 0 && xx < int(W);
             uint e = base + uint(inside ? xx : 0) * C;
-            vec4 val = VEC != 0u ? x4[e / 4u] : vec4(x_data[e], 0.0, 0.0, 0.0);
+            vec4 val = VEC != 0u ? lv_texel_f32x4(X, e / 4u) : vec4(lv_texel_f32(X, e), 0.0, 0.0, 0.0);
             v[b] = inside ? val : vec4(0.0);
         }
         [[unroll]] for (uint b = 0; b < X_BLOCK; b++)

@@ -7,6 +7,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "push_elementwise.h"
+#include "texel.glsl"
 #include "broadcast.glsl"
 
 layout(local_size_x = 256) in;
@@ -16,11 +17,9 @@ layout(constant_id = 1) const uint VEC4 = 0;
 // out may be the same buffer range as a or b (in place): every element is read and then
 // written by the same invocation. Each binding is also seen as vec4s for the VEC4 path.
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
-layout(std430, binding = 1) readonly buffer A { float a_data[]; };
-layout(std430, binding = 2) readonly buffer B { float b_data[]; };
 layout(std430, binding = 0) writeonly buffer Out4 { vec4 out_data4[]; };
-layout(std430, binding = 1) readonly buffer A4 { vec4 a_data4[]; };
-layout(std430, binding = 2) readonly buffer B4 { vec4 b_data4[]; };
+layout(binding = 1) uniform usamplerBuffer A;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform usamplerBuffer B;
 
 const bool BINARY = KIND == LV_ELT_ADD || KIND == LV_ELT_MUL || KIND == LV_ELT_SCALE_ADD ||
                     KIND == LV_ELT_MUL_SILU;
@@ -49,8 +48,8 @@ uint b_index(uint i) {
 }
 
 void scalar_element(uint i) {
-    float a = a_data[pc.a_offset + i];
-    float b = BINARY ? b_data[pc.b_offset + b_index(i)] : 0.0;
+    float a = lv_texel_f32(A, pc.a_offset + i);
+    float b = BINARY ? lv_texel_f32(B, pc.b_offset + b_index(i)) : 0.0;
     out_data[pc.out_offset + i] = apply(vec4(a), vec4(b)).x;
 }
 
@@ -62,8 +61,8 @@ void main() {
     }
     uint i = 4u * j;
     if (i + 4u <= pc.count) {
-        vec4 a = a_data4[(pc.a_offset + i) / 4u];
-        vec4 b = BINARY ? b_data4[(pc.b_offset + b_index(i)) / 4u] : vec4(0.0);
+        vec4 a = lv_texel_f32x4(A, (pc.a_offset + i) / 4u);
+        vec4 b = BINARY ? lv_texel_f32x4(B, (pc.b_offset + b_index(i)) / 4u) : vec4(0.0);
         out_data4[(pc.out_offset + i) / 4u] = apply(a, b);
     } else {
         for (; i < pc.count; i++) scalar_element(i); // the last 1..3 elements

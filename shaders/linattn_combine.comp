@@ -7,18 +7,19 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "push_linattn_combine.h"
+#include "texel.glsl"
 
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer OBuf { float out_data[]; };
-layout(std430, binding = 1) readonly buffer ABuf { float a_data[]; };
-layout(std430, binding = 2) readonly buffer BBuf { float b_data[]; };
+layout(binding = 1) uniform usamplerBuffer AT;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform usamplerBuffer BT;
 
 void main() {
     uint i = lv_group_index() * 256u + gl_LocalInvocationID.x;
     if (i >= pc.count) return;
     float sum = 0.0;
-    for (uint s = 0; s < pc.na; s++) sum += a_data[pc.a_off + s * pc.a_stride + i];
+    for (uint s = 0; s < pc.na; s++) sum += lv_texel_f32(AT, pc.a_off + s * pc.a_stride + i);
     float r = pc.alpha * sum;
-    if (pc.beta != 0.0) r += pc.beta * b_data[pc.b_off + i];
+    if (pc.beta != 0.0) r += pc.beta * lv_texel_f32(BT, pc.b_off + i);
     out_data[pc.out_off + i] = r;
 }

@@ -19,6 +19,7 @@
 #include "common.glsl"
 #include "linattn_common.glsl"
 #include "push_linattn_query.h"
+#include "texel.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint TT = 4;        // tokens per lane
@@ -29,10 +30,10 @@ layout(constant_id = 5) const uint NORMALIZE = 0; // 1: divide by z . phi(q) + e
 layout(constant_id = 6) const uint BCAST = 0;     // 1: share S rows through subgroupBroadcast
 
 layout(std430, binding = 0) writeonly buffer OBuf { float o_data[]; };
-layout(std430, binding = 1) readonly buffer QBuf { float q_data[]; };
-layout(std430, binding = 2) readonly buffer SBuf { float s_data[]; };
-layout(std430, binding = 3) readonly buffer ZBuf { float z_data[]; };
-layout(std430, binding = 4) readonly buffer RBuf { float rope_data[]; };
+layout(binding = 1) uniform usamplerBuffer QT;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform usamplerBuffer ST;
+layout(binding = 3) uniform usamplerBuffer ZT;
+layout(binding = 4) uniform usamplerBuffer RT;
 
 const uint RB = BCAST != 0u ? TR / 8u : 1u;
 
@@ -71,15 +72,15 @@ void main() {
         float qa[TT], qb[TT];
         float z0 = 0.0, z1 = 0.0;
         if (NORMALIZE != 0u) {
-            z0 = z_data[zbase + c];
-            z1 = pair ? z_data[zbase + c1] : 0.0;
+            z0 = lv_texel_f32(ZT, zbase + c);
+            z1 = pair ? lv_texel_f32(ZT, zbase + c1) : 0.0;
         }
         [[unroll]] for (uint a = 0; a < TT; a++) {
-            float x0 = linattn_phi(PHI, q_data[qbase[a] + c]);
-            float x1 = pair ? linattn_phi(PHI, q_data[qbase[a] + c1]) : 0.0;
+            float x0 = linattn_phi(PHI, lv_texel_f32(QT, qbase[a] + c));
+            float x1 = pair ? linattn_phi(PHI, lv_texel_f32(QT, qbase[a] + c1)) : 0.0;
             if (NORMALIZE != 0u) den[a] += z0 * x0 + z1 * x1;
             if (ROPE != 0u) {
-                float cs = rope_data[rbase[a] + c], sn = rope_data[rbase[a] + c + 1u];
+                float cs = lv_texel_f32(RT, rbase[a] + c), sn = lv_texel_f32(RT, rbase[a] + c + 1u);
                 float y0 = x0 * cs - x1 * sn;
                 x1 = x0 * sn + x1 * cs;
                 x0 = y0;
@@ -89,8 +90,8 @@ void main() {
         }
         if (BCAST != 0u) {
             [[unroll]] for (uint m = 0; m < RB; m++) {
-                float sa = s_data[srow[m] + c];
-                float sb = pair ? s_data[srow[m] + c1] : 0.0;
+                float sa = lv_texel_f32(ST, srow[m] + c);
+                float sb = pair ? lv_texel_f32(ST, srow[m] + c1) : 0.0;
 #define LINATTN_ROW(l)                                                                      \
     {                                                                                       \
         float s0 = subgroupBroadcast(sa, l), s1 = subgroupBroadcast(sb, l);                 \
@@ -104,8 +105,8 @@ void main() {
         } else {
             [[unroll]] for (uint i = 0; i < TR; i++) {
                 uint row = sbase + min(r0 + i, D - 1u) * D;
-                float s0 = s_data[row + c];
-                float s1 = pair ? s_data[row + c1] : 0.0;
+                float s0 = lv_texel_f32(ST, row + c);
+                float s1 = pair ? lv_texel_f32(ST, row + c1) : 0.0;
                 [[unroll]] for (uint a = 0; a < TT; a++)
                     acc[a * TR + i] = fma(s1, qb[a], fma(s0, qa[a], acc[a * TR + i]));
             }

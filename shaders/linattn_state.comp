@@ -27,6 +27,7 @@
 #include "common.glsl"
 #include "linattn_common.glsl"
 #include "push_linattn_state.h"
+#include "texel.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint TR = 32;   // value rows per workgroup (a multiple of 8 with BCAST)
@@ -37,9 +38,9 @@ layout(constant_id = 5) const uint BCAST = 0; // 1: share v rows through subgrou
 
 layout(std430, binding = 0) buffer SBuf { float s_data[]; };
 layout(std430, binding = 1) buffer ZBuf { float z_data[]; };
-layout(std430, binding = 2) readonly buffer KBuf { float k_data[]; };
-layout(std430, binding = 3) readonly buffer VBuf { float v_data[]; };
-layout(std430, binding = 4) readonly buffer RBuf { float rope_data[]; };
+layout(binding = 2) uniform usamplerBuffer KT;  // texel bindings (ops.def kind 't')
+layout(binding = 3) uniform usamplerBuffer VT;
+layout(binding = 4) uniform usamplerBuffer RT;
 
 const uint PC = 2u * PP; // key columns per lane
 const uint RB = BCAST != 0u ? TR / 8u : 1u;
@@ -81,13 +82,13 @@ void main() {
     for (uint n = n0; n < n1; n++) {
         uint base = n * pc.row_stride + head;
         float kk[PC];
-        [[unroll]] for (uint j = 0; j < PC; j++) kk[j] = linattn_phi(PHI, k_data[pc.k_off + base + col[j]]);
+        [[unroll]] for (uint j = 0; j < PC; j++) kk[j] = linattn_phi(PHI, lv_texel_f32(KT, pc.k_off + base + col[j]));
         if (with_z) [[unroll]] for (uint j = 0; j < PC; j++) zacc[j] += kk[j];
         if (ROPE != 0u) {
             uint rbase = pc.rope_off + n * D;
             [[unroll]] for (uint j = 0; j < PC; j += 2) {
                 uint c = min(col[j], D - 2u); // D is even with rope
-                float cs = rope_data[rbase + c], sn = rope_data[rbase + c + 1u];
+                float cs = lv_texel_f32(RT, rbase + c), sn = lv_texel_f32(RT, rbase + c + 1u);
                 float a = kk[j], b = kk[j + 1];
                 kk[j] = a * cs - b * sn;
                 kk[j + 1] = a * sn + b * cs;
@@ -95,7 +96,7 @@ void main() {
         }
         if (BCAST != 0u) {
             [[unroll]] for (uint m = 0; m < RB; m++) {
-                float x = v_data[pc.v_off + base + vrow[m]];
+                float x = lv_texel_f32(VT, pc.v_off + base + vrow[m]);
 #define LINATTN_ROW(l)                                                                      \
     {                                                                                       \
         float vi = subgroupBroadcast(x, l);                                                 \
@@ -108,7 +109,7 @@ void main() {
             }
         } else {
             [[unroll]] for (uint i = 0; i < TR; i++) {
-                float vi = v_data[pc.v_off + base + min(r0 + i, D - 1u)];
+                float vi = lv_texel_f32(VT, pc.v_off + base + min(r0 + i, D - 1u));
                 [[unroll]] for (uint j = 0; j < PC; j++) acc[i * PC + j] = fma(vi, kk[j], acc[i * PC + j]);
             }
         }

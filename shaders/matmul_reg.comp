@@ -3,9 +3,10 @@
 //   out[z, m, n] = sum_k a[z, m, k] * w[z?, n, k] + bias[n]
 //
 // Why it looks like this (measured on lavapipe / llvmpipe, LLVM 15, 8-wide SIMD):
-// - every buffer load inside a loop becomes a serial loop over the 8 lanes of the subgroup
-//   (~200 cycles, whatever the address pattern), so the kernel loads as little as possible
-//   per multiply-add: each subgroup owns a TM x (8 * TN) block of outputs in registers and
+// - a, w and bias are uniform texel buffers (shaders/texel.glsl): a texel fetch is one
+//   vector gather, where a storage-buffer load is a serial loop over the 8 lanes of the
+//   subgroup (~200 cycles, whatever the address pattern); 3-4x faster at the default
+//   model's shapes. Even so the kernel loads as little as possible per multiply-add: each subgroup owns a TM x (8 * TN) block of outputs in registers and
 //   per 8 values of k loads TN rows of w per lane (its own columns) and TM / 8 rows of a
 //   per lane, which subgroupShuffle with a constant lane (a single permute) hands to all
 //   lanes (subgroupBroadcast is itself a loop over the lanes there);
@@ -22,6 +23,7 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
 #include "push_matmul.h"
+#include "texel.glsl"
 
 // the fused activation (lv_activation)
 float mm_act(float v) { return pc.act == 1u ? v / (1.0 + exp(-v)) : v; }
@@ -36,29 +38,26 @@ layout(constant_id = 5) const uint SHUF = 1; // rows of a shared by subgroupShuf
 
 layout(std430, binding = 0) buffer Out { float o[]; };
 layout(std430, binding = 0) buffer Out4 { vec4 o4[]; };
-layout(std430, binding = 1) readonly buffer A { float a[]; };
-layout(std430, binding = 1) readonly buffer A4 { vec4 a4[]; };
-layout(std430, binding = 2) readonly buffer W { uint w[]; };
-layout(std430, binding = 2) readonly buffer W4 { uvec4 w4[]; };
-layout(std430, binding = 3) readonly buffer Bias { float bias[]; };
-layout(std430, binding = 3) readonly buffer Bias4 { vec4 bias4[]; };
+layout(binding = 1) uniform usamplerBuffer A;    // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform usamplerBuffer W;
+layout(binding = 3) uniform usamplerBuffer Bias;
 
 const uint TR = TM / 8u; // rows of a each lane loads per k step
 
 // element e of w, any dtype
 float w_at(uint e) {
-    if (WDT == LV_DTYPE_F32) return uintBitsToFloat(w[e]);
-    if (WDT == LV_DTYPE_F16) return lv_f16_at(w[e >> 1], e);
-    return lv_bf16_at(w[e >> 1], e);
+    if (WDT == LV_DTYPE_F32) return lv_texel_f32(W, e);
+    if (WDT == LV_DTYPE_F16) return lv_f16_at(lv_texel_u32(W, e >> 1), e);
+    return lv_bf16_at(lv_texel_u32(W, e >> 1), e);
 }
 
 // w[e .. e + 7] as two vec4, e a multiple of 8 (VEC path)
 void w_at8(uint e, out vec4 lo, out vec4 hi) {
     if (WDT == LV_DTYPE_F32) {
-        lo = uintBitsToFloat(w4[e >> 2]);
-        hi = uintBitsToFloat(w4[(e >> 2) + 1u]);
+        lo = lv_texel_f32x4(W, e >> 2);
+        hi = lv_texel_f32x4(W, (e >> 2) + 1u);
     } else {
-        uvec4 t = w4[e >> 3];
+        uvec4 t = lv_texel_u32x4(W, e >> 3);
         if (WDT == LV_DTYPE_F16) {
             lo = vec4(unpackHalf2x16(t.x), unpackHalf2x16(t.y));
             hi = vec4(unpackHalf2x16(t.z), unpackHalf2x16(t.w));
@@ -96,8 +95,8 @@ void main() {
             vec4 w0[TN], w1[TN];
             [[unroll]] for (uint j = 0; j < TN; j++) w_at8(wrow[j] + k, w0[j], w1[j]);
             [[unroll]] for (uint r = 0; r < TR; r++) {
-                vec4 x0 = a4[(arow[r] + k) >> 2];
-                vec4 x1 = a4[(arow[r] + k + 4u) >> 2];
+                vec4 x0 = lv_texel_f32x4(A, (arow[r] + k) >> 2);
+                vec4 x1 = lv_texel_f32x4(A, (arow[r] + k + 4u) >> 2);
                 // row (8 r + l): lane l's a values, shuffled to every lane
 #define LV_MM_ROW(l)                                                                      \
                 {                                                                         \
@@ -119,7 +118,7 @@ void main() {
         vec4 b[(TN + 3u) / 4u];
         [[unroll]] for (uint j = 0; j < TN / 4u; j++) {
             b[j] = vec4(0.0);
-            if (pc.has_bias != 0u) b[j] = bias4[(pc.bias_off + n0) / 4u + j]; // only when bound
+            if (pc.has_bias != 0u) b[j] = lv_texel_f32x4(Bias, (pc.bias_off + n0) / 4u + j); // only when bound
         }
         uint obase = pc.out_off + z * pc.out_batch + n0;
         [[unroll]] for (uint i = 0; i < TM; i++) {
@@ -140,7 +139,7 @@ void main() {
             [[unroll]] for (uint j = 0; j < TN; j++) wv[j] = w_at(wrow[j] + k);
             [[unroll]] for (uint r = 0; r < TR; r++) {
                 if (SHUF != 0u) {
-                    float x = a[arow[r] + k];
+                    float x = lv_texel_f32(A, arow[r] + k);
 #define LV_MM_ROW(l)                                                                      \
                     {                                                                     \
                         float p = subgroupShuffle(x, l);                                  \
@@ -153,7 +152,7 @@ void main() {
                 } else {
                     // no subgroup of 8 to share through: every lane reads the rows itself
                     [[unroll]] for (uint l = 0; l < 8u; l++) {
-                        float p = a[abase + min(m0 + r * 8u + l, pc.M - 1u) * pc.K + k];
+                        float p = lv_texel_f32(A, abase + min(m0 + r * 8u + l, pc.M - 1u) * pc.K + k);
                         [[unroll]] for (uint j = 0; j < TN; j++) acc[(r * 8u + l) * TN + j] += p * wv[j];
                     }
                 }
@@ -163,7 +162,7 @@ void main() {
         [[unroll]] for (uint j = 0; j < TN; j++) {
             uint n = n0 + j;
             float bj = 0.0;
-            if (pc.has_bias != 0u) bj = bias[pc.bias_off + min(n, pc.N - 1u)];
+            if (pc.has_bias != 0u) bj = lv_texel_f32(Bias, pc.bias_off + min(n, pc.N - 1u));
             [[unroll]] for (uint i = 0; i < TM; i++)
                 if (m0 + i < pc.M && n < pc.N) {
                     uint e = obase + (m0 + i) * pc.ldo + n;

@@ -5,6 +5,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "push_modulate.h"
+#include "texel.glsl"
 #include "broadcast.glsl"
 
 layout(local_size_x = 256) in;
@@ -14,13 +15,10 @@ layout(constant_id = 1) const uint VEC4 = 0;
 // out may be the same buffer range as x, p or q when that operand is not broadcast (in
 // place). Each binding is also seen as vec4s for the VEC4 path.
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
-layout(std430, binding = 1) readonly buffer X { float x_data[]; };
-layout(std430, binding = 2) readonly buffer P { float p_data[]; };
-layout(std430, binding = 3) readonly buffer Q { float q_data[]; };
 layout(std430, binding = 0) writeonly buffer Out4 { vec4 out_data4[]; };
-layout(std430, binding = 1) readonly buffer X4 { vec4 x_data4[]; };
-layout(std430, binding = 2) readonly buffer P4 { vec4 p_data4[]; };
-layout(std430, binding = 3) readonly buffer Q4 { vec4 q_data4[]; };
+layout(binding = 1) uniform usamplerBuffer X;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform usamplerBuffer P;
+layout(binding = 3) uniform usamplerBuffer Q;
 
 vec4 apply(vec4 x, vec4 p, vec4 q) {
     if (KIND == LV_MOD_MODULATE) return x * (1.0 + q) + p;
@@ -40,8 +38,8 @@ uvec2 operand_index(uint i) {
 
 void scalar_element(uint i) {
     uvec2 pq = operand_index(i);
-    float r = apply(vec4(x_data[pc.x_offset + i]), vec4(p_data[pc.p_offset + pq.x]),
-                    vec4(q_data[pc.q_offset + pq.y])).x;
+    float r = apply(vec4(lv_texel_f32(X, pc.x_offset + i)), vec4(lv_texel_f32(P, pc.p_offset + pq.x)),
+                    vec4(lv_texel_f32(Q, pc.q_offset + pq.y))).x;
     out_data[pc.out_offset + i] = r;
 }
 
@@ -54,9 +52,9 @@ void main() {
     uint i = 4u * j;
     if (i + 4u <= pc.count) {
         uvec2 pq = operand_index(i);
-        vec4 x = x_data4[(pc.x_offset + i) / 4u];
-        vec4 p = p_data4[(pc.p_offset + pq.x) / 4u];
-        vec4 q = q_data4[(pc.q_offset + pq.y) / 4u];
+        vec4 x = lv_texel_f32x4(X, (pc.x_offset + i) / 4u);
+        vec4 p = lv_texel_f32x4(P, (pc.p_offset + pq.x) / 4u);
+        vec4 q = lv_texel_f32x4(Q, (pc.q_offset + pq.y) / 4u);
         out_data4[(pc.out_offset + i) / 4u] = apply(x, p, q);
     } else {
         for (; i < pc.count; i++) scalar_element(i); // the last 1..3 elements

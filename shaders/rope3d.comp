@@ -6,6 +6,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "push_rope3d.h"
+#include "texel.glsl"
 #include "fastdiv.glsl"
 
 layout(local_size_x = 256) in;
@@ -14,11 +15,9 @@ layout(constant_id = 0) const uint VEC4 = 0;
 // out may be the same range as x (in place): each invocation reads its elements, then
 // writes them.
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
-layout(std430, binding = 1) readonly buffer X { float x_data[]; };
-layout(std430, binding = 2) readonly buffer T { float t_data[]; };
 layout(std430, binding = 0) writeonly buffer Out4 { vec4 out_data4[]; };
-layout(std430, binding = 1) readonly buffer X4 { vec4 x_data4[]; };
-layout(std430, binding = 2) readonly buffer T4 { vec4 t_data4[]; };
+layout(binding = 1) uniform usamplerBuffer X;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform usamplerBuffer T;
 
 void main() {
     uint p = lv_group_index() * 256u + gl_LocalInvocationID.x;
@@ -29,19 +28,19 @@ void main() {
     uint t = pc.t_offset + n * dim + e;
     uint x0 = n * pc.heads * dim + e;
     if (VEC4 != 0u) {
-        vec4 cs = t_data4[t / 4u]; // (cos a, sin a, cos b, sin b)
+        vec4 cs = lv_texel_f32x4(T, t / 4u); // (cos a, sin a, cos b, sin b)
         for (uint h = 0u; h < pc.heads; h++) {
             uint xi = x0 + h * dim;
-            vec4 v = x_data4[(pc.x_offset + xi) / 4u];
+            vec4 v = lv_texel_f32x4(X, (pc.x_offset + xi) / 4u);
             out_data4[(pc.out_offset + xi) / 4u] =
                 vec4(v.x * cs.x - v.y * cs.y, v.x * cs.y + v.y * cs.x,
                      v.z * cs.z - v.w * cs.w, v.z * cs.w + v.w * cs.z);
         }
     } else {
-        float c = t_data[t], s = t_data[t + 1u];
+        float c = lv_texel_f32(T, t), s = lv_texel_f32(T, t + 1u);
         for (uint h = 0u; h < pc.heads; h++) {
             uint xi = x0 + h * dim;
-            float a = x_data[pc.x_offset + xi], b = x_data[pc.x_offset + xi + 1u];
+            float a = lv_texel_f32(X, pc.x_offset + xi), b = lv_texel_f32(X, pc.x_offset + xi + 1u);
             out_data[pc.out_offset + xi] = a * c - b * s;
             out_data[pc.out_offset + xi + 1u] = a * s + b * c;
         }

@@ -22,6 +22,7 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 #include "push_softmax_attention.h"
+#include "texel.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint HEAD_DIM = 112;
@@ -32,10 +33,10 @@ const uint DIM_PADDED = (HEAD_DIM + DIM_STEP - 1) / DIM_STEP * DIM_STEP;
 const float LOWEST = -3.0e38; // a finite "minus infinity": e^(LOWEST - s) is 0, never NaN
 
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
-layout(std430, binding = 1) readonly buffer Q { float q_data[]; };
-layout(std430, binding = 2) readonly buffer K { float k_data[]; };
-layout(std430, binding = 3) readonly buffer V { float v_data[]; };
-layout(std430, binding = 4) readonly buffer Mask { float mask_data[]; };
+layout(binding = 1) uniform usamplerBuffer QT;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform usamplerBuffer KT;
+layout(binding = 3) uniform usamplerBuffer VT;
+layout(binding = 4) uniform usamplerBuffer MT;
 
 // dimension d exists (constant true when HEAD_DIM is a multiple of DIM_STEP)
 bool in_head(uint d) { return HEAD_DIM % DIM_STEP == 0u || d < HEAD_DIM; }
@@ -58,7 +59,7 @@ void main() {
             uint d = d0 + u;
             [[unroll]] for (uint i = 0; i < QUERY_BLOCK; i++) {
                 q[i * DIM_PADDED + d] =
-                    in_head(d) ? q_data[pc.q_offset + qrow[i] + d] * pc.scale_log2e : 0.0;
+                    in_head(d) ? lv_texel_f32(QT, pc.q_offset + qrow[i] + d) * pc.scale_log2e : 0.0;
                 acc[i * DIM_PADDED + d] = 0.0;
             }
         }
@@ -76,7 +77,7 @@ void main() {
         [[unroll]] for (uint b = 0; b < KEY_BLOCK; b++) {
             uint j = min(j0 + b, pc.l - 1u);
             krow[b] = j * width + head * HEAD_DIM;
-            valid[b] = j0 + b < pc.l && (pc.has_mask == 0u || mask_data[pc.mask_offset + j] != 0.0);
+            valid[b] = j0 + b < pc.l && (pc.has_mask == 0u || lv_texel_f32(MT, pc.mask_offset + j) != 0.0);
         }
 
         float s[QUERY_BLOCK * KEY_BLOCK];
@@ -86,7 +87,7 @@ void main() {
                 uint d = d0 + u;
                 if (!in_head(d)) continue;
                 [[unroll]] for (uint b = 0; b < KEY_BLOCK; b++) {
-                    float kv = k_data[pc.k_offset + krow[b] + d];
+                    float kv = lv_texel_f32(KT, pc.k_offset + krow[b] + d);
                     [[unroll]] for (uint i = 0; i < QUERY_BLOCK; i++)
                         s[i * KEY_BLOCK + b] = fma(q[i * DIM_PADDED + d], kv, s[i * KEY_BLOCK + b]);
                 }
@@ -116,7 +117,7 @@ void main() {
                 if (!in_head(d)) continue;
                 float vv[KEY_BLOCK];
                 [[unroll]] for (uint b = 0; b < KEY_BLOCK; b++)
-                    vv[b] = v_data[pc.v_offset + krow[b] + d];
+                    vv[b] = lv_texel_f32(VT, pc.v_offset + krow[b] + d);
                 [[unroll]] for (uint i = 0; i < QUERY_BLOCK; i++) {
                     float a = acc[i * DIM_PADDED + d] * correction[i];
                     [[unroll]] for (uint b = 0; b < KEY_BLOCK; b++)

@@ -5,8 +5,9 @@
 // push_temporal_conv.h). A matrix product with K = 3C whose rows of "a" are three pixel
 // rows of neighbouring frames, read in place (no im2col copy).
 //
-// Register blocking for lavapipe (llvmpipe), where each buffer load in a loop is a serial
-// loop over the 8 lanes whatever the addresses: a workgroup is one subgroup of 8 lanes
+// The input and the weights are uniform texel buffers (shaders/texel.glsl): on lavapipe a
+// texel fetch is one vector gather, a storage-buffer load a serial loop over the 8 lanes.
+// Register blocking for lavapipe (llvmpipe), where even so every load counts: a workgroup is one subgroup of 8 lanes
 // owning TM rows x (8 * TN) output channels; lane l keeps TM x TN accumulators for
 // channels o0 + l * TN + j. Per step of 4 input channels (VEC path) a lane loads, per
 // output channel, the 12 consecutive weights w[o, i..i+3, 0..2] (3 vec4) and, for TM / 8
@@ -23,6 +24,7 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
 #include "push_temporal_conv.h"
+#include "texel.glsl"
 
 layout(local_size_x_id = 0) in;             // 8: one subgroup (SHUF), else any
 layout(constant_id = 1) const uint TM = 32;  // rows per workgroup (multiple of 8 with SHUF)
@@ -32,10 +34,8 @@ layout(constant_id = 4) const uint SHUF = 1;
 
 layout(std430, binding = 0) buffer Out { float o[]; };
 layout(std430, binding = 0) buffer Out4 { vec4 o4[]; };
-layout(std430, binding = 1) readonly buffer In { float x[]; };
-layout(std430, binding = 1) readonly buffer In4 { vec4 x4[]; };
-layout(std430, binding = 2) readonly buffer Wt { float w[]; };
-layout(std430, binding = 2) readonly buffer Wt4 { vec4 w4[]; };
+layout(binding = 1) uniform usamplerBuffer X;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform usamplerBuffer Wt;
 
 const uint LANES = SHUF != 0u ? 8u : 1u;  // rows are spread over this many lanes
 const uint TR = TM / LANES;               // rows each invocation loads per step
@@ -77,11 +77,11 @@ void main() {
             // w[o, i + u, t] = component (3u + t) of the 12 weights
             vec4 wv[TN * 3];
             [[unroll]] for (uint j = 0; j < TN; j++)
-                [[unroll]] for (uint q = 0; q < 3u; q++) wv[j * 3u + q] = w4[(wrow[j] + 3u * i) / 4u + q];
+                [[unroll]] for (uint q = 0; q < 3u; q++) wv[j * 3u + q] = lv_texel_f32x4(Wt, (wrow[j] + 3u * i) / 4u + q);
             [[unroll]] for (uint r = 0; r < TR; r++) {
                 vec4 xv[3];
                 [[unroll]] for (uint t = 0; t < 3u; t++)
-                    xv[t] = x4[(xbase[r * 3u + t] + i) / 4u] * xon[r * 3u + t];
+                    xv[t] = lv_texel_f32x4(X, (xbase[r * 3u + t] + i) / 4u) * xon[r * 3u + t];
                 [[unroll]] for (uint l = 0; l < LANES; l++) {
                     vec4 a0 = SHUF != 0u ? subgroupShuffle(xv[0], l) : xv[0];
                     vec4 a1 = SHUF != 0u ? subgroupShuffle(xv[1], l) : xv[1];
@@ -114,10 +114,10 @@ void main() {
         for (uint i = 0; i < C; i++) {
             float wv[TN * 3];
             [[unroll]] for (uint j = 0; j < TN; j++)
-                [[unroll]] for (uint t = 0; t < 3u; t++) wv[j * 3u + t] = w[wrow[j] + 3u * i + t];
+                [[unroll]] for (uint t = 0; t < 3u; t++) wv[j * 3u + t] = lv_texel_f32(Wt, wrow[j] + 3u * i + t);
             [[unroll]] for (uint r = 0; r < TR; r++) {
                 float xv[3];
-                [[unroll]] for (uint t = 0; t < 3u; t++) xv[t] = x[xbase[r * 3u + t] + i] * xon[r * 3u + t];
+                [[unroll]] for (uint t = 0; t < 3u; t++) xv[t] = lv_texel_f32(X, xbase[r * 3u + t] + i) * xon[r * 3u + t];
                 [[unroll]] for (uint l = 0; l < LANES; l++) {
                     float a0 = SHUF != 0u ? subgroupShuffle(xv[0], l) : xv[0];
                     float a1 = SHUF != 0u ? subgroupShuffle(xv[1], l) : xv[1];

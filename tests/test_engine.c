@@ -61,6 +61,31 @@ Test(engine, fill_splits_over_binding_limit) {
     ts_ctx_done(ctx);
 }
 
+/* Read-only operands are texel bindings (ops.def): a tensor past the reach of the block's
+ * texel view is an error that names the limit, not a wrong read. */
+Test(engine, texel_binding_past_the_view_is_an_error) {
+    lv_ctx_options opt;
+    lv_ctx_options_default(&opt);
+    opt.validation = 1;
+    opt.max_texel_bytes = 4096;
+    lv_ctx *ctx;
+    cr_assert_eq(lv_ctx_create(&opt, &ctx), LV_OK, "%s", lv_last_error());
+    int64_t shape[1] = {512}; /* 2 KiB each: a and b inside the view, c past it */
+    lv_tensor a = ts_empty(ctx, 1, shape), b = ts_empty(ctx, 1, shape), c = ts_empty(ctx, 1, shape);
+    cr_assert_eq(lv_op_fill(ctx, &a, 2.0f), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_op_fill(ctx, &c, 1.0f), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_op_silu(ctx, &b, &a), LV_OK, "%s", lv_last_error());
+    float *x = ts_read(ctx, &b);
+    for (int i = 0; i < 512; i++) cr_assert_float_eq(x[i], 2.0f / (1.0f + expf(-2.0f)), 1e-6f, "at %d", i);
+    free(x);
+    cr_assert_eq(lv_op_silu(ctx, &b, &c), LV_ERR_LIMIT);
+    cr_assert(strstr(lv_last_error(), "maxTexelBufferElements") != NULL, "%s", lv_last_error());
+    lv_tensor_free(ctx, &a);
+    lv_tensor_free(ctx, &b);
+    lv_tensor_free(ctx, &c);
+    ts_ctx_done(ctx);
+}
+
 Test(engine, zero_and_copy_in_stream) {
     lv_ctx *ctx = ts_ctx();
     int64_t shape[1] = {256};

@@ -61,6 +61,9 @@ typedef struct lv_ctx_options {
     int profile;                 /* -1: LONGVK_PROFILE=1 turns it on; 0 off; 1 on */
     uint64_t max_binding_bytes;  /* 0: the device's maxStorageBufferRange; smaller values
                                     (or LONGVK_MAX_BINDING) exercise the splitting paths */
+    uint64_t max_texel_bytes;    /* 0: maxTexelBufferElements x 16 bytes, the reach of the
+                                    texel bindings into a memory block; smaller values
+                                    exercise the error for tensors past it */
 } lv_ctx_options;
 
 void lv_ctx_options_default(lv_ctx_options *opt);

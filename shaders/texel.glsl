@@ -1,0 +1,11 @@
+// Read-only tensors bound as uniform texel buffers (ops.def binding kind 't'): the whole
+// memory block seen as R32G32B32A32_UINT texels, the tensor's element offset counting from
+// the block's start. 32-bit element e is component e & 3 of texel e >> 2; with a 4-aligned
+// offset, four consecutive elements are one texel. On lavapipe a texel fetch is one vector
+// gather, where a storage-buffer load is a serial loop over the subgroup's lanes.
+
+uint lv_texel_u32(usamplerBuffer t, uint e) { return texelFetch(t, int(e >> 2))[e & 3u]; }
+float lv_texel_f32(usamplerBuffer t, uint e) { return uintBitsToFloat(lv_texel_u32(t, e)); }
+// the four 32-bit elements 4 q .. 4 q + 3
+uvec4 lv_texel_u32x4(usamplerBuffer t, uint q) { return texelFetch(t, int(q)); }
+vec4 lv_texel_f32x4(usamplerBuffer t, uint q) { return uintBitsToFloat(texelFetch(t, int(q))); }
