@@ -235,6 +235,7 @@ void lv_ctx_options_default(lv_ctx_options *opt) {
     opt->profile = -1;
     opt->max_binding_bytes = 0;
     opt->max_texel_bytes = 0;
+    opt->cpu_threads = -1;
 }
 
 static lv_status pick_device(lv_ctx *ctx, int requested) {
@@ -332,8 +333,18 @@ lv_status lv_ctx_create(const lv_ctx_options *opt_in, lv_ctx **out) {
     ctx->validation = opt.validation < 0 ? env_flag("LONGVK_VALIDATE") : opt.validation != 0;
     ctx->profile = opt.profile < 0 ? env_flag("LONGVK_PROFILE") : opt.profile != 0;
 
+    /* lavapipe sizes its compute thread pool from LP_NUM_THREADS when the instance
+     * enumerates its devices; set it for that moment only, so that other contexts of the
+     * process keep their own choice (the user's LP_NUM_THREADS wins) */
+    bool threads_set = false;
+    if (opt.cpu_threads >= 0 && !getenv("LP_NUM_THREADS")) {
+        char n[16];
+        snprintf(n, sizeof n, "%d", opt.cpu_threads);
+        threads_set = setenv("LP_NUM_THREADS", n, 1) == 0;
+    }
     lv_status s = create_instance(ctx->validation, ctx, &ctx->instance);
     if (s == LV_OK) s = pick_device(ctx, device_index);
+    if (threads_set) unsetenv("LP_NUM_THREADS");
     if (s == LV_OK) s = create_device(ctx);
     if (s == LV_OK) {
         ctx->max_binding = ctx->info.max_storage_buffer_range;

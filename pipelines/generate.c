@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "generate_internal.h"
 #include "longvk/dit.h"
@@ -24,6 +25,8 @@ void lv_generate_options_default(lv_generate_options *opt) {
     opt->block_frames = 0;
     opt->cached_blocks = LV_GEN_MODEL_DEFAULT;
     opt->device_index = -1;
+    opt->cpu_threads = LV_GEN_CPU_THREADS_AUTO;
+    opt->parallel_cfg = -1;
     lv_encoder_options_default(&opt->encoder);
 }
 
@@ -94,6 +97,7 @@ typedef struct gen_run {
     float *y, *mask;         /* [2, L, caption] and [2, L]: prompt, negative prompt */
     lv_ctx *ctx;
     lv_dit *dit;
+    lv_dit_twin *twin;       /* CFG's unconditional passes on a second context, or NULL */
     lv_encoder *enc;
     lv_weights *vae_weights;
     lv_vae_decoder *vae;
@@ -330,6 +334,7 @@ static lv_status close_output(gen_run *r, lv_status s) {
 static void run_free(gen_run *r) {
     if (r->vae) lv_vae_decoder_destroy(r->ctx, r->vae);
     lv_weights_close(r->vae_weights);
+    lv_dit_twin_destroy(r->twin);
     if (r->dit) lv_dit_destroy(r->ctx, r->dit);
     if (r->ctx) lv_ctx_destroy(r->ctx);
     lv_gen_model_close(&r->m);
@@ -339,6 +344,44 @@ static void run_free(gen_run *r) {
     free(r->last_frame);
     free(r->big);
     free(r->latents);
+}
+
+/* The CFG twin pays when the unconditional passes can run on a core of their own: a CPU
+ * device whose kernels run inline on lavapipe's queue thread (cpu_threads 0), two cores
+ * or more, block-by-block sampling with some CFG. Elsewhere it only doubles the memory. */
+static bool use_twin(const gen_run *r, int cpu_threads) {
+    if (r->o.parallel_cfg == 0 || !r->uncond || r->o.sampler != LV_GEN_LONGSANA) return false;
+    if (r->o.parallel_cfg == 1) return true;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpu_threads == 0 && cores >= 2 && lv_ctx_device(r->ctx)->type == LV_DEVICE_CPU;
+}
+
+static lv_status twin_open(gen_run *r, const lv_ctx_options *copt, const lv_dit_options *dopt) {
+    const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
+    LV_TRY(lv_dit_twin_create(copt, r->m.file, dopt, &r->twin));
+    lv_ctx *ctx = lv_dit_twin_ctx(r->twin);
+    lv_dit *dit = lv_dit_twin_dit(r->twin);
+    LV_TRY(lv_dit_set_text(ctx, dit, 0, r->y, r->text_len, r->mask));
+    return lv_dit_set_text(ctx, dit, 1, r->y + (size_t)r->text_len * cfg->caption_channels, r->text_len,
+                           r->mask + r->text_len);
+}
+
+/* After a resume the twin starts from the dit's state. */
+static lv_status twin_copy_state(gen_run *r, int64_t chunks) {
+    if (!lv_dit_carries_state(r->dit) || chunks == 0) return LV_OK;
+    float *data = NULL;
+    int64_t count = 0;
+    const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
+    lv_status s = lv_dit_state_save(r->ctx, r->dit, &data, &count);
+    if (s == LV_OK)
+        s = lv_dit_state_load(lv_dit_twin_ctx(r->twin), lv_dit_twin_dit(r->twin), data, count, chunks,
+                              (int64_t)(r->grid_h / cfg->patch[1]) * (r->grid_w / cfg->patch[2]));
+    free(data);
+    return s;
+}
+
+int lv_generate_auto_cpu_threads(int64_t tokens_per_block, int hidden) {
+    return (double)tokens_per_block * hidden * hidden <= (double)(1 << 24) ? 0 : -1;
 }
 
 lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback progress,
@@ -358,6 +401,12 @@ lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback pr
     lv_ctx_options copt;
     lv_ctx_options_default(&copt);
     copt.device_index = o->device_index;
+    copt.cpu_threads = o->cpu_threads;
+    if (s == LV_OK && o->cpu_threads == LV_GEN_CPU_THREADS_AUTO) {
+        int64_t tokens = (int64_t)((o->block_frames + cfg->patch[0] - 1) / cfg->patch[0]) *
+                         (r.grid_h / cfg->patch[1]) * (r.grid_w / cfg->patch[2]);
+        copt.cpu_threads = lv_generate_auto_cpu_threads(tokens, cfg->hidden);
+    }
     if (s == LV_OK) s = lv_ctx_create(&copt, &r.ctx);
     lv_dit_options dopt = {.cached_blocks = o->cached_blocks};
     if (s == LV_OK) s = lv_dit_create(r.ctx, r.m.file, &dopt, &r.dit);
@@ -365,6 +414,7 @@ lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback pr
     if (s == LV_OK && r.uncond)
         s = lv_dit_set_text(r.ctx, r.dit, 1, r.y + (size_t)r.text_len * cfg->caption_channels, r.text_len,
                             r.mask + r.text_len);
+    if (s == LV_OK && use_twin(&r, copt.cpu_threads)) s = twin_open(&r, &copt, &dopt);
 
     int chunks = lv_generate_chunk_count(r.units, o->block_frames);
     int first_chunk = 0;
@@ -375,6 +425,7 @@ lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback pr
     if (s == LV_OK && o->resume) {
         lv_gen_resume resume;
         s = lv_gen_resume_load(r.ctx, r.dit, state_path, o, &r.m, &resume, r.last_frame, r.frame_values);
+        if (s == LV_OK && r.twin) s = twin_copy_state(&r, resume.chunks_done);
         first_chunk = resume.chunks_done;
         done_units = resume.frames_done;
         r.frames_done = resume.frames_done;
@@ -411,7 +462,8 @@ lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback pr
         lv_chunk_options chunk_opt = {.timesteps = rec->timesteps, .steps = rec->steps, .seed = o->seed,
                                       .cfg_scale = rec->cfg_scale, .sampler = rec->sampler,
                                       .cfg_last_steps = rec->cfg_last_steps,
-                                      .warm = rec->warm_start ? r.last_frame : NULL};
+                                      .warm = rec->warm_start ? r.last_frame : NULL,
+                                      .twin = r.twin};
         s = lv_longsana_chunk(r.ctx, r.dit, &chunk_opt, c, (int)done_units, n, r.grid_h, r.grid_w, r.x0);
         if (s == LV_OK) keep_last_frame(&r, n);
         if (s == LV_OK) s = emit_chunk(&r, (int)done_units, n);

@@ -38,12 +38,17 @@ lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *op
     for (int k = 0; s == LV_OK && k < opt->steps; k++) {
         double sig = opt->timesteps[k] / 1000.0;
         for (int f = 0; f < frames; f++) ts[f] = opt->timesteps[k];
-        pass.text_slot = 0;
         bool cfg_here = cfg_on && (opt->cfg_last_steps <= 0 || k >= opt->steps - opt->cfg_last_steps);
+        lv_dit_pass uncond = pass;
+        uncond.text_slot = 1;
+        if (cfg_here && opt->twin) lv_dit_twin_start(opt->twin, &uncond, vu); /* reads x, ts */
+        pass.text_slot = 0;
         s = lv_dit_forward(ctx, dit, &pass, v);
-        if (s == LV_OK && cfg_here) {
-            pass.text_slot = 1;
-            s = lv_dit_forward(ctx, dit, &pass, vu);
+        if (cfg_here && opt->twin) {
+            lv_status st = lv_dit_twin_wait(opt->twin);
+            if (s == LV_OK) s = st;
+        } else if (s == LV_OK && cfg_here) {
+            s = lv_dit_forward(ctx, dit, &uncond, vu);
         }
         if (s != LV_OK) break;
         if (cfg_here)
@@ -63,7 +68,12 @@ lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *op
         pass.x = x0;
         pass.text_slot = 0;
         pass.commit = true;
+        if (opt->twin) lv_dit_twin_start(opt->twin, &pass, NULL); /* its state follows */
         s = lv_dit_forward(ctx, dit, &pass, NULL); /* the state is what it is for */
+        if (opt->twin) {
+            lv_status st = lv_dit_twin_wait(opt->twin);
+            if (s == LV_OK) s = st;
+        }
     }
     free(x);
     free(v);

@@ -1,5 +1,6 @@
 /* `longvk generate` with the embedded default model: frame count, determinism, an
- * interrupted run that still plays, and resume == an uninterrupted run (bit-exact, ffv1). */
+ * interrupted run that still plays, and resume == an uninterrupted run (bit-exact, ffv1);
+ * CFG's unconditional passes on a twin context (--parallel-cfg) change nothing. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,9 +72,11 @@ Test(generate, frame_count_determinism_and_resume, .timeout = 600) {
     stop_after none = {0};
 
     options(&o, a, frames);
+    o.parallel_cfg = 0; /* every pass on one context */
     cr_assert_eq(lv_generate(&o, on_progress, NULL, &none, NULL), LV_OK, "%s", lv_last_error());
     cr_assert_eq(none.seen, 3);
     options(&o, b, frames);
+    o.parallel_cfg = 1; /* the unconditional passes on the twin, which mirrors the state */
     cr_assert_eq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_OK, "%s", lv_last_error());
 
     int64_t na, nb;
@@ -83,11 +86,13 @@ Test(generate, frame_count_determinism_and_resume, .timeout = 600) {
     cr_assert_eq(nb, frames);
     cr_assert_eq(w, 32);
     cr_assert_eq(h, 32);
-    cr_assert(memcmp(fa, fb, (size_t)frames * w * h * 3) == 0, "same seed, same device: identical frames");
+    cr_assert(memcmp(fa, fb, (size_t)frames * w * h * 3) == 0,
+              "same seed, same device, with or without the CFG twin: identical frames");
 
     /* interrupted after the second block: the file plays and holds both blocks */
     stop_after two = {.blocks = 2};
     options(&o, c, frames);
+    o.parallel_cfg = 1;
     lv_status s = lv_generate(&o, on_progress, NULL, &two, &two.flag);
     cr_assert_eq(s, LV_ERR_INTERRUPTED, "%s", lv_last_error());
     int64_t nc;
@@ -96,8 +101,10 @@ Test(generate, frame_count_determinism_and_resume, .timeout = 600) {
     cr_assert(memcmp(fa, fc, (size_t)nc * w * h * 3) == 0);
     free(fc);
 
-    /* resumed: the same frames as the uninterrupted run */
+    /* resumed (the twin starts from the resumed state): the same frames as the
+     * uninterrupted run */
     options(&o, c, frames);
+    o.parallel_cfg = 1;
     o.resume = true;
     cr_assert_eq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_OK, "%s", lv_last_error());
     fc = decode_all(c, &nc, &w, &h);

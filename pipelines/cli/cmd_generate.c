@@ -85,6 +85,15 @@ static void usage(FILE *out) {
             "  --resume                   continue an interrupted run (same options) from\n"
             "                             OUT.longvk-state\n"
             "  --device N                 Vulkan device (see `longvk devices`)\n"
+            "  --cpu-threads N            CPU device (lavapipe) only: worker threads; 0 runs every\n"
+            "                             kernel on lavapipe's own thread (default: 0 for small\n"
+            "                             models such as the embedded one, whose kernels are\n"
+            "                             shorter than a hand-off to workers; else one per core).\n"
+            "                             LP_NUM_THREADS, when set, wins\n"
+            "  --parallel-cfg on|off      run CFG's unconditional passes on a second context and\n"
+            "                             thread, beside the conditional ones (default: on for a\n"
+            "                             CPU device with 2+ cores running kernels inline, see\n"
+            "                             --cpu-threads); the frames are the same either way\n"
             "  -q, --quiet                no progress on stderr\n"
             "  -o, --output FILE          .mp4, .mkv or .webm (required)\n",
             c.fps, c.width, c.height, 8 * c.width, 8 * c.height, c.later_blocks.steps, fb->steps,
@@ -202,6 +211,15 @@ int cmd_generate(int argc, char **argv) {
         }
         else if (!strcmp(a, "--crf")) { if (!cli_parse_int(a, val, 0, 63, &v)) return 2; o.encoder.crf = (int)v; }
         else if (!strcmp(a, "--device")) { if (!cli_parse_int(a, val, 0, 64, &v)) return 2; o.device_index = (int)v; }
+        else if (!strcmp(a, "--cpu-threads")) { if (!cli_parse_int(a, val, 0, 1024, &v)) return 2; o.cpu_threads = (int)v; }
+        else if (!strcmp(a, "--parallel-cfg")) {
+            if (!strcmp(val, "on")) o.parallel_cfg = 1;
+            else if (!strcmp(val, "off")) o.parallel_cfg = 0;
+            else {
+                fprintf(stderr, "longvk generate: --parallel-cfg '%s': on or off\n", val);
+                return 2;
+            }
+        }
         else {
             fprintf(stderr, "longvk generate: unknown option '%s' (see --help)\n", a);
             return 2;

@@ -64,6 +64,12 @@ typedef struct lv_ctx_options {
     uint64_t max_texel_bytes;    /* 0: maxTexelBufferElements x 16 bytes, the reach of the
                                     texel bindings into a memory block; smaller values
                                     exercise the error for tensors past it */
+    int cpu_threads;             /* CPU devices (lavapipe) only. -1: lavapipe's choice (one
+                                    worker per core, or LP_NUM_THREADS); 0: every dispatch
+                                    runs on lavapipe's queue thread, no hand-off to workers
+                                    (~6 us a dispatch instead of ~50 here: faster for small
+                                    models); N > 0: N workers. A LP_NUM_THREADS set by the
+                                    user wins. */
 } lv_ctx_options;
 
 void lv_ctx_options_default(lv_ctx_options *opt);

@@ -127,7 +127,20 @@ typedef struct lv_generate_options {
     const char *state_path;       /* resume file (NULL: OUTPUT.longvk-state) */
     bool resume;                  /* continue from state_path */
     int device_index;             /* -1: automatic */
+    int cpu_threads;              /* CPU devices (lavapipe): as lv_ctx_options.cpu_threads;
+                                     LV_GEN_CPU_THREADS_AUTO: lv_generate_auto_cpu_threads */
+    int parallel_cfg;             /* CFG's unconditional passes on a second context and
+                                     thread (lv_dit_twin): 1 on, 0 off, -1 auto: on for a CPU
+                                     device running kernels inline (cpu_threads 0) with 2+
+                                     cores. Same frames either way. */
 } lv_generate_options;
+
+#define LV_GEN_CPU_THREADS_AUTO (-2)
+/* The automatic choice: 0 (every dispatch on lavapipe's queue thread) when a block's
+ * kernels are small, tokens x hidden^2 <= 2^24 (the default model: 128 x 96^2 = 2^20.2,
+ * whose dispatches take less time than lavapipe hands work to its workers and back in),
+ * else -1 (lavapipe's thread pool, one worker per core). */
+int lv_generate_auto_cpu_threads(int64_t tokens_per_block, int hidden);
 
 void lv_generate_options_default(lv_generate_options *opt);
 

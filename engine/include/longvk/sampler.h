@@ -55,6 +55,24 @@ lv_status lv_sample_clip(lv_ctx *ctx, lv_dit *dit, const lv_clip_options *opt, i
  * and a start from the previous chunk's last frame (warm), see assets/default-model/RECIPE.md. */
 typedef enum lv_chunk_sampler { LV_CHUNK_RENOISE = 0, LV_CHUNK_EULER } lv_chunk_sampler;
 
+/* A twin of a dit on a second context and thread (pipelines/dit_twin.c): the same model,
+ * texts and carried state, for CFG's unconditional passes, which then run beside the
+ * conditional ones (two cores for a CPU device whose kernels run inline, cpu_threads 0).
+ * The twin makes every write pass too, so its state stays equal to the dit's: the frames
+ * are the same to the bit as without it. */
+typedef struct lv_dit_twin lv_dit_twin;
+lv_status lv_dit_twin_create(const lv_ctx_options *copt, const lv_sana_file *file,
+                             const lv_dit_options *dopt, lv_dit_twin **out);
+void lv_dit_twin_destroy(lv_dit_twin *twin);
+/* Its context and dit, for lv_dit_set_text and lv_dit_state_load (not while a pass runs). */
+lv_ctx *lv_dit_twin_ctx(lv_dit_twin *twin);
+lv_dit *lv_dit_twin_dit(lv_dit_twin *twin);
+/* Starts lv_dit_forward on the twin's thread; *pass and what it points to, and out, must
+ * stay unchanged until lv_dit_twin_wait, which returns that forward's status (its error
+ * message becomes this thread's). One pass at a time. */
+void lv_dit_twin_start(lv_dit_twin *twin, const lv_dit_pass *pass, float *out);
+lv_status lv_dit_twin_wait(lv_dit_twin *twin);
+
 typedef struct lv_chunk_options {
     const float *timesteps;
     int steps;
@@ -69,6 +87,8 @@ typedef struct lv_chunk_options {
     const float *warm;      /* optional: the previous chunk's last frame [C, H, W]; the
                                first step then starts from x = (1 - s_0) warm + s_0 noise
                                (every frame) instead of noise alone ("warm start") */
+    lv_dit_twin *twin;      /* optional: runs the unconditional passes in parallel and
+                               mirrors the write pass (lv_dit_twin_create) */
 } lv_chunk_options;
 
 lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *opt,
