@@ -189,6 +189,7 @@ static void describe_device(VkPhysicalDevice pd, int index, lv_device_info *info
     info->subgroup_size = subgroup.subgroupSize;
     info->fp16 = f16.shaderFloat16 ? 1 : 0;
     info->max_storage_buffer_range = props.properties.limits.maxStorageBufferRange;
+    info->max_texel_buffer_bytes = (uint64_t)props.properties.limits.maxTexelBufferElements * 16;
     info->max_allocation_bytes = maint3.maxMemoryAllocationSize;
     info->max_workgroup_invocations = props.properties.limits.maxComputeWorkGroupInvocations;
     info->max_shared_memory_bytes = props.properties.limits.maxComputeSharedMemorySize;

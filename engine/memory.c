@@ -237,6 +237,10 @@ lv_status lv_alloc_create(lv_ctx *ctx, uint64_t size, lv_alloc **out) {
         if (block_take(b, size, align, &offset)) block = b;
     if (!block) {
         uint64_t bsize = size > LV_BLOCK_SIZE ? size : LV_BLOCK_SIZE;
+        /* smaller blocks where texel buffers reach less far, so that only a tensor larger
+         * than that reach can lie beyond it */
+        uint64_t texel_reach = ctx->max_texel_bytes / align * align;
+        if (bsize > texel_reach && size <= texel_reach) bsize = texel_reach;
         if (bsize > max_alloc) bsize = max_alloc;
         lv_status s = block_create(ctx, bsize, &block);
         if (s != LV_OK) {

@@ -61,29 +61,61 @@ Test(engine, fill_splits_over_binding_limit) {
     ts_ctx_done(ctx);
 }
 
-/* Read-only operands are texel bindings (ops.def): a tensor past the reach of the block's
- * texel view is an error that names the limit, not a wrong read. */
-Test(engine, texel_binding_past_the_view_is_an_error) {
+/* Read-only operands are texel bindings (ops.def), which reach max_texel_bytes into a
+ * memory block: blocks are made no larger than that, and only a tensor larger than the
+ * reach is an error, one that names the limit. */
+Test(engine, texel_binding_reach) {
     lv_ctx_options opt;
     lv_ctx_options_default(&opt);
     opt.validation = 1;
     opt.max_texel_bytes = 4096;
     lv_ctx *ctx;
     cr_assert_eq(lv_ctx_create(&opt, &ctx), LV_OK, "%s", lv_last_error());
-    int64_t shape[1] = {512}; /* 2 KiB each: a and b inside the view, c past it */
-    lv_tensor a = ts_empty(ctx, 1, shape), b = ts_empty(ctx, 1, shape), c = ts_empty(ctx, 1, shape);
+    int64_t small[1] = {512}, big[1] = {2048}; /* 2 KiB: within the reach; 8 KiB: past it */
+    lv_tensor a = ts_empty(ctx, 1, small), b = ts_empty(ctx, 1, small), c = ts_empty(ctx, 1, small);
+    lv_tensor d = ts_empty(ctx, 1, big), e = ts_empty(ctx, 1, big);
     cr_assert_eq(lv_op_fill(ctx, &a, 2.0f), LV_OK, "%s", lv_last_error());
-    cr_assert_eq(lv_op_fill(ctx, &c, 1.0f), LV_OK, "%s", lv_last_error());
-    cr_assert_eq(lv_op_silu(ctx, &b, &a), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_op_fill(ctx, &c, -1.0f), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_op_add(ctx, &b, &a, &c), LV_OK, "%s", lv_last_error()); /* c: a second block */
     float *x = ts_read(ctx, &b);
-    for (int i = 0; i < 512; i++) cr_assert_float_eq(x[i], 2.0f / (1.0f + expf(-2.0f)), 1e-6f, "at %d", i);
+    for (int i = 0; i < 512; i++) cr_assert_eq(x[i], 1.0f, "at %d", i);
     free(x);
-    cr_assert_eq(lv_op_silu(ctx, &b, &c), LV_ERR_LIMIT);
+    cr_assert_eq(lv_op_fill(ctx, &d, 1.0f), LV_OK, "%s", lv_last_error()); /* written: storage */
+    cr_assert_eq(lv_op_silu(ctx, &e, &d), LV_ERR_LIMIT);
     cr_assert(strstr(lv_last_error(), "maxTexelBufferElements") != NULL, "%s", lv_last_error());
     lv_tensor_free(ctx, &a);
     lv_tensor_free(ctx, &b);
     lv_tensor_free(ctx, &c);
+    lv_tensor_free(ctx, &d);
+    lv_tensor_free(ctx, &e);
     ts_ctx_done(ctx);
+}
+
+/* cpu_threads sets lavapipe's LP_NUM_THREADS for the context's instance only, and the
+ * kernels compute the same either way. */
+Test(engine, cpu_threads_is_per_context) {
+    if (getenv("LP_NUM_THREADS")) cr_skip_test("LP_NUM_THREADS is set: the user's choice wins");
+    float out[2][64];
+    for (int k = 0; k < 2; k++) {
+        lv_ctx_options opt;
+        lv_ctx_options_default(&opt);
+        opt.validation = 1;
+        opt.cpu_threads = k == 0 ? 0 : -1;
+        lv_ctx *ctx;
+        cr_assert_eq(lv_ctx_create(&opt, &ctx), LV_OK, "%s", lv_last_error());
+        cr_assert_null(getenv("LP_NUM_THREADS"), "the variable is restored after creation");
+        int64_t shape[1] = {64};
+        lv_tensor a = ts_empty(ctx, 1, shape), b = ts_empty(ctx, 1, shape);
+        float in[64];
+        for (int i = 0; i < 64; i++) in[i] = (float)i / 8 - 4;
+        cr_assert_eq(lv_tensor_write(ctx, &a, in, sizeof in), LV_OK, "%s", lv_last_error());
+        cr_assert_eq(lv_op_gelu_tanh(ctx, &b, &a), LV_OK, "%s", lv_last_error());
+        cr_assert_eq(lv_tensor_read(ctx, &b, out[k], sizeof out[k]), LV_OK, "%s", lv_last_error());
+        lv_tensor_free(ctx, &a);
+        lv_tensor_free(ctx, &b);
+        ts_ctx_done(ctx);
+    }
+    cr_assert(memcmp(out[0], out[1], sizeof out[0]) == 0);
 }
 
 Test(engine, zero_and_copy_in_stream) {

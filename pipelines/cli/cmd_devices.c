@@ -9,9 +9,10 @@ int cmd_devices(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             printf("usage: longvk devices\n\nLists every Vulkan device with its index (for --device N or\n"
-                   "LONGVK_DEVICE=N), type, driver, memory, subgroup size, fp16 support and\n"
-                   "maxStorageBufferRange. The default choice is marked with '*':\n"
-                   "discrete > integrated > virtual > CPU.\n");
+                   "LONGVK_DEVICE=N), type, driver, memory, subgroup size, fp16 support,\n"
+                   "maxStorageBufferRange and the reach of texel buffers (maxTexelBufferElements x 16\n"
+                   "bytes; kernels read their inputs through them). The default choice is marked\n"
+                   "with '*': discrete > integrated > virtual > CPU.\n");
             return 0;
         }
         fprintf(stderr, "longvk devices: unknown option '%s'\n", argv[i]);
@@ -29,9 +30,10 @@ int cmd_devices(int argc, char **argv) {
         printf("%c %d: %s\n", i == best ? '*' : ' ', d->index, d->name);
         printf("     type %s, driver %s\n", lv_device_type_name(d->type), d->driver);
         printf("     memory %.1f GiB, subgroup %u, fp16 %s, maxStorageBufferRange %llu MiB, "
-               "maxMemoryAllocationSize %llu MiB\n",
+               "texel buffers %llu MiB, maxMemoryAllocationSize %llu MiB\n",
                (double)d->device_local_bytes / (1 << 30), d->subgroup_size, d->fp16 ? "yes" : "no",
                (unsigned long long)(d->max_storage_buffer_range >> 20),
+               (unsigned long long)(d->max_texel_buffer_bytes >> 20),
                (unsigned long long)(d->max_allocation_bytes >> 20));
     }
     return 0;

@@ -39,6 +39,8 @@ typedef struct lv_device_info {
     uint32_t subgroup_size;
     int fp16;                       /* shaderFloat16 supported */
     uint64_t max_storage_buffer_range;
+    uint64_t max_texel_buffer_bytes; /* maxTexelBufferElements x 16: how far into a memory
+                                        block the kernels' texel bindings reach */
     uint64_t max_allocation_bytes;  /* maxMemoryAllocationSize */
     uint32_t max_workgroup_invocations;
     uint32_t max_shared_memory_bytes;
