@@ -13,6 +13,7 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
 #include "push_flash_attention.h"
+#include "texel.glsl"
 
 layout(local_size_x = 8) in;
 layout(constant_id = 0) const uint DPL = 4; // dimensions per lane: ceil(d / 8)
@@ -20,9 +21,9 @@ layout(constant_id = 1) const uint QB = 1;  // queries per workgroup
 layout(constant_id = 2) const uint KT = 8;  // keys per tile
 
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
-layout(std430, binding = 1) readonly buffer Q { float q_data[]; };
-layout(std430, binding = 2) readonly buffer K { float k_data[]; };
-layout(std430, binding = 3) readonly buffer V { float v_data[]; };
+layout(binding = 1) uniform usamplerBuffer QTEX;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform usamplerBuffer KTEX;
+layout(binding = 3) uniform usamplerBuffer VTEX;
 
 const float NEG_INF = -1.0 / 0.0;
 
@@ -35,7 +36,7 @@ void main() {
         uint row = min(q0 + b, pc.nq - 1u);
         [[unroll]] for (uint t = 0; t < DPL; t++) {
             uint d = t * 8u + lane;
-            qv[b * DPL + t] = d < D ? q_data[pc.q_offset + row * D + d] * pc.scale : 0.0;
+            qv[b * DPL + t] = d < D ? lv_texel_f32(QTEX, pc.q_offset + row * D + d) * pc.scale : 0.0;
             ov[b * DPL + t] = 0.0;
         }
         m[b] = NEG_INF;
@@ -49,7 +50,7 @@ void main() {
             float kv[DPL];
             [[unroll]] for (uint t = 0; t < DPL; t++) {
                 uint d = t * 8u + lane;
-                kv[t] = d < D ? k_data[pc.k_offset + j * D + d] : 0.0;
+                kv[t] = d < D ? lv_texel_f32(KTEX, pc.k_offset + j * D + d) : 0.0;
             }
             [[unroll]] for (uint b = 0; b < QB; b++) {
                 float part = 0.0;
@@ -78,7 +79,7 @@ void main() {
             uint j = j0 + jj;
             [[unroll]] for (uint t = 0; t < DPL; t++) {
                 uint d = t * 8u + lane;
-                float vv = d < D ? v_data[pc.v_offset + j * D + d] : 0.0;
+                float vv = d < D ? lv_texel_f32(VTEX, pc.v_offset + j * D + d) : 0.0;
                 [[unroll]] for (uint b = 0; b < QB; b++)
                     ov[b * DPL + t] = fma(s[b * KT + jj], vv, ov[b * DPL + t]);
             }

@@ -20,6 +20,7 @@
 #extension GL_KHR_shader_subgroup_ballot : require
 #include "common.glsl"
 #include "push_vae_conv.h"
+#include "texel.glsl"
 
 layout(local_size_x = 8) in;
 layout(constant_id = 0) const uint TR = 1;  // output rows per workgroup
@@ -32,16 +33,12 @@ layout(constant_id = 4) const uint VEC = 1; // 1: channels in vec4 units (the ho
 // out is also read when the residual binding aliases it (in place): each element is
 // read and then written by the same invocation.
 layout(std430, binding = 0) buffer Out { float out_data[]; };
-layout(std430, binding = 1) readonly buffer In0 { float in0[]; };
-layout(std430, binding = 1) readonly buffer In0v { vec4 in0v[]; };
-layout(std430, binding = 2) readonly buffer In1 { float in1[]; };
-layout(std430, binding = 2) readonly buffer In1v { vec4 in1v[]; };
-layout(std430, binding = 3) readonly buffer In2 { float in2[]; };
-layout(std430, binding = 3) readonly buffer In2v { vec4 in2v[]; };
-layout(std430, binding = 4) readonly buffer Wt { float w_data[]; };
-layout(std430, binding = 4) readonly buffer Wtv { vec4 w_vec[]; };
-layout(std430, binding = 5) readonly buffer Bias { float bias_data[]; };
-layout(std430, binding = 6) readonly buffer Res { float res_data[]; };
+layout(binding = 1) uniform usamplerBuffer IN0;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform usamplerBuffer IN1;
+layout(binding = 3) uniform usamplerBuffer IN2;
+layout(binding = 4) uniform usamplerBuffer WT;
+layout(binding = 5) uniform usamplerBuffer BIAS;
+layout(binding = 6) uniform usamplerBuffer RES;
 
 const uint L = 8u;
 
@@ -49,14 +46,14 @@ const uint L = 8u;
 vec4 load_src(uint f, uint idx) {
     if (VEC != 0u) {
         uint q = idx >> 2;
-        return f == 0u ? in0v[q] : (f == 1u ? in1v[q] : in2v[q]);
+        return f == 0u ? lv_texel_f32x4(IN0, q) : (f == 1u ? lv_texel_f32x4(IN1, q) : lv_texel_f32x4(IN2, q));
     }
-    return vec4(f == 0u ? in0[idx] : (f == 1u ? in1[idx] : in2[idx]), 0.0, 0.0, 0.0);
+    return vec4(f == 0u ? lv_texel_f32(IN0, idx) : (f == 1u ? lv_texel_f32(IN1, idx) : lv_texel_f32(IN2, idx)), 0.0, 0.0, 0.0);
 }
 
 vec4 load_w(uint idx) {
-    if (VEC != 0u) return w_vec[idx >> 2];
-    return vec4(w_data[idx], 0.0, 0.0, 0.0);
+    if (VEC != 0u) return lv_texel_f32x4(WT, idx >> 2);
+    return vec4(lv_texel_f32(WT, idx), 0.0, 0.0, 0.0);
 }
 
 void main() {
@@ -133,7 +130,7 @@ void main() {
     [[unroll]] for (uint j = 0; j < TN; j++) {
         uint n = n0 + j * L + lane;
         if (n >= pc.co) continue;
-        float b = has_bias ? bias_data[pc.bias_off + n] : 0.0;
+        float b = has_bias ? lv_texel_f32(BIAS, pc.bias_off + n) : 0.0;
         [[unroll]] for (uint r = 0; r < TR; r++) {
             uint row = r0 + r;
             if (row >= pc.rows) continue;
@@ -142,7 +139,7 @@ void main() {
                 if (x >= OW) continue;
                 uint idx = (row * OW + x) * pc.co + n;
                 float v = acc[(r * L + l) * TN + j] + b;
-                if (has_res) v += res_data[pc.res_off + idx];
+                if (has_res) v += lv_texel_f32(RES, pc.res_off + idx);
                 out_data[pc.out_off + idx] = v;
             }
         }

@@ -5,10 +5,11 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "push_vae_resample.h"
+#include "texel.glsl"
 
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
-layout(std430, binding = 1) readonly buffer In { float in_data[]; };
+layout(binding = 1) uniform usamplerBuffer IN;  // texel bindings (ops.def kind 't')
 
 void main() {
     uint i = gl_GlobalInvocationID.x;
@@ -22,5 +23,5 @@ void main() {
         src = (((y >> 1) - pc.in_row0) * pc.in_w + (x >> 1)) * pc.in_channels + c;
     else
         src = ((y - pc.in_row0) * pc.in_w + x) * pc.in_channels + pc.half_sel * C + c;
-    out_data[pc.out_offset + row * pc.out_w * C + i] = in_data[pc.in_offset + src];
+    out_data[pc.out_offset + row * pc.out_w * C + i] = lv_texel_f32(IN, pc.in_offset + src);
 }

@@ -7,6 +7,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "push_vae_rmsnorm.h"
+#include "texel.glsl"
 #include "row_reduce.glsl"
 
 layout(constant_id = 2) const uint VEC4 = 0;
@@ -14,17 +15,15 @@ layout(constant_id = 2) const uint VEC4 = 0;
 // out may be the same range as x: each lane writes only elements it read, after the
 // row's reduction.
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
-layout(std430, binding = 1) readonly buffer X { float x_data[]; };
-layout(std430, binding = 2) readonly buffer G { float g_data[]; };
 layout(std430, binding = 0) writeonly buffer Out4 { vec4 out_data4[]; };
-layout(std430, binding = 1) readonly buffer X4 { vec4 x_data4[]; };
-layout(std430, binding = 2) readonly buffer G4 { vec4 g_data4[]; };
+layout(binding = 1) uniform usamplerBuffer X;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform usamplerBuffer G;
 
 vec4 load_x(uint base, uint u) {
-    return VEC4 != 0u ? x_data4[base / 4u + u] : vec4(x_data[base + u], 0.0, 0.0, 0.0);
+    return VEC4 != 0u ? lv_texel_f32x4(X, base / 4u + u) : vec4(lv_texel_f32(X, base + u), 0.0, 0.0, 0.0);
 }
 vec4 load_g(uint u) {
-    return VEC4 != 0u ? g_data4[pc.g_offset / 4u + u] : vec4(g_data[pc.g_offset + u]);
+    return VEC4 != 0u ? lv_texel_f32x4(G, pc.g_offset / 4u + u) : vec4(lv_texel_f32(G, pc.g_offset + u));
 }
 void store(uint base, uint u, vec4 v) {
     if (VEC4 != 0u) out_data4[base / 4u + u] = v;
