@@ -93,7 +93,8 @@ static void usage(FILE *out) {
             "  --parallel-cfg on|off      run CFG's unconditional passes on a second context and\n"
             "                             thread, beside the conditional ones (default: on for a\n"
             "                             CPU device with 2+ cores running kernels inline, see\n"
-            "                             --cpu-threads); the frames are the same either way\n"
+            "                             --cpu-threads); the frames are the same either way,\n"
+            "                             the model's device memory twice\n"
             "  -q, --quiet                no progress on stderr\n"
             "  -o, --output FILE          .mp4, .mkv or .webm (required)\n",
             c.fps, c.width, c.height, 8 * c.width, 8 * c.height, c.later_blocks.steps, fb->steps,
