@@ -71,7 +71,8 @@ typedef struct lv_ctx_options {
                                     runs on lavapipe's queue thread, no hand-off to workers
                                     (~6 us a dispatch instead of ~50 here: faster for small
                                     models); N > 0: N workers. A LP_NUM_THREADS set by the
-                                    user wins. */
+                                    user wins. Sets the variable while the context is
+                                    created: create such contexts from one thread. */
 } lv_ctx_options;
 
 void lv_ctx_options_default(lv_ctx_options *opt);
