@@ -351,7 +351,7 @@ lv_status lv_ctx_create(const lv_ctx_options *opt_in, lv_ctx **out) {
         ctx->max_binding = ctx->info.max_storage_buffer_range;
         uint64_t override = opt.max_binding_bytes ? opt.max_binding_bytes : env_u64("LONGVK_MAX_BINDING");
         if (override && override < ctx->max_binding) ctx->max_binding = override;
-        ctx->max_texel_bytes = (uint64_t)ctx->limits.maxTexelBufferElements * 16;
+        ctx->max_texel_bytes = ctx->info.max_texel_buffer_bytes;
         if (opt.max_texel_bytes && opt.max_texel_bytes < ctx->max_texel_bytes)
             ctx->max_texel_bytes = opt.max_texel_bytes;
         if (ctx->profile && ctx->info.timestamp_valid_bits == 0) ctx->profile = false;

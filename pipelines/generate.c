@@ -356,14 +356,24 @@ static bool use_twin(const gen_run *r, int cpu_threads) {
     return cpu_threads == 0 && cores >= 2 && lv_ctx_device(r->ctx)->type == LV_DEVICE_CPU;
 }
 
-static lv_status twin_open(gen_run *r, const lv_ctx_options *copt, const lv_dit_options *dopt) {
+/* Tokens a frame of the model's grid makes. */
+static int64_t frame_tokens(const gen_run *r) {
     const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
-    LV_TRY(lv_dit_twin_create(copt, r->m.file, dopt, &r->twin));
-    lv_ctx *ctx = lv_dit_twin_ctx(r->twin);
-    lv_dit *dit = lv_dit_twin_dit(r->twin);
+    return (int64_t)(r->grid_h / cfg->patch[1]) * (r->grid_w / cfg->patch[2]);
+}
+
+/* Text slot 0: the prompt; slot 1, when some block uses CFG: the negative prompt. */
+static lv_status set_texts(const gen_run *r, lv_ctx *ctx, lv_dit *dit) {
+    const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
     LV_TRY(lv_dit_set_text(ctx, dit, 0, r->y, r->text_len, r->mask));
+    if (!r->uncond) return LV_OK;
     return lv_dit_set_text(ctx, dit, 1, r->y + (size_t)r->text_len * cfg->caption_channels, r->text_len,
                            r->mask + r->text_len);
+}
+
+static lv_status twin_open(gen_run *r, const lv_ctx_options *copt, const lv_dit_options *dopt) {
+    LV_TRY(lv_dit_twin_create(copt, r->m.file, dopt, &r->twin));
+    return set_texts(r, lv_dit_twin_ctx(r->twin), lv_dit_twin_dit(r->twin));
 }
 
 /* After a resume the twin starts from the dit's state. */
@@ -371,11 +381,10 @@ static lv_status twin_copy_state(gen_run *r, int64_t chunks) {
     if (!lv_dit_carries_state(r->dit) || chunks == 0) return LV_OK;
     float *data = NULL;
     int64_t count = 0;
-    const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
     lv_status s = lv_dit_state_save(r->ctx, r->dit, &data, &count);
     if (s == LV_OK)
         s = lv_dit_state_load(lv_dit_twin_ctx(r->twin), lv_dit_twin_dit(r->twin), data, count, chunks,
-                              (int64_t)(r->grid_h / cfg->patch[1]) * (r->grid_w / cfg->patch[2]));
+                              frame_tokens(r));
     free(data);
     return s;
 }
@@ -403,17 +412,13 @@ lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback pr
     copt.device_index = o->device_index;
     copt.cpu_threads = o->cpu_threads;
     if (s == LV_OK && o->cpu_threads == LV_GEN_CPU_THREADS_AUTO) {
-        int64_t tokens = (int64_t)((o->block_frames + cfg->patch[0] - 1) / cfg->patch[0]) *
-                         (r.grid_h / cfg->patch[1]) * (r.grid_w / cfg->patch[2]);
+        int64_t tokens = (int64_t)((o->block_frames + cfg->patch[0] - 1) / cfg->patch[0]) * frame_tokens(&r);
         copt.cpu_threads = lv_generate_auto_cpu_threads(tokens, cfg->hidden);
     }
     if (s == LV_OK) s = lv_ctx_create(&copt, &r.ctx);
     lv_dit_options dopt = {.cached_blocks = o->cached_blocks};
     if (s == LV_OK) s = lv_dit_create(r.ctx, r.m.file, &dopt, &r.dit);
-    if (s == LV_OK) s = lv_dit_set_text(r.ctx, r.dit, 0, r.y, r.text_len, r.mask);
-    if (s == LV_OK && r.uncond)
-        s = lv_dit_set_text(r.ctx, r.dit, 1, r.y + (size_t)r.text_len * cfg->caption_channels, r.text_len,
-                            r.mask + r.text_len);
+    if (s == LV_OK) s = set_texts(&r, r.ctx, r.dit);
     if (s == LV_OK && use_twin(&r, copt.cpu_threads)) s = twin_open(&r, &copt, &dopt);
 
     int chunks = lv_generate_chunk_count(r.units, o->block_frames);

@@ -11,6 +11,21 @@ static void draw_noise(const lv_chunk_options *opt, int64_t chunk, int step, flo
     else lv_noise_fill(opt->seed, lv_noise_stream((uint64_t)chunk, (uint64_t)step), out, n);
 }
 
+/* Runs `pass` on the dit and, when `other` is given, `other` too: on the twin beside it when
+ * there is one, else after it on the dit. */
+static lv_status forward_beside(lv_ctx *ctx, lv_dit *dit, lv_dit_twin *twin, const lv_dit_pass *pass,
+                                float *out, const lv_dit_pass *other, float *other_out) {
+    if (other && twin) lv_dit_twin_start(twin, other, other_out);
+    lv_status s = lv_dit_forward(ctx, dit, pass, out);
+    if (other && twin) {
+        lv_status st = lv_dit_twin_wait(twin);
+        if (s == LV_OK) s = st;
+    } else if (other && s == LV_OK) {
+        s = lv_dit_forward(ctx, dit, other, other_out);
+    }
+    return s;
+}
+
 lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *opt,
                             int64_t chunk_index, int frame_offset, int frames, int height,
                             int width, float *x0) {
@@ -39,17 +54,10 @@ lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *op
         double sig = opt->timesteps[k] / 1000.0;
         for (int f = 0; f < frames; f++) ts[f] = opt->timesteps[k];
         bool cfg_here = cfg_on && (opt->cfg_last_steps <= 0 || k >= opt->steps - opt->cfg_last_steps);
+        pass.text_slot = 0;
         lv_dit_pass uncond = pass;
         uncond.text_slot = 1;
-        if (cfg_here && opt->twin) lv_dit_twin_start(opt->twin, &uncond, vu); /* reads x, ts */
-        pass.text_slot = 0;
-        s = lv_dit_forward(ctx, dit, &pass, v);
-        if (cfg_here && opt->twin) {
-            lv_status st = lv_dit_twin_wait(opt->twin);
-            if (s == LV_OK) s = st;
-        } else if (s == LV_OK && cfg_here) {
-            s = lv_dit_forward(ctx, dit, &uncond, vu);
-        }
+        s = forward_beside(ctx, dit, opt->twin, &pass, v, cfg_here ? &uncond : NULL, vu);
         if (s != LV_OK) break;
         if (cfg_here)
             for (size_t j = 0; j < n; j++) v[j] = vu[j] + (float)opt->cfg_scale * (v[j] - vu[j]);
@@ -68,12 +76,8 @@ lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *op
         pass.x = x0;
         pass.text_slot = 0;
         pass.commit = true;
-        if (opt->twin) lv_dit_twin_start(opt->twin, &pass, NULL); /* its state follows */
-        s = lv_dit_forward(ctx, dit, &pass, NULL); /* the state is what it is for */
-        if (opt->twin) {
-            lv_status st = lv_dit_twin_wait(opt->twin);
-            if (s == LV_OK) s = st;
-        }
+        /* no prediction: the state is what it is for; the twin's state follows */
+        s = forward_beside(ctx, dit, opt->twin, &pass, NULL, opt->twin ? &pass : NULL, NULL);
     }
     free(x);
     free(v);
