@@ -395,12 +395,7 @@ static void split_case(lv_ctx *ctx, int64_t C, int64_t off, uint64_t seed) {
 }
 
 Test(elementwise, split_over_small_binding_limit) {
-    lv_ctx_options opt;
-    lv_ctx_options_default(&opt);
-    opt.validation = 1;
-    opt.max_binding_bytes = 1024;
-    lv_ctx *ctx;
-    cr_assert_eq(lv_ctx_create(&opt, &ctx), LV_OK, "%s", lv_last_error());
+    lv_ctx *ctx = ts_ctx_with_binding(1024);
     split_case(ctx, 37, 3, 700);
     split_case(ctx, 36, 4, 710);
 

@@ -45,12 +45,7 @@ Test(engine, write_read_roundtrip_and_views) {
 }
 
 Test(engine, fill_splits_over_binding_limit) {
-    lv_ctx_options opt;
-    lv_ctx_options_default(&opt);
-    opt.validation = 1;
-    opt.max_binding_bytes = 4096; /* force many splits */
-    lv_ctx *ctx;
-    cr_assert_eq(lv_ctx_create(&opt, &ctx), LV_OK, "%s", lv_last_error());
+    lv_ctx *ctx = ts_ctx_with_binding(4096); /* force many splits */
     int64_t shape[1] = {10000};
     lv_tensor t = ts_empty(ctx, 1, shape);
     cr_assert_eq(lv_op_fill(ctx, &t, 1.0f), LV_OK, "%s", lv_last_error());
@@ -67,10 +62,8 @@ Test(engine, fill_splits_over_binding_limit) {
 Test(engine, texel_binding_reach) {
     lv_ctx_options opt;
     lv_ctx_options_default(&opt);
-    opt.validation = 1;
     opt.max_texel_bytes = 4096;
-    lv_ctx *ctx;
-    cr_assert_eq(lv_ctx_create(&opt, &ctx), LV_OK, "%s", lv_last_error());
+    lv_ctx *ctx = ts_ctx_with(opt);
     int64_t small[1] = {512}, big[1] = {2048}; /* 2 KiB: within the reach; 8 KiB: past it */
     lv_tensor a = ts_empty(ctx, 1, small), b = ts_empty(ctx, 1, small), c = ts_empty(ctx, 1, small);
     lv_tensor d = ts_empty(ctx, 1, big), e = ts_empty(ctx, 1, big);
@@ -99,10 +92,8 @@ Test(engine, cpu_threads_is_per_context) {
     for (int k = 0; k < 2; k++) {
         lv_ctx_options opt;
         lv_ctx_options_default(&opt);
-        opt.validation = 1;
         opt.cpu_threads = k == 0 ? 0 : -1;
-        lv_ctx *ctx;
-        cr_assert_eq(lv_ctx_create(&opt, &ctx), LV_OK, "%s", lv_last_error());
+        lv_ctx *ctx = ts_ctx_with(opt);
         cr_assert_null(getenv("LP_NUM_THREADS"), "the variable is restored after creation");
         int64_t shape[1] = {64};
         lv_tensor a = ts_empty(ctx, 1, shape), b = ts_empty(ctx, 1, shape);

@@ -423,20 +423,10 @@ Test(linear_attention, state_size_independent_of_blocks) {
 
 /* ---- tensors above the binding limit --------------------------------------------------- */
 
-static lv_ctx *small_binding_ctx(uint64_t bytes) {
-    lv_ctx_options opt;
-    lv_ctx_options_default(&opt);
-    opt.validation = 1;
-    opt.max_binding_bytes = bytes;
-    lv_ctx *ctx;
-    cr_assert_eq(lv_ctx_create(&opt, &ctx), LV_OK, "%s", lv_last_error());
-    return ctx;
-}
-
 Test(linear_attention, tensors_above_binding_limit_are_split) {
     /* 4 KiB bindings: q, k, v of 200 tokens x 16 floats (12.8 KiB) need 4 runs of tokens;
      * the window ring of 8 slots (4.6 KiB) is summed in two groups */
-    lv_ctx *ctx = small_binding_ctx(4096);
+    lv_ctx *ctx = ts_ctx_with_binding(4096);
     run_opts o = {.heads = 2, .dim = 8, .tokens = 200, .block = 200, .phi = LV_PHI_RELU,
                   .normalize = 1, .eps = 1e-6f, .rule = LV_RULE_ADDITIVE};
     blockwise_vs_masked(ctx, &o, 1, 0, 11);
@@ -449,7 +439,7 @@ Test(linear_attention, tensors_above_binding_limit_are_split) {
 }
 
 Test(linear_attention, too_large_for_one_binding_is_a_clean_error) {
-    lv_ctx *ctx = small_binding_ctx(4096);
+    lv_ctx *ctx = ts_ctx_with_binding(4096);
     /* a state of 16 x 64 x 65 floats cannot be bound at all */
     lv_linattn_config cfg = {.heads = 16, .head_dim = 64, .phi = LV_PHI_RELU, .rule = LV_RULE_ADDITIVE};
     lv_linattn_state *st = NULL;
@@ -508,7 +498,7 @@ Test(linear_attention, gpu_tiles_and_token_splits_vs_reference) {
     blockwise_vs_masked(ctx, &o, 1, 1, seed += 10);
     ts_ctx_done(ctx);
     /* and with runs of tokens over a 4 KiB binding limit */
-    ctx = small_binding_ctx(4096);
+    ctx = ts_ctx_with_binding(4096);
     run_opts big = {.heads = 2, .dim = 8, .tokens = 150, .block = 150, .phi = LV_PHI_ELU1, .normalize = 1,
                     .eps = 1e-6f, .rule = LV_RULE_ADDITIVE};
     blockwise_vs_masked(ctx, &big, 1, 0, seed += 10);

@@ -285,12 +285,7 @@ Test(matmul, unaligned_views) {
 /* With a small binding limit every tensor is split: over M for a / out, over N for w / out,
  * and batches one at a time. */
 Test(matmul, splits_over_binding_limit) {
-    lv_ctx_options opt;
-    lv_ctx_options_default(&opt);
-    opt.validation = 1;
-    opt.max_binding_bytes = 32768;
-    lv_ctx *ctx;
-    cr_assert_eq(lv_ctx_create(&opt, &ctx), LV_OK, "%s", lv_last_error());
+    lv_ctx *ctx = ts_ctx_with_binding(32768);
     uint64_t seed = 500;
     for (size_t v = 0; v < 2; v++) {
         mm_case fast = {1, 200, 320, 64, LV_F32, 1, 0};     /* a 51 KB, w 80 KB, out 256 KB */
@@ -308,12 +303,7 @@ Test(matmul, splits_over_binding_limit) {
 }
 
 Test(matmul, row_over_binding_limit_is_a_clear_error) {
-    lv_ctx_options opt;
-    lv_ctx_options_default(&opt);
-    opt.validation = 1;
-    opt.max_binding_bytes = 256;
-    lv_ctx *ctx;
-    cr_assert_eq(lv_ctx_create(&opt, &ctx), LV_OK, "%s", lv_last_error());
+    lv_ctx *ctx = ts_ctx_with_binding(256);
     lv_tensor a = ts_empty(ctx, 2, (int64_t[]){4, 100});
     lv_tensor w = ts_empty(ctx, 2, (int64_t[]){8, 100});
     lv_tensor o = ts_empty(ctx, 2, (int64_t[]){4, 8});

@@ -197,12 +197,7 @@ Test(norm, degenerate_rows) {
 
 /* A 1 KiB binding limit: rows of 45 floats (180 bytes) go 5 per dispatch. */
 Test(norm, split_over_small_binding_limit) {
-    lv_ctx_options opt;
-    lv_ctx_options_default(&opt);
-    opt.validation = 1;
-    opt.max_binding_bytes = 1024;
-    lv_ctx *ctx;
-    cr_assert_eq(lv_ctx_create(&opt, &ctx), LV_OK, "%s", lv_last_error());
+    lv_ctx *ctx = ts_ctx_with_binding(1024);
     const norm_case k = {41, 45, -1, 1, 1e-6f};
     run_case(ctx, &k, 0, 1, 0, 0, 400);
     run_case(ctx, &k, 1, 1, 1, 0, 401);
@@ -289,11 +284,7 @@ Test(norm, layernorm_modulate) {
     check_adaln(ctx, 6 * 16, 96, 6, 13);
     check_adaln(ctx, 4 * 33, 224, 4, 14);
     ts_ctx_done(ctx);
-    lv_ctx_options opt;
-    lv_ctx_options_default(&opt);
-    opt.validation = 1;
-    opt.max_binding_bytes = 4 * 96 * 5; /* 5 rows per dispatch: groups of 16 rows straddle splits */
-    cr_assert_eq(lv_ctx_create(&opt, &ctx), LV_OK, "%s", lv_last_error());
+    ctx = ts_ctx_with_binding(4 * 96 * 5); /* 5 rows per dispatch: groups of 16 rows straddle splits */
     check_adaln(ctx, 6 * 16, 96, 6, 15);
     ts_ctx_done(ctx);
     /* bad: G does not divide the rows */

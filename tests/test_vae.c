@@ -382,11 +382,7 @@ Test(vae, small_bindings_same_frames) {
     lv_ctx *ctx = ts_ctx();
     float *a = decode_random(ctx, w, lat, n, h, wd);
     ts_ctx_done(ctx);
-    lv_ctx_options opt;
-    lv_ctx_options_default(&opt);
-    opt.validation = 1;
-    opt.max_binding_bytes = 128 * 1024;
-    cr_assert_eq(lv_ctx_create(&opt, &ctx), LV_OK, "%s", lv_last_error());
+    ctx = ts_ctx_with_binding(128 * 1024);
     float *b = decode_random(ctx, w, lat, n, h, wd);
     ts_ctx_done(ctx);
     cr_assert_eq(memcmp(a, b, frames * sizeof *a), 0, "banded decode differs (max|diff| %.3g)",

@@ -6,9 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-lv_ctx *ts_ctx(void) {
-    lv_ctx_options opt;
-    lv_ctx_options_default(&opt);
+lv_ctx *ts_ctx_with(lv_ctx_options opt) {
     opt.validation = 1;
     lv_ctx *ctx = NULL;
     lv_status s = lv_ctx_create(&opt, &ctx);
@@ -16,15 +14,17 @@ lv_ctx *ts_ctx(void) {
     return ctx;
 }
 
+lv_ctx *ts_ctx(void) {
+    lv_ctx_options opt;
+    lv_ctx_options_default(&opt);
+    return ts_ctx_with(opt);
+}
+
 lv_ctx *ts_ctx_with_binding(uint64_t max_binding_bytes) {
     lv_ctx_options opt;
     lv_ctx_options_default(&opt);
-    opt.validation = 1;
     opt.max_binding_bytes = max_binding_bytes;
-    lv_ctx *ctx = NULL;
-    lv_status s = lv_ctx_create(&opt, &ctx);
-    cr_assert_eq(s, LV_OK, "lv_ctx_create: %s", lv_last_error());
-    return ctx;
+    return ts_ctx_with(opt);
 }
 
 void ts_ctx_done(lv_ctx *ctx) {

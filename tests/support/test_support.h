@@ -10,6 +10,8 @@
 
 /* A context with the validation layer on; fails the test if it cannot be made. */
 lv_ctx *ts_ctx(void);
+/* A context made with these options and the validation layer on. */
+lv_ctx *ts_ctx_with(lv_ctx_options opt);
 /* The same with a smaller binding limit, to exercise the splitting paths. */
 lv_ctx *ts_ctx_with_binding(uint64_t max_binding_bytes);
 /* Asserts that the validation layer reported nothing, then destroys the context. */
