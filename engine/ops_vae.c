@@ -207,6 +207,21 @@ static lv_tensor frame_view(const lv_tensor *t, int64_t frame) {
     return lv_tensor_view(t, frame * shape[0] * shape[1] * shape[2], 3, shape);
 }
 
+/* The three input frames of causal output frame t: frames t .. t+2 of
+ * cat(hist_old, hist_new, x), the two cached frames standing before x. */
+static void causal_inputs(conv_frame_args *a, lv_tensor src[3], const lv_tensor *x,
+                          const lv_tensor *hist_old, const lv_tensor *hist_new, int64_t t) {
+    for (int f = 0; f < 3; f++) {
+        int64_t s = t + f;
+        if (s >= 2) {
+            src[f] = frame_view(x, s - 2);
+            a->in[f] = &src[f];
+        } else {
+            a->in[f] = s == 0 ? hist_old : hist_new;
+        }
+    }
+}
+
 lv_status lv_op_vae_conv3d(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
                            const lv_tensor *hist_old, const lv_tensor *hist_new,
                            const lv_tensor *w, const lv_tensor *bias, const lv_tensor *residual) {
@@ -234,15 +249,7 @@ lv_status lv_op_vae_conv3d(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x
         conv_frame_args a = {.out = &ov, .w = w, .bias = bias, .res = residual ? &rv : NULL,
                              .H = H, .W = W, .ci = Ci, .co = Co, .kt = 3,
                              .ks = (int)w->shape[2], .up = 0};
-        for (int f = 0; f < 3; f++) {
-            int64_t s = t + f; /* index into cat(hist_old, hist_new, x) */
-            if (s >= 2) {
-                src[f] = frame_view(x, s - 2);
-                a.in[f] = &src[f];
-            } else {
-                a.in[f] = s == 0 ? hist_old : hist_new;
-            }
-        }
+        causal_inputs(&a, src, x, hist_old, hist_new, t);
         LV_TRY(conv_frame(ctx, op, &a));
     }
     return LV_OK;
@@ -270,15 +277,7 @@ lv_status lv_op_vae_time_conv(lv_ctx *ctx, const lv_tensor *out, const lv_tensor
             lv_tensor src[3];
             conv_frame_args a = {.out = &ov, .w = &wv, .bias = bias ? &bv : NULL, .res = NULL,
                                  .H = H, .W = W, .ci = C, .co = C, .kt = 3, .ks = 1, .up = 0};
-            for (int f = 0; f < 3; f++) {
-                int64_t s = t + f;
-                if (s >= 2) {
-                    src[f] = frame_view(x, s - 2);
-                    a.in[f] = &src[f];
-                } else {
-                    a.in[f] = s == 0 ? hist_old : hist_new;
-                }
-            }
+            causal_inputs(&a, src, x, hist_old, hist_new, t);
             LV_TRY(conv_frame(ctx, op, &a));
         }
     return LV_OK;
