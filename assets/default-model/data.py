@@ -248,17 +248,18 @@ def _background(sc):
     return np.broadcast_to(col[:, None, :], (3, H, W)).copy()
 
 
-def render(sc, frames, start=0, coverage=False):
+def render(sc, frames, start=0, coverage=False, paths_of=None):
     """Frames start .. start+frames-1 of the scene -> float32 [3, F, H, W] in [-1, 1]; with
-    coverage also float32 [F, H, W]: the fraction of each pixel covered by objects."""
+    coverage also float32 [F, H, W]: the fraction of each pixel covered by objects. paths_of: the
+    scene whose object paths to follow (default sc; see perturb_scene)."""
     H, W = sc["H"], sc["W"]
     py, px = np.meshgrid(np.arange(H) + 0.5, np.arange(W) + 0.5, indexing="ij")
     img = np.broadcast_to(_background(sc)[:, None], (3, frames, H, W)).copy()
     cover = np.zeros((frames, H, W))
-    xs, ys = _centres(sc, frames, start)
+    xs, ys = _centres(paths_of or sc, frames, start)
     for o, cx, cy in zip(sc["objects"], xs, ys):
         alpha = np.clip(0.5 - _sdf(o["shape"], o["size"], px, py, cx, cy), 0.0, 1.0)  # [F, H, W]
-        col = np.array(OBJECT_COLOURS[o["colour"]])[:, None, None, None]
+        col = np.array(o.get("rgb", OBJECT_COLOURS[o["colour"]]))[:, None, None, None]
         img = img * (1 - alpha[None]) + col * alpha[None]
         cover = np.maximum(cover, alpha)
     img = (img * 2 - 1).astype(np.float32)
@@ -307,14 +308,35 @@ def make_clip(seed, frames, H=32, W=32, start=None, collide=False):
     return render(sc, frames, start), caption(sc)
 
 
-def make_batch(rng, n, frames, H=32, W=32, coverage=False, collide=False):
+def perturb_scene(sc, rng, size_range, colour_range):
+    """A copy of the scene whose objects are drawn at a size scaled by exp(U(-size_range,
+    size_range)) and in a colour offset by U(-colour_range, colour_range) per channel: what an
+    object looks like after it has drifted in a model's own rollout. Render it with
+    paths_of=sc, so that the objects stay on the original paths (the size sets where they bounce)."""
+    out = dict(sc, objects=[dict(o) for o in sc["objects"]])
+    for o in out["objects"]:
+        o["size"] = o["size"] * float(np.exp(rng.uniform(-size_range, size_range)))
+        rgb = np.array(OBJECT_COLOURS[o["colour"]]) + rng.uniform(-colour_range, colour_range, 3)
+        o["rgb"] = np.clip(rgb, 0.0, 1.0)
+    return out
+
+
+def make_batch(rng, n, frames, H=32, W=32, coverage=False, collide=False, perturb=None):
     """n clips from seeds drawn by rng -> (video [n, 3, F, H, W], ids [n, L], mask [n, L], captions),
-    with coverage also the objects' pixel coverage [n, F, H, W]."""
-    vids, ids, masks, caps, covers = [], [], [], [], []
+    with coverage also the objects' pixel coverage [n, F, H, W]. perturb = (p, size_range,
+    colour_range, rng2): also returns, last, the clips with a fraction p drawn by perturb_scene
+    (draws from rng2 only, so the clips themselves are the same with or without it)."""
+    vids, ids, masks, caps, covers, pvids = [], [], [], [], [], []
     for _ in range(n):
         rs = np.random.Generator(np.random.PCG64(int(rng.integers(1 << 62))))
         sc = sample_scene(rs, H, W, collide)  # exactly make_clip's draws
-        v, cov = render(sc, frames, int(rs.integers(0, 1000)), coverage=True)
+        start = int(rs.integers(0, 1000))
+        v, cov = render(sc, frames, start, coverage=True)
+        if perturb is not None:
+            p, size_range, colour_range, rng2 = perturb
+            take = rng2.random() < p
+            pvids.append(render(perturb_scene(sc, rng2, size_range, colour_range), frames, start, paths_of=sc)
+                         if take else v)
         c = caption(sc)
         covers.append(cov)
         i, m, _ = tokenize(c, warn=False)
@@ -323,7 +345,8 @@ def make_batch(rng, n, frames, H=32, W=32, coverage=False, collide=False):
         masks.append(m)
         caps.append(c)
     out = (np.stack(vids), np.stack(ids), np.stack(masks), caps)
-    return out + (np.stack(covers),) if coverage else out
+    out = out + (np.stack(covers),) if coverage else out
+    return out + (np.stack(pvids),) if perturb is not None else out
 
 
 def main():

@@ -126,6 +126,16 @@ def parse_args(argv=None):
                     help="fraction of chunks whose CLEAN-pass input (the context of later chunks) is degraded "
                          "(blur, faded contrast, noise) while the targets stay clean: teaches the model to "
                          "restore, not copy, the imperfections of its own generated context")
+    ap.add_argument("--ctx-perturb", type=float, default=0.0,
+                    help="fraction of clips whose CLEAN-pass input (the context) is drawn with every object's "
+                         "size scaled by exp(U(-r, r)), r = --ctx-size-range, and its colour offset by "
+                         "U(-c, c) per channel, c = --ctx-colour-range (data.perturb_scene; same paths), while "
+                         "the targets keep the true ones: the model learns to pull a drifted object back to "
+                         "the size and colour the text and data give it, where it would copy the drift. Tried with "
+                         "blocks of 8 frames: the objects keep their size, not kept for the seams (RECIPE.md, "
+                         "\"Drawing the context at the wrong size and colour\")")
+    ap.add_argument("--ctx-size-range", type=float, default=0.25)
+    ap.add_argument("--ctx-colour-range", type=float, default=0.12)
     ap.add_argument("--warm-start-train", type=float, default=0.0,
                     help="fraction of chunks (with context) whose noisy input is built as inference's warm start "
                          "builds it, from the previous chunk's last (clean-pass) frame instead of from the chunk "
@@ -361,16 +371,21 @@ def train_step(a, model, step, part=None, critic=None):
     rng = np.random.Generator(np.random.PCG64([a.seed, step]))
     g = torch.Generator().manual_seed(a.seed * 1_000_003 + step)
     F = a.chunks * a.block_frames
-    vid, ids, mask, _, cover = data.make_batch(rng, a.batch, F, a.res, a.res, coverage=True,
-                                                 collide=a.collide)
+    perturb = None
+    if a.ctx_perturb > 0:  # its own generator: the clips and every other draw stay as without it
+        perturb = (a.ctx_perturb, a.ctx_size_range, a.ctx_colour_range,
+                   np.random.Generator(np.random.PCG64([a.seed, step, 1])))
+    batch = data.make_batch(rng, a.batch, F, a.res, a.res, coverage=True, collide=a.collide, perturb=perturb)
+    vid, ids, mask, _, cover = batch[:5]
     x0 = torch.from_numpy(vid)
+    xp = torch.from_numpy(batch[5]) if perturb is not None else x0
     ids = torch.from_numpy(ids)
     mask = torch.from_numpy(mask)
     drop = torch.rand(a.batch, generator=g) < a.p_uncond
     mask = mask * (~drop)[:, None].float()
     offset = torch.randint(0, 900, (a.batch,), generator=g)  # absolute RoPE frame position
 
-    xc = degrade(x0, g, a.ctx_degrade, a.block_frames) if a.ctx_degrade > 0 else x0
+    xc = degrade(xp, g, a.ctx_degrade, a.block_frames) if a.ctx_degrade > 0 else xp
     lo, hi = part or (0, a.batch)
     if a.rollout > 0:
         xc = rollout_context(a, model, g, x0, xc, ids, mask, offset, lo, hi)
