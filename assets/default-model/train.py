@@ -212,6 +212,8 @@ def parse_args(argv=None):
                     "timesteps, CFG, warm start, first block) from this model file instead of building it from the "
                     "flags, e.g. --card-from default.safetensors to evaluate new weights with the shipped card")
     ap.add_argument("--max-minutes", type=float, default=0, help="stop (with a checkpoint) after this long; 0: no limit")
+    ap.add_argument("--stop-at", type=int, default=0, help="stop (with a checkpoint) after this step, the learning "
+                    "rate still scheduled for --steps: repeats exactly a run that --max-minutes stopped there")
     a = ap.parse_args(argv)
     if a.adv_weight > 0 and a.warm_start_train <= 0:
         ap.error("--adv-weight judges the warm-started chunks: it needs --warm-start-train P > 0")
@@ -680,10 +682,10 @@ def run(rank, a, rendezvous, parent_pid=None):
             save_weights(os.path.join(a.out, "default.safetensors"), ema,
                          metadata(a, ema, {"train_steps": step}))
             last_ckpt = now
-        if over_time:
+        if over_time or (a.stop_at and step >= a.stop_at):
             if lead:
                 checkpoint()
-            log(f"stopping at step {step} (--max-minutes)", flush=True)
+            log(f"stopping at step {step} ({'--max-minutes' if over_time else '--stop-at'})", flush=True)
             break
     log(f"done: step {step}, {(elapsed + time.time() - t_start) / 60:.1f} min", flush=True)
     if dist:
