@@ -193,6 +193,9 @@ def main():
     ap.add_argument("--window", type=int, default=-1, help="cached blocks (default: the file's)")
     ap.add_argument("--extrapolate", type=float, default=0.0,
                     help="warm start from last + G (last - the frame before it), clamped to [-1, 1]")
+    ap.add_argument("--ramp", action="store_true",
+                    help="with --extrapolate: frame i of the block (0-based) starts from last + G (i + 1) "
+                         "(last - the frame before it), so the warm start itself shows the motion")
     ap.add_argument("--hist-match", action="store_true",
                     help="the warm start reads the previous block's last frame with the first block's colour "
                          "histogram (sample.match_histogram): whether colour and size drift loses the objects")
@@ -258,7 +261,8 @@ def main():
                 elif a.hist_match:
                     last = match_histogram(last, first_hist)
                 if a.extrapolate:
-                    last = (last + a.extrapolate * (last - x0[:, :, -2:-1])).clamp(-1, 1)
+                    gain = a.extrapolate * (torch.arange(1, bf + 1).view(1, 1, bf, 1, 1) if a.ramp else 1)
+                    last = (last + gain * (last - x0[:, :, -2:-1])).clamp(-1, 1)
                 for fr in to_u8(x0[0]):
                     tracks[-1].add(fr)
         results.append(tracks[-1].report(a.seconds, f"seed {seed}"))
