@@ -215,6 +215,8 @@ def main():
     fps, bf = lv["fps"], lv["block_frames"]
     if a.extrapolate and bf < 2:
         sys.exit("--extrapolate needs blocks of at least 2 frames (the file has %d)" % bf)
+    if a.ramp and not a.extrapolate:
+        sys.exit("--ramp scales --extrapolate G per frame: give --extrapolate G as well")
     colour = np.array(data.OBJECT_COLOURS[a.colour], np.float32)
     tracks, results = [], []
     if a.videos:
