@@ -11,8 +11,7 @@ centroid (|dy| + |dx|, pixels).
 
 - next block: the centroid error of the first generated block against the real clip's
   frames at the same times, next to the error of simply repeating the last real frame (the
-  median over the block's frames, then per frame: a model that carries on the motion beats the
-  copy most on the later frames);
+  median over the block's frames, then per frame of the block);
 - 5 s: the net travel over 1 s of the generated continuation against the real clip's.
 
 `--probe N` asks instead whether the velocity is there to be used: for N one-object training clips
