@@ -113,16 +113,17 @@ def velocity_probe(model, lv, n):
         w = torch.from_numpy(tok / (tok.sum() + 1e-6)).float()
         feats.append([torch.cat([w @ f, f.abs().mean(0)]).numpy() for f in u])
     vel = np.array(vel)
-    cut = n * 3 // 4
-    r2 = []
-    for li in range(len(feats[0])):
-        X = np.array([f[li] for f in feats])
-        X = (X - X[:cut].mean(0)) / (X[:cut].std(0) + 1e-6)
-        ym = vel[:cut].mean(0)
-        A = X[:cut].T @ X[:cut] + 0.01 * cut * np.eye(X.shape[1])
-        pred = X[cut:] @ np.linalg.solve(A, X[:cut].T @ (vel[:cut] - ym)) + ym
-        r2.append(1 - ((pred - vel[cut:]) ** 2).sum(0) / ((vel[cut:] - vel[cut:].mean(0)) ** 2).sum(0))
-    return r2
+    return [ridge_r2(np.array([f[li] for f in feats]), vel, n * 3 // 4) for li in range(len(feats[0]))]
+
+
+def ridge_r2(X, Y, cut):
+    """Ridge regression of Y [n, k] on X [n, d] (standardised, lambda 0.01 per sample) fitted on the
+    first `cut` rows -> R^2 [k] on the rest."""
+    X = (X - X[:cut].mean(0)) / (X[:cut].std(0) + 1e-6)
+    ym = Y[:cut].mean(0)
+    A = X[:cut].T @ X[:cut] + 0.01 * cut * np.eye(X.shape[1])
+    pred = X[cut:] @ np.linalg.solve(A, X[:cut].T @ (Y[:cut] - ym)) + ym
+    return 1 - ((pred - Y[cut:]) ** 2).sum(0) / ((Y[cut:] - Y[cut:].mean(0)) ** 2).sum(0)
 
 
 def main():
