@@ -444,6 +444,14 @@ class CarriedState:
             ctx.append({"S": S, "z": z, "left": left})
         return ctx
 
+    def copy(self):
+        """A state that commits apart from this one (the tensors are shared, never written in place)."""
+        other = CarriedState(len(self.ring), self.window)
+        other.ring = [list(r) for r in self.ring]
+        other.left = list(self.left)
+        other.chunks = self.chunks
+        return other
+
     def commit(self, contribs):
         for li, c in enumerate(contribs):
             self.ring[li].append((c["S"][:, -1:], c["z"][:, -1:]))
@@ -465,7 +473,7 @@ def chunk_pass(model, state, x, t, y, mask, frame_offset, commit):
 
 
 def sample_chunk(model, state, noise, renoise, steps, y, mask, frame_offset, sampler="renoise", cfg=1.0,
-                 cfg_last_steps=0, warm=None):
+                 cfg_last_steps=0, warm=None, history=None):
     """Denoises one chunk: noise [B, Cin, f, H, W], renoise [len(steps) - 1, B, ...] (used by
     the "renoise" sampler only). At each step t (s = t / 1000):
         v = model(x, t)    (with cfg != 1: v = v_empty + cfg (v_prompt - v_empty), where the
@@ -477,6 +485,10 @@ def sample_chunk(model, state, noise, renoise, steps, y, mask, frame_offset, sam
     cfg_last_steps > 0: CFG only at the last cfg_last_steps steps (0: at every step).
     warm [B, Cin, 1, H, W] (the previous block's last frame): the first step starts from
     x = (1 - s_0) warm + s_0 noise instead of pure noise ("warm start").
+    history = (still, w), an experiment (motion.py --history): before CFG, every step's
+        v = v_still + w (v - v_still), v_still read from the state `still` (the context with its
+        last block replaced by its last frame held still), which amplifies what the context's
+        motion adds.
     The last x0 is the output; a t = 0 pass with the prompt commits it to the state."""
     x = noise
     if warm is not None:
@@ -487,6 +499,9 @@ def sample_chunk(model, state, noise, renoise, steps, y, mask, frame_offset, sam
     for k, t in enumerate(steps):
         s = float(t) / 1000.0
         v = chunk_pass(model, state, x, float(t), y, mask, frame_offset, commit=False)
+        if history is not None:
+            vs = chunk_pass(model, history[0], x, float(t), y, mask, frame_offset, commit=False)
+            v = vs + history[1] * (v - vs)
         if cfg != 1.0 and (cfg_last_steps <= 0 or k >= len(steps) - cfg_last_steps):
             vu = chunk_pass(model, state, x, float(t), y, empty, frame_offset, commit=False)
             v = vu + cfg * (v - vu)

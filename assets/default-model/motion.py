@@ -21,7 +21,12 @@ object's tokens and over all tokens) to the object's velocity (vx, vy, px a fram
 three quarters of the clips; it prints the R^2 on the other quarter (1: the velocity is read off
 the features exactly, 0: no better than its mean).
 
-    LD_LIBRARY_PATH=... /usr/bin/python3 motion.py [--weights F] [--t 400,750,1000] [--probe 600]
+`--history W` guides every step of the generated blocks by their context against the same context
+with its last block held still (its last frame repeated): v = v_still + W (v - v_still), which
+amplifies whatever the context's motion changes in the prediction (history guidance; two more passes
+a step and one a block: an experiment, not in the card).
+
+    LD_LIBRARY_PATH=... /usr/bin/python3 motion.py [--weights F] [--t 400,750,1000] [--history W] [--probe 600]
 """
 import argparse
 import os
@@ -64,8 +69,17 @@ def travel(video, lag):
     return shifts([centroid(video[:, i]) for i in range(video.shape[1])], lag)
 
 
-def continue_clip(model, lv, clip, caption, context, frames, T, seed):
-    """Commits clip[:, :context], generates `frames` more; -> generated [3, frames, H, W]."""
+def still_state(model, before, last, bf, ids, mask, frame_offset):
+    """`before` (the state before the last block was committed) with `last` [1, C, 1, H, W] held still
+    for a block committed instead: the same context without its last block's motion (--history)."""
+    still = before.copy()
+    chunk_pass(model, still, last.expand(-1, -1, bf, -1, -1).contiguous(), 0.0, ids, mask, frame_offset, commit=True)
+    return still
+
+
+def continue_clip(model, lv, clip, caption, context, frames, T, seed, history=0.0):
+    """Commits clip[:, :context], generates `frames` more; -> generated [3, frames, H, W]. history > 0:
+    every step guided by the context against the same context held still (model.sample_chunk)."""
     bf, K = lv["block_frames"], lv["cached_blocks"]
     ids, mask = encode_text(lv, caption)
     x = torch.from_numpy(clip)[None]
@@ -75,14 +89,19 @@ def continue_clip(model, lv, clip, caption, context, frames, T, seed):
     out = []
     with torch.no_grad():
         for c in range(context // bf):
+            before = state.copy()
             chunk_pass(model, state, x[:, :, c * bf:(c + 1) * bf], 0.0, ids, mask, c * bf, commit=True)
         last = x[:, :, context - 1:context]
         for c in range(context // bf, (context + frames) // bf):
             _, C, _, H, W = x.shape
             noise = torch.randn(1, C, bf, H, W, generator=g)
             renoise = torch.randn(len(steps) - 1, 1, C, bf, H, W, generator=g)
+            guide = None
+            if history > 0:
+                guide = (still_state(model, before, last, bf, ids, mask, (c - 1) * bf), history)
+                before = state.copy()
             x0 = sample_chunk(model, state, noise, renoise, steps, ids, mask, c * bf, cfg=2.0,
-                              cfg_last_steps=1, warm=last if T < 1000 else None)
+                              cfg_last_steps=1, warm=last if T < 1000 else None, history=guide)
             last = x0[:, :, -1:]
             out.append(x0[0])
     return torch.cat(out, 1).numpy()
@@ -134,6 +153,9 @@ def main():
     ap.add_argument("--context", type=int, default=8, help="real frames committed first")
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--probe", type=int, default=0, help="instead: the velocity probe on N one-object clips")
+    ap.add_argument("--history", type=float, default=0.0,
+                    help="history guidance W: every step v = v_still + W (v - v_still), v_still read from the "
+                         "context with its last block held still (its last frame repeated)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     model, cfg, lv = load_model(a.weights)
@@ -147,7 +169,7 @@ def main():
         err_gen, err_copy, trav_gen, trav_real = [[] for _ in range(bf)], [[] for _ in range(bf)], [], []
         for i in range(a.clips):
             clip, caption = data.make_clip(1000 + i, a.context + frames)
-            gen = continue_clip(model, lv, clip, caption, a.context, frames, T, i)
+            gen = continue_clip(model, lv, clip, caption, a.context, frames, T, i, a.history)
             real = clip[:, a.context:]
             last = centroid(clip[:, a.context - 1])
             for k in range(bf):
@@ -161,7 +183,8 @@ def main():
         print(f"T = {T:g}: next block's centroid error {median_all(err_gen):.2f} px (repeating the last frame: "
               f"{median_all(err_copy):.2f}; per frame of the block {per_frame(err_gen)} / {per_frame(err_copy)}); "
               f"travel over 1 s {np.median(trav_gen):.2f} px (the clips: {np.median(trav_real):.2f}); "
-              f"{a.clips} clips, {a.context} frames of context", flush=True)
+              f"{a.clips} clips, {a.context} frames of context"
+              + (f", history guidance {a.history:g}" if a.history else ""), flush=True)
 
 
 if __name__ == "__main__":
