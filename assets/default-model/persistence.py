@@ -19,6 +19,14 @@ median count.
         [--extrapolate 2] [--hist-match]
     /usr/bin/python3 persistence.py --videos s1.mkv s2.mkv ...
 
+--real-context N replaces the first block by N real frames (whole blocks) of a training scene
+whose caption names the prompt's objects and whose first and N-th frames each show as many
+components of the colour as the scene has objects of it (the k-th such scene, data.sample_scene
+over seeds 1, 2, ..., for the k-th of --seeds; its own caption is the prompt): whether the
+continuation keeps what a correct start gives it.
+
+    /usr/bin/python3 persistence.py --real-context 8 --seeds 1,2,...,8 [--weights F]
+
 --first-block measures the first block alone: per seed, the object components in its first
 frame (the card's first-block sampler, or --first-steps N Euler steps with --first-cfg C),
 beside the same count on the first frames of the training clips whose caption names the
@@ -40,7 +48,7 @@ import torch  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import data  # noqa: E402
-from model import CarriedState, sample_chunk  # noqa: E402
+from model import CarriedState, chunk_pass, sample_chunk  # noqa: E402
 from sample import encode_text, load_model, match_histogram, to_u8  # noqa: E402
 
 
@@ -146,6 +154,25 @@ def count_histogram(counts):
     return ", ".join(f"{n}: {counts.count(n)}" for n in sorted(set(counts)))
 
 
+def real_starts(prompt, colour_name, frames, n, H, W):
+    """The first n training scenes (seeds 1, 2, ...) whose caption names the prompt's objects and whose
+    frames 0 and frames - 1 each show one component per object of the colour -> [(seed, caption, clip
+    [3, frames, H, W])]."""
+    want, colour = object_phrase(prompt), np.array(data.OBJECT_COLOURS[colour_name], np.float32)
+    out, seed = [], 0
+    while len(out) < n:
+        seed += 1
+        sc = data.sample_scene(np.random.default_rng(seed), H, W)
+        if object_phrase(data.caption(sc)) != want:
+            continue
+        clip = data.render(sc, frames)
+        u8 = to_u8(torch.from_numpy(clip))
+        k = sum(o["colour"] == colour_name for o in sc["objects"])
+        if all(components(object_mask(u8[i], colour)) == k for i in (0, frames - 1)):
+            out.append((seed, data.caption(sc), clip))
+    return out
+
+
 def first_block_counts(a, model, lv, colour):
     """--first-block: components of the object colour in the first frame, the model's per seed and
     the training data's for the same objects."""
@@ -201,6 +228,8 @@ def main():
                          "histogram (sample.match_histogram): whether colour and size drift loses the objects")
     ap.add_argument("--videos", nargs="+", default=[],
                     help="measure these videos (the engine's output) instead of generating")
+    ap.add_argument("--real-context", type=int, default=0,
+                    help="start from N real frames of a training scene with the prompt's objects (above)")
     ap.add_argument("--first-block", action="store_true",
                     help="measure the first block alone, beside the training data's first frames (above)")
     ap.add_argument("--first-steps", type=int, default=0,
@@ -241,13 +270,30 @@ def main():
     ids, mask = encode_text(lv, a.prompt)
     frames = int(round(a.seconds * fps))
     t0 = time.time()
-    for seed in [int(s) for s in a.seeds.split(",")]:
+    seeds = [int(s) for s in a.seeds.split(",")]
+    if a.real_context % bf:
+        sys.exit(f"--real-context takes whole blocks of {bf} frames")
+    if a.real_context and a.hist_match:
+        sys.exit("--hist-match matches the first generated block's histogram: not with --real-context")
+    starts = real_starts(a.prompt, a.colour, a.real_context, max(seeds), H, W) if a.real_context else None
+    for seed in seeds:
         g = torch.Generator().manual_seed(seed)
         state = CarriedState(model.depth, K)
         tracks.append(Track(colour, fps))
         last = None
+        name = f"seed {seed}"
         with torch.no_grad():
-            for c in range((frames + bf - 1) // bf):
+            if starts:
+                scene, caption, clip = starts[seed - 1]
+                ids, mask = encode_text(lv, caption)
+                name += f", scene {scene}: {caption!r}"
+                x = torch.from_numpy(clip)[None]
+                for c in range(a.real_context // bf):
+                    chunk_pass(model, state, x[:, :, c * bf:(c + 1) * bf], 0.0, ids, mask, c * bf, commit=True)
+                for fr in to_u8(x[0]):
+                    tracks[-1].add(fr)
+                last = x[:, :, -1:]
+            for c in range(a.real_context // bf, (frames + bf - 1) // bf):
                 first = c == 0
                 st_c = first_steps if first else steps
                 noise = torch.randn(1, 3, bf, H, W, generator=g)
@@ -267,7 +313,7 @@ def main():
                     last = (last + gain * (last - x0[:, :, -2:-1])).clamp(-1, 1)
                 for fr in to_u8(x0[0]):
                     tracks[-1].add(fr)
-        results.append(tracks[-1].report(a.seconds, f"seed {seed}"))
+        results.append(tracks[-1].report(a.seconds, name))
     summarise(tracks, results, fps, a.seconds)
     print(f"later blocks {steps} ({sampler}, CFG {later_cfg} at the last {cfg_last or len(steps)}, "
           f"warm start {warm_start}), window {K}; {time.time() - t0:.0f} s")
