@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "linattn_internal.h"
 #include "ref_linear_attention.h"
 #include "test_support.h"
 
@@ -381,7 +382,8 @@ Test(linear_attention, read_pass_leaves_state_unchanged) {
     ts_ctx_done(ctx);
 }
 
-Test(linear_attention, state_size_independent_of_blocks) {
+/* The state's device memory: the slots its layout names, the same after 1 and 300 blocks. */
+static void state_size_case(void) {
     lv_ctx *ctx = ts_ctx();
     const int H = 3, D = 16, n = 5, blocks = 300;
     const size_t row = (size_t)H * D;
@@ -396,8 +398,12 @@ Test(linear_attention, state_size_independent_of_blocks) {
         lv_linattn_state *st;
         cr_assert_eq(lv_linattn_state_create(ctx, &cfg, &st), LV_OK, "%s", lv_last_error());
         uint64_t bytes = lv_linattn_state_bytes(st), in_use = lv_ctx_memory_in_use(ctx);
-        /* own + eff + (carried, or a ring of K slots), each rounded to the allocator's alignment */
-        uint64_t slots = rule == LV_RULE_WINDOW ? 2 + 4 : 3;
+        /* own + eff + (carried, or a ring of K slots) + the partial sums of a state pass split
+         * over token ranges (GPUs: lv_linattn_tiles_choose), each rounded to the allocator's
+         * alignment */
+        lv_linattn_tiles tiles;
+        lv_linattn_tiles_choose(ctx, &tiles);
+        uint64_t slots = (rule == LV_RULE_WINDOW ? 2 + 4 : 3) + (tiles.splits > 1 ? tiles.splits : 0);
         cr_assert_geq(bytes, slots * slot);
         cr_assert_leq(bytes, slots * (slot + 256));
         cr_assert_eq(in_use - before, bytes, "the state holds %llu bytes but reports %llu",
@@ -419,6 +425,16 @@ Test(linear_attention, state_size_independent_of_blocks) {
     lv_tensor_free(ctx, &t), lv_tensor_free(ctx, &out);
     free(x);
     ts_ctx_done(ctx);
+}
+
+Test(linear_attention, state_size_independent_of_blocks) { state_size_case(); }
+
+/* GPUs split the state pass over token ranges, with a partial-sum slot per split (lavapipe does
+ * not split): the same check with the GPUs' setting, which an H100 found missing. */
+Test(linear_attention, state_size_with_gpu_token_splits) {
+    setenv("LONGVK_LINATTN_SPLITS", "4", 1);
+    state_size_case();
+    unsetenv("LONGVK_LINATTN_SPLITS");
 }
 
 /* ---- tensors above the binding limit --------------------------------------------------- */
