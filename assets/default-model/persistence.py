@@ -35,6 +35,7 @@ prompt's objects (data.sample_scene over --data-scenes seeds): what the data its
     /usr/bin/python3 persistence.py --first-block --seeds 1,2,...,16 [--first-steps 20 --first-cfg 5]
 """
 import argparse
+import itertools
 import os
 import re
 import subprocess
@@ -154,23 +155,30 @@ def count_histogram(counts):
     return ", ".join(f"{n}: {counts.count(n)}" for n in sorted(set(counts)))
 
 
+def scenes_named(phrase, seeds, H, W):
+    """(seed, scene, caption) for the training scenes (data.sample_scene) of these seeds whose caption
+    names the objects `phrase` names (object_phrase)."""
+    for seed in seeds:
+        sc = data.sample_scene(np.random.default_rng(seed), H, W)
+        caption = data.caption(sc)
+        if object_phrase(caption) == phrase:
+            yield seed, sc, caption
+
+
 def real_starts(prompt, colour_name, frames, n, H, W):
     """The first n training scenes (seeds 1, 2, ...) whose caption names the prompt's objects and whose
     frames 0 and frames - 1 each show one component per object of the colour -> [(seed, caption, clip
-    [3, frames, H, W])]."""
-    want, colour = object_phrase(prompt), np.array(data.OBJECT_COLOURS[colour_name], np.float32)
-    out, seed = [], 0
-    while len(out) < n:
-        seed += 1
-        sc = data.sample_scene(np.random.default_rng(seed), H, W)
-        if object_phrase(data.caption(sc)) != want:
-            continue
+    [3, frames, H, W], its frames as uint8 [frames, H, W, 3])]."""
+    colour = np.array(data.OBJECT_COLOURS[colour_name], np.float32)
+    out = []
+    for seed, sc, caption in scenes_named(object_phrase(prompt), itertools.count(1), H, W):
         clip = data.render(sc, frames)
         u8 = to_u8(torch.from_numpy(clip))
         k = sum(o["colour"] == colour_name for o in sc["objects"])
         if all(components(object_mask(u8[i], colour)) == k for i in (0, frames - 1)):
-            out.append((seed, data.caption(sc), clip))
-    return out
+            out.append((seed, caption, clip, u8))
+            if len(out) == n:
+                return out
 
 
 def first_block_counts(a, model, lv, colour):
@@ -194,11 +202,8 @@ def first_block_counts(a, model, lv, colour):
                               sampler=sampler, cfg=cfg)
         counts.append(components(object_mask(to_u8(x0[0])[0], colour)))
     want = object_phrase(a.prompt)
-    data_counts = []
-    for seed in range(a.data_scenes):
-        sc = data.sample_scene(np.random.default_rng(seed), H, W)
-        if object_phrase(data.caption(sc)) == want:
-            data_counts.append(components(object_mask(to_u8(torch.from_numpy(data.render(sc, 1)))[0], colour)))
+    data_counts = [components(object_mask(to_u8(torch.from_numpy(data.render(sc, 1)))[0], colour))
+                   for _, sc, _ in scenes_named(want, range(a.data_scenes), H, W)]
     print(f"first block ({len(steps)} {sampler} steps, CFG {cfg:g}), {a.colour} components per seed: {counts}; "
           f"how many seeds have each count: {count_histogram(counts)}")
     print(f"training data, first frames of the {len(data_counts)} of {a.data_scenes} scenes whose caption says "
@@ -284,13 +289,13 @@ def main():
         name = f"seed {seed}"
         with torch.no_grad():
             if starts:
-                scene, caption, clip = starts[seed - 1]
+                scene, caption, clip, frames_u8 = starts[seed - 1]
                 ids, mask = encode_text(lv, caption)
                 name += f", scene {scene}: {caption!r}"
                 x = torch.from_numpy(clip)[None]
                 for c in range(a.real_context // bf):
                     chunk_pass(model, state, x[:, :, c * bf:(c + 1) * bf], 0.0, ids, mask, c * bf, commit=True)
-                for fr in to_u8(x[0]):
+                for fr in frames_u8:
                     tracks[-1].add(fr)
                 last = x[:, :, -1:]
             for c in range(a.real_context // bf, (frames + bf - 1) // bf):
