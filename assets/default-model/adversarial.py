@@ -3,7 +3,7 @@ chunk from the model's one-step prediction of it, given the chunk before.
 
 Why: with a mean-squared-error loss, a displacement the model is unsure of comes out as the
 mean over the places the object could be, a blurred object, and the next sampling step with
-CFG grows that blur into one large object (RECIPE.md, "Training the warm start"). A critic
+CFG grows that blur into one large object (EXPERIMENTS.md, "Training the warm start"). A critic
 that sees (previous chunk, next chunk) pairs penalises blur and a wrong continuation alike,
 so the prediction is pushed towards one sharp object at one plausible place instead.
 

@@ -2,7 +2,7 @@
 
 A clip: one to three coloured shapes (balls, squares, triangles) moving with constant
 velocity and bouncing off the walls (with collide, also off each other: an experiment,
-RECIPE.md "Short clips, many scenes"; the committed model never saw it), on a plain or a
+EXPERIMENTS.md "Short clips, many scenes"; the committed model never saw it), on a plain or a
 vertical/horizontal gradient background, rendered anti-aliased (signed distance, 1-pixel ramp) at H x W, RGB in
 [-1, 1], layout [3, F, H, W]. The caption is made from the same parameters, e.g.
 "two red balls bouncing on a blue background". Everything is a pure function of the

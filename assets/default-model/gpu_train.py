@@ -1,6 +1,6 @@
 """The shipped run's training step (train.py, run B4's options) on a CUDA GPU with a larger batch:
 the experiment that asks whether more compute, or training the warm start, teaches the model its
-context's motion (RECIPE.md, "More compute, on a GPU"). Not how the shipped weights were made.
+context's motion (EXPERIMENTS.md, "More compute, on a GPU"). Not how the shipped weights were made.
 
 What differs from train.py: the clips, context degradation and perturbation, dropout and timesteps
 are drawn by train.py's own helpers, but on CPU worker processes (--workers) and in another order

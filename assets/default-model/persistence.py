@@ -1,5 +1,5 @@
 """How long the prompt's objects last, how many there are and how far they travel, over
-several seeds: the measure behind the sampling recipe's choices (RECIPE.md, "Sampling").
+several seeds: the measure behind the sampling recipe's choices (EXPERIMENTS.md, "How the sampling card was found").
 
 Per seed: a chunked generation in PyTorch (the file's card, or the overrides below) of
 --seconds, or a video the engine wrote (--videos: decoded by ffmpeg, at the model's

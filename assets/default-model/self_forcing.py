@@ -4,7 +4,7 @@ chunk from before the rollout judges every generated chunk against the real clip
 
 Why: the pair critic (adversarial.PairCritic, --adv-weight) fixed the one-step continuation on real
 context, but on the model's own rollouts the objects still merge and shrink, about 1% a block
-(RECIPE.md, "An adversarial term"): a (previous chunk, chunk) pair cannot see that. Here the critic's
+(EXPERIMENTS.md, "An adversarial term"): a (previous chunk, chunk) pair cannot see that. Here the critic's
 input carries an anchor, the last real chunk before the rollout, so a merged or shrunken object
 several blocks later is a visible difference from real clips, and the model is trained on what it
 meets at inference, its own blocks as context.
@@ -21,7 +21,7 @@ Besides the critic (--sf-weight), the generated chunks can be compared with the 
 colour histograms (--sf-hist) and pixel by pixel (--sf-mse). The critic is training-only, never
 exported. Its gradient is far larger than the diffusion loss's (with --adv-gain 10 and weight 0.2,
 a norm of 30-75 against 0.2-0.3; train.py clips the sum to 1): choose its weight against that.
-Tried, not kept (RECIPE.md, "Self-forcing")."""
+Tried, not kept (EXPERIMENTS.md, "Self-forcing")."""
 import numpy as np
 import torch
 

@@ -19,9 +19,9 @@ run draws exactly what an uninterrupted one would. Checkpoints (model, EMA, opti
 step) every --ckpt-minutes to --out/ckpt.pt; --resume continues from it. At the end the
 EMA weights go to --out/default.safetensors with the metadata the engine reads.
 
-Two phases made default.safetensors (exact commands in RECIPE.md): 3400 steps with
-4-frame chunks and window 3, then (--init) 3400 steps with 2-frame chunks, window 6 and
---ctx-degrade 0.5. Run with OpenBLAS (RECIPE.md) and `nice -n 5`. `--procs 2` runs one
+One phase made default.safetensors (run B4; the exact commands in RECIPE.md, "Commands"):
+4299 steps of 2 clips, 4-frame chunks, window 2, context degradation and perturbation, 52
+minutes on both cores. Run with OpenBLAS (RECIPE.md) and `nice -n 5`. `--procs 2` runs one
 process per core on halves of every batch (the same steps, 1.8 times faster on this idle
 machine).
 """
@@ -67,7 +67,7 @@ def parse_args(argv=None):
     ap.add_argument("--rope-theta", type=float, default=10000.0,
                     help="RoPE base (SANA-Video's: 10000); on an 8 x 8 token grid 10000 leaves about two "
                          "frequencies per spatial axis that vary across the frame; written into the config when it differs, "
-                         "and the engine reads it. Tried, not kept (RECIPE.md, \"What the carried state carries\")")
+                         "and the engine reads it. Tried, not kept (EXPERIMENTS.md, \"What the carried state carries\")")
     ap.add_argument("--caption-channels", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--warmup", type=int, default=100)
@@ -82,7 +82,7 @@ def parse_args(argv=None):
     ap.add_argument("--ctx-t-min", type=int, default=-1,
                     help="chunks that read a context draw their uniform timesteps from [ctx-t-min, 1000] instead "
                          "(the same draw mapped linearly; -1: --t-min): at high noise x_t shows little, so the "
-                         "chunk must take what it draws from the context. Tried, not kept (RECIPE.md, \"What the carried state "
+                         "chunk must take what it draws from the context. Tried, not kept (EXPERIMENTS.md, \"What the carried state "
                          "carries\")")
     ap.add_argument("--t-min", type=int, default=0,
                     help="uniform timesteps are drawn from [t-min, 1000]: the sampler never evaluates below its "
@@ -98,7 +98,7 @@ def parse_args(argv=None):
                     help="adds this weight to the pixels that change from the previous frame of the clip "
                          "(more than 0.1 in some channel, dilated by 1 pixel): where a moving object arrives and "
                          "leaves, about 7%% of a clip's pixels, which a model that copies its context gets "
-                         "almost right. Tried, not kept (RECIPE.md, \"Weighting the moving pixels\")")
+                         "almost right. Tried, not kept (EXPERIMENTS.md, \"Weighting the moving pixels\")")
     ap.add_argument("--collide", action="store_true",
                     help="objects also bounce off each other (data.py): two objects never overlap, so the "
                          "context always shows them apart")
@@ -132,7 +132,7 @@ def parse_args(argv=None):
                          "U(-c, c) per channel, c = --ctx-colour-range (data.perturb_scene; same paths), while "
                          "the targets keep the true ones: the model learns to pull a drifted object back to "
                          "the size and colour the text and data give it, where it would copy the drift. Tried with "
-                         "blocks of 8 frames: the objects keep their size, not kept for the seams (RECIPE.md, "
+                         "blocks of 8 frames: the objects keep their size, not kept for the seams (EXPERIMENTS.md, "
                          "\"Drawing the context at the wrong size and colour\")")
     ap.add_argument("--ctx-size-range", type=float, default=0.25)
     ap.add_argument("--ctx-colour-range", type=float, default=0.12)
@@ -142,11 +142,11 @@ def parse_args(argv=None):
                          "itself: x_t = (1 - s) last + s noise at t = --warm-start-t, the target still the chunk's "
                          "x0. Without it the warm start's first step sees a noised copy of where the objects were "
                          "and predicts them there: they stop moving. Tried, not kept: it moves them but merges them "
-                         "(RECIPE.md, \"Training the warm start\")")
+                         "(EXPERIMENTS.md, \"Training the warm start\")")
     ap.add_argument("--rollout", type=float, default=0.0,
                     help="fraction of chunks whose clean-pass input (the context of the chunks after them) is the "
                          "model's own generation of that chunk from the real earlier chunks (see rollout_context). "
-                         "Tried, not kept (RECIPE.md, \"Training on its own output\")")
+                         "Tried, not kept (EXPERIMENTS.md, \"Training on its own output\")")
     ap.add_argument("--rollout-steps", default="1000,500", help="timesteps of the sampler that makes them")
     ap.add_argument("--rollout-warm", action="store_true",
                     help="that sampler starts from the previous chunk's last frame (the card's warm start)")
@@ -156,14 +156,14 @@ def parse_args(argv=None):
                          "the model's own first-step prediction (a no-grad pass) re-noised to --warm-start-t2 "
                          "with fresh noise, the target the chunk's x0. The first step hedges (a blurred object "
                          "where the displacement is uncertain); trained on data alone, the second step "
-                         "trusts that blur and the objects grow (tried, not kept: RECIPE.md)")
+                         "trusts that blur and the objects grow (tried, not kept: EXPERIMENTS.md)")
     ap.add_argument("--warm-start-t2", type=int, default=200, help="the card's second timestep of later blocks")
     ap.add_argument("--adv-weight", type=float, default=0.0,
                     help="weight of an adversarial term on the warm-started chunks (needs --warm-start-train): a "
                          "critic (adversarial.py) tells the real chunk from the model's one-step prediction "
                          "x_t - s v given the chunk before, so an uncertain displacement is pushed towards one sharp "
                          "object instead of the mean-squared-error blur. Tried, not kept: the step then continues the "
-                         "motion of real context, but on its own rollouts objects still merge and shrink (RECIPE.md, "
+                         "motion of real context, but on its own rollouts objects still merge and shrink (EXPERIMENTS.md, "
                          "\"An adversarial term\")")
     ap.add_argument("--adv-start", type=int, default=300, help="steps the critic trains alone before the "
                     "adversarial term reaches the model (a fresh critic learns slowly: its loss was still 1.95 of "
@@ -178,11 +178,11 @@ def parse_args(argv=None):
                          "sampler, and a critic that sees the last real chunk as an anchor judges each generated "
                          "chunk against the real clip's (the critic shares --adv-lr, --adv-width and --adv-gain; its "
                          "gradient is ~100x the diffusion loss's at weight 0.2 with gain 10). Tried, not kept "
-                         "(RECIPE.md, \"Self-forcing\")")
+                         "(EXPERIMENTS.md, \"Self-forcing\")")
     ap.add_argument("--sf-mse", type=float, default=0.0,
                     help="weight of the self-forcing rollout's object-weighted squared error against the real "
                          "clip (from step 0; it needs no critic): where the model is unsure, the optimum is a faded "
-                         "object, and objects smeared into the background within 1 s (RECIPE.md, run X)")
+                         "object, and objects smeared into the background within 1 s (EXPERIMENTS.md, run X)")
     ap.add_argument("--sf-hist", type=float, default=0.0,
                     help="weight of the rollout's colour-histogram loss (self_forcing.colour_histogram_loss): how "
                          "much of each colour each generated frame has against the real frame, wherever it is")
@@ -198,7 +198,7 @@ def parse_args(argv=None):
                     help="weight of the unrolled loss (unroll.py): every step the model also makes --unroll-blocks "
                          "chunks in a row from --unroll-context real ones with a sampler from noise (--unroll-steps), "
                          "and their object-weighted squared error against the real clip is back-propagated through "
-                         "the whole rollout, the carried state included. Tried, not kept (RECIPE.md, \"What the carried state "
+                         "the whole rollout, the carried state included. Tried, not kept (EXPERIMENTS.md, \"What the carried state "
                          "carries\")")
     ap.add_argument("--unroll-blocks", type=int, default=6, help="chunks the unrolled loss generates in a row")
     ap.add_argument("--unroll-batch", type=int, default=0, help="clips of the unrolled loss per step (0: --batch; "

@@ -7,7 +7,7 @@ read.
 
 Why: the clips are deterministic given their first frames (constant velocity, exact reflections), so
 the real continuation is the right answer for a later block, and a sampler that starts from noise
-leaves no last-frame copy to pin the objects (the warm start's trade, RECIPE.md "How much of the last
+leaves no last-frame copy to pin the objects (the warm start's trade, EXPERIMENTS.md "How much of the last
 frame to keep"). The diffusion loss only ever shows the model real context; here it also learns what
 to write into the state from its own blocks so that the blocks after them stay right. Unlike
 self_forcing.py, where the rollout runs without gradient and only each chunk's last sampler steps
