@@ -472,6 +472,14 @@ def chunk_pass(model, state, x, t, y, mask, frame_offset, commit):
     return out
 
 
+def still_state(model, before, last, bf, ids, mask, frame_offset):
+    """`before` (the state before the last block was committed) with `last` [1, C, 1, H, W] held still
+    for a block committed instead: the same context without its last block's motion (history guidance, sample_chunk)."""
+    still = before.copy()
+    chunk_pass(model, still, last.expand(-1, -1, bf, -1, -1).contiguous(), 0.0, ids, mask, frame_offset, commit=True)
+    return still
+
+
 def sample_chunk(model, state, noise, renoise, steps, y, mask, frame_offset, sampler="renoise", cfg=1.0,
                  cfg_last_steps=0, warm=None, history=None):
     """Denoises one chunk: noise [B, Cin, f, H, W], renoise [len(steps) - 1, B, ...] (used by

@@ -39,7 +39,7 @@ import torch  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import data  # noqa: E402
-from model import CarriedState, chunk_pass, sample_chunk  # noqa: E402
+from model import CarriedState, chunk_pass, sample_chunk, still_state  # noqa: E402
 from persistence import shifts  # noqa: E402
 from sample import encode_text, load_model  # noqa: E402
 
@@ -67,14 +67,6 @@ def per_frame(errs):
 def travel(video, lag):
     """Net centroid travel over lag frames, every frame with an object at both ends."""
     return shifts([centroid(video[:, i]) for i in range(video.shape[1])], lag)
-
-
-def still_state(model, before, last, bf, ids, mask, frame_offset):
-    """`before` (the state before the last block was committed) with `last` [1, C, 1, H, W] held still
-    for a block committed instead: the same context without its last block's motion (--history)."""
-    still = before.copy()
-    chunk_pass(model, still, last.expand(-1, -1, bf, -1, -1).contiguous(), 0.0, ids, mask, frame_offset, commit=True)
-    return still
 
 
 def continue_clip(model, lv, clip, caption, context, frames, T, seed, history=0.0):

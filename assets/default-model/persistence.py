@@ -16,7 +16,7 @@ median count.
 
     LD_LIBRARY_PATH=... /usr/bin/python3 persistence.py [--weights F] [--seeds 1,2,...] \\
         [--steps 750,500,250] [--cfg 2] [--cfg-last-steps 1] [--warm 1] [--window 2] \\
-        [--extrapolate 2] [--hist-match]
+        [--extrapolate 2] [--hist-match] [--history W]
     /usr/bin/python3 persistence.py --videos s1.mkv s2.mkv ...
 
 --real-context N replaces the first block by N real frames (whole blocks) of a training scene
@@ -49,7 +49,7 @@ import torch  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import data  # noqa: E402
-from model import CarriedState, chunk_pass, sample_chunk  # noqa: E402
+from model import CarriedState, chunk_pass, sample_chunk, still_state  # noqa: E402
 from sample import encode_text, load_model, match_histogram, to_u8  # noqa: E402
 
 
@@ -233,6 +233,9 @@ def main():
                          "histogram (sample.match_histogram): whether colour and size drift loses the objects")
     ap.add_argument("--videos", nargs="+", default=[],
                     help="measure these videos (the engine's output) instead of generating")
+    ap.add_argument("--history", type=float, default=0.0,
+                    help="history guidance W at every step of the later blocks (motion.py --history; two more "
+                         "passes a step and one a block)")
     ap.add_argument("--real-context", type=int, default=0,
                     help="start from N real frames of a training scene with the prompt's objects (above)")
     ap.add_argument("--first-block", action="store_true",
@@ -285,7 +288,7 @@ def main():
         g = torch.Generator().manual_seed(seed)
         state = CarriedState(model.depth, K)
         tracks.append(Track(colour, fps))
-        last = None
+        last = before = None  # before: the state before the last block was committed (--history)
         name = f"seed {seed}"
         with torch.no_grad():
             if starts:
@@ -294,21 +297,27 @@ def main():
                 name += f", scene {scene}: {caption!r}"
                 x = torch.from_numpy(clip)[None]
                 for c in range(a.real_context // bf):
+                    before = state.copy() if a.history else None
                     chunk_pass(model, state, x[:, :, c * bf:(c + 1) * bf], 0.0, ids, mask, c * bf, commit=True)
                 for fr in frames_u8:
                     tracks[-1].add(fr)
-                last = x[:, :, -1:]
+                last = held = x[:, :, -1:]
             for c in range(a.real_context // bf, (frames + bf - 1) // bf):
                 first = c == 0
                 st_c = first_steps if first else steps
                 noise = torch.randn(1, 3, bf, H, W, generator=g)
                 renoise = torch.randn(len(st_c) - 1, 1, 3, bf, H, W, generator=g)
+                guide = None
+                if a.history and not first:
+                    guide = (still_state(model, before, held, bf, ids, mask, (c - 1) * bf), a.history)
+                before = state.copy() if a.history else None
                 x0 = sample_chunk(model, state, noise, renoise, st_c, ids, mask, c * bf,
                                   sampler=fb["sampler"] if first else sampler,
                                   cfg=float(fb["cfg_scale"]) if first else later_cfg,
                                   cfg_last_steps=0 if first else cfg_last,
-                                  warm=last if warm_start and not first else None)
+                                  warm=last if warm_start and not first else None, history=guide)
                 last = x0[:, :, -1:].clone()
+                held = last  # the block's own last frame, before any change to the warm start below
                 if first:
                     first_hist = last.flatten(3).sort(dim=-1).values
                 elif a.hist_match:

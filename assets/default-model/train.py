@@ -136,6 +136,11 @@ def parse_args(argv=None):
                          "\"Drawing the context at the wrong size and colour\")")
     ap.add_argument("--ctx-size-range", type=float, default=0.25)
     ap.add_argument("--ctx-colour-range", type=float, default=0.12)
+    ap.add_argument("--ctx-fade", type=float, default=0.0,
+                    help="with --ctx-perturb: one object of a perturbed context is also drawn smaller and fainter "
+                         "(size and opacity x U(1 - F, 1)), the target whole: the model learns to bring back an "
+                         "object its own rollout was losing, which the data never shows (objects never vanish). "
+                         "Tried (EXPERIMENTS.md, \"Keeping the count while moving\")")
     ap.add_argument("--warm-start-train", type=float, default=0.0,
                     help="fraction of chunks (with context) whose noisy input is built as inference's warm start "
                          "builds it, from the previous chunk's last (clean-pass) frame instead of from the chunk "
@@ -376,7 +381,7 @@ def train_step(a, model, step, part=None, critic=None):
     perturb = None
     if a.ctx_perturb > 0:  # its own generator: the clips and every other draw stay as without it
         perturb = (a.ctx_perturb, a.ctx_size_range, a.ctx_colour_range,
-                   np.random.Generator(np.random.PCG64([a.seed, step, 1])))
+                   np.random.Generator(np.random.PCG64([a.seed, step, 1])), a.ctx_fade)
     batch = data.make_batch(rng, a.batch, F, a.res, a.res, coverage=True, collide=a.collide, perturb=perturb)
     vid, ids, mask, _, cover = batch[:5]
     x0 = torch.from_numpy(vid)
