@@ -51,6 +51,7 @@ def parse_args():
                          "t = --warm-start-t, as the card's later blocks are (train.py's option of the same name)")
     ap.add_argument("--warm-start-t", type=int, default=600)
     ap.add_argument("--collide", action="store_true", help="objects bounce off each other (data.py)")
+    ap.add_argument("--ctx-fade", type=float, default=0.0, help="train.py's option of the same name")
     ap.add_argument("--seed", default="20251122")
     g = ap.parse_args()
     # run B4's options, read by train.py's own parser
@@ -58,7 +59,8 @@ def parse_args():
                           "--batch", str(g.batch), "--window", str(g.window), "--lr", str(g.lr), "--warmup", "100",
                           "--t-min", "100", "--obj-weight", "10", "--obj-dilate", "3", "--ctx-degrade", "0.5",
                           "--p-ctx-drop", "0.2", "--ctx-perturb", "0.5", "--sample-timesteps", "600,300",
-                          "--steps", str(g.steps), "--seed", g.seed] + (["--collide"] if g.collide else []))
+                          "--ctx-fade", str(g.ctx_fade), "--steps", str(g.steps), "--seed", g.seed]
+                         + (["--collide"] if g.collide else []))
     return g, a
 
 
@@ -68,7 +70,7 @@ def make_step(g_a, a, step):
     g = torch.Generator().manual_seed(a.seed * 1_000_003 + step)
     F = a.chunks * a.block_frames
     perturb = (a.ctx_perturb, a.ctx_size_range, a.ctx_colour_range,
-               np.random.Generator(np.random.PCG64([a.seed, step, 1])))
+               np.random.Generator(np.random.PCG64([a.seed, step, 1])), a.ctx_fade)
     vid, ids, mask, _, cover, pv = data.make_batch(rng, a.batch, F, a.res, a.res, coverage=True,
                                                    collide=a.collide, perturb=perturb)
     x0 = torch.from_numpy(vid)
