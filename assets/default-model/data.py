@@ -330,7 +330,7 @@ def perturb_scene(sc, rng, size_range, colour_range, fade=0.0):
 def make_batch(rng, n, frames, H=32, W=32, coverage=False, collide=False, perturb=None):
     """n clips from seeds drawn by rng -> (video [n, 3, F, H, W], ids [n, L], mask [n, L], captions),
     with coverage also the objects' pixel coverage [n, F, H, W]. perturb = (p, size_range,
-    colour_range, rng2[, fade]): also returns, last, the clips with a fraction p drawn by perturb_scene
+    colour_range, rng2, fade): also returns, last, the clips with a fraction p drawn by perturb_scene
     (draws from rng2 only, so the clips themselves are the same with or without it)."""
     vids, ids, masks, caps, covers, pvids = [], [], [], [], [], []
     for _ in range(n):
@@ -339,8 +339,7 @@ def make_batch(rng, n, frames, H=32, W=32, coverage=False, collide=False, pertur
         start = int(rs.integers(0, 1000))
         v, cov = render(sc, frames, start, coverage=True)
         if perturb is not None:
-            p, size_range, colour_range, rng2 = perturb[:4]
-            fade = perturb[4] if len(perturb) > 4 else 0.0
+            p, size_range, colour_range, rng2, fade = perturb
             take = rng2.random() < p
             pvids.append(render(perturb_scene(sc, rng2, size_range, colour_range, fade), frames, start, paths_of=sc)
                          if take else v)
