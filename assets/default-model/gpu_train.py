@@ -69,10 +69,8 @@ def make_step(g_a, a, step):
     rng = np.random.Generator(np.random.PCG64([a.seed, step]))
     g = torch.Generator().manual_seed(a.seed * 1_000_003 + step)
     F = a.chunks * a.block_frames
-    perturb = (a.ctx_perturb, a.ctx_size_range, a.ctx_colour_range,
-               np.random.Generator(np.random.PCG64([a.seed, step, 1])), a.ctx_fade)
-    vid, ids, mask, _, cover, pv = data.make_batch(rng, a.batch, F, a.res, a.res, coverage=True,
-                                                   collide=a.collide, perturb=perturb)
+    vid, ids, mask, _, cover, pv = data.make_batch(rng, a.batch, F, a.res, a.res, coverage=True, collide=a.collide,
+                                                   perturb=train.context_perturbation(a, step))
     x0 = torch.from_numpy(vid)
     ids, mask = torch.from_numpy(ids), torch.from_numpy(mask)
     drop = torch.rand(a.batch, generator=g) < a.p_uncond

@@ -140,7 +140,7 @@ def parse_args(argv=None):
                     help="with --ctx-perturb: one object of a perturbed context is also drawn smaller and fainter "
                          "(size and opacity x U(1 - F, 1)), the target whole: the model learns to bring back an "
                          "object its own rollout was losing, which the data never shows (objects never vanish). "
-                         "Tried (EXPERIMENTS.md, \"Keeping the count while moving\")")
+                         "Tried (EXPERIMENTS.md, \"Keeping the count while moving\" and run WF)")
     ap.add_argument("--warm-start-train", type=float, default=0.0,
                     help="fraction of chunks (with context) whose noisy input is built as inference's warm start "
                          "builds it, from the previous chunk's last (clean-pass) frame instead of from the chunk "
@@ -371,6 +371,15 @@ def rollout_context(a, model, g, x0, xc, ids, mask, offset, lo, hi):
     return out
 
 
+def context_perturbation(a, step):
+    """data.make_batch's `perturb` for step `step` (None without --ctx-perturb). Its own generator:
+    the clips and every other draw of the step stay as without it."""
+    if a.ctx_perturb <= 0:
+        return None
+    return (a.ctx_perturb, a.ctx_size_range, a.ctx_colour_range,
+            np.random.Generator(np.random.PCG64([a.seed, step, 1])), a.ctx_fade)
+
+
 def train_step(a, model, step, part=None, critic=None):
     """Loss of step `step` (its data and noise depend only on (seed, step)). part = (lo, hi): the
     loss of clips lo..hi-1 of the step's batch alone (one process's share with --procs); every
@@ -378,10 +387,7 @@ def train_step(a, model, step, part=None, critic=None):
     rng = np.random.Generator(np.random.PCG64([a.seed, step]))
     g = torch.Generator().manual_seed(a.seed * 1_000_003 + step)
     F = a.chunks * a.block_frames
-    perturb = None
-    if a.ctx_perturb > 0:  # its own generator: the clips and every other draw stay as without it
-        perturb = (a.ctx_perturb, a.ctx_size_range, a.ctx_colour_range,
-                   np.random.Generator(np.random.PCG64([a.seed, step, 1])), a.ctx_fade)
+    perturb = context_perturbation(a, step)
     batch = data.make_batch(rng, a.batch, F, a.res, a.res, coverage=True, collide=a.collide, perturb=perturb)
     vid, ids, mask, _, cover = batch[:5]
     x0 = torch.from_numpy(vid)
