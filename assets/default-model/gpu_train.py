@@ -1,4 +1,4 @@
-"""The shipped run's training step (train.py, run B4's options) on a CUDA GPU with a larger batch:
+"""Run B4's training step (train.py, the options of the weights shipped on 2026-11-25) on a CUDA GPU with a larger batch:
 the experiment that asks whether more compute, or training the warm start, teaches the model its
 context's motion (EXPERIMENTS.md, "More compute, on a GPU"). Not how the shipped weights were made.
 

@@ -19,9 +19,9 @@ run draws exactly what an uninterrupted one would. Checkpoints (model, EMA, opti
 step) every --ckpt-minutes to --out/ckpt.pt; --resume continues from it. At the end the
 EMA weights go to --out/default.safetensors with the metadata the engine reads.
 
-One phase made default.safetensors (run B4; the exact commands in RECIPE.md, "Commands"):
-4299 steps of 2 clips, 4-frame chunks, window 2, context degradation and perturbation, 52
-minutes on both cores. Run with OpenBLAS (RECIPE.md) and `nice -n 5`. `--procs 2` runs one
+One phase made default.safetensors (run WF; the exact commands in RECIPE.md, "Commands"):
+1244 steps of 16 clips, 4-frame chunks, window 2, context degradation, perturbation and fading,
+the warm start trained, colliding objects, 112 minutes on both cores. Run with OpenBLAS (RECIPE.md) and `nice -n 5`. `--procs 2` runs one
 process per core on halves of every batch (the same steps, 1.8 times faster on this idle
 machine).
 """
@@ -140,7 +140,7 @@ def parse_args(argv=None):
                     help="with --ctx-perturb: one object of a perturbed context is also drawn smaller and fainter "
                          "(size and opacity x U(1 - F, 1)), the target whole: the model learns to bring back an "
                          "object its own rollout was losing, which the data never shows (objects never vanish). "
-                         "Tried (EXPERIMENTS.md, \"Keeping the count while moving\" and run WF)")
+                         "The shipped run WF used 0.6 (EXPERIMENTS.md, \"Keeping the count while moving\" and run WF)")
     ap.add_argument("--warm-start-train", type=float, default=0.0,
                     help="fraction of chunks (with context) whose noisy input is built as inference's warm start "
                          "builds it, from the previous chunk's last (clean-pass) frame instead of from the chunk "
