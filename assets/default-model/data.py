@@ -257,7 +257,9 @@ def render(sc, frames, start=0, coverage=False, paths_of=None):
     img = np.broadcast_to(_background(sc)[:, None], (3, frames, H, W)).copy()
     cover = np.zeros((frames, H, W))
     xs, ys = _centres(paths_of or sc, frames, start)
-    for o, cx, cy in zip(sc["objects"], xs, ys):
+    for i, o in enumerate(sc["objects"]):
+        j = o.get("mirror_of")  # a spurious object (perturb_scene): the mirror image of object j's path
+        cx, cy = (xs[i], ys[i]) if j is None else (W - xs[j], H - ys[j])
         alpha = np.clip(0.5 - _sdf(o["shape"], o["size"], px, py, cx, cy), 0.0, 1.0) * o.get("fade", 1.0)
         col = np.array(o.get("rgb", OBJECT_COLOURS[o["colour"]]))[:, None, None, None]
         img = img * (1 - alpha[None]) + col * alpha[None]
@@ -308,13 +310,15 @@ def make_clip(seed, frames, H=32, W=32, start=None, collide=False):
     return render(sc, frames, start), caption(sc)
 
 
-def perturb_scene(sc, rng, size_range, colour_range, fade=0.0):
+def perturb_scene(sc, rng, size_range, colour_range, fade=0.0, spurious=0.0):
     """A copy of the scene whose objects are drawn at a size scaled by exp(U(-size_range,
     size_range)) and in a colour offset by U(-colour_range, colour_range) per channel: what an
     object looks like after it has drifted in a model's own rollout. fade > 0: one object, drawn
     at random, also has its size and opacity scaled by U(1 - fade, 1): an object on its way out
-    of a rollout. Render it with paths_of=sc, so that the objects stay on the original paths (the
-    size sets where they bounce)."""
+    of a rollout. spurious > 0: with that probability, a faint copy of one object (size and opacity
+    x U(0.2, 0.6)) is added on the mirror image of that object's path: an object a rollout is
+    making up, which the target (the true scene) does not have. Render it with paths_of=sc, so that
+    the objects stay on the original paths (the size sets where they bounce)."""
     out = dict(sc, objects=[dict(o) for o in sc["objects"]])
     for o in out["objects"]:
         o["size"] = o["size"] * float(np.exp(rng.uniform(-size_range, size_range)))
@@ -324,13 +328,17 @@ def perturb_scene(sc, rng, size_range, colour_range, fade=0.0):
         o = out["objects"][int(rng.integers(len(out["objects"])))]
         u = float(rng.uniform(1.0 - fade, 1.0))
         o["size"], o["fade"] = o["size"] * u, u
+    if spurious > 0 and rng.random() < spurious:  # draws only when asked, after the fade's
+        j = int(rng.integers(len(sc["objects"])))
+        u = float(rng.uniform(0.2, 0.6))
+        out["objects"].append(dict(out["objects"][j], size=sc["objects"][j]["size"] * u, fade=u, mirror_of=j))
     return out
 
 
 def make_batch(rng, n, frames, H=32, W=32, coverage=False, collide=False, perturb=None):
     """n clips from seeds drawn by rng -> (video [n, 3, F, H, W], ids [n, L], mask [n, L], captions),
     with coverage also the objects' pixel coverage [n, F, H, W]. perturb = (p, size_range,
-    colour_range, rng2, fade): also returns, last, the clips with a fraction p drawn by perturb_scene
+    colour_range, rng2, fade, spurious): also returns, last, the clips with a fraction p drawn by perturb_scene
     (draws from rng2 only, so the clips themselves are the same with or without it)."""
     vids, ids, masks, caps, covers, pvids = [], [], [], [], [], []
     for _ in range(n):
@@ -339,9 +347,10 @@ def make_batch(rng, n, frames, H=32, W=32, coverage=False, collide=False, pertur
         start = int(rs.integers(0, 1000))
         v, cov = render(sc, frames, start, coverage=True)
         if perturb is not None:
-            p, size_range, colour_range, rng2, fade = perturb
+            p, size_range, colour_range, rng2, fade, spurious = perturb
             take = rng2.random() < p
-            pvids.append(render(perturb_scene(sc, rng2, size_range, colour_range, fade), frames, start, paths_of=sc)
+            pvids.append(render(perturb_scene(sc, rng2, size_range, colour_range, fade, spurious), frames, start,
+                                paths_of=sc)
                          if take else v)
         c = caption(sc)
         covers.append(cov)

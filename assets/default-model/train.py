@@ -141,6 +141,11 @@ def parse_args(argv=None):
                          "(size and opacity x U(1 - F, 1)), the target whole: the model learns to bring back an "
                          "object its own rollout was losing, which the data never shows (objects never vanish). "
                          "The shipped run WF used 0.6 (EXPERIMENTS.md, \"Keeping the count while moving\" and run WF)")
+    ap.add_argument("--ctx-spurious", type=float, default=0.0,
+                    help="with --ctx-perturb: the probability that a perturbed context also has a faint copy of "
+                         "one object on the mirror image of its path, which the target lacks: the model learns "
+                         "to drop an object its own rollout is making up (the other half of --ctx-fade). "
+                         "Tried (EXPERIMENTS.md, \"Fading to nothing\")")
     ap.add_argument("--warm-start-train", type=float, default=0.0,
                     help="fraction of chunks (with context) whose noisy input is built as inference's warm start "
                          "builds it, from the previous chunk's last (clean-pass) frame instead of from the chunk "
@@ -377,7 +382,7 @@ def context_perturbation(a, step):
     if a.ctx_perturb <= 0:
         return None
     return (a.ctx_perturb, a.ctx_size_range, a.ctx_colour_range,
-            np.random.Generator(np.random.PCG64([a.seed, step, 1])), a.ctx_fade)
+            np.random.Generator(np.random.PCG64([a.seed, step, 1])), a.ctx_fade, a.ctx_spurious)
 
 
 def train_step(a, model, step, part=None, critic=None):
