@@ -1,5 +1,5 @@
-"""Run B4's training step (train.py, the options of the weights shipped on 2026-11-25) on a CUDA GPU with a larger batch:
-the experiment that asks whether more compute, or training the warm start, teaches the model its
+"""Run B4's training step (train.py, the options of the weights shipped on 2026-11-25) on a CUDA
+GPU with a larger batch: the experiment that asks whether more compute, or training the warm start, teaches the model its
 context's motion (EXPERIMENTS.md, "More compute, on a GPU"). Not how the shipped weights were made.
 
 What differs from train.py: the clips, context degradation and perturbation, dropout and timesteps

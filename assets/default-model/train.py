@@ -21,9 +21,9 @@ EMA weights go to --out/default.safetensors with the metadata the engine reads.
 
 One phase made default.safetensors (run WF; the exact commands in RECIPE.md, "Commands"):
 1244 steps of 16 clips, 4-frame chunks, window 2, context degradation, perturbation and fading,
-the warm start trained, colliding objects, 112 minutes on both cores. Run with OpenBLAS (RECIPE.md) and `nice -n 5`. `--procs 2` runs one
-process per core on halves of every batch (the same steps, 1.8 times faster on this idle
-machine).
+the warm start trained, colliding objects, 112 minutes on both cores. Run with OpenBLAS
+(RECIPE.md) and `nice -n 5`. `--procs 2` runs one process per core on halves of every batch
+(the same steps, 1.8 times faster on this idle machine).
 """
 import argparse
 import ctypes
