@@ -145,7 +145,7 @@ def parse_args(argv=None):
                     help="with --ctx-perturb: the probability that a perturbed context also has a faint copy of "
                          "one object on the mirror image of its path, which the target lacks: the model learns "
                          "to drop an object its own rollout is making up (the other half of --ctx-fade). "
-                         "Tried (EXPERIMENTS.md, \"Fading to nothing\")")
+                         "Tried in runs WFS and WG, not kept (EXPERIMENTS.md, \"Fading to nothing\" and run WG)")
     ap.add_argument("--warm-start-train", type=float, default=0.0,
                     help="fraction of chunks (with context) whose noisy input is built as inference's warm start "
                          "builds it, from the previous chunk's last (clean-pass) frame instead of from the chunk "
