@@ -24,6 +24,7 @@ void lv_generate_options_default(lv_generate_options *opt) {
     opt->cfg_scale = -1;
     opt->block_frames = 0;
     opt->cached_blocks = LV_GEN_MODEL_DEFAULT;
+    opt->burn_in_blocks = LV_GEN_MODEL_DEFAULT;
     opt->device_index = -1;
     opt->cpu_threads = LV_GEN_CPU_THREADS_AUTO;
     opt->parallel_cfg = -1;
@@ -149,6 +150,11 @@ static lv_status resolve_options(const lv_generate_options *in, gen_run *r) {
     if (o->block_frames <= 0) o->block_frames = card->block_frames;
     if (o->cached_blocks == LV_GEN_MODEL_DEFAULT) o->cached_blocks = card->cached_blocks;
     else if (o->cached_blocks < 0) o->cached_blocks = LV_CACHED_ALL;
+    if (o->burn_in_blocks == LV_GEN_MODEL_DEFAULT) o->burn_in_blocks = card->burn_in_blocks;
+    if (o->burn_in_blocks < 0 || o->burn_in_blocks > LV_CARD_MAX_BURN_IN)
+        return lv_error(LV_ERR_INVALID, "--burn-in-blocks must be in [0, %d]", LV_CARD_MAX_BURN_IN);
+    /* without a carried state (or in a single clip) no block sees another: nothing to settle */
+    if (o->cached_blocks == 0 || o->sampler != LV_GEN_LONGSANA) o->burn_in_blocks = 0;
     if (o->sampler != LV_GEN_LONGSANA) {
         /* the base model's single clip: every frame at once, its own schedule */
         if (o->steps <= 0) o->steps = 50;
@@ -456,33 +462,40 @@ lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback pr
             progress(user, &p);
         }
     }
-    for (int c = first_chunk; s == LV_OK && c < chunks; c++) {
-        if (stop && *stop) {
+    /* Chunks 0 .. burn-1 are the burn-in: made and committed to the carried state like the
+     * others, then dropped. Chunk c's noise stream is c, its position in the video (RoPE)
+     * counts every frame made, the burn-in's too. */
+    int burn = o->burn_in_blocks;
+    for (int c = first_chunk; s == LV_OK && c < burn + chunks; c++) {
+        bool shown = c >= burn;
+        if (stop && *stop && c > burn) { /* once a block is written (the burn-in is short) */
             s = lv_error(LV_ERR_INTERRUPTED, "interrupted after %lld of %lld frames",
                          (long long)r.frames_done, (long long)frames_total);
             break;
         }
-        int n = lv_generate_chunk_frames(r.units, o->block_frames, c);
+        int n = shown ? lv_generate_chunk_frames(r.units, o->block_frames, c - burn) : o->block_frames;
+        int position = shown ? (int)((int64_t)burn * o->block_frames + done_units) : c * o->block_frames;
         const lv_block_recipe *rec = c == 0 || !lv_dit_carries_state(r.dit) ? &r.first : &r.later;
         lv_chunk_options chunk_opt = {.timesteps = rec->timesteps, .steps = rec->steps, .seed = o->seed,
                                       .cfg_scale = rec->cfg_scale, .sampler = rec->sampler,
                                       .cfg_last_steps = rec->cfg_last_steps,
                                       .warm = rec->warm_start ? r.last_frame : NULL,
                                       .twin = r.twin};
-        s = lv_longsana_chunk(r.ctx, r.dit, &chunk_opt, c, (int)done_units, n, r.grid_h, r.grid_w, r.x0);
+        s = lv_longsana_chunk(r.ctx, r.dit, &chunk_opt, c, position, n, r.grid_h, r.grid_w, r.x0);
         if (s == LV_OK) keep_last_frame(&r, n);
-        if (s == LV_OK) s = emit_chunk(&r, (int)done_units, n);
-        done_units += n;
-        if (s == LV_OK && r.m.card.pixel)
+        if (s == LV_OK && shown) s = emit_chunk(&r, (int)done_units, n);
+        if (shown) done_units += n;
+        if (s == LV_OK && shown && r.m.card.pixel)
             s = lv_gen_resume_save(r.ctx, r.dit, state_path, o, &r.m, c + 1, done_units, r.last_frame,
                                    r.frame_values);
         if (s == LV_OK && progress) {
             double t = now() - t_start;
-            double fps = t > 0 ? (double)(r.frames_done - frames_at_start) / t : 0;
+            int made = c + 1 - first_chunk; /* blocks this run; they cost about the same */
             lv_generate_progress p = {
-                .block = c + 1, .blocks = chunks, .frames_done = r.frames_done,
-                .frames_total = frames_total, .seconds = t, .frames_per_second = fps,
-                .eta_seconds = fps > 0 ? (double)(frames_total - r.frames_done) / fps : 0,
+                .block = c + 1, .blocks = burn + chunks, .burn_in_blocks = burn, .frames_done = r.frames_done,
+                .frames_total = frames_total, .seconds = t,
+                .frames_per_second = t > 0 ? (double)(r.frames_done - frames_at_start) / t : 0,
+                .eta_seconds = t / made * (burn + chunks - c - 1),
                 .state_bytes = lv_dit_carries_state(r.dit) ? lv_dit_state_bytes(r.dit) : 0,
                 .device = lv_ctx_device(r.ctx)->name};
             progress(user, &p);

@@ -77,6 +77,8 @@ static lv_status parse(const cJSON *root, const char *source, lv_model_card *car
     LV_TRY(get_int(root, "block_frames", source, 1, 1024, &card->block_frames));
     LV_TRY(get_int(root, "cached_blocks", source, -1, 1024, &card->cached_blocks));
     LV_TRY(get_int(root, "text_len", source, 1, 4096, &card->text_len));
+    if (cJSON_GetObjectItemCaseSensitive(root, "burn_in_blocks"))
+        LV_TRY(get_int(root, "burn_in_blocks", source, 0, LV_CARD_MAX_BURN_IN, &card->burn_in_blocks));
     lv_block_recipe *later = &card->later_blocks, *first = &card->first_block;
     LV_TRY(get_timesteps(root, "sample_timesteps", source, later->timesteps, &later->steps));
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(root, "cfg_scale");

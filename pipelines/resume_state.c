@@ -30,6 +30,7 @@ static cJSON *run_identity(const lv_generate_options *o, const lv_gen_model *m) 
     cJSON_AddNumberToObject(j, "cfg_scale", o->cfg_scale);
     cJSON_AddNumberToObject(j, "block_frames", o->block_frames);
     cJSON_AddNumberToObject(j, "cached_blocks", o->cached_blocks);
+    cJSON_AddNumberToObject(j, "burn_in_blocks", o->burn_in_blocks);
     return j;
 }
 

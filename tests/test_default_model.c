@@ -197,6 +197,12 @@ Test(default_model, card_block_recipes) {
     cr_assert_eq(card.first_block.cfg_scale, 1.0);
     cr_assert_eq(card.later_blocks.cfg_last_steps, 0); /* CFG (if any) at every step */
     cr_assert(!card.later_blocks.warm_start);
+    cr_assert_eq(card.burn_in_blocks, 0); /* every block made is written */
+    lv_model_card_free(&card);
+
+    snprintf(json, sizeof json, "{%s, \"burn_in_blocks\": 40}", base);
+    cr_assert_eq(lv_model_card_parse(json, "card", &card), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(card.burn_in_blocks, 40);
     lv_model_card_free(&card);
 
     snprintf(json, sizeof json, "{%s, \"sampler\": \"renoise\", \"first_block\": {\"timesteps\": [1000, 900, 800, "
@@ -228,6 +234,8 @@ Test(default_model, card_block_recipes) {
         {"\"first_block\": {\"timesteps\": []}", "\"timesteps\" must list 1 to"},
         {"\"first_block\": {\"cfg_scale\": \"high\"}", "\"cfg_scale\" must be a number"},
         {"\"cfg_last_steps\": 5", "\"cfg_last_steps\" must be an integer in [0, 4]"},
+        {"\"burn_in_blocks\": -2", "\"burn_in_blocks\" must be an integer in [0, 4096]"},
+        {"\"burn_in_blocks\": 1.5", "\"burn_in_blocks\" must be an integer in [0, 4096]"},
         {"\"cfg_last_steps\": 1.5", "\"cfg_last_steps\" must be an integer"},
         {"\"warm_start\": 1", "\"warm_start\" must be true or false"},
         {"\"first_block\": {\"warm_start\": true}", "cannot have \"warm_start\""},

@@ -1,6 +1,7 @@
 /* `longvk generate` with the embedded default model: frame count, determinism, an
  * interrupted run that still plays, and resume == an uninterrupted run (bit-exact, ffv1);
- * CFG's unconditional passes on a twin context (--parallel-cfg) change nothing. */
+ * CFG's unconditional passes on a twin context (--parallel-cfg) change nothing; a burn-in
+ * is the run with its first blocks cut. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +48,8 @@ static void options(lv_generate_options *o, const char *out, int frames) {
     o->scale = 1;
     o->seed = 7;
     o->output = out;
-    o->block_frames = 2; /* the embedded model's; explicit, as the counts below depend on it */
+    o->block_frames = 2; /* explicit, as the counts below depend on it */
+    o->burn_in_blocks = 0; /* every block made is written (burn_in_drops_the_first_blocks: with) */
     o->encoder.codec = "ffv1";
 }
 
@@ -116,6 +118,48 @@ Test(generate, frame_count_determinism_and_resume, .timeout = 600) {
     cr_assert_eq(lv_validation_messages_total(), 0, "validation messages");
 }
 
+/* A burn-in of k blocks is the same run with its first k blocks cut: the same noise
+ * streams, positions and carried state, only not written. Resumed, too. */
+Test(generate, burn_in_drops_the_first_blocks, .timeout = 600) {
+    const char *full = LONGVK_TEST_TMP "/gen_burn_full.mkv", *cut = LONGVK_TEST_TMP "/gen_burn_cut.mkv";
+    const int burn = 2, frames = 6; /* blocks of 2: 2 dropped, 3 written */
+    lv_generate_options o;
+    options(&o, full, (burn * 2) + frames);
+    o.burn_in_blocks = 0;
+    cr_assert_eq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_OK, "%s", lv_last_error());
+    stop_after one = {.blocks = 1};
+    options(&o, cut, frames);
+    o.burn_in_blocks = burn;
+    cr_assert_eq(lv_generate(&o, on_progress, NULL, &one, &one.flag), LV_ERR_INTERRUPTED, "%s", lv_last_error());
+    cr_assert_eq(one.seen, burn + 1, "a stop is honoured once a block is written");
+    options(&o, cut, frames);
+    o.burn_in_blocks = burn;
+    o.resume = true;
+    cr_assert_eq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_OK, "%s", lv_last_error());
+
+    int64_t nf, nc;
+    int w, h;
+    uint8_t *ff = decode_all(full, &nf, &w, &h), *fc = decode_all(cut, &nc, &w, &h);
+    cr_assert_eq(nf, burn * 2 + frames);
+    cr_assert_eq(nc, frames);
+    size_t frame_bytes = (size_t)w * h * 3;
+    cr_assert(memcmp(ff + burn * 2 * frame_bytes, fc, frames * frame_bytes) == 0,
+              "the burnt-in run must be the full run's last %d frames", frames);
+    free(ff);
+    free(fc);
+
+    options(&o, cut, frames); /* a resume file holds its burn-in: another one is another run */
+    o.burn_in_blocks = burn;
+    stop_after again = {.blocks = 1};
+    cr_assert_eq(lv_generate(&o, on_progress, NULL, &again, &again.flag), LV_ERR_INTERRUPTED);
+    options(&o, cut, frames);
+    o.burn_in_blocks = burn + 1;
+    o.resume = true;
+    cr_assert_neq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_OK);
+    cr_assert(strstr(lv_last_error(), "burn_in_blocks") != NULL, "%s", lv_last_error());
+    cr_assert_eq(lv_validation_messages_total(), 0, "validation messages");
+}
+
 Test(generate, bad_input_is_a_clean_error) {
     lv_generate_options o;
     options(&o, LONGVK_TEST_TMP "/gen_bad.mkv", 8);
@@ -170,6 +214,8 @@ Test(generate, cli_help_and_errors) {
     snprintf(want, sizeof want, "(%d %s steps, CFG %g)", card.first_block.steps,
              card.first_block.sampler == LV_CHUNK_EULER ? "Euler" : "re-noise", card.first_block.cfg_scale);
     cr_assert(strstr(text, want) != NULL, "--help lacks '%s'", want);
+    snprintf(want, sizeof want, "(default: the model's, %d = ", card.burn_in_blocks);
+    cr_assert(strstr(text, want) != NULL, "--help lacks '%s'", want);
     /* `longvk info` without a model describes the embedded one, vocabulary included */
     cli_output("info", text, sizeof text);
     cr_assert(strstr(text, "vocabulary:    38 words") != NULL, "info lacks the vocabulary:\n%s", text);
@@ -179,6 +225,8 @@ Test(generate, cli_help_and_errors) {
     snprintf(want, sizeof want, "later blocks: %d re-noise steps at t = %g", card.later_blocks.steps,
              (double)card.later_blocks.timesteps[0]);
     cr_assert(strstr(text, want) != NULL, "info lacks '%s':\n%s", want, text);
+    snprintf(want, sizeof want, "the first %d blocks are made and dropped", card.burn_in_blocks);
+    cr_assert((strstr(text, want) != NULL) == (card.burn_in_blocks > 0), "info on the burn-in:\n%s", text);
     if (card.later_blocks.warm_start)
         cr_assert(strstr(text, "starting from the previous block's last frame") != NULL, "%s", text);
     lv_model_card_free(&card);
@@ -187,6 +235,8 @@ Test(generate, cli_help_and_errors) {
     rc = system(LONGVK_CLI " generate -p x 2> /dev/null"); /* no -o */
     cr_assert_neq(WEXITSTATUS(rc), 0);
     rc = system(LONGVK_CLI " generate -p x -o " LONGVK_TEST_TMP "/x.mp4 --seconds -3 2> /dev/null");
+    cr_assert_neq(WEXITSTATUS(rc), 0);
+    rc = system(LONGVK_CLI " generate -p x -o " LONGVK_TEST_TMP "/x.mp4 --burn-in-blocks -1 2> /dev/null");
     cr_assert_neq(WEXITSTATUS(rc), 0);
 }
 

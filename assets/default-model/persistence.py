@@ -223,6 +223,8 @@ def main():
     ap.add_argument("--cfg-last-steps", type=int, default=-1, help="(default: the file's)")
     ap.add_argument("--warm", type=int, default=-1, help="1 / 0: warm start on / off (default: the file's)")
     ap.add_argument("--window", type=int, default=-1, help="cached blocks (default: the file's)")
+    ap.add_argument("--burn-in-blocks", type=int, default=-1, help="blocks made and not measured before the "
+                    "first frame, as the engine does (default: the file's; none with --real-context)")
     ap.add_argument("--extrapolate", type=float, default=0.0,
                     help="warm start from last + G (last - the frame before it), clamped to [-1, 1]")
     ap.add_argument("--ramp", action="store_true",
@@ -284,6 +286,7 @@ def main():
     if a.real_context and a.hist_match:
         sys.exit("--hist-match matches the first generated block's histogram: not with --real-context")
     starts = real_starts(a.prompt, a.colour, a.real_context, max(seeds), H, W) if a.real_context else None
+    burn = 0 if starts else a.burn_in_blocks if a.burn_in_blocks >= 0 else int(lv.get("burn_in_blocks", 0))
     for seed in seeds:
         g = torch.Generator().manual_seed(seed)
         state = CarriedState(model.depth, K)
@@ -302,7 +305,7 @@ def main():
                 for fr in frames_u8:
                     tracks[-1].add(fr)
                 last = held = x[:, :, -1:]
-            for c in range(a.real_context // bf, (frames + bf - 1) // bf):
+            for c in range(a.real_context // bf, burn + (frames + bf - 1) // bf):
                 first = c == 0
                 st_c = first_steps if first else steps
                 noise = torch.randn(1, 3, bf, H, W, generator=g)
@@ -325,12 +328,12 @@ def main():
                 if a.extrapolate:
                     gain = a.extrapolate * (torch.arange(1, bf + 1).view(1, 1, bf, 1, 1) if a.ramp else 1)
                     last = (last + gain * (last - x0[:, :, -2:-1])).clamp(-1, 1)
-                for fr in to_u8(x0[0]):
+                for fr in to_u8(x0[0]) if c >= burn else []:
                     tracks[-1].add(fr)
         results.append(tracks[-1].report(a.seconds, name))
     summarise(tracks, results, fps, a.seconds)
     print(f"later blocks {steps} ({sampler}, CFG {later_cfg} at the last {cfg_last or len(steps)}, "
-          f"warm start {warm_start}), window {K}; {time.time() - t0:.0f} s")
+          f"warm start {warm_start}), window {K}, burn-in {burn} blocks; {time.time() - t0:.0f} s")
 
 
 if __name__ == "__main__":

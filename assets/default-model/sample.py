@@ -77,6 +77,8 @@ def main():
     ap.add_argument("--first-sampler", default="")
     ap.add_argument("--first-cfg", type=float, default=-1)
     ap.add_argument("--cached-blocks", type=int, default=-1, help="window K (default: the file's)")
+    ap.add_argument("--burn-in-blocks", type=int, default=-1, help="blocks made and not written before the first "
+                    "frame, as the engine does (default: the file's)")
     ap.add_argument("--no-state", action="store_true", help="forget the carried state after every block "
                     "(each block made from the text alone): what the state buys")
     ap.add_argument("--prime-seed", type=int, default=-1, help="diagnostic: the first block is the training "
@@ -115,6 +117,7 @@ def main():
     first_cfg = a.first_cfg if a.first_cfg >= 0 else float(fb.get("cfg_scale", 1.0))
     frames = a.frames or int(round(a.seconds * fps))
     nchunks = (frames + bf - 1) // bf
+    burn = 0 if a.no_state else a.burn_in_blocks if a.burn_in_blocks >= 0 else int(lv.get("burn_in_blocks", 0))
     prime = None
     if a.prime_seed >= 0:
         pv, a.prompt = data.make_clip(a.prime_seed, bf, H, W)
@@ -138,7 +141,7 @@ def main():
     areas = {c: [] for c in track}
     prev_last = None
     with torch.no_grad():
-        for c in range(nchunks):
+        for c in range(burn + nchunks):
             first = c == 0 or a.no_state
             st_c = first_steps if first else steps
             noise = torch.randn(1, 3, bf, H, W, generator=g)
@@ -159,6 +162,8 @@ def main():
                 first_hist = prev_last.flatten(3).sort(dim=-1).values
             elif a.hist_match:
                 prev_last = match_histogram(prev_last, first_hist)
+            if c < burn:
+                continue
             u8 = to_u8(x0[0])[: frames - done]
             if enc:
                 enc.stdin.write(u8.tobytes())
@@ -175,9 +180,9 @@ def main():
                 d = np.linalg.norm(rgb - np.array(data.OBJECT_COLOURS[cname], np.float32), axis=-1)
                 areas[cname].extend((d < 0.2).sum(axis=(1, 2)).tolist())
             done += len(u8)
-            if c % 20 == 0 or c == nchunks - 1:
+            if c % 20 == 0 or c == burn + nchunks - 1:
                 el = time.time() - t0
-                print(f"chunk {c + 1}/{nchunks} frames {done} {done / el:.1f} frames/s "
+                print(f"chunk {c + 1}/{burn + nchunks} frames {done} {done / el:.1f} frames/s "
                       f"hist-dist-to-first {0.5 * np.abs(h - hist0).sum(axis=1).mean():.3f}", file=sys.stderr)
     if enc:
         enc.stdin.close()
@@ -197,7 +202,7 @@ def main():
         print(f"{cname} area (pixels/frame, per {a.sheet_every} frames): {' '.join(seg)}", file=sys.stderr)
     print(f"{done} frames in {time.time() - t0:.1f} s; prompt {a.prompt!r} steps {steps} ({sampler}, cfg {later_cfg} "
           f"at the last {cfg_last or len(steps)}, warm start {warm_start}) window {K}; "
-          f"first block {first_steps} ({first_sampler}, cfg {first_cfg})", file=sys.stderr)
+          f"first block {first_steps} ({first_sampler}, cfg {first_cfg}); burn-in {burn} blocks", file=sys.stderr)
 
 
 if __name__ == "__main__":

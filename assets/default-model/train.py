@@ -112,6 +112,9 @@ def parse_args(argv=None):
                     "(default: --sample-timesteps)")
     ap.add_argument("--first-block-sampler", default="", help="metadata only (default: --sampler)")
     ap.add_argument("--first-block-cfg", type=float, default=1.0, help="metadata only")
+    ap.add_argument("--burn-in-blocks", type=int, default=0, help="metadata only: blocks the engine makes and "
+                    "drops before the first written frame (the first block, from the text alone, is the weakest; "
+                    "the blocks that continue it settle it: EXPERIMENTS.md, \"A burn-in\")")
     ap.add_argument("--procs", type=int, default=1,
                     help="processes (one per core), each computing its share of every step's batch; the "
                          "gradients are averaged, so the step is the same as one process's")
@@ -217,7 +220,8 @@ def parse_args(argv=None):
     ap.add_argument("--unroll-steps", default="1000", help="the unrolled rollout's timesteps (from noise, re-noise "
                     "between steps, no CFG)")
     ap.add_argument("--export", default="", help="only write the EMA weights of --out/ckpt.pt to this path "
-                    "(with the metadata of the current arguments, e.g. --sample-timesteps) and exit")
+                    "(with the metadata of the current arguments, e.g. --sample-timesteps) and exit; with --init "
+                    "F.safetensors the weights (and train_steps) of F instead: a new card for exported weights")
     ap.add_argument("--card-from", default="", help="with --export: copy the sampling card (block frames, window, "
                     "timesteps, CFG, warm start, first block) from this model file instead of building it from the "
                     "flags, e.g. --card-from default.safetensors to evaluate new weights with the shipped card")
@@ -239,7 +243,7 @@ def build_model(a):
 
 # the metadata keys that say how to sample (the "card"); the rest describe the model
 CARD_KEYS = ("block_frames", "cached_blocks", "sample_timesteps", "sampler", "cfg_scale", "cfg_last_steps",
-             "warm_start", "first_block")
+             "warm_start", "first_block", "burn_in_blocks")
 
 
 def metadata(a, model, extra=None):
@@ -259,6 +263,7 @@ def metadata(a, model, extra=None):
             "sampler": a.first_block_sampler or a.sampler,
             "cfg_scale": a.first_block_cfg,
         },
+        "burn_in_blocks": a.burn_in_blocks,
         "text_len": data.TEXT_LEN,
         "vocab": data.VOCAB,
         "tokenizer": data.TOKENIZER_RULE,
@@ -274,7 +279,7 @@ def metadata(a, model, extra=None):
                          "v_empty), empty = all-zero mask); x0 = x - s_k v; if not the last step: x = (1 - s_{k+1}) x0 + "
                          "s_{k+1} n with n = fresh noise (renoise, LongSANA) or n = x + (1 - s_k) v (euler); the output is "
                          "the last x0; then one t = 0 pass over it (prompt, no CFG) commits the block; the state keeps the "
-                         "last cached_blocks blocks"),
+                         "last cached_blocks blocks; the first burn_in_blocks blocks are made so and not written"),
         "pixel_range": [-1, 1],
     }
     if extra:
@@ -562,8 +567,13 @@ def run(rank, a, rendezvous, parent_pid=None):
     ckpt_path = os.path.join(a.out, "ckpt.pt")
     step, elapsed = 0, 0.0
     if a.export:
-        ck = torch.load(ckpt_path)
-        ema.load_state_dict(ck["ema"])
+        if a.init.endswith(".safetensors"):  # a new card for exported weights
+            W, md = st.load(a.init)
+            ema.load_state_dict({k: torch.from_numpy(v) for k, v in W.items()})
+            ck = {"step": json.loads(md["longvk"])["train_steps"]}
+        else:
+            ck = torch.load(ckpt_path)
+            ema.load_state_dict(ck["ema"])
         card = {}
         if a.card_from:
             _, md = st.load(a.card_from)

@@ -73,6 +73,11 @@ static void usage(FILE *out) {
             "  --cached-blocks K          attend to the last K blocks (default: the model's, %s);\n"
             "                             all: every earlier block; 0: no carried state at all\n"
             "                             (each block alone: shows what the state buys)\n"
+            "  --burn-in-blocks N         blocks made before the first written frame and dropped\n"
+            "                             (default: the model's, %d = %.2g s): the first block,\n"
+            "                             drawn from the text alone, is the model's weakest; the\n"
+            "                             blocks that continue it settle its objects and colours.\n"
+            "                             0 writes it; none with --cached-blocks 0\n"
             "  --model FILE               model weights (default: the embedded model)\n"
             "  --text-embeds FILE         latent-space models (SANA-Video): prompt embeddings,\n"
             "                             safetensors with y [L, caption] and mask [L]\n"
@@ -100,7 +105,7 @@ static void usage(FILE *out) {
             "  -o, --output FILE          .mp4, .mkv or .webm (required)\n",
             c.fps, c.width, c.height, 8 * c.width, 8 * c.height, c.later_blocks.steps, fb->steps,
             cli_sampler_name(fb->sampler), fb->cfg_scale, later, c.later_blocks.cfg_scale, c.block_frames,
-            cached);
+            cached, c.burn_in_blocks, c.burn_in_blocks * c.block_frames / c.fps);
     if (opened) lv_gen_model_close(&m);
     else lv_model_card_free(&m.card);
 }
@@ -123,8 +128,9 @@ static void on_progress(void *user, const lv_generate_progress *p) {
     if (!st->tty && p->block > 1 && decile == st->last_decile && p->block != p->blocks) return;
     st->last_decile = decile;
     int eta = (int)lround(p->eta_seconds);
-    st->last_len = fprintf(stderr, "%sblock %d/%d  frames %lld/%lld  %.1f frames/s  ETA %d:%02d  state %.1f KiB%s",
-                           st->tty ? "\r" : "", p->block, p->blocks, (long long)p->frames_done,
+    const char *what = p->block <= p->burn_in_blocks ? "burn-in block" : "block";
+    st->last_len = fprintf(stderr, "%s%s %d/%d  frames %lld/%lld  %.1f frames/s  ETA %d:%02d  state %.1f KiB%s",
+                           st->tty ? "\r" : "", what, p->block, p->blocks, (long long)p->frames_done,
                            (long long)p->frames_total, p->frames_per_second, eta / 60, eta % 60,
                            (double)p->state_bytes / 1024, st->tty ? " " : "\n");
     fflush(stderr);
@@ -210,6 +216,10 @@ int cmd_generate(int argc, char **argv) {
             if (!strcmp(val, "all")) o.cached_blocks = LV_CACHED_ALL;
             else if (!cli_parse_int(a, val, 0, 1024, &v)) return 2;
             else o.cached_blocks = (int)v;
+        }
+        else if (!strcmp(a, "--burn-in-blocks")) {
+            if (!cli_parse_int(a, val, 0, LV_CARD_MAX_BURN_IN, &v)) return 2;
+            o.burn_in_blocks = (int)v;
         }
         else if (!strcmp(a, "--crf")) { if (!cli_parse_int(a, val, 0, 63, &v)) return 2; o.encoder.crf = (int)v; }
         else if (!strcmp(a, "--device")) { if (!cli_parse_int(a, val, 0, 64, &v)) return 2; o.device_index = (int)v; }

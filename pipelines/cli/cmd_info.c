@@ -134,6 +134,9 @@ static void print_card(const lv_model_card *c) {
     print_recipe("first block", &c->first_block);
     print_recipe("later blocks", &c->later_blocks);
     printf("               then a t = 0 write pass commits each block to the carried state\n");
+    if (c->burn_in_blocks)
+        printf("               the first %d blocks are made and dropped (burn-in: the blocks after the\n"
+               "               first settle what it drew from the text alone)\n", c->burn_in_blocks);
     if (!c->vocab_size) return;
     printf("vocabulary:    %d words, %d tokens per prompt (others are ignored with a warning):\n              ",
            c->vocab_size, c->text_len);

@@ -21,6 +21,7 @@ extern "C" {
  * text; the others need prompt embeddings. */
 #define LV_CARD_MAX_VOCAB 1024
 #define LV_CARD_MAX_STEPS 32
+#define LV_CARD_MAX_BURN_IN 4096
 
 /* How a block is denoised: timesteps (model scale, noisiest first), the step rule and CFG
  * (1: prompt only). */
@@ -47,6 +48,9 @@ typedef struct lv_model_card {
                                      cfg_last_steps}: a block made
                                      from the text alone, with no earlier block to continue
                                      (default: as the others) */
+    int burn_in_blocks;          /* "burn_in_blocks" (default 0): blocks made and committed to
+                                    the carried state before the first written frame, then
+                                    dropped (lv_generate_options.burn_in_blocks) */
     int text_len;
     int vocab_size;
     char *vocab[LV_CARD_MAX_VOCAB];
@@ -122,6 +126,12 @@ typedef struct lv_generate_options {
     int cached_blocks;            /* LV_GEN_MODEL_DEFAULT: the model's; otherwise as
                                      lv_dit_options: LV_CACHED_ALL every earlier chunk, K > 0
                                      the last K, 0 no carried state */
+    int burn_in_blocks;           /* LV_GEN_MODEL_DEFAULT: the model's. Blocks made before the
+                                     first written frame and dropped: the first block, made from
+                                     the text alone, is a model's weakest, and the blocks that
+                                     continue it can settle what it drew wrong. They cost time,
+                                     not memory; none without a carried state or in a single
+                                     clip. */
     const char *output;
     lv_encoder_options encoder;
     const char *state_path;       /* resume file (NULL: OUTPUT.longvk-state) */
@@ -145,7 +155,8 @@ int lv_generate_auto_cpu_threads(int64_t tokens_per_block, int hidden);
 void lv_generate_options_default(lv_generate_options *opt);
 
 typedef struct lv_generate_progress {
-    int block, blocks;            /* block just finished (1-based) of how many */
+    int block, blocks;            /* block just finished (1-based) of how many, burn-in included */
+    int burn_in_blocks;           /* blocks 1 .. burn_in_blocks are the burn-in: made, not written */
     int64_t frames_done, frames_total;
     double seconds;               /* since this run started */
     double frames_per_second;     /* frames this run / seconds */
