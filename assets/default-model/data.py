@@ -182,9 +182,10 @@ def _sdf(shape, size, px, py, cx, cy):
     return np.maximum(base, np.maximum(left, right))
 
 
-def sample_scene(rng, H=32, W=32, collide=False):
+def sample_scene(rng, H=32, W=32, collide=False, speed_min=0.35):
     """Draws the parameters of one clip (a dict; render() and caption() use it). With collide,
-    objects start apart and bounce off each other too (render() simulates them)."""
+    objects start apart and bounce off each other too (render() simulates them). Speeds are
+    uniform in [speed_min, 1.3] pixels a frame at 32 x 32 (the same draws for any speed_min)."""
     n_obj = int(rng.choice([1, 2, 3], p=[0.4, 0.35, 0.25]))
     bg_name = str(rng.choice(sorted(BACKGROUND_COLOURS)))
     bg_kind = str(rng.choice(["plain", "vertical", "horizontal"], p=[0.5, 0.25, 0.25]))
@@ -207,7 +208,7 @@ def sample_scene(rng, H=32, W=32, collide=False):
             proto = (colour, shape)
         size = float(rng.uniform(2.6, 5.5)) * (H / 32.0)
         ex, ey = _shape_extent(shape, size)
-        speed = float(rng.uniform(0.35, 1.3)) * (H / 32.0)
+        speed = float(rng.uniform(speed_min, 1.3)) * (H / 32.0)
         if motion == "sliding":  # along one axis
             ang = float(rng.choice([0.0, 0.5, 1.0, 1.5])) * np.pi
         else:
@@ -335,7 +336,7 @@ def perturb_scene(sc, rng, size_range, colour_range, fade=0.0, spurious=0.0):
     return out
 
 
-def make_batch(rng, n, frames, H=32, W=32, coverage=False, collide=False, perturb=None):
+def make_batch(rng, n, frames, H=32, W=32, coverage=False, collide=False, perturb=None, speed_min=0.35):
     """n clips from seeds drawn by rng -> (video [n, 3, F, H, W], ids [n, L], mask [n, L], captions),
     with coverage also the objects' pixel coverage [n, F, H, W]. perturb = (p, size_range,
     colour_range, rng2, fade, spurious): also returns, last, the clips with a fraction p drawn by perturb_scene
@@ -343,7 +344,7 @@ def make_batch(rng, n, frames, H=32, W=32, coverage=False, collide=False, pertur
     vids, ids, masks, caps, covers, pvids = [], [], [], [], [], []
     for _ in range(n):
         rs = np.random.Generator(np.random.PCG64(int(rng.integers(1 << 62))))
-        sc = sample_scene(rs, H, W, collide)  # exactly make_clip's draws
+        sc = sample_scene(rs, H, W, collide, speed_min)  # exactly make_clip's draws (at its speed_min)
         start = int(rs.integers(0, 1000))
         v, cov = render(sc, frames, start, coverage=True)
         if perturb is not None:

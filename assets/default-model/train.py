@@ -99,6 +99,10 @@ def parse_args(argv=None):
                          "(more than 0.1 in some channel, dilated by 1 pixel): where a moving object arrives and "
                          "leaves, about 7%% of a clip's pixels, which a model that copies its context gets "
                          "almost right. Tried, not kept (EXPERIMENTS.md, \"Weighting the moving pixels\")")
+    ap.add_argument("--speed-min", type=float, default=0.35,
+                    help="slowest object in the clips, pixels a frame at 32 x 32 (the fastest 1.3): lower covers "
+                         "the slow objects of the model's own minutes (2 px a second, 0.125 a frame); run WSF "
+                         "in EXPERIMENTS.md tried 0.1: not kept")
     ap.add_argument("--collide", action="store_true",
                     help="objects also bounce off each other (data.py): two objects never overlap, so the "
                          "context always shows them apart")
@@ -398,7 +402,8 @@ def train_step(a, model, step, part=None, critic=None):
     g = torch.Generator().manual_seed(a.seed * 1_000_003 + step)
     F = a.chunks * a.block_frames
     perturb = context_perturbation(a, step)
-    batch = data.make_batch(rng, a.batch, F, a.res, a.res, coverage=True, collide=a.collide, perturb=perturb)
+    batch = data.make_batch(rng, a.batch, F, a.res, a.res, coverage=True, collide=a.collide, perturb=perturb,
+                            speed_min=a.speed_min)
     vid, ids, mask, _, cover = batch[:5]
     x0 = torch.from_numpy(vid)
     xp = torch.from_numpy(batch[5]) if perturb is not None else x0
