@@ -291,6 +291,12 @@ def metadata(a, model, extra=None):
     return {"config": json.dumps(model.cfg), "longvk": json.dumps(lv)}
 
 
+def read_exported(path):
+    """An exported model file (save_weights): its weights as a state dict, and its "longvk" metadata."""
+    W, md = st.load(path)
+    return {k: torch.from_numpy(v) for k, v in W.items()}, json.loads(md.get("longvk", "{}"))
+
+
 def save_weights(path, model, meta):
     sd = {k: v.detach().to(torch.float32).numpy() for k, v in model.state_dict().items()}
     st.save(path, sd, meta)
@@ -573,27 +579,25 @@ def run(rank, a, rendezvous, parent_pid=None):
     step, elapsed = 0, 0.0
     if a.export:
         if a.init.endswith(".safetensors"):  # a new card for exported weights
-            W, md = st.load(a.init)
-            ema.load_state_dict({k: torch.from_numpy(v) for k, v in W.items()})
-            ck = {"step": json.loads(md["longvk"])["train_steps"]}
+            weights, lv = read_exported(a.init)
+            steps_done = lv["train_steps"]
         else:
             ck = torch.load(ckpt_path)
-            ema.load_state_dict(ck["ema"])
+            weights, steps_done = ck["ema"], ck["step"]
+        ema.load_state_dict(weights)
         card = {}
         if a.card_from:
-            _, md = st.load(a.card_from)
-            card = {k: v for k, v in json.loads(md["longvk"]).items() if k in CARD_KEYS}
-        meta = metadata(a, ema, {"train_steps": ck["step"], **card})
+            card = {k: v for k, v in read_exported(a.card_from)[1].items() if k in CARD_KEYS}
+        meta = metadata(a, ema, {"train_steps": steps_done, **card})
         save_weights(a.export, ema, meta)
         lv = json.loads(meta["longvk"])
         # the card decides what the file generates: say which one was written (a forgotten
         # first-block flag gives a first block without CFG, i.e. background only)
-        print(f"wrote {a.export} (EMA weights at step {ck['step']}); card: "
+        print(f"wrote {a.export} (EMA weights at step {steps_done}); card: "
               + json.dumps({k: lv[k] for k in CARD_KEYS}))
         return
     if a.init.endswith(".safetensors"):  # exported weights (EMA): the model and its EMA start from them
-        W, _ = st.load(a.init)
-        model.load_state_dict({k: torch.from_numpy(v) for k, v in W.items()})
+        model.load_state_dict(read_exported(a.init)[0])
         ema.load_state_dict(model.state_dict())
         log(f"initialised from {a.init}", flush=True)
     elif a.init:

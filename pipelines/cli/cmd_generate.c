@@ -74,7 +74,7 @@ static void usage(FILE *out) {
             "                             all: every earlier block; 0: no carried state at all\n"
             "                             (each block alone: shows what the state buys)\n"
             "  --burn-in-blocks N         blocks made before the first written frame and dropped\n"
-            "                             (default: the model's, %d = %.2g s): the first block,\n"
+            "                             (default: the model's, %d = %g s): the first block,\n"
             "                             drawn from the text alone, is the model's weakest; the\n"
             "                             blocks that continue it settle its objects and colours.\n"
             "                             0 writes it; none with --cached-blocks 0\n"
