@@ -225,6 +225,8 @@ def main():
     ap.add_argument("--window", type=int, default=-1, help="cached blocks (default: the file's)")
     ap.add_argument("--burn-in-blocks", type=int, default=-1, help="blocks made and not measured before the "
                     "first frame, as the engine does (default: the file's; none with --real-context)")
+    ap.add_argument("--burn-in-steps", default="", help="timesteps of the later blocks within the burn-in "
+                    "(default: --steps); tried, not kept (EXPERIMENTS.md, \"The first block's count at t = 1000\")")
     ap.add_argument("--extrapolate", type=float, default=0.0,
                     help="warm start from last + G (last - the frame before it), clamped to [-1, 1]")
     ap.add_argument("--ramp", action="store_true",
@@ -287,6 +289,7 @@ def main():
         sys.exit("--hist-match matches the first generated block's histogram: not with --real-context")
     starts = real_starts(a.prompt, a.colour, a.real_context, max(seeds), H, W) if a.real_context else None
     burn = 0 if starts else a.burn_in_blocks if a.burn_in_blocks >= 0 else int(lv.get("burn_in_blocks", 0))
+    burn_steps = [float(t) for t in a.burn_in_steps.split(",")] if a.burn_in_steps else None
     for seed in seeds:
         g = torch.Generator().manual_seed(seed)
         state = CarriedState(model.depth, K)
@@ -307,7 +310,7 @@ def main():
                 last = held = x[:, :, -1:]
             for c in range(a.real_context // bf, burn + (frames + bf - 1) // bf):
                 first = c == 0
-                st_c = first_steps if first else steps
+                st_c = first_steps if first else burn_steps if c < burn and burn_steps else steps
                 noise = torch.randn(1, 3, bf, H, W, generator=g)
                 renoise = torch.randn(len(st_c) - 1, 1, 3, bf, H, W, generator=g)
                 guide = None

@@ -79,6 +79,11 @@ def parse_args(argv=None):
     ap.add_argument("--p-sample-t", type=float, default=0.4,
                     help="fraction of chunks whose t is one of --sample-timesteps exactly")
     ap.add_argument("--sample-timesteps", default="1000,750,500,250")
+    ap.add_argument("--text-only-timesteps", default="",
+                    help="chunks made from the text alone (chunk 0 and context-dropped ones) draw their "
+                         "timestep from these, e.g. the first block's sampler grid (uniform draws put "
+                         "few of them near t = 1000, where the first block's layout is decided). Tried, not kept (EXPERIMENTS.md, \"The first "
+                         "block's count at t = 1000\")")
     ap.add_argument("--ctx-t-min", type=int, default=-1,
                     help="chunks that read a context draw their uniform timesteps from [ctx-t-min, 1000] instead "
                          "(the same draw mapped linearly; -1: --t-min): at high noise x_t shows little, so the "
@@ -442,6 +447,9 @@ def train_step(a, model, step, part=None, critic=None):
     if a.ctx_t_min >= 0:
         hi_t = a.ctx_t_min + (tc - a.t_min) * (1000 - a.ctx_t_min) / (1000 - a.t_min)
         tc = torch.where(~nocontext & ~torch.isin(tc, torch.tensor(sample_ts, dtype=tc.dtype)), hi_t.round(), tc)
+    if a.text_only_timesteps:
+        grid = torch.tensor([float(t) for t in a.text_only_timesteps.split(",")])
+        tc = torch.where(nocontext, grid[torch.randint(0, len(grid), tc.shape, generator=g)], tc)
     tF = tc.repeat_interleave(a.block_frames, dim=1)  # [B, F]
     base = x0  # what x_t is noised from: the chunk itself, or (warm start) the previous chunk's last frame
     if a.warm_start_train > 0:
