@@ -82,8 +82,8 @@ def parse_args(argv=None):
     ap.add_argument("--text-only-timesteps", default="",
                     help="chunks made from the text alone (chunk 0 and context-dropped ones) draw their "
                          "timestep from these, e.g. the first block's sampler grid (uniform draws put "
-                         "few of them near t = 1000, where the first block's layout is decided). Tried, not kept (EXPERIMENTS.md, \"The first "
-                         "block's count at t = 1000\")")
+                         "few of them near t = 1000, where the first block's layout is decided). Tried, "
+                         "not kept (EXPERIMENTS.md, \"The first block's count at t = 1000\")")
     ap.add_argument("--ctx-t-min", type=int, default=-1,
                     help="chunks that read a context draw their uniform timesteps from [ctx-t-min, 1000] instead "
                          "(the same draw mapped linearly; -1: --t-min): at high noise x_t shows little, so the "
