@@ -71,6 +71,9 @@ def parse_args(argv=None):
     ap.add_argument("--caption-channels", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--lr-floor", type=float, default=0.1,
+                    help="the cosine schedule ends at this fraction of --lr (a lower floor spends the last "
+                         "steps at a lower rate, as the 350-step fine-tune WSC did)")
     ap.add_argument("--wd", type=float, default=0.01)
     ap.add_argument("--ema", type=float, default=0.995)
     ap.add_argument("--p-uncond", type=float, default=0.05, help="fraction of clips trained with no text")
@@ -329,7 +332,7 @@ def lr_at(a, step):
     if step < a.warmup:
         return a.lr * (step + 1) / a.warmup
     p = (step - a.warmup) / max(1, a.steps - a.warmup)
-    return a.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, p))))
+    return a.lr * (a.lr_floor + (1 - a.lr_floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, p))))
 
 
 def degrade(x0, g, p, bf):
