@@ -73,8 +73,9 @@ def parse_args(argv=None):
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--lr-floor", type=float, default=0.1,
                     help="the cosine schedule ends at this fraction of --lr (a lower floor spends the last "
-                         "steps at a lower rate, as the 350-step fine-tune WSC did). Run R1 tried 0.02, not "
-                         "kept (EXPERIMENTS.md, \"WF's flags with a lower final learning rate\")")
+                         "steps at a lower rate, as the 350-step fine-tune WSC did). Runs R1 and R2 tried 0.02, "
+                         "not kept (EXPERIMENTS.md, \"WF's flags with a lower final learning rate\" and "
+                         "\"The lower final learning rate alone\")")
     ap.add_argument("--wd", type=float, default=0.01)
     ap.add_argument("--ema", type=float, default=0.995)
     ap.add_argument("--p-uncond", type=float, default=0.05, help="fraction of clips trained with no text")
