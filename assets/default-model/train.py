@@ -19,9 +19,10 @@ run draws exactly what an uninterrupted one would. Checkpoints (model, EMA, opti
 step) every --ckpt-minutes to --out/ckpt.pt; --resume continues from it. At the end the
 EMA weights go to --out/default.safetensors with the metadata the engine reads.
 
-One phase made default.safetensors (run WF; the exact commands in RECIPE.md, "Commands"):
+One phase made default.safetensors (run R1; the exact commands in RECIPE.md, "Commands"):
 1244 steps of 16 clips, 4-frame chunks, window 2, context degradation, perturbation and fading,
-the warm start trained, colliding objects, 112 minutes on both cores. Run with OpenBLAS
+the warm start trained, colliding objects, a low final learning rate, text-only chunks on the
+first block's grid, 93 minutes on both cores. Run with OpenBLAS
 (RECIPE.md) and `nice -n 5`. `--procs 2` runs one process per core on halves of every batch
 (the same steps, 1.8 times faster on this idle machine).
 """
@@ -73,9 +74,9 @@ def parse_args(argv=None):
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--lr-floor", type=float, default=0.1,
                     help="the cosine schedule ends at this fraction of --lr (a lower floor spends the last "
-                         "steps at a lower rate, as the 350-step fine-tune WSC did). Runs R1 and R2 tried 0.02, "
-                         "not kept (EXPERIMENTS.md, \"WF's flags with a lower final learning rate\" and "
-                         "\"The lower final learning rate alone\")")
+                         "steps at a lower rate, as the 350-step fine-tune WSC did). The shipped run R1 used 0.02 "
+                         "with --text-only-timesteps; R2, 0.02 alone, was not kept (EXPERIMENTS.md, \"Run R1 "
+                         "again\" and \"The lower final learning rate alone\")")
     ap.add_argument("--wd", type=float, default=0.01)
     ap.add_argument("--ema", type=float, default=0.995)
     ap.add_argument("--p-uncond", type=float, default=0.05, help="fraction of clips trained with no text")
@@ -87,8 +88,9 @@ def parse_args(argv=None):
     ap.add_argument("--text-only-timesteps", default="",
                     help="chunks made from the text alone (chunk 0 and context-dropped ones) draw their "
                          "timestep from these, e.g. the first block's sampler grid (uniform draws put "
-                         "few of them near t = 1000, where the first block's layout is decided). Tried, "
-                         "not kept (EXPERIMENTS.md, \"The first block's count at t = 1000\")")
+                         "few of them near t = 1000, where the first block's layout is decided). The shipped run "
+                         "R1 used the first block's grid (EXPERIMENTS.md, \"The first block's count at t = 1000\" "
+                         "and \"Run R1 again\")")
     ap.add_argument("--ctx-t-min", type=int, default=-1,
                     help="chunks that read a context draw their uniform timesteps from [ctx-t-min, 1000] instead "
                          "(the same draw mapped linearly; -1: --t-min): at high noise x_t shows little, so the "
@@ -157,7 +159,7 @@ def parse_args(argv=None):
                     help="with --ctx-perturb: one object of a perturbed context is also drawn smaller and fainter "
                          "(size and opacity x U(1 - F, 1)), the target whole: the model learns to bring back an "
                          "object its own rollout was losing, which the data never shows (objects never vanish). "
-                         "The shipped run WF used 0.6 (EXPERIMENTS.md, \"Keeping the count while moving\" and run WF)")
+                         "Runs WF and R1 (shipped) used 0.6 (EXPERIMENTS.md, \"Keeping the count while moving\" and run WF)")
     ap.add_argument("--ctx-spurious", type=float, default=0.0,
                     help="with --ctx-perturb: the probability that a perturbed context also has a faint copy of "
                          "one object on the mirror image of its path, which the target lacks: the model learns "
