@@ -261,6 +261,13 @@ def render(sc, frames, start=0, coverage=False, paths_of=None):
     for i, o in enumerate(sc["objects"]):
         j = o.get("mirror_of")  # a spurious object (perturb_scene): the mirror image of object j's path
         cx, cy = (xs[i], ys[i]) if j is None else (W - xs[j], H - ys[j])
+        if "pull" in o:  # drawn closer to object k (perturb_scene's touch): half the gap times u
+            k, u = o["pull"]
+            q = sc["objects"][k]
+            dx, dy = xs[k] - cx, ys[k] - cy
+            dist = np.maximum(np.hypot(dx, dy), 1e-6)
+            gap = np.maximum(dist - _collision_radius(o["shape"], o["size"]) - _collision_radius(q["shape"], q["size"]), 0)
+            cx, cy = cx + 0.5 * u * gap * dx / dist, cy + 0.5 * u * gap * dy / dist
         alpha = np.clip(0.5 - _sdf(o["shape"], o["size"], px, py, cx, cy), 0.0, 1.0) * o.get("fade", 1.0)
         col = np.array(o.get("rgb", OBJECT_COLOURS[o["colour"]]))[:, None, None, None]
         img = img * (1 - alpha[None]) + col * alpha[None]
@@ -311,15 +318,18 @@ def make_clip(seed, frames, H=32, W=32, start=None, collide=False):
     return render(sc, frames, start), caption(sc)
 
 
-def perturb_scene(sc, rng, size_range, colour_range, fade=0.0, spurious=0.0):
+def perturb_scene(sc, rng, size_range, colour_range, fade=0.0, spurious=0.0, touch=0.0):
     """A copy of the scene whose objects are drawn at a size scaled by exp(U(-size_range,
     size_range)) and in a colour offset by U(-colour_range, colour_range) per channel: what an
     object looks like after it has drifted in a model's own rollout. fade > 0: one object, drawn
     at random, also has its size and opacity scaled by U(1 - fade, 1): an object on its way out
     of a rollout. spurious > 0: with that probability, a faint copy of one object (size and opacity
     x U(0.2, 0.6)) is added on the mirror image of that object's path: an object a rollout is
-    making up, which the target (the true scene) does not have. Render it with paths_of=sc, so that
-    the objects stay on the original paths (the size sets where they bounce)."""
+    making up, which the target (the true scene) does not have. touch > 0: with that probability,
+    two objects, drawn at random, are drawn closer by U(0, 1) of the gap between their edges
+    (each moved half of it towards the other; 1: touching): two objects a rollout is merging,
+    which the target shows apart. Render it with paths_of=sc, so that the objects stay on the
+    original paths (the size sets where they bounce)."""
     out = dict(sc, objects=[dict(o) for o in sc["objects"]])
     for o in out["objects"]:
         o["size"] = o["size"] * float(np.exp(rng.uniform(-size_range, size_range)))
@@ -333,13 +343,19 @@ def perturb_scene(sc, rng, size_range, colour_range, fade=0.0, spurious=0.0):
         j = int(rng.integers(len(sc["objects"])))
         u = float(rng.uniform(0.2, 0.6))
         out["objects"].append(dict(out["objects"][j], size=sc["objects"][j]["size"] * u, fade=u, mirror_of=j))
+    n = len(sc["objects"])
+    if touch > 0 and n > 1 and rng.random() < touch:  # draws only when asked, after the spurious copy's
+        i, k = (int(v) for v in rng.choice(n, 2, replace=False))
+        u = float(rng.uniform(0.0, 1.0))
+        out["objects"][i]["pull"] = (k, u)
+        out["objects"][k]["pull"] = (i, u)
     return out
 
 
 def make_batch(rng, n, frames, H=32, W=32, coverage=False, collide=False, perturb=None, speed_min=0.35):
     """n clips from seeds drawn by rng -> (video [n, 3, F, H, W], ids [n, L], mask [n, L], captions),
     with coverage also the objects' pixel coverage [n, F, H, W]. perturb = (p, size_range,
-    colour_range, rng2, fade, spurious): also returns, last, the clips with a fraction p drawn by perturb_scene
+    colour_range, rng2, fade, spurious, touch): also returns, last, the clips with a fraction p drawn by perturb_scene
     (draws from rng2 only, so the clips themselves are the same with or without it)."""
     vids, ids, masks, caps, covers, pvids = [], [], [], [], [], []
     for _ in range(n):
@@ -348,9 +364,9 @@ def make_batch(rng, n, frames, H=32, W=32, coverage=False, collide=False, pertur
         start = int(rs.integers(0, 1000))
         v, cov = render(sc, frames, start, coverage=True)
         if perturb is not None:
-            p, size_range, colour_range, rng2, fade, spurious = perturb
+            p, size_range, colour_range, rng2, fade, spurious, touch = perturb
             take = rng2.random() < p
-            pvids.append(render(perturb_scene(sc, rng2, size_range, colour_range, fade, spurious), frames, start,
+            pvids.append(render(perturb_scene(sc, rng2, size_range, colour_range, fade, spurious, touch), frames, start,
                                 paths_of=sc)
                          if take else v)
         c = caption(sc)

@@ -165,6 +165,11 @@ def parse_args(argv=None):
                          "one object on the mirror image of its path, which the target lacks: the model learns "
                          "to drop an object its own rollout is making up (the other half of --ctx-fade). "
                          "Tried in runs WFS and WG, not kept (EXPERIMENTS.md, \"Fading to nothing\" and run WG)")
+    ap.add_argument("--ctx-touch", type=float, default=0.0,
+                    help="with --ctx-perturb: the probability that a perturbed context draws two of its objects "
+                         "closer, by U(0, 1) of the gap between them (1: touching), the target apart: the model "
+                         "learns to part objects its own rollout is joining (the chain of runs R5 and R6). "
+                         "Not yet trained (EXPERIMENTS.md, run R6)")
     ap.add_argument("--warm-start-train", type=float, default=0.0,
                     help="fraction of chunks (with context) whose noisy input is built as inference's warm start "
                          "builds it, from the previous chunk's last (clean-pass) frame instead of from the chunk "
@@ -409,7 +414,7 @@ def context_perturbation(a, step):
     if a.ctx_perturb <= 0:
         return None
     return (a.ctx_perturb, a.ctx_size_range, a.ctx_colour_range,
-            np.random.Generator(np.random.PCG64([a.seed, step, 1])), a.ctx_fade, a.ctx_spurious)
+            np.random.Generator(np.random.PCG64([a.seed, step, 1])), a.ctx_fade, a.ctx_spurious, a.ctx_touch)
 
 
 def train_step(a, model, step, part=None, critic=None):
