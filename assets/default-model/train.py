@@ -169,8 +169,8 @@ def parse_args(argv=None):
                     help="with --ctx-perturb: the probability that a perturbed context draws two of its objects "
                          "closer, by U(0, 1) of the gap between them (1: touching), the target apart: the model "
                          "learns to part objects its own rollout is joining (the chain of runs R5 and R6). "
-                         "Tried from scratch (run T1) and as a fine-tune: no chain, but not shown to part one "
-                         "(EXPERIMENTS.md, \"Contexts with touching objects\")")
+                         "0.5 in the shipped weights' command (run T2, RECIPE.md); EXPERIMENTS.md, \"Contexts "
+                         "with touching objects\" and \"Run T2\"")
     ap.add_argument("--warm-start-train", type=float, default=0.0,
                     help="fraction of chunks (with context) whose noisy input is built as inference's warm start "
                          "builds it, from the previous chunk's last (clean-pass) frame instead of from the chunk "
