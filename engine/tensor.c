@@ -5,24 +5,6 @@
 
 #include "lv_internal.h"
 
-size_t lv_dtype_size(lv_dtype dtype) {
-    switch (dtype) {
-    case LV_F16:
-    case LV_BF16: return 2;
-    default: return 4;
-    }
-}
-
-const char *lv_dtype_name(lv_dtype dtype) {
-    switch (dtype) {
-    case LV_F32: return "f32";
-    case LV_F16: return "f16";
-    case LV_BF16: return "bf16";
-    case LV_I32: return "i32";
-    }
-    return "?";
-}
-
 int64_t lv_tensor_numel(const lv_tensor *t) {
     int64_t n = 1;
     for (int i = 0; i < t->ndim; i++) n *= t->shape[i];

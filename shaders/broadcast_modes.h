@@ -1,5 +1,5 @@
 /* How an operand of a row-wise op follows the output's element (row, col): shared by C
- * (engine/ops_elementwise.c) and GLSL (shaders/broadcast.glsl). */
+ * (engine/ops/ops_elementwise.c) and GLSL (shaders/broadcast.glsl). */
 #ifndef LONGVK_BROADCAST_MODES_H
 #define LONGVK_BROADCAST_MODES_H
 

@@ -1,5 +1,5 @@
 /* Row layouts of the norm shaders (specialization constant 1, see shaders/row_reduce.glsl),
- * shared by C (engine/ops_norm.c) and GLSL. */
+ * shared by C (engine/ops/ops_norm.c) and GLSL. */
 #ifndef LONGVK_NORM_MODES_H
 #define LONGVK_NORM_MODES_H
 

@@ -1,4 +1,4 @@
-/* Push constants of shaders/linattn_query.comp (engine/ops_linear_attention.c). */
+/* Push constants of shaders/linattn_query.comp (engine/ops/ops_linear_attention.c). */
 #include "push_common.h"
 
 LV_PUSH_BEGIN(lv_push_linattn_query)

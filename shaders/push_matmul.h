@@ -1,5 +1,5 @@
 /* Push constants of the matrix multiply (shaders/matmul_reg.comp, shaders/matmul_tiled.comp;
- * engine/ops_matmul.c). One dispatch computes a chunk: out[z, m, n] for z < gl_NumWorkGroups.z,
+ * engine/ops/ops_matmul.c). One dispatch computes a chunk: out[z, m, n] for z < gl_NumWorkGroups.z,
  * m < M, n < N of bound views that start at the chunk's first element. Offsets and strides
  * are in elements of each binding's dtype (w: elements, read as 32-bit words for 16-bit
  * dtypes); a and w rows are K-contiguous. */

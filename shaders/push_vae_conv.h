@@ -1,6 +1,6 @@
 #include "push_common.h"
 
-/* One dispatch of the VAE convolution (shaders/vae_conv.comp, engine/ops_vae.c): output
+/* One dispatch of the VAE convolution (shaders/vae_conv.comp, engine/ops/ops_vae.c): output
  * rows [out_row0, out_row0 + rows) of one output frame. The three input-frame bindings
  * are views that start at source row in_row0 of their frame; the output and residual
  * views start at output row out_row0. Offsets are the bindings' element offsets. */

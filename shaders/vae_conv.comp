@@ -1,5 +1,5 @@
 #version 450
-// The VAE decoder's convolutions (engine/ops_vae.c): causal 3x3x3 and 3x1x1 convs over
+// The VAE decoder's convolutions (engine/ops/ops_vae.c): causal 3x3x3 and 3x1x1 convs over
 // three input frames, and per-frame 3x3 convs, optionally on the 2x nearest-upsampled
 // source. Channels-last. One dispatch computes a band of rows of one output frame:
 //

@@ -1,5 +1,5 @@
 /* Linear attention: the state and query kernels against the C reference, the block-wise
- * carried state against the one-shot masked double sum (shared/design/linear-attention.md),
+ * carried state against the one-shot masked double sum (engine/linear-attention.md),
  * the worked example exactly, the window and decay rules, read passes, the fixed size of
  * the state, and tensors larger than one binding.
  *

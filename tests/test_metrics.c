@@ -1,4 +1,4 @@
-/* Temporal-consistency metrics (consistency-metrics.md): seam ratio on clips with and
+/* Temporal-consistency metrics (codec/metrics/README.md): seam ratio on clips with and
  * without seams, a static clip, colour drift and block mapping on synthetic frames, and
  * SSIM / PSNR against FFmpeg's own ssim and psnr filters as the independent reference. */
 #include <cjson/cJSON.h>

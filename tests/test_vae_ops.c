@@ -1,4 +1,4 @@
-/* The Wan VAE decoder kernels (engine/ops_vae.c) against the double-precision C references
+/* The Wan VAE decoder kernels (engine/ops/ops_vae.c) against the double-precision C references
  * (tests/reference/ref_vae.c) on random inputs, several shapes including odd sizes (the
  * scalar channel path, partial workgroups), and contexts with a small binding limit so
  * that the row-band splitting runs.

@@ -63,7 +63,7 @@ static void check_against_header(const char *path) {
         const lv_weight *t = lv_weights_find(w, e->string);
         cr_assert_not_null(t, "%s: tensor %s not found", path, e->string);
         cr_assert_eq(lv_weights_at(w, n), t, "file order");
-        cr_assert_str_eq(lv_weights_dtype_tag(t->dtype), cJSON_GetObjectItem(e, "dtype")->valuestring);
+        cr_assert_str_eq(lv_dtype_tag(t->dtype), cJSON_GetObjectItem(e, "dtype")->valuestring);
         cJSON *shape = cJSON_GetObjectItem(e, "shape");
         cr_assert_eq(t->ndim, cJSON_GetArraySize(shape));
         for (int d = 0; d < t->ndim; d++) cr_assert_eq(t->shape[d], (int64_t)cJSON_GetArrayItem(shape, d)->valuedouble);
@@ -71,7 +71,7 @@ static void check_against_header(const char *path) {
         size_t b = (size_t)cJSON_GetArrayItem(off, 0)->valuedouble, en = (size_t)cJSON_GetArrayItem(off, 1)->valuedouble;
         cr_assert_eq(t->nbytes, en - b);
         cr_assert(memcmp(t->data, file + 8 + hlen + b, en - b) == 0, "%s: bytes of %s", path, e->string);
-        cr_assert_eq((uintptr_t)t->data % lv_weights_dtype_size(t->dtype), 0, "aligned");
+        cr_assert_eq((uintptr_t)t->data % lv_dtype_size(t->dtype), 0, "aligned");
         n++;
     }
     cr_assert_eq(lv_weights_count(w), n);

@@ -1,5 +1,5 @@
 /* `longvk attn`: block-wise linear attention on .npy inputs, through the engine's carried
- * state exactly as a video model uses it (shared/design/linear-attention.md): every mode
+ * state exactly as a video model uses it (engine/linear-attention.md): every mode
  * is a loop over blocks, each block committed to the state with a write pass. */
 #include <math.h>
 #include <stdio.h>

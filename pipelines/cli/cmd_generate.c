@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "commands.h"
-#include "generate_internal.h"
 #include "longvk.h"
 #include "longvk/generate.h"
 
@@ -22,10 +21,9 @@ static void on_sigint(int sig) {
 
 /* --help states the embedded model's real defaults (its card). */
 static void usage(FILE *out) {
-    lv_gen_model m;
-    bool opened = lv_gen_model_open(NULL, &m) == LV_OK;
-    if (!opened) lv_model_card_longsana(&m.card);
-    const lv_model_card c = m.card;
+    lv_model_card card;
+    if (lv_model_card_of(NULL, &card) != LV_OK) lv_model_card_longsana(&card);
+    const lv_model_card c = card;
     const lv_block_recipe *fb = &c.first_block;
     const lv_block_recipe *lb = &c.later_blocks;
     char later[256], guided[64];
@@ -106,8 +104,7 @@ static void usage(FILE *out) {
             c.fps, c.width, c.height, 8 * c.width, 8 * c.height, c.later_blocks.steps, fb->steps,
             cli_sampler_name(fb->sampler), fb->cfg_scale, later, c.later_blocks.cfg_scale, c.block_frames,
             cached, c.burn_in_blocks, c.burn_in_blocks * c.block_frames / c.fps);
-    if (opened) lv_gen_model_close(&m);
-    else lv_model_card_free(&m.card);
+    lv_model_card_free(&card);
 }
 
 typedef struct cli_state {

@@ -11,7 +11,6 @@
 #include "longvk/generate.h"
 #include "longvk/sana.h"
 #include "longvk/weights.h"
-#include "sana_names.h"
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -107,14 +106,6 @@ static int plain_summary(const lv_weights *w, int list) {
     return 0;
 }
 
-static int has_sana_names(const lv_weights *w) {
-    for (int i = 0; i < lv_weights_count(w); i++) {
-        const char *n = lv_weights_at(w, i)->name;
-        if (sana_is_model_name(n, LV_SANA_NAMES_ORIGINAL) || sana_is_model_name(n, LV_SANA_NAMES_DIFFUSERS)) return 1;
-    }
-    return 0;
-}
-
 static void print_recipe(const char *which, const lv_block_recipe *r) {
     printf("               %s: %d %s steps at t = ", which, r->steps, cli_sampler_name(r->sampler));
     for (int i = 0; i < r->steps; i++) printf("%s%g", i ? ", " : "", (double)r->timesteps[i]);
@@ -201,7 +192,7 @@ int cmd_info(int argc, char **argv) {
         if (!config && !preset && stat(model, &st) == 0 && S_ISREG(st.st_mode)) {
             char saved[1024];
             snprintf(saved, sizeof saved, "%s", lv_last_error());
-            if (lv_weights_open(model, &w) == LV_OK && !has_sana_names(w)) {
+            if (lv_weights_open(model, &w) == LV_OK && !lv_sana_weights_recognised(w)) {
                 int rc = plain_summary(w, list);
                 lv_weights_close(w);
                 return rc;

@@ -1,5 +1,5 @@
 /* `longvk metrics VIDEO --block-frames N [--json OUT.json] [--plot OUT.svg]`: temporal-
- * consistency metrics of a video (../shared/design/consistency-metrics.md), in one streaming
+ * consistency metrics of a video (codec/metrics/README.md), in one streaming
  * pass: frames are decoded one at a time and only what the metrics need is kept. */
 #include <math.h>
 #include <stdio.h>

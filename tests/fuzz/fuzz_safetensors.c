@@ -25,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             const uint8_t *p = t->data;
             for (uint64_t j = 0; j < t->nbytes; j++) acc ^= p[j];
             if (lv_weights_find(w, t->name) != t) abort();
-            if (lv_weight_numel(t) * lv_weights_dtype_size(t->dtype) != t->nbytes) abort();
+            if (lv_weight_numel(t) * lv_dtype_size(t->dtype) != t->nbytes) abort();
         }
         (void)acc;
         const char *config = lv_weights_metadata(w, "config");

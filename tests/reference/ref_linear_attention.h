@@ -1,4 +1,4 @@
-/* Plain C reference for linear attention (shared/design/linear-attention.md), in double,
+/* Plain C reference for linear attention (engine/linear-attention.md), in double,
  * no Vulkan. Layout as the engine: q, k, v, out [n, heads*dim]; S [heads, dim, dim]
  * (row = value dim, column = key dim); z [heads, dim]; rope [n, dim] of (cos, sin) per
  * adjacent pair, or NULL. phi codes are lv_feature_map's (0 identity, 1 relu, 2 elu1).

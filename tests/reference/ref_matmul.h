@@ -1,4 +1,4 @@
-/* Plain C reference for the matrix multiply (engine/ops_matmul.c): double accumulation,
+/* Plain C reference for the matrix multiply (engine/ops/ops_matmul.c): double accumulation,
  * no Vulkan. PyTorch Linear layout:
  *
  *   out[b, m, n] = sum_k a[b, m, k] * w[b?, n, k] + bias[n]

@@ -1,5 +1,5 @@
 /* Plain C references for the Wan VAE decoder kernels (double accumulation, no Vulkan),
- * written from ../shared/design/wan-vae-decoder.md. Activations are channels-last
+ * written from pipelines/wan_vae/README.md. Activations are channels-last
  * [T, H, W, C]; weights are in PyTorch's layout. The convolution can also return, per
  * output, the sum of the absolute values of its terms (`mag`, or NULL), from which tests
  * derive a rounding-error bound. */

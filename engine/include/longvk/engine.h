@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "longvk/dtype.h"
 #include "longvk/status.h"
 
 #ifdef __cplusplus
@@ -95,12 +96,6 @@ uint64_t lv_ctx_memory_peak(const lv_ctx *ctx);
 lv_status lv_flush(lv_ctx *ctx);
 
 /* ---- tensors -------------------------------------------------------------------------- */
-
-typedef enum lv_dtype { LV_F32 = 0, LV_F16, LV_BF16, LV_I32 } lv_dtype;
-size_t lv_dtype_size(lv_dtype dtype);
-const char *lv_dtype_name(lv_dtype dtype);
-
-#define LV_MAX_DIMS 5
 
 typedef struct lv_alloc lv_alloc;
 

@@ -1,4 +1,4 @@
-/* Softmax attention over a short, masked key set (engine/ops_attention.c): the
+/* Softmax attention over a short, masked key set (engine/ops/ops_attention.c): the
  * cross-attention to at most 512 text tokens.
  *
  *   out[n, h*D + d] = sum_j softmax_j(scale * q[n, h] . k[j, h] + mask_j) v[j, h*D + d]

@@ -1,4 +1,4 @@
-/* Convolutions of the Mix-FFN (engine/ops_conv.c). Activations are channels-last in
+/* Convolutions of the Mix-FFN (engine/ops/ops_conv.c). Activations are channels-last in
  * token order: x is [F, H, W, C] (frame-major, then row, then column), like the DiT's
  * token sequence. */
 #ifndef LONGVK_OPS_CONV_H

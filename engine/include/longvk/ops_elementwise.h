@@ -1,4 +1,4 @@
-/* Element-wise, normalisation and rotary kernels (engine/ops_elementwise.c, ops_norm.c,
+/* Element-wise, normalisation and rotary kernels (engine/ops/ops_elementwise.c, ops_norm.c,
  * ops_rope.c, rope_table.c).
  *
  * Broadcasting: for binary ops, `b` (or shift/scale/gate, and y of add_gated) is either the

@@ -1,5 +1,5 @@
-/* Linear attention with a carried state (engine/ops_linear_attention.c, linattn_state.c),
- * exactly as shared/design/linear-attention.md defines it. Layout: q, k, v are [N, H*D]
+/* Linear attention with a carried state (engine/ops/ops_linear_attention.c, linattn_state.c),
+ * exactly as engine/linear-attention.md defines it. Layout: q, k, v are [N, H*D]
  * (or [N, H, D]; N tokens, H heads of D dims; head h is channels h*D .. h*D+D-1), as the
  * DiT produces them. A state is S [H, D, D] (row = value dim, column = key dim) and
  * z [H, D]. All tensors f32.

@@ -1,4 +1,4 @@
-/* Matrix multiply (engine/ops_matmul.c), PyTorch Linear layout:
+/* Matrix multiply (engine/ops/ops_matmul.c), PyTorch Linear layout:
  *
  *   out[b, m, n] = sum_k a[b, m, k] * w[b, n, k] + bias[n]
  *

@@ -1,4 +1,4 @@
-/* Kernels of the Wan2.1 VAE decoder (engine/ops_vae.c; ../shared/design/wan-vae-decoder.md).
+/* Kernels of the Wan2.1 VAE decoder (engine/ops/ops_vae.c; pipelines/wan_vae/README.md).
  *
  * Activations are channels-last, frame-major: a video chunk is [T, H, W, C] f32, like the
  * engine's other convolutions. Convolution weights are uploaded once in a packed layout,

@@ -1,0 +1,32 @@
+/* The dtype table (longvk/dtype.h). */
+#include "longvk/dtype.h"
+
+size_t lv_dtype_size(lv_dtype dtype) {
+    switch (dtype) {
+    case LV_F16:
+    case LV_BF16: return 2;
+    case LV_F32:
+    case LV_I32: return 4;
+    }
+    return 0;
+}
+
+const char *lv_dtype_name(lv_dtype dtype) {
+    switch (dtype) {
+    case LV_F32: return "f32";
+    case LV_F16: return "f16";
+    case LV_BF16: return "bf16";
+    case LV_I32: return "i32";
+    }
+    return "?";
+}
+
+const char *lv_dtype_tag(lv_dtype dtype) {
+    switch (dtype) {
+    case LV_F32: return "F32";
+    case LV_F16: return "F16";
+    case LV_BF16: return "BF16";
+    case LV_I32: return "I32";
+    }
+    return "?";
+}

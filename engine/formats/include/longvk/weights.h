@@ -1,0 +1,76 @@
+/* Named-tensor files: safetensors (memory-mapped) and PyTorch zip checkpoints (.pth / .pt,
+ * read without Python). Tensors live in host memory and stay valid until lv_weights_close.
+ *
+ *   lv_weights *w;
+ *   if (lv_weights_open("model.safetensors", &w) != LV_OK) fprintf(stderr, "%s\n", lv_last_error());
+ *   const lv_weight *t = lv_weights_find(w, "blocks.0.attn.qkv.weight");
+ *   ... t->data, t->nbytes, t->shape ...
+ *   lv_weights_close(w);
+ *
+ * Everything in a file is checked when it is opened: a malformed or truncated file is an
+ * error naming the file, the tensor and the byte offset, never a crash. */
+#ifndef LONGVK_WEIGHTS_H
+#define LONGVK_WEIGHTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "longvk/dtype.h"
+#include "longvk/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct lv_weight {
+    const char *name;
+    lv_dtype dtype;            /* LV_F32, LV_F16, LV_BF16 (LV_I32 for int32 tensors) */
+    int ndim;                  /* 0 for a scalar */
+    int64_t shape[LV_MAX_DIMS];
+    const void *data;          /* row-major, little-endian, aligned to the element size */
+    uint64_t nbytes;
+} lv_weight;
+
+typedef struct lv_weights lv_weights;
+
+/* Opens a safetensors file or a PyTorch zip checkpoint, told apart by content. For a
+ * checkpoint, the state dict is the top-level dict, or the dict under 'state_dict',
+ * 'generator', 'model' or 'ema' (in that order); a 'model.' or 'module.' prefix that every
+ * tensor name carries is removed. */
+lv_status lv_weights_open(const char *path, lv_weights **out);
+/* A safetensors image held in memory (an embedded model): `data` must stay valid until
+ * lv_weights_close; `name` stands for the file in messages. Same checks as a file. */
+lv_status lv_weights_open_memory(const void *data, size_t size, const char *name, lv_weights **out);
+void lv_weights_close(lv_weights *w);
+
+int lv_weights_count(const lv_weights *w);
+/* Tensors in file order (safetensors: header order; checkpoints: state dict order). */
+const lv_weight *lv_weights_at(const lv_weights *w, int i);
+/* NULL when there is no tensor of that name. */
+const lv_weight *lv_weights_find(const lv_weights *w, const char *name);
+/* A value of the safetensors __metadata__ (NULL when absent; checkpoints have none). */
+const char *lv_weights_metadata(const lv_weights *w, const char *key);
+int lv_weights_metadata_count(const lv_weights *w);
+/* The i-th metadata key and value, in file order. */
+const char *lv_weights_metadata_key(const lv_weights *w, int i);
+const char *lv_weights_metadata_value(const lv_weights *w, int i);
+/* The path given to lv_weights_open. */
+const char *lv_weights_path(const lv_weights *w);
+/* "safetensors" or "pytorch". */
+const char *lv_weights_format(const lv_weights *w);
+/* For checkpoints, how the state dict was found ("state dict under 'generator', prefix
+ * 'model.' removed"); "" otherwise. */
+const char *lv_weights_note(const lv_weights *w);
+
+uint64_t lv_weight_numel(const lv_weight *t);
+
+/* Writes `n` tensors and the metadata pairs metadata_kv[2i] = key, metadata_kv[2i+1] = value
+ * as a safetensors file, atomically (a temporary file beside `path`, renamed when complete).
+ * Tensor data is laid out largest element size first so that every tensor is aligned. */
+lv_status lv_safetensors_write(const char *path, const lv_weight *tensors, int n,
+                               const char *const *metadata_kv, int n_metadata);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,184 @@
+/* Long-video generation (pipelines/generate/generate.c): a model, a prompt and a length in; a video
+ * file out, written block by block as LongSANA produces the chunks, with a resume file
+ * at every block boundary. Memory does not grow with the length. */
+#ifndef LONGVK_GENERATE_H
+#define LONGVK_GENERATE_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "longvk/codec.h"
+#include "longvk/engine.h"
+#include "longvk/sampler.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a model file says about itself beyond the DiT config: its "longvk" metadata
+ * (pipelines/generate/model_card.c). Pixel-space models with a vocabulary can be prompted with
+ * text; the others need prompt embeddings. */
+#define LV_CARD_MAX_VOCAB 1024
+#define LV_CARD_MAX_STEPS 32
+#define LV_CARD_MAX_BURN_IN 4096
+
+/* How a block is denoised: timesteps (model scale, noisiest first), the step rule and CFG
+ * (1: prompt only). */
+typedef struct lv_block_recipe {
+    int steps;
+    float timesteps[LV_CARD_MAX_STEPS];
+    lv_chunk_sampler sampler;
+    double cfg_scale;
+    int cfg_last_steps;   /* CFG only at the last this many steps; 0: at every step */
+    bool warm_start;      /* start from the previous block's last frame (lv_chunk_options.warm) */
+} lv_block_recipe;
+
+typedef struct lv_model_card {
+    bool pixel;                  /* "kind": "pixel" (frames are the model's output) */
+    int height, width;           /* model resolution in pixels */
+    double fps;
+    int block_frames;
+    int cached_blocks;           /* as lv_dit_options (LV_CACHED_ALL: every earlier chunk) */
+    lv_block_recipe later_blocks; /* blocks that continue earlier ones: "sample_timesteps",
+                                     "sampler" ("renoise", the default, or "euler"),
+                                     "cfg_scale" (default 1), "cfg_last_steps" (default 0:
+                                     every step), "warm_start" (default false) */
+    lv_block_recipe first_block;  /* "first_block" {timesteps, sampler, cfg_scale,
+                                     cfg_last_steps}: a block made
+                                     from the text alone, with no earlier block to continue
+                                     (default: as the others) */
+    int burn_in_blocks;          /* "burn_in_blocks" (default 0): blocks made and committed to
+                                    the carried state before the first written frame, then
+                                    dropped (lv_generate_options.burn_in_blocks) */
+    int text_len;
+    int vocab_size;
+    char *vocab[LV_CARD_MAX_VOCAB];
+} lv_model_card;
+
+/* LongSANA's defaults for a latent-space model without "longvk" metadata (the released
+ * SANA-Video weights): 480 x 832 pixels, 16 fps, chunks of 10 latent frames, timesteps
+ * 1000, 960, 889, 727, every earlier chunk, no CFG. */
+void lv_model_card_longsana(lv_model_card *card);
+/* Parse the "longvk" metadata JSON (`source` names it in messages). */
+lv_status lv_model_card_parse(const char *json, const char *source, lv_model_card *out);
+void lv_model_card_free(lv_model_card *card);
+/* The card a model file generates with (path NULL: the embedded default model): its
+ * "longvk" metadata, or LongSANA's defaults for a released latent-space model.
+ * lv_model_card_free it. */
+lv_status lv_model_card_of(const char *path, lv_model_card *out);
+
+/* The text encoder of a model with a vocabulary (pipelines/generate/text_tables.c), in place of
+ * Gemma: tables [vocab, caption_channels] in the model file, text_embedding.weight (the
+ * word) and, when present, text_prev_embedding.weight / text_next_embedding.weight (the
+ * words before and after it). For the n valid tokens of the prompt
+ *   y[i] = word[id_i] + prev[id_{i-1}] (i > 0) + next[id_{i+1}] (i < n - 1),
+ * and y[i] = 0 for the padding. The tables point into the weights, which must outlive them. */
+typedef struct lv_text_tables {
+    const lv_weight *word, *prev, *next; /* prev / next: NULL when absent */
+    int caption_channels;
+} lv_text_tables;
+
+lv_status lv_text_tables_open(const lv_weights *w, const lv_model_card *card, int caption_channels,
+                              lv_text_tables *out);
+/* y [text_len, caption_channels] and mask [text_len] of a prompt; unknown words as in
+ * lv_model_card_tokenize. */
+lv_status lv_text_tables_embed(const lv_text_tables *t, const lv_model_card *card, const char *prompt,
+                               float *y, float *mask, char *unknown, size_t unknown_size);
+
+/* The card's tokenizer: lowercase ASCII, split on every byte outside a-z, look each piece
+ * up in the vocabulary; unknown words are skipped and listed in `unknown` (space separated,
+ * may be NULL); the first text_len ids get mask 1, the rest are padded with id 0, mask 0. */
+lv_status lv_model_card_tokenize(const lv_model_card *card, const char *prompt, int *ids,
+                                 float *mask, char *unknown, size_t unknown_size);
+
+/* The default model compiled into the library (assets/default-model/default.safetensors). */
+const void *lv_default_model_data(void);
+size_t lv_default_model_size(void);
+
+#define LV_GEN_MODEL_DEFAULT (-1000)
+
+typedef enum lv_gen_sampler {
+    LV_GEN_LONGSANA = 0,  /* block by block over the carried state (long videos) */
+    LV_GEN_EULER,         /* the base model's single clip: flow-matching Euler */
+    LV_GEN_DPMPP_2M       /* the base model's single clip: DPM-Solver++ 2M */
+} lv_gen_sampler;
+
+typedef struct lv_generate_options {
+    const char *model_path;       /* NULL: the embedded default model */
+    /* Latent-space models (SANA-Video): prompt embeddings instead of a prompt (a
+     * safetensors file with y [L, caption_channels] and optionally mask [L]), and the
+     * VAE that turns latents into frames; without a VAE the latents go to `output`
+     * as a float32 .npy [C, F, h, w]. Pixel counts (frames, -W/-H) map to latents
+     * through the VAE's stride: 4 frames and 8 x 8 pixels per latent, first frame alone. */
+    const char *text_embeds_path;
+    const char *vae_path;
+    const char *prompt;
+    const char *negative_prompt;  /* used when cfg_scale != 1 (NULL: empty) */
+    int frames;                   /* pixel frames to make; <= 0: seconds x fps */
+    double seconds;               /* length when frames <= 0 */
+    double fps;                   /* <= 0: the model's */
+    int width, height;            /* model resolution; 0: the model's */
+    int scale;                    /* integer upscale at encode time (1: none) */
+    lv_gen_sampler sampler;
+    int steps;                    /* denoising steps per chunk (single clip: in all, default 50);
+                                     0: the model's */
+    double shift;                 /* single clip: time-grid shift (<= 0: 8) */
+    double cfg_scale;             /* < 0: the model's */
+    uint64_t seed;
+    int block_frames;             /* <= 0: the model's */
+    int cached_blocks;            /* LV_GEN_MODEL_DEFAULT: the model's; otherwise as
+                                     lv_dit_options: LV_CACHED_ALL every earlier chunk, K > 0
+                                     the last K, 0 no carried state */
+    int burn_in_blocks;           /* LV_GEN_MODEL_DEFAULT: the model's. Blocks made before the
+                                     first written frame and dropped: the first block, made from
+                                     the text alone, is a model's weakest, and the blocks that
+                                     continue it can settle what it drew wrong. They cost time,
+                                     not memory; none without a carried state or in a single
+                                     clip. */
+    const char *output;
+    lv_encoder_options encoder;
+    const char *state_path;       /* resume file (NULL: OUTPUT.longvk-state) */
+    bool resume;                  /* continue from state_path */
+    int device_index;             /* -1: automatic */
+    int cpu_threads;              /* CPU devices (lavapipe): as lv_ctx_options.cpu_threads;
+                                     LV_GEN_CPU_THREADS_AUTO: lv_generate_auto_cpu_threads */
+    int parallel_cfg;             /* CFG's unconditional passes on a second context and
+                                     thread (lv_dit_twin): 1 on, 0 off, -1 auto: on for a CPU
+                                     device running kernels inline (cpu_threads 0) with 2+
+                                     cores. Same frames either way. */
+} lv_generate_options;
+
+#define LV_GEN_CPU_THREADS_AUTO (-2)
+/* The automatic choice: 0 (every dispatch on lavapipe's queue thread) when a block's
+ * kernels are small, tokens x hidden^2 <= 2^24 (the default model: 128 x 96^2 = 2^20.2,
+ * whose dispatches take less time than lavapipe hands work to its workers and back in),
+ * else -1 (lavapipe's thread pool, one worker per core). */
+int lv_generate_auto_cpu_threads(int64_t tokens_per_block, int hidden);
+
+void lv_generate_options_default(lv_generate_options *opt);
+
+typedef struct lv_generate_progress {
+    int block, blocks;            /* block just finished (1-based) of how many, burn-in included */
+    int burn_in_blocks;           /* blocks 1 .. burn_in_blocks are the burn-in: made, not written */
+    int64_t frames_done, frames_total;
+    double seconds;               /* since this run started */
+    double frames_per_second;     /* frames this run / seconds */
+    double eta_seconds;
+    uint64_t state_bytes;         /* carried state on the device (0: none is carried) */
+    const char *device;
+} lv_generate_progress;
+
+typedef void (*lv_generate_callback)(void *user, const lv_generate_progress *p);
+
+/* Runs a generation. `stop`, when non-NULL, is polled after every block: once set, the
+ * current block is finished, the file is closed properly and LV_ERR_INTERRUPTED is
+ * returned (the resume file allows --resume). `warn` receives warnings (unknown words). */
+lv_status lv_generate(const lv_generate_options *opt, lv_generate_callback progress,
+                      void (*warn)(void *user, const char *message), void *user,
+                      volatile sig_atomic_t *stop);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

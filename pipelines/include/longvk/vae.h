@@ -1,0 +1,106 @@
+/* The Wan2.1 VAE decoder on the engine (pipelines/wan_vae*.c), as SANA-Video uses it:
+ * normalised latents [z, n, h, w] in, RGB frames [3, T, 8h, 8w] out, in fp32
+ * (pipelines/wan_vae/README.md).
+ *
+ * Decoding is causal and streaming: call lv_vae_decode_frames() again and again as blocks
+ * of latent frames arrive. The first latent frame of a video gives 1 pixel frame, every
+ * later one 4, and decoding in any chunking gives the same frames as decoding the whole
+ * sequence at once. The decoder carries two frames of history per causal conv (the
+ * original's feat_cache, about 3.8 GB in fp32 at 480 x 832) and works through at most
+ * `step_frames` latent frames at a time, whatever the size of the block it is given.
+ *
+ *   lv_weights *w;  lv_weights_open("Wan2.1_VAE.pth", &w);
+ *   lv_vae_decoder *dec;  lv_vae_decoder_create(ctx, w, &dec);
+ *   for each latent block: lv_vae_decode_frames_cb(ctx, dec, block, n, h, w, on_frame, user);
+ *   lv_vae_decoder_destroy(ctx, dec);  lv_weights_close(w); */
+#ifndef LONGVK_VAE_H
+#define LONGVK_VAE_H
+
+#include <stdint.h>
+
+#include "longvk/engine.h"
+#include "longvk/weights.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct lv_vae_decoder lv_vae_decoder;
+
+/* Reads the decoder's weights (conv2.* and decoder.*) from a safetensors file under the
+ * original Wan2.1 names, a PyTorch checkpoint (Wan2.1_VAE.pth), or a diffusers
+ * AutoencoderKLWan file (post_quant_conv.*, decoder.conv_in, mid_block, up_blocks, ...),
+ * and uploads them in fp32. The layer structure is read from the tensors present (the
+ * real checkpoint: dim 96, z 16, 15 upsampling modules); the de-normalisation tables
+ * come from the file's metadata (latents_mean, latents_std) or, for z = 16, Wan2.1's
+ * (see lv_vae_set_normalization). */
+lv_status lv_vae_decoder_create(lv_ctx *ctx, const lv_weights *weights, lv_vae_decoder **out);
+void lv_vae_decoder_destroy(lv_ctx *ctx, lv_vae_decoder *dec);
+
+/* Latent channels (16 for Wan2.1). */
+int lv_vae_z_dim(const lv_vae_decoder *dec);
+/* The de-normalisation z_raw = z * std + mean, z entries each (std > 0). Needed for a file
+ * without the tables whose z is not 16 (decoding refuses until then); replaces them else. */
+lv_status lv_vae_set_normalization(lv_vae_decoder *dec, const float *mean, const float *std);
+/* 1: clamp decoded values to [-1, 1] (what WanVAE.decode returns); 0 (default): raw. */
+void lv_vae_set_clamp(lv_vae_decoder *dec, int clamp);
+/* Latent frames decoded per internal step (default 1: the least memory). Larger steps
+ * give the same frames; work buffers grow with it. */
+lv_status lv_vae_set_step_frames(lv_vae_decoder *dec, int step_frames);
+/* Forget the history: the next call starts a new video. Also needed to change h, w. */
+void lv_vae_reset(lv_vae_decoder *dec);
+/* Pixel frames the next call with n latent frames will give: 1 + 4 (n - 1) for the first
+ * block of a video, 4 n after. */
+int64_t lv_vae_frames_for(const lv_vae_decoder *dec, int n);
+/* Pixel frames decoded since the last reset. */
+int64_t lv_vae_frames_decoded(const lv_vae_decoder *dec);
+
+/* Called for every pixel frame in order: `index` counts from the start of the video,
+ * rgb is [3, height, width] (channel planes). Returning anything but LV_OK stops the
+ * decode with that status. */
+typedef lv_status (*lv_vae_frame_fn)(void *user, int64_t index, const float *rgb, int height,
+                                     int width);
+
+/* Decodes n latent frames [z, n, h, w] (normalised, diffusion space) that continue the
+ * video; h and w must stay the same until lv_vae_reset. After an error (or a callback that
+ * stopped it) the history is not that of a whole step: lv_vae_reset before decoding on. */
+lv_status lv_vae_decode_frames_cb(lv_ctx *ctx, lv_vae_decoder *dec, const float *latents,
+                                  int n, int h, int w, lv_vae_frame_fn fn, void *user);
+/* The same into frames_out [3, T, 8h, 8w] with T = lv_vae_frames_for(dec, n). */
+lv_status lv_vae_decode_frames(lv_ctx *ctx, lv_vae_decoder *dec, const float *latents, int n,
+                               int h, int w, float *frames_out);
+
+/* Spatial tiling, for devices that cannot hold the full-frame decoder: tiles of
+ * tile_h x tile_w latent pixels overlapping by `overlap` (e.g. 32 x 32 and 8: 256-pixel
+ * tiles with 64 pixels of overlap). Each tile is decoded over the whole video with its own
+ * history and the tiles are blended linearly across the overlaps; device memory is that of
+ * one tile. The output differs from an untiled decode near the seams (tiles do not see
+ * their neighbours): test_vae.c measures it. */
+typedef struct lv_vae_tiling {
+    int tile_h, tile_w, overlap;
+} lv_vae_tiling;
+
+/* Decodes a whole video [z, n, h, w] from its start (the decoder is reset before and after)
+ * into frames_out [3, 1 + 4 (n - 1), 8h, 8w]. */
+lv_status lv_vae_decode_tiled(lv_ctx *ctx, lv_vae_decoder *dec, const float *latents, int n,
+                              int h, int w, const lv_vae_tiling *tiling, float *frames_out);
+/* Device memory of a tiled decode (one tile). */
+uint64_t lv_vae_tiled_memory(const lv_vae_decoder *dec, int h, int w, const lv_vae_tiling *tiling);
+
+/* Device memory a decode at latent size h x w needs, in bytes: weights, the causal convs'
+ * history and the work buffers of one step. lv_vae_memory_estimate is for the real
+ * Wan2.1 decoder (dim 96, z 16) with 1-frame steps; lv_vae_decoder_memory for a loaded
+ * decoder and its step setting. */
+uint64_t lv_vae_memory_estimate(int h, int w);
+uint64_t lv_vae_decoder_memory(const lv_vae_decoder *dec, int h, int w);
+
+/* Test hook: called with intermediate activations of every step, channels-last
+ * [T, H, W, C] ("conv2", "decoder.conv1", "decoder.middle.{0,1,2}",
+ * "decoder.upsamples.{i}", "decoder.head"). Valid only during the call. */
+typedef void (*lv_vae_tap)(void *user, const char *name, lv_ctx *ctx, const lv_tensor *t);
+void lv_vae_set_tap(lv_vae_decoder *dec, lv_vae_tap tap, void *user);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

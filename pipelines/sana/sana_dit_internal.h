@@ -1,0 +1,59 @@
+/* The lv_dit structure, shared by pipelines/sana/sana_dit.c (forward pass) and
+ * pipelines/sana/sana_dit_weights.c (creation, weights, state). */
+#ifndef LONGVK_SANA_DIT_INTERNAL_H
+#define LONGVK_SANA_DIT_INTERNAL_H
+
+#include "longvk/dit.h"
+#include "longvk/ops_linear_attention.h"
+
+#define LV_DIT_MAX_TEXT 4096
+#define LV_DIT_TEXT_SLOTS 2
+
+/* The timestep conditioning of a pass: it depends only on the pass's per-frame timesteps,
+ * and a sampler uses a handful of them over and over, so each is computed once and kept
+ * (pipelines/sana/sana_dit.c). 6 entries: LongSANA's 4 steps and the write pass fit. */
+#define LV_DIT_COND_CACHE 6
+#define LV_DIT_COND_MAX_FRAMES 64
+
+typedef struct lv_dit_cond {
+    int frames;          /* 0: empty; -1: computed for a pass too long to be reused */
+    float t[LV_DIT_COND_MAX_FRAMES];
+    uint64_t used;       /* for least-recently-used eviction */
+    lv_tensor temb;      /* [F, C] */
+    lv_tensor *mod;      /* per block [6F, C]: scale_shift_table[j] + t_block(temb)[j] at row j*F + f */
+    lv_tensor shift, scale; /* final layer [F, C] */
+} lv_dit_cond;
+
+typedef struct lv_dit_block {
+    lv_tensor sst;                       /* scale_shift_table [6, C] */
+    lv_tensor qkv_w, q_norm, k_norm, proj_w, proj_b;
+    lv_tensor cq_w, cq_b, ckv_w, ckv_b, cproj_w, cproj_b, cq_norm, ck_norm;
+    lv_tensor inv_w, inv_b, dw_w, dw_b, point_w, tconv_w;
+    lv_tensor text_k[LV_DIT_TEXT_SLOTS], text_v[LV_DIT_TEXT_SLOTS]; /* [L, C] per text slot */
+    lv_linattn_state *state;             /* carried (S, z) */
+    lv_tensor conv_cache;                /* [P, C] last frame before the temporal conv */
+    bool conv_valid;
+} lv_dit_block;
+
+struct lv_dit {
+    lv_sana_config cfg;
+    lv_dit_options opt;
+    lv_tensor x_embed_w, x_embed_b;
+    lv_tensor t_mlp0_w, t_mlp0_b, t_mlp2_w, t_mlp2_b, t_block_w, t_block_b;
+    lv_tensor y_fc1_w, y_fc1_b, y_fc2_w, y_fc2_b, y_norm_w;
+    lv_tensor final_w, final_b, final_sst;
+    lv_dit_block *blocks;
+    lv_tensor text_mask[LV_DIT_TEXT_SLOTS];
+    int text_tokens[LV_DIT_TEXT_SLOTS];
+    int64_t chunks;
+    uint64_t state_bytes;
+    lv_dit_tap tap;
+    void *tap_user;
+    lv_dit_cond cond[LV_DIT_COND_CACHE];
+    uint64_t cond_clock;
+};
+
+void lv_dit_text_free(lv_ctx *ctx, lv_dit *dit, int slot);
+void lv_dit_cond_free(lv_ctx *ctx, lv_dit *dit, lv_dit_cond *c);
+
+#endif

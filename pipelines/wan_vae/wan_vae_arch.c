@@ -1,0 +1,151 @@
+/* The Wan VAE decoder's layer structure without weights: the real configuration, the
+ * history slots, the parameter count, the device memory of a decode (the plan
+ * pipelines/wan_vae/wan_vae.c allocates by), and the diffusers names of the tensors. */
+#include <stdio.h>
+#include <string.h>
+
+#include "wan_vae_internal.h"
+
+void vae_arch_wan21(vae_arch *arch) { vae_arch_make(arch, 96, 16); }
+
+void vae_arch_make(vae_arch *arch, int dim, int z) {
+    const int nres = 2;
+    const int mult[4] = {1, 2, 4, 4};
+    const bool temporal[3] = {true, true, false};
+    memset(arch, 0, sizeof *arch);
+    arch->z = z;
+    arch->trunk = dim * mult[3];
+    arch->out_ch = 3;
+    arch->nres = nres;
+    /* stage i has width dim * mult[3 - i]; every upsampling conv halves the width */
+    int cin = arch->trunk;
+    for (int i = 0; i < 4; i++) {
+        int cout = dim * mult[3 - i];
+        for (int r = 0; r < nres + 1; r++) {
+            arch->ups[arch->nups++] = (vae_arch_layer){VAE_RES, cin, cout};
+            cin = cout;
+        }
+        if (i < 3) {
+            arch->ups[arch->nups++] = (vae_arch_layer){temporal[i] ? VAE_UP3D : VAE_UP2D, cout, cout / 2};
+            cin = cout / 2;
+        }
+    }
+    arch->head_ch = cin;
+}
+
+int vae_arch_slots(const vae_arch *arch) {
+    int n = 1 + 4 + 1; /* conv1, the middle's two residual blocks, head */
+    for (int i = 0; i < arch->nups; i++)
+        n += arch->ups[i].kind == VAE_RES ? 2 : arch->ups[i].kind == VAE_UP3D ? 1 : 0;
+    return n;
+}
+
+static uint64_t res_params(uint64_t ci, uint64_t co) {
+    uint64_t p = ci + co * ci * 27 + co + co + co * co * 27 + co;
+    if (ci != co) p += co * ci + co;
+    return p;
+}
+
+uint64_t vae_arch_params(const vae_arch *arch) {
+    uint64_t z = (uint64_t)arch->z, t = (uint64_t)arch->trunk, hc = (uint64_t)arch->head_ch;
+    uint64_t p = z * z + z + t * z * 27 + t;
+    p += 2 * res_params(t, t) + (t + 3 * t * t + 3 * t + t * t + t);
+    for (int i = 0; i < arch->nups; i++) {
+        uint64_t ci = (uint64_t)arch->ups[i].ci, co = (uint64_t)arch->ups[i].co;
+        switch (arch->ups[i].kind) {
+        case VAE_RES: p += res_params(ci, co); break;
+        case VAE_UP3D: p += 2 * ci * ci * 3 + 2 * ci + co * ci * 9 + co; break;
+        case VAE_UP2D: p += co * ci * 9 + co; break;
+        }
+    }
+    p += hc + (uint64_t)arch->out_ch * hc * 27 + (uint64_t)arch->out_ch;
+    return p;
+}
+
+static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+/* Walks one step of `step` latent frames as pipelines/wan_vae/wan_vae.c runs it (a later step:
+ * every upsample3d doubles the frames; the first step has fewer) and records the largest
+ * activation any of the three work buffers must hold, and the history of every slot. */
+void vae_arch_memory(const vae_arch *arch, int h, int w, int step, vae_memory *m) {
+    uint64_t T = (uint64_t)step, H = (uint64_t)h, W = (uint64_t)w, P = H * W;
+    uint64_t z = (uint64_t)arch->z, t = (uint64_t)arch->trunk;
+    uint64_t act = T * P * z, hist = 2 * P * z; /* the latents, conv2, conv1's history */
+    act = max_u64(act, 3 * T * P * t);          /* conv1 out; attention's q, k, v in one buffer */
+    hist += 4 * 2 * P * t;                      /* the middle's residual convs */
+    for (int i = 0; i < arch->nups; i++) {
+        uint64_t ci = (uint64_t)arch->ups[i].ci, co = (uint64_t)arch->ups[i].co;
+        switch (arch->ups[i].kind) {
+        case VAE_RES:
+            act = max_u64(act, T * P * max_u64(ci, co));
+            hist += 2 * P * ci + 2 * P * co;
+            break;
+        case VAE_UP3D:
+            hist += 2 * P * ci;
+            T *= 2;
+            act = max_u64(act, T * P * ci); /* time_conv's interleaved output */
+            H *= 2, W *= 2, P = H * W;
+            act = max_u64(act, T * P * co);
+            break;
+        case VAE_UP2D:
+            H *= 2, W *= 2, P = H * W;
+            act = max_u64(act, T * P * co);
+            break;
+        }
+    }
+    uint64_t hc = (uint64_t)arch->head_ch;
+    act = max_u64(act, T * P * max_u64(hc, (uint64_t)arch->out_ch));
+    hist += 2 * P * hc;
+    m->weights = 4 * vae_arch_params(arch);
+    m->history = 4 * hist;
+    m->work_elems = act;
+    m->work = 3 * 4 * act;
+}
+
+/* ---- diffusers names ---------------------------------------------------------------------- */
+
+/* "residual.0.gamma" -> "norm1.gamma" etc. for a residual block's tail `rest`. */
+static bool res_tail(const char *rest, char *buf, size_t size, const char *prefix) {
+    static const char *const map[][2] = {
+        {"residual.0.", "norm1."}, {"residual.2.", "conv1."}, {"residual.3.", "norm2."},
+        {"residual.6.", "conv2."}, {"shortcut.", "conv_shortcut."},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+        size_t n = strlen(map[i][0]);
+        if (strncmp(rest, map[i][0], n) == 0)
+            return (size_t)snprintf(buf, size, "%s%s%s", prefix, map[i][1], rest + n) < size;
+    }
+    return false;
+}
+
+bool vae_diffusers_name(const char *orig, int nres, char *buf, size_t size) {
+    int idx = -1, used = 0;
+    if (strncmp(orig, "conv2.", 6) == 0)
+        return (size_t)snprintf(buf, size, "post_quant_conv.%s", orig + 6) < size;
+    if (strncmp(orig, "decoder.conv1.", 14) == 0)
+        return (size_t)snprintf(buf, size, "decoder.conv_in.%s", orig + 14) < size;
+    if (strcmp(orig, "decoder.head.0.gamma") == 0)
+        return (size_t)snprintf(buf, size, "decoder.norm_out.gamma") < size;
+    if (strncmp(orig, "decoder.head.2.", 15) == 0)
+        return (size_t)snprintf(buf, size, "decoder.conv_out.%s", orig + 15) < size;
+    if (sscanf(orig, "decoder.middle.%d.%n", &idx, &used) == 1 && used > 0) {
+        const char *rest = orig + used;
+        if (idx == 1)
+            return (size_t)snprintf(buf, size, "decoder.mid_block.attentions.0.%s", rest) < size;
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "decoder.mid_block.resnets.%d.", idx == 0 ? 0 : 1);
+        return (idx == 0 || idx == 2) && res_tail(rest, buf, size, prefix);
+    }
+    if (sscanf(orig, "decoder.upsamples.%d.%n", &idx, &used) == 1 && used > 0 && idx >= 0) {
+        /* stage s holds nres + 1 residual blocks, then (except the last) a Resample */
+        const char *rest = orig + used;
+        int per = nres + 2, stage = idx / per, j = idx % per;
+        char prefix[64];
+        if (j <= nres) {
+            snprintf(prefix, sizeof prefix, "decoder.up_blocks.%d.resnets.%d.", stage, j);
+            return res_tail(rest, buf, size, prefix);
+        }
+        return (size_t)snprintf(buf, size, "decoder.up_blocks.%d.upsamplers.0.%s", stage, rest) < size;
+    }
+    return false;
+}
