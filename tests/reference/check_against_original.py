@@ -1,8 +1,8 @@
 """Checks sana_video_ref.py against the ORIGINAL SANA-Video / LongSANA module outputs in
-shared/testdata/sana-video/ (one-shot forwards and the LongSANA chunks with their carried
+assets/testdata/sana-video/ (one-shot forwards and the LongSANA chunks with their carried
 state) and prints the normalised MSE of every tensor, in float64 and in float32.
 
-    /usr/bin/python3 tests/reference/check_against_original.py [TESTDATA_DIR]
+    PYTHONPATH=assets/default-model /usr/bin/python3 tests/reference/check_against_original.py [TESTDATA_DIR]
 
 NMSE = sum((ref - orig)^2) / sum(orig^2). Bounds: 1e-12 (float64), 1e-10 (float32); the
 original outputs are themselves fp32, so float64 cannot reach below fp32 rounding (~1e-14).
@@ -12,9 +12,8 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import sana_video_ref as ref  # noqa: E402
-from st_io import load as st_load  # noqa: E402
+import sana_video_ref as ref
+from training.st_io import load as st_load
 
 BOUND = {torch.float64: 1e-12, torch.float32: 1e-10}
 
@@ -62,7 +61,7 @@ def check_model(testdata, name, dtype):
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     testdata = sys.argv[1] if len(sys.argv) > 1 else os.path.normpath(
-        os.path.join(here, "..", "..", "..", "shared", "testdata", "sana-video"))
+        os.path.join(here, "..", "..", "assets", "testdata", "sana-video"))
     failed = 0
     worst = {}
     for name in ("tiny-hd32", "hd112"):

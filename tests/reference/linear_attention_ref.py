@@ -1,4 +1,4 @@
-"""Reference of block-wise linear attention with a carried state (shared/design/linear-attention.md),
+"""Reference of block-wise linear attention with a carried state (engine/linear-attention.md),
 two ways that must agree: a direct masked double sum over all token pairs, and the
 block-by-block evaluation that carries only (S, z).
 

@@ -2,7 +2,7 @@
 
     assets/vectors/sana-video-tiny-hd32-clip.safetensors
 
-    /usr/bin/python3 tests/reference/make_clip_vectors.py [--testdata DIR] [--out DIR]
+    PYTHONPATH=assets/default-model /usr/bin/python3 tests/reference/make_clip_vectors.py [--testdata DIR] [--out DIR]
 
 The sampler is sana_video_ref.sample_clip (float64, stored float32) on the tiny-hd32
 weights (assets/testdata/sana-video/, not copied: the SHA-256 is in the metadata) and the
@@ -18,17 +18,15 @@ of the same reference gives the floor an fp32 engine can expect."""
 import argparse
 import hashlib
 import json
-import math
 import os
-import sys
 
 import numpy as np
 import torch
 
+import sana_video_ref as ref
+from training import st_io
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import sana_video_ref as ref  # noqa: E402
-import st_io  # noqa: E402
 
 NAME = "tiny-hd32"
 SEED = 2468

@@ -4,11 +4,11 @@
     assets/vectors/sana-video-hd112.safetensors
     assets/vectors/linear_attention.safetensors
 
-    /usr/bin/python3 tests/reference/make_vectors.py [--testdata DIR] [--out DIR]
+    PYTHONPATH=assets/default-model /usr/bin/python3 tests/reference/make_vectors.py [--testdata DIR] [--out DIR]
 
 Everything is computed in float64 by sana_video_ref.py / linear_attention_ref.py and
 stored as float32. The inputs (x, y, mask, clean chunks) are those of the original module
-outputs in shared/testdata/sana-video/, so the vectors also line up with them; the weights
+outputs in assets/testdata/sana-video/, so the vectors also line up with them; the weights
 are NOT copied: the C tests load <config>.weights.safetensors from
 assets/testdata/sana-video/ (its SHA-256 is in the metadata). Every tensor's layout is in
 the file's __metadata__ ("contents", JSON) and in tests/reference/README.md.
@@ -21,16 +21,15 @@ import argparse
 import hashlib
 import json
 import os
-import sys
 
 import numpy as np
 import torch
 
+import linear_attention_ref as la
+import sana_video_ref as ref
+from training import st_io
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import linear_attention_ref as la  # noqa: E402
-import sana_video_ref as ref  # noqa: E402
-import st_io  # noqa: E402
 
 STEPS = (1000, 960, 889, 727)
 READ_T = 727      # LongSANA read pass timestep of the chunk vectors
@@ -283,8 +282,8 @@ def linattn_vectors():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--testdata", default=os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared",
-                                                                          "testdata", "sana-video")))
+    ap.add_argument("--testdata", default=os.path.normpath(os.path.join(HERE, "..", "..", "assets", "testdata",
+                                                                          "sana-video")))
     ap.add_argument("--out", default=os.path.normpath(os.path.join(HERE, "..", "..", "assets", "vectors")))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)

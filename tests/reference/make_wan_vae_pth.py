@@ -2,7 +2,7 @@
 """Writes the tiny Wan VAE decoder weights as a PyTorch checkpoint, the way Wan2.1_VAE.pth
 is saved (torch.save of a plain state dict), for tests/test_vae.c:
 
-    /usr/bin/python3 tests/reference/make_wan_vae_pth.py [assets/testdata/wan-vae]
+    PYTHONPATH=assets/default-model /usr/bin/python3 tests/reference/make_wan_vae_pth.py [assets/testdata/wan-vae]
 
 Reads wan-vae-tiny.weights.safetensors from that directory and writes
 wan-vae-tiny.weights.pth beside it: the same 108 tensors, same names, same values, in the
@@ -15,8 +15,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import st_io  # noqa: E402
+from training import st_io
 
 
 def main():

@@ -1,6 +1,6 @@
 """Independent PyTorch reference of the SANA-Video DiT and LongSANA block-wise generation.
 
-Written from shared/design/sana-video.md (and the original code's semantics), as plain
+Written from pipelines/sana/README.md (and the original code's semantics), as plain
 functions over a dict of weights under the ORIGINAL checkpoint names. Everything runs in
 a chosen dtype (float64 by default; float32 to see fp32 rounding).
 
@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as Fn
 
-from st_io import load as st_load
+from training.st_io import load as st_load  # assets/default-model/training (PYTHONPATH: README.md)
 
 # ----------------------------------------------------------------------------- config
 

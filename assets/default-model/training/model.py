@@ -1,4 +1,4 @@
-"""SANA-Video's DiT (shared/design/sana-video.md) as a PyTorch module, batched, with
+"""SANA-Video's DiT (pipelines/sana/README.md) as a PyTorch module, batched, with
 LongSANA's block-causal chunk structure, for training and sampling the default model.
 
 Parameter names are the ORIGINAL checkpoint names (blocks.N.attn.qkv.weight, ...), so a

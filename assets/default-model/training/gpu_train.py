@@ -5,30 +5,27 @@ context's motion (EXPERIMENTS.md, "More compute, on a GPU"). Not how the shipped
 What differs from train.py: the clips, context degradation and perturbation, dropout and timesteps
 are drawn by train.py's own helpers, but on CPU worker processes (--workers) and in another order
 (the step's noise before the warm-start draws), so a run here matches a train.py run in
-distribution, not draw for draw; the EMA starts from --init's model weights; one process; no critic,
-rollout or unrolled terms. The checkpoint (--out/ckpt.pt, written every minute and at the end) has
-train.py's keys, so `train.py --out DIR --export F --card-from default.safetensors` exports it.
+distribution, not draw for draw; the EMA starts from --init's model weights; one process. The
+checkpoint (--out/ckpt.pt, written every minute and at the end) has train.py's keys, so
+`python3 -m training.train --out DIR --export F --card-from default.safetensors` exports it.
 
-    python3 gpu_train.py --out G32 --batch 32 --steps 4385 --fixed                 # 8 min on an H100
-    python3 gpu_train.py --out WS --batch 32 --steps 2000 --lr 3e-4 --fixed --init G32/ckpt.pt \\
+From assets/default-model (the runs of EXPERIMENTS.md, "More compute, on a GPU"):
+
+    python3 -m training.gpu_train --out G32 --batch 32 --steps 4385 --fixed         # 8 min on an H100
+    python3 -m training.gpu_train --out WS --batch 32 --steps 2000 --lr 3e-4 --fixed --init G32/ckpt.pt \\
         --warm-start-train 0.5
-    python3 gpu_train.py --out R16 --batch 16 --steps 1250 --lr 2e-3 --fixed     # 20,000 clips: what
-                                                                                  # 2 h on 2 cores train
+    python3 -m training.gpu_train --out R16 --batch 16 --steps 1250 --lr 2e-3 --fixed   # 20,000 clips:
+                                                                                 # what 2 h on 2 cores train
 """
 import argparse
 import os
-import sys
 import time
 
 import numpy as np
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import data  # noqa: E402
-import losses  # noqa: E402
-import train  # noqa: E402
-from model import context_from_clean  # noqa: E402
+from . import data, losses, train
+from .model import context_from_clean
 
 
 def parse_args():

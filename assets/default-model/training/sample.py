@@ -4,8 +4,9 @@ sample_timesteps with re-noising, then committed by a t = 0 pass; the linear-att
 state carries the last cached_blocks chunks and the temporal conv the last Mix-FFN frame.
 Frames stream to ffmpeg as they are made; memory does not grow with length.
 
-    LD_LIBRARY_PATH=... nice -n 5 /usr/bin/python3 sample.py -p "two red balls bouncing on a blue background" \\
-        --seconds 60 -o /tmp/out.mp4 --sheet /tmp/sheet.png
+    cd assets/default-model
+    LD_LIBRARY_PATH=... nice -n 5 /usr/bin/python3 -m training.sample \\
+        -p "two red balls bouncing on a blue background" --seconds 60 -o /tmp/out.mp4 --sheet /tmp/sheet.png
 """
 import argparse
 import json
@@ -18,15 +19,12 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before torch loads the BLA
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import data  # noqa: E402
-import st  # noqa: E402
-from model import SanaVideoDiT, CarriedState, chunk_pass, sample_chunk, flow_timesteps  # noqa: E402
+from . import MODEL_DIR, data, st_io  # noqa: E402
+from .model import SanaVideoDiT, CarriedState, chunk_pass, sample_chunk, flow_timesteps  # noqa: E402
 
 
 def load_model(path, dtype=torch.float32):
-    W, meta = st.load(path)
+    W, meta = st_io.load(path)
     cfg = json.loads(meta["config"])
     lv = json.loads(meta["longvk"])
     m = SanaVideoDiT(**cfg, vocab_size=len(lv["vocab"]))
@@ -58,7 +56,7 @@ def match_histogram(frame, ref_sorted):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--weights", default=os.path.join(HERE, "default.safetensors"))
+    ap.add_argument("--weights", default=os.path.join(MODEL_DIR, "default.safetensors"))
     ap.add_argument("-p", "--prompt", default="two red balls bouncing on a blue background")
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--frames", type=int, default=0)

@@ -1,21 +1,24 @@
 """Proof that model.py is SANA-Video: loads the ORIGINAL modules' random-weight outputs in
-shared/testdata/sana-video/ (latent mode, in_channels 4 / 16) into model.SanaVideoDiT and
+assets/testdata/sana-video/ (latent mode, in_channels 4 / 16) into model.SanaVideoDiT and
 compares, in float64, every one-shot forward, every LongSANA chunk read pass and every
 carried state tensor. NMSE = sum((ours - orig)^2) / sum(orig^2); bound 1e-10 (the
 originals are fp32 outputs, so float64 cannot go below fp32 rounding, ~1e-14).
 
-    /usr/bin/python3 assets/default-model/check_sana.py [TESTDATA_DIR]
+    cd assets/default-model
+    /usr/bin/python3 -m training.check_sana [TESTDATA_DIR]
 """
+import argparse
 import json
 import os
 import sys
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from model import SanaVideoDiT, CarriedState, chunk_pass, context_from_clean  # noqa: E402
-from st import load  # noqa: E402
+from . import MODEL_DIR
+from .model import SanaVideoDiT, CarriedState, chunk_pass, context_from_clean
+from .st_io import load
+
+TESTDATA = os.path.normpath(os.path.join(MODEL_DIR, "..", "testdata", "sana-video"))
 
 BOUND = 1e-10
 
@@ -91,7 +94,10 @@ def check(testdata, name):
 
 
 def main():
-    testdata = sys.argv[1] if len(sys.argv) > 1 else "/work/shared/testdata/sana-video"
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("testdata", nargs="?", default=TESTDATA,
+                    help="directory of <name>.weights.safetensors and <name>.vectors.safetensors (default: %(default)s)")
+    testdata = ap.parse_args().testdata
     bad = 0
     for name in ("tiny-hd32", "hd112"):
         worst = 0.0

@@ -30,22 +30,19 @@ Sampler, block C at frame offset C * bf, timesteps t_0.. (s_k = t_k / 1000): x =
 __metadata__: prompt, chunks, block_frames, cached_blocks, timesteps, sampler, first_block,
 tokenizer_cases (text -> ids and unknown words, for the C tokenizer).
 
-    /usr/bin/python3 make_vectors.py [--weights default.safetensors] [--out vectors.safetensors]
+    cd assets/default-model
+    /usr/bin/python3 -m training.make_vectors [--weights default.safetensors] [--out vectors.safetensors]
 """
 import argparse
 import json
 import os
-import sys
 
 import numpy as np
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import data  # noqa: E402
-import st  # noqa: E402
-from model import CarriedState, chunk_pass  # noqa: E402
-from sample import load_model  # noqa: E402
+from . import MODEL_DIR, data, st_io
+from .model import CarriedState, chunk_pass
+from .sample import load_model
 
 PROMPT = "two red balls bouncing on a blue background"
 CHUNKS = 8
@@ -61,9 +58,9 @@ TOKENIZER_CASES = [
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--weights", default=os.path.join(HERE, "default.safetensors"))
-    ap.add_argument("--out", default=os.path.join(HERE, "vectors.safetensors"))
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--weights", default=os.path.join(MODEL_DIR, "default.safetensors"))
+    ap.add_argument("--out", default=os.path.join(MODEL_DIR, "vectors.safetensors"))
     a = ap.parse_args()
     model, cfg, lv = load_model(a.weights, torch.float64)
     H, W = lv["resolution"]
@@ -130,7 +127,7 @@ def main():
             "frame_offset": "chunk * block_frames",
             "computed": "float64 from the f32 weights of default.safetensors (model.py)",
             "tokenizer_cases": json.dumps(cases)}
-    st.save(a.out, out, meta)
+    st_io.save(a.out, out, meta)
     n = sum(v.size for v in out.values())
     print(f"wrote {a.out}: {len(out)} tensors, {n} values, {os.path.getsize(a.out)} bytes")
 

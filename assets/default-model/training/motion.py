@@ -26,22 +26,21 @@ with its last block held still (its last frame repeated): v = v_still + W (v - v
 amplifies whatever the context's motion changes in the prediction (history guidance; two more passes
 a step and one a block: an experiment, not in the card).
 
-    LD_LIBRARY_PATH=... /usr/bin/python3 motion.py [--weights F] [--t 400,750,1000] [--history W] [--probe 600]
+    cd assets/default-model
+    LD_LIBRARY_PATH=... /usr/bin/python3 -m training.motion [--weights F] [--t 400,750,1000] [--history W] \\
+        [--probe 600]
 """
 import argparse
 import os
-import sys
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before torch loads the BLAS
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import data  # noqa: E402
-from model import CarriedState, chunk_pass, sample_chunk, still_state  # noqa: E402
-from persistence import shifts  # noqa: E402
-from sample import encode_text, load_model  # noqa: E402
+from . import MODEL_DIR, data  # noqa: E402
+from .model import CarriedState, chunk_pass, sample_chunk, still_state  # noqa: E402
+from .persistence import shifts  # noqa: E402
+from .sample import encode_text, load_model  # noqa: E402
 
 
 def centroid(frame):
@@ -139,7 +138,7 @@ def ridge_r2(X, Y, cut):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--weights", default=os.path.join(HERE, "default.safetensors"))
+    ap.add_argument("--weights", default=os.path.join(MODEL_DIR, "default.safetensors"))
     ap.add_argument("--t", default="400,750,1000", help="first timesteps T to compare")
     ap.add_argument("--clips", type=int, default=24)
     ap.add_argument("--context", type=int, default=8, help="real frames committed first")

@@ -14,10 +14,11 @@ median count.
   shape jitter counts too), how often it is below 0.05 (frozen), and the centroid's net
   travel over 1 s (the training clips move 0.35-1.3 px a frame, 6-21 px a second).
 
-    LD_LIBRARY_PATH=... /usr/bin/python3 persistence.py [--weights F] [--seeds 1,2,...] \\
+    cd assets/default-model
+    LD_LIBRARY_PATH=... /usr/bin/python3 -m training.persistence [--weights F] [--seeds 1,2,...] \\
         [--steps 750,500,250] [--cfg 2] [--cfg-last-steps 1] [--warm 1] [--window 2] \\
         [--extrapolate 2] [--hist-match] [--history W]
-    /usr/bin/python3 persistence.py --videos s1.mkv s2.mkv ...
+    /usr/bin/python3 -m training.persistence --videos s1.mkv s2.mkv ...
 
 --real-context N replaces the first block by N real frames (whole blocks) of a training scene
 whose caption names the prompt's objects and whose first and N-th frames each show as many
@@ -25,14 +26,14 @@ components of the colour as the scene has objects of it (the k-th such scene, da
 over seeds 1, 2, ..., for the k-th of --seeds; its own caption is the prompt): whether the
 continuation keeps what a correct start gives it.
 
-    /usr/bin/python3 persistence.py --real-context 8 --seeds 1,2,...,8 [--weights F]
+    /usr/bin/python3 -m training.persistence --real-context 8 --seeds 1,2,...,8 [--weights F]
 
 --first-block measures the first block alone: per seed, the object components in its first
 frame (the card's first-block sampler, or --first-steps N Euler steps with --first-cfg C),
 beside the same count on the first frames of the training clips whose caption names the
 prompt's objects (data.sample_scene over --data-scenes seeds): what the data itself shows.
 
-    /usr/bin/python3 persistence.py --first-block --seeds 1,2,...,16 [--first-steps 20 --first-cfg 5]
+    /usr/bin/python3 -m training.persistence --first-block --seeds 1,2,...,16 [--first-steps 20 --first-cfg 5]
 """
 import argparse
 import itertools
@@ -46,11 +47,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before torch loads the BLA
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import data  # noqa: E402
-from model import CarriedState, chunk_pass, sample_chunk, still_state  # noqa: E402
-from sample import encode_text, load_model, match_histogram, to_u8  # noqa: E402
+from . import MODEL_DIR, data  # noqa: E402
+from .model import CarriedState, chunk_pass, sample_chunk, still_state  # noqa: E402
+from .sample import encode_text, load_model, match_histogram, to_u8  # noqa: E402
 
 
 def components(mask, min_size=4):
@@ -212,7 +211,7 @@ def first_block_counts(a, model, lv, colour):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--weights", default=os.path.join(HERE, "default.safetensors"))
+    ap.add_argument("--weights", default=os.path.join(MODEL_DIR, "default.safetensors"))
     ap.add_argument("-p", "--prompt", default="two red balls bouncing on a blue background")
     ap.add_argument("--colour", default="red", help="object colour to follow (data.OBJECT_COLOURS)")
     ap.add_argument("--seeds", default="1,2,3,4,5,6,7,8")

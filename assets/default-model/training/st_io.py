@@ -1,13 +1,13 @@
-"""Minimal safetensors reader and writer (json + struct + numpy only).
+"""Safetensors reader and writer with json + struct + numpy only (the `safetensors` package is
+not installed on every machine that trains the default model or regenerates the test vectors).
+The one copy shared by this package and tests/reference/ (which imports it as training.st_io,
+with PYTHONPATH=assets/default-model: tests/reference/README.md).
 
-The `safetensors` package is not installed on every machine that regenerates the
-test vectors, so the format is handled here directly:
-
-    [u64 little-endian header length N][N bytes of JSON header][tensor data]
-
-The header maps each tensor name to {"dtype", "shape", "data_offsets": [begin, end]}
-(offsets relative to the start of the data section) and may hold a "__metadata__"
-object whose values are strings.
+File: [u64 little-endian N][N bytes JSON header][data]. The header maps each name to
+{"dtype", "shape", "data_offsets": [begin, end]} (relative to the data section) and may hold
+"__metadata__": {str: str}. Read: F64, F32, F16, BF16 (widened to F32), I64, I32, I16, I8, U8,
+BOOL. Write: F32 and I32 tensors (F64 is stored as F32, I64 as I32), sorted by name, the header
+padded with spaces to keep the data 8-byte aligned, atomically (tmp + rename).
 """
 import json
 import os
@@ -26,6 +26,7 @@ _NUMPY_DTYPES = {
     "U8": np.dtype("u1"),
     "BOOL": np.dtype("?"),
 }
+_WRITE = {np.dtype("<f4"): "F32", np.dtype("<i4"): "I32"}
 
 
 def _decode(dtype, raw, shape):
@@ -48,7 +49,7 @@ def load(path):
     if 8 + n > len(blob):
         raise ValueError(f"{path}: header length {n} past the end of the file")
     header = json.loads(blob[8 : 8 + n].decode("utf-8"))
-    data = blob[8 + n :]
+    data = memoryview(blob)[8 + n :]
     meta = header.pop("__metadata__", {}) or {}
     tensors = {}
     for name, info in header.items():
@@ -60,16 +61,19 @@ def load(path):
 
 
 def save(path, tensors, metadata=None):
-    """Writes float32 tensors (anything else is refused) atomically (tmp + rename)."""
-    header = {}
-    chunks = []
-    offset = 0
+    """Writes the tensors (F32 or I32; float64 and int64 arrays are narrowed, anything else is
+    refused) and the metadata (values turned into strings) to path, atomically."""
+    header, chunks, offset = {}, [], 0
     for name in sorted(tensors):
         a = np.ascontiguousarray(tensors[name])
-        if a.dtype != np.float32:
-            raise ValueError(f"{name}: test vectors are float32 only, got {a.dtype}")
-        raw = a.astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
+        if a.dtype == np.float64:
+            a = a.astype("<f4")
+        if a.dtype == np.int64:
+            a = a.astype("<i4")
+        if a.dtype not in _WRITE:
+            raise ValueError(f"{name}: cannot write dtype {a.dtype}")
+        raw = a.tobytes()
+        header[name] = {"dtype": _WRITE[a.dtype], "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
         chunks.append(raw)
         offset += len(raw)
     if metadata:

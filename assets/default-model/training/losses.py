@@ -1,5 +1,4 @@
-"""The loss weights every training term and evaluation here shares (train.py, self_forcing.py, unroll.py,
-context.py)."""
+"""The loss weights that training and the evaluations share (train.py, gpu_train.py, context.py)."""
 import torch
 
 

@@ -1,10 +1,10 @@
 """Procedural training clips for the default model, and its tokenizer.
 
 A clip: one to three coloured shapes (balls, squares, triangles) moving with constant
-velocity and bouncing off the walls (with collide, also off each other: an experiment,
-EXPERIMENTS.md "Short clips, many scenes"; the committed model never saw it), on a plain or a
-vertical/horizontal gradient background, rendered anti-aliased (signed distance, 1-pixel ramp) at H x W, RGB in
-[-1, 1], layout [3, F, H, W]. The caption is made from the same parameters, e.g.
+velocity and bouncing off the walls (with collide, also off each other: first tried in
+EXPERIMENTS.md "Short clips, many scenes", trained on since run WF, and by the shipped run T2),
+on a plain or a vertical/horizontal gradient background, rendered anti-aliased (signed
+distance, 1-pixel ramp) at H x W, RGB in [-1, 1], layout [3, F, H, W]. The caption is made from the same parameters, e.g.
 "two red balls bouncing on a blue background". Everything is a pure function of the
 seed (numpy PCG64).
 
@@ -18,7 +18,8 @@ Tokenizer (re-implemented in C by the engine; keep it trivial):
   No valid token (empty prompt): every mask entry is 0 and the cross-attention adds only
   its output projection's bias (this is the unconditional input used for CFG).
 
-    /usr/bin/python3 data.py --seed 1 --frames 64 --png /tmp/clip   # look at one clip
+    cd assets/default-model
+    /usr/bin/python3 -m training.data --seed 1 --frames 64 --png /tmp/clip   # look at one clip
 """
 import argparse
 import re
@@ -182,10 +183,10 @@ def _sdf(shape, size, px, py, cx, cy):
     return np.maximum(base, np.maximum(left, right))
 
 
-def sample_scene(rng, H=32, W=32, collide=False, speed_min=0.35):
+def sample_scene(rng, H=32, W=32, collide=False):
     """Draws the parameters of one clip (a dict; render() and caption() use it). With collide,
     objects start apart and bounce off each other too (render() simulates them). Speeds are
-    uniform in [speed_min, 1.3] pixels a frame at 32 x 32 (the same draws for any speed_min)."""
+    uniform in [0.35, 1.3] pixels a frame at 32 x 32."""
     n_obj = int(rng.choice([1, 2, 3], p=[0.4, 0.35, 0.25]))
     bg_name = str(rng.choice(sorted(BACKGROUND_COLOURS)))
     bg_kind = str(rng.choice(["plain", "vertical", "horizontal"], p=[0.5, 0.25, 0.25]))
@@ -208,7 +209,7 @@ def sample_scene(rng, H=32, W=32, collide=False, speed_min=0.35):
             proto = (colour, shape)
         size = float(rng.uniform(2.6, 5.5)) * (H / 32.0)
         ex, ey = _shape_extent(shape, size)
-        speed = float(rng.uniform(speed_min, 1.3)) * (H / 32.0)
+        speed = float(rng.uniform(0.35, 1.3)) * (H / 32.0)
         if motion == "sliding":  # along one axis
             ang = float(rng.choice([0.0, 0.5, 1.0, 1.5])) * np.pi
         else:
@@ -259,8 +260,7 @@ def render(sc, frames, start=0, coverage=False, paths_of=None):
     cover = np.zeros((frames, H, W))
     xs, ys = _centres(paths_of or sc, frames, start)
     for i, o in enumerate(sc["objects"]):
-        j = o.get("mirror_of")  # a spurious object (perturb_scene): the mirror image of object j's path
-        cx, cy = (xs[i], ys[i]) if j is None else (W - xs[j], H - ys[j])
+        cx, cy = xs[i], ys[i]
         if "pull" in o:  # drawn closer to object k (perturb_scene's touch): half the gap times u
             k, u = o["pull"]
             q = sc["objects"][k]
@@ -318,17 +318,14 @@ def make_clip(seed, frames, H=32, W=32, start=None, collide=False):
     return render(sc, frames, start), caption(sc)
 
 
-def perturb_scene(sc, rng, size_range, colour_range, fade=0.0, spurious=0.0, touch=0.0):
+def perturb_scene(sc, rng, size_range, colour_range, fade=0.0, touch=0.0):
     """A copy of the scene whose objects are drawn at a size scaled by exp(U(-size_range,
     size_range)) and in a colour offset by U(-colour_range, colour_range) per channel: what an
     object looks like after it has drifted in a model's own rollout. fade > 0: one object, drawn
     at random, also has its size and opacity scaled by U(1 - fade, 1): an object on its way out
-    of a rollout. spurious > 0: with that probability, a faint copy of one object (size and opacity
-    x U(0.2, 0.6)) is added on the mirror image of that object's path: an object a rollout is
-    making up, which the target (the true scene) does not have. touch > 0: with that probability,
-    two objects, drawn at random, are drawn closer by U(0, 1) of the gap between their edges
-    (each moved half of it towards the other; 1: touching): two objects a rollout is merging,
-    which the target shows apart. Render it with paths_of=sc, so that the objects stay on the
+    of a rollout. touch > 0: with that probability, two objects, drawn at random, are drawn
+    closer by U(0, 1) of the gap between their edges (each moved half of it towards the other;
+    1: touching): two objects a rollout is merging, which the target shows apart. Render it with paths_of=sc, so that the objects stay on the
     original paths (the size sets where they bounce)."""
     out = dict(sc, objects=[dict(o) for o in sc["objects"]])
     for o in out["objects"]:
@@ -339,12 +336,8 @@ def perturb_scene(sc, rng, size_range, colour_range, fade=0.0, spurious=0.0, tou
         o = out["objects"][int(rng.integers(len(out["objects"])))]
         u = float(rng.uniform(1.0 - fade, 1.0))
         o["size"], o["fade"] = o["size"] * u, u
-    if spurious > 0 and rng.random() < spurious:  # draws only when asked, after the fade's
-        j = int(rng.integers(len(sc["objects"])))
-        u = float(rng.uniform(0.2, 0.6))
-        out["objects"].append(dict(out["objects"][j], size=sc["objects"][j]["size"] * u, fade=u, mirror_of=j))
     n = len(sc["objects"])
-    if touch > 0 and n > 1 and rng.random() < touch:  # draws only when asked, after the spurious copy's
+    if touch > 0 and n > 1 and rng.random() < touch:  # draws only when asked, after the fade's
         i, k = (int(v) for v in rng.choice(n, 2, replace=False))
         u = float(rng.uniform(0.0, 1.0))
         out["objects"][i]["pull"] = (k, u)
@@ -352,21 +345,21 @@ def perturb_scene(sc, rng, size_range, colour_range, fade=0.0, spurious=0.0, tou
     return out
 
 
-def make_batch(rng, n, frames, H=32, W=32, coverage=False, collide=False, perturb=None, speed_min=0.35):
+def make_batch(rng, n, frames, H=32, W=32, coverage=False, collide=False, perturb=None):
     """n clips from seeds drawn by rng -> (video [n, 3, F, H, W], ids [n, L], mask [n, L], captions),
     with coverage also the objects' pixel coverage [n, F, H, W]. perturb = (p, size_range,
-    colour_range, rng2, fade, spurious, touch): also returns, last, the clips with a fraction p drawn by perturb_scene
+    colour_range, rng2, fade, touch): also returns, last, the clips with a fraction p drawn by perturb_scene
     (draws from rng2 only, so the clips themselves are the same with or without it)."""
     vids, ids, masks, caps, covers, pvids = [], [], [], [], [], []
     for _ in range(n):
         rs = np.random.Generator(np.random.PCG64(int(rng.integers(1 << 62))))
-        sc = sample_scene(rs, H, W, collide, speed_min)  # exactly make_clip's draws (at its speed_min)
+        sc = sample_scene(rs, H, W, collide)  # exactly make_clip's draws
         start = int(rs.integers(0, 1000))
         v, cov = render(sc, frames, start, coverage=True)
         if perturb is not None:
-            p, size_range, colour_range, rng2, fade, spurious, touch = perturb
+            p, size_range, colour_range, rng2, fade, touch = perturb
             take = rng2.random() < p
-            pvids.append(render(perturb_scene(sc, rng2, size_range, colour_range, fade, spurious, touch), frames, start,
+            pvids.append(render(perturb_scene(sc, rng2, size_range, colour_range, fade, touch), frames, start,
                                 paths_of=sc)
                          if take else v)
         c = caption(sc)

@@ -9,27 +9,24 @@ for scale, the error of repeating the last context frame. `--ablate attention` z
 attention's carried (S, z) at every read, `--ablate conv` the temporal conv's cached frame, `--ablate
 both` both (the blocks are then made from the text alone).
 
-    /usr/bin/python3 context.py [--weights F] [--context 1] [--ablate attention|conv]
+    cd assets/default-model
+    /usr/bin/python3 -m training.context [--weights F] [--context 1] [--ablate attention|conv]
 """
 import argparse
 import os
-import sys
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before torch loads the BLAS
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import data  # noqa: E402
-import losses  # noqa: E402
-from model import CarriedState  # noqa: E402
-from sample import load_model  # noqa: E402
+from . import MODEL_DIR, data, losses  # noqa: E402
+from .model import CarriedState  # noqa: E402
+from .sample import load_model  # noqa: E402
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--weights", default=os.path.join(HERE, "default.safetensors"))
+    ap.add_argument("--weights", default=os.path.join(MODEL_DIR, "default.safetensors"))
     ap.add_argument("--context", type=int, default=1, help="real chunks committed first")
     ap.add_argument("--blocks", type=int, default=6, help="chunks predicted in a row")
     ap.add_argument("--ablate", choices=["none", "attention", "conv", "both"], default="none")
