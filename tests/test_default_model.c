@@ -1,8 +1,9 @@
 /* The embedded default model on the engine against its PyTorch model
  * (assets/default-model/training/model.py, float64; vectors from training/make_vectors.py):
  * the tokenizer, a one-shot forward, and a LongSANA generation of several blocks with the
- * reference's noise, each block made as the model's card prescribes (the first block's own recipe, then the
- * others'), over the model's window of cached blocks, including the carried state at the end.
+ * reference's noise, each block made as the model's card prescribes (the first block's own
+ * recipe, then the others'), over the model's window of cached blocks, including the carried
+ * state at the end.
  * Bound: normalised MSE <= 1e-8, as for the SANA-Video vectors. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
