@@ -9,46 +9,6 @@
 #include "commands.h"
 #include "longvk.h"
 
-static void attn_usage(FILE *out) {
-    fprintf(out,
-            "usage: longvk attn --q Q.npy --k K.npy --v V.npy -o O.npy [options]\n"
-            "\n"
-            "Block-wise linear attention with a carried state on float32 .npy inputs of shape\n"
-            "[N, d] (one head) or [H, N, d] (H heads); q, k and v have the same shape. Writes\n"
-            "O.npy (float32, same shape):\n"
-            "\n"
-            "  o_i = sum_j w_ij v_j (R_j phi(k_j)) . (R_i phi(q_i))  [ / (sum_j w_ij phi(k_j) . phi(q_i) + eps) ]\n"
-            "\n"
-            "over the tokens j that token i sees, computed block by block from the state\n"
-            "(S, z) carried between blocks; no N x N matrix is formed.\n"
-            "\n"
-            "options:\n"
-            "  --mode full|causal|block   which tokens a query sees (default: full)\n"
-            "                               full:   all N tokens (one block of N)\n"
-            "                               causal: tokens 1..i (blocks of one token)\n"
-            "                               block:  blocks of --block tokens, bidirectional\n"
-            "                                       inside a block, causal across blocks;\n"
-            "                                       the last block may be shorter\n"
-            "  --block N                  tokens per block for --mode block (required there)\n"
-            "  --feature relu|elu1|identity\n"
-            "                             feature map phi (default: relu)\n"
-            "  --normalize                divide by z . phi(q) + eps (default: off)\n"
-            "  --eps E                    added to the denominator (default: 1e-6)\n"
-            "  --rope-positions P.npy     float32 [N], one position per token: rotary embedding\n"
-            "                             of phi(q) and phi(k) in the numerator, adjacent pairs\n"
-            "                             over the whole head dim (even), theta 10000\n"
-            "                             (default: none)\n"
-            "  --window K                 a block sees its own and the K previous blocks only\n"
-            "                             (default: all previous blocks)\n"
-            "  --decay L                  the carried state is multiplied by L in [0, 1] at\n"
-            "                             every block (default: 1, no decay)\n"
-            "  --device N                 Vulkan device index (see `longvk devices`)\n"
-            "  -h, --help                 this text\n"
-            "\n"
-            "Errors (a missing or malformed file, a dtype other than float32, a truncated\n"
-            "file, mismatched shapes) are reported and nothing is written.\n");
-}
-
 static const char *shape_str(const lv_npy *a, char *buf, size_t size) {
     size_t n = (size_t)snprintf(buf, size, "[");
     for (int i = 0; i < a->ndim && n < size; i++)
@@ -57,94 +17,85 @@ static const char *shape_str(const lv_npy *a, char *buf, size_t size) {
     return buf;
 }
 
+enum { MODE_FULL, MODE_CAUSAL, MODE_BLOCK };
+
 typedef struct attn_args {
     const char *q, *k, *v, *out, *positions;
-    const char *mode;
+    int mode, phi;
     long block, window, device;
-    int phi, normalize;
+    bool normalize;
     double eps, decay;
 } attn_args;
 
-/* 0: parsed; 1: --help printed; 2: usage error printed */
-static int parse_args(int argc, char **argv, attn_args *a) {
-    *a = (attn_args){.mode = "full", .block = 0, .window = 0, .device = -1, .phi = LV_PHI_RELU,
-                     .eps = 1e-6, .decay = 1.0};
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) {
-            attn_usage(stdout);
-            return 1;
-        }
-        if (strcmp(f, "--normalize") == 0) {
-            a->normalize = 1;
-            continue;
-        }
-        const char **path = strcmp(f, "--q") == 0 ? &a->q : strcmp(f, "--k") == 0 ? &a->k
-                          : strcmp(f, "--v") == 0 ? &a->v
-                          : (strcmp(f, "-o") == 0 || strcmp(f, "--output") == 0) ? &a->out
-                          : strcmp(f, "--rope-positions") == 0 ? &a->positions
-                          : strcmp(f, "--mode") == 0 ? &a->mode : NULL;
-        if (path) {
-            if (!val) {
-                fprintf(stderr, "longvk attn: %s needs a value\n", f);
-                return 2;
-            }
-            *path = val;
-            i++;
-            continue;
-        }
-        if (strcmp(f, "--block") == 0) {
-            if (!cli_parse_int(f, val, 1, 1L << 40, &a->block)) return 2;
-        } else if (strcmp(f, "--window") == 0) {
-            if (!cli_parse_int(f, val, 1, 4096, &a->window)) return 2;
-        } else if (strcmp(f, "--device") == 0) {
-            if (!cli_parse_int(f, val, 0, 1 << 20, &a->device)) return 2;
-        } else if (strcmp(f, "--eps") == 0) {
-            if (!cli_parse_double(f, val, &a->eps)) return 2;
-            if (!(a->eps >= 0)) {
-                fprintf(stderr, "longvk attn: --eps must be >= 0\n");
-                return 2;
-            }
-        } else if (strcmp(f, "--decay") == 0) {
-            if (!cli_parse_double(f, val, &a->decay)) return 2;
-            if (!(a->decay >= 0 && a->decay <= 1)) {
-                fprintf(stderr, "longvk attn: --decay must be in [0, 1]\n");
-                return 2;
-            }
-        } else if (strcmp(f, "--feature") == 0) {
-            a->phi = val ? lv_feature_map_parse(val) : -1;
-            if (a->phi < 0) {
-                fprintf(stderr, "longvk attn: --feature takes relu, elu1 or identity\n");
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "longvk attn: unknown option '%s' (see longvk attn --help)\n", f);
-            return 2;
-        }
-        i++;
-    }
-    if (!a->q || !a->k || !a->v || !a->out) {
-        fprintf(stderr, "longvk attn: --q, --k, --v and -o are required (see longvk attn --help)\n");
-        return 2;
-    }
-    if (strcmp(a->mode, "full") && strcmp(a->mode, "causal") && strcmp(a->mode, "block")) {
-        fprintf(stderr, "longvk attn: --mode takes full, causal or block, not '%s'\n", a->mode);
-        return 2;
-    }
-    if (strcmp(a->mode, "block") == 0 && a->block == 0) {
-        fprintf(stderr, "longvk attn: --mode block needs --block N\n");
-        return 2;
-    }
-    if (a->block && strcmp(a->mode, "block") != 0) {
-        fprintf(stderr, "longvk attn: --block applies to --mode block only\n");
-        return 2;
-    }
-    if (a->window && a->decay != 1.0) {
-        fprintf(stderr, "longvk attn: --window and --decay are different rules; give one\n");
-        return 2;
-    }
-    return 0;
+static attn_args args = {.mode = MODE_FULL, .device = -1, .phi = LV_PHI_RELU, .eps = 1e-6, .decay = 1.0};
+
+static const cli_choice modes[] = {{"full", MODE_FULL}, {"causal", MODE_CAUSAL}, {"block", MODE_BLOCK}, {0}};
+static const cli_choice features[] = {
+    {"relu", LV_PHI_RELU}, {"elu1", LV_PHI_ELU1}, {"identity", LV_PHI_IDENTITY}, {0}};
+
+static cli_option options[] = {
+    {.name = "--q", .kind = CLI_INPUT, .dest = &args.q, .metavar = "Q.npy", .required = true,
+     .help = "queries, float32 [N, d] or [H, N, d]"},
+    {.name = "--k", .kind = CLI_INPUT, .dest = &args.k, .metavar = "K.npy", .required = true,
+     .help = "keys, the shape of q"},
+    {.name = "--v", .kind = CLI_INPUT, .dest = &args.v, .metavar = "V.npy", .required = true,
+     .help = "values, the shape of q"},
+    {.name = "--output", .alias = "-o", .kind = CLI_OUTPUT, .dest = &args.out, .metavar = "O.npy", .required = true,
+     .help = "the result, float32, the shape of q"},
+    {.name = "--mode", .kind = CLI_CHOICE, .dest = &args.mode, .choices = modes, .def = "full",
+     .help = "which tokens a query sees\n"
+             "  full:   all N tokens (one block of N)\n"
+             "  causal: tokens 1..i (blocks of one token)\n"
+             "  block:  blocks of --block tokens, bidirectional inside a block, causal across blocks; "
+             "the last block may be shorter"},
+    {.name = "--block", .kind = CLI_LONG, .dest = &args.block, .min = 1, .max = 1L << 40,
+     .help = "tokens per block for --mode block (required there)"},
+    {.name = "--feature", .kind = CLI_CHOICE, .dest = &args.phi, .choices = features, .def = "relu",
+     .help = "feature map phi"},
+    {.name = "--normalize", .kind = CLI_FLAG, .dest = &args.normalize, .def = "off",
+     .help = "divide by z . phi(q) + eps"},
+    {.name = "--eps", .kind = CLI_DOUBLE, .dest = &args.eps, .metavar = "E", .bounds = CLI_AT_LEAST, .lo = 0,
+     .def = "1e-6", .help = "added to the denominator"},
+    {.name = "--rope-positions", .kind = CLI_INPUT, .dest = &args.positions, .metavar = "P.npy", .def = "none",
+     .help = "float32 [N], one position per token: rotary embedding of phi(q) and phi(k) in the numerator, "
+             "adjacent pairs over the whole head dim (even) (theta 10000)"},
+    {.name = "--window", .kind = CLI_LONG, .dest = &args.window, .metavar = "K", .min = 1, .max = 4096,
+     .def = "all previous blocks", .help = "a block sees its own and the K previous blocks only"},
+    {.name = "--decay", .kind = CLI_DOUBLE, .dest = &args.decay, .metavar = "L", .bounds = CLI_AT_LEAST | CLI_AT_MOST,
+     .lo = 0, .hi = 1, .def = "1, no decay", .help = "the carried state is multiplied by L in [0, 1] at every block"},
+    {.name = "--device", .kind = CLI_LONG, .dest = &args.device, .min = 0, .max = 1 << 20,
+     .help = "Vulkan device index (see `longvk devices`)"},
+};
+
+const cli_spec cmd_attn_spec = {
+    .command = "attn",
+    .usage = "--q Q.npy --k K.npy --v V.npy -o O.npy [options]",
+    .about = "Block-wise linear attention with a carried state on float32 .npy inputs of shape\n"
+             "[N, d] (one head) or [H, N, d] (H heads); q, k and v have the same shape. Writes\n"
+             "O.npy (float32, same shape):\n"
+             "\n"
+             "  o_i = sum_j w_ij v_j (R_j phi(k_j)) . (R_i phi(q_i))  [ / (sum_j w_ij phi(k_j) . phi(q_i) + eps) ]\n"
+             "\n"
+             "over the tokens j that token i sees, computed block by block from the state\n"
+             "(S, z) carried between blocks; no N x N matrix is formed.\n",
+    .epilog = "Errors (a missing or malformed file, a dtype other than float32, a truncated\n"
+              "file, mismatched shapes) are reported and nothing is written.\n",
+    .options = options,
+    .count = CLI_COUNT(options),
+};
+
+/* -1: parsed; else the exit status (0 after --help, 2 after a usage error) */
+static int parse_args(int argc, char **argv) {
+    int r = cli_parse(&cmd_attn_spec, argc, argv);
+    if (r >= 0) return r;
+    attn_args *a = &args;
+    /* rules between options, which the table cannot state */
+    if (a->mode == MODE_BLOCK && a->block == 0)
+        return cli_usage_error("attn", "--mode block needs --block N");
+    if (a->block && a->mode != MODE_BLOCK) return cli_usage_error("attn", "--block applies to --mode block only");
+    if (a->window && a->decay != 1.0)
+        return cli_usage_error("attn", "--window and --decay are different rules; give one");
+    return -1;
 }
 
 /* Inputs read and checked: q, k, v as [H, N, D] and positions [N] (or none). */
@@ -297,16 +248,15 @@ done:
 }
 
 int cmd_attn(int argc, char **argv) {
-    attn_args a;
-    int r = parse_args(argc, argv, &a);
-    if (r == 1) return 0;
-    if (r == 2) return 2;
+    int r = parse_args(argc, argv);
+    if (r >= 0) return r;
+    const attn_args a = args;
     attn_inputs in;
     if ((r = load_inputs(&a, &in)) != 0) {
         inputs_free(&in);
         return r;
     }
-    int64_t block = strcmp(a.mode, "causal") == 0 ? 1 : strcmp(a.mode, "full") == 0 ? in.N : a.block;
+    int64_t block = a.mode == MODE_CAUSAL ? 1 : a.mode == MODE_FULL ? in.N : a.block;
     if (block > in.N) block = in.N;
     float *result = malloc((size_t)lv_npy_numel(&in.q) * sizeof *result);
     if (!result) {

@@ -10,45 +10,37 @@
 #include "longvk/sana.h"
 #include "longvk/weights.h"
 
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: longvk convert IN OUT.safetensors [--preset P | --config C.json]\n\n"
-            "IN: a PyTorch checkpoint (.pth/.pt: the state dict at the top level or under 'state_dict',\n"
-            "'generator', 'model' or 'ema'; a 'model.' prefix on every name is removed) or a safetensors\n"
-            "file. OUT keeps every tensor's name, dtype and shape and IN's metadata; it is written to a\n"
-            "temporary file and renamed into place when complete.\n\n"
-            "  --preset P      store SANA-Video preset P (sana-video-2b-480p, sana-video-2b-720p) as\n"
-            "                  __metadata__.config\n"
-            "  --config C      store the SANA-Video config of C.json as __metadata__.config\n");
-}
+typedef struct convert_args {
+    const char *in, *out, *preset, *config;
+} convert_args;
+
+static convert_args args;
+
+static cli_option options[] = {
+    {.kind = CLI_INPUT, .dest = &args.in, .metavar = "IN", .required = true,
+     .help = "a PyTorch checkpoint (.pth/.pt: the state dict at the top level or under 'state_dict', "
+             "'generator', 'model' or 'ema'; a 'model.' prefix on every name is removed) or a safetensors file"},
+    {.kind = CLI_OUTPUT, .dest = &args.out, .metavar = "OUT.safetensors", .required = true,
+     .help = "keeps every tensor's name, dtype and shape and IN's metadata; it is written to a temporary file "
+             "and renamed into place when complete"},
+    {.name = "--preset", .kind = CLI_STRING, .dest = &args.preset, .metavar = "P",
+     .help = "store SANA-Video preset P (sana-video-2b-480p, sana-video-2b-720p) as __metadata__.config"},
+    {.name = "--config", .kind = CLI_INPUT, .dest = &args.config, .metavar = "C.json",
+     .help = "store the SANA-Video config of C.json as __metadata__.config"},
+};
+
+const cli_spec cmd_convert_spec = {
+    .command = "convert",
+    .usage = "IN OUT.safetensors [--preset P | --config C.json]",
+    .options = options,
+    .count = CLI_COUNT(options),
+};
 
 int cmd_convert(int argc, char **argv) {
-    const char *in = NULL, *out = NULL, *preset = NULL, *config = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--preset") && i + 1 < argc) preset = argv[++i];
-        else if (!strcmp(a, "--config") && i + 1 < argc) config = argv[++i];
-        else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "longvk convert: unknown option '%s' (or it needs a value)\n", a);
-            return 2;
-        } else if (!in) in = a;
-        else if (!out) out = a;
-        else {
-            fprintf(stderr, "longvk convert: unexpected argument '%s'\n", a);
-            return 2;
-        }
-    }
-    if (!in || !out) {
-        usage(stderr);
-        return 2;
-    }
-    if (preset && config) {
-        fprintf(stderr, "longvk convert: give --preset or --config, not both\n");
-        return 2;
-    }
+    int r = cli_parse(&cmd_convert_spec, argc, argv);
+    if (r >= 0) return r;
+    const char *in = args.in, *out = args.out, *preset = args.preset, *config = args.config;
+    if (preset && config) return cli_usage_error("convert", "give --preset or --config, not both");
     char config_json[512] = "";
     if (preset || config) {
         lv_sana_config cfg;

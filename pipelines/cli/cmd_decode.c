@@ -9,28 +9,55 @@
 #include "longvk.h"
 #include "longvk/vae.h"
 
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: longvk decode --vae FILE --latents X.npy -o OUT.mp4 [options]\n"
-            "\n"
-            "Decodes normalised latents [16, F, h, w] (float32 .npy, as `generate` and\n"
-            "`forward` write them; [1, 16, F, h, w] is accepted) with the Wan2.1 VAE into\n"
-            "1 + 4 (F - 1) frames of 8h x 8w pixels. Values are clamped to [-1, 1] and stored\n"
-            "as uint8(127.5 x + 127.5), truncated, as SANA-Video does.\n"
-            "\n"
-            "  --vae FILE          Wan2.1_VAE.pth, or safetensors (original or diffusers names)\n"
-            "  --latents X.npy     the latents\n"
-            "  -o OUT              .mp4 / .mkv / .webm (the container picks the default codec)\n"
-            "  --fps N             frame rate (default 16, SANA-Video's)\n"
-            "  --codec NAME        encoder: libx264, ffv1 (lossless RGB, .mkv), libvpx-vp9, ...\n"
-            "  --crf N             constant-quality factor (default: the codec's)\n"
-            "  --step-frames N     latent frames per decoder step (default 1: least memory)\n"
-            "  --vae-tiling        decode in spatial tiles (one tile's device memory; the whole\n"
-            "                      video is assembled in host memory before it is encoded)\n"
-            "  --tile HxW          tile size in latent pixels (default 32x32: 256 x 256 pixels)\n"
-            "  --tile-overlap N    overlap of neighbouring tiles in latent pixels (default 8)\n"
-            "  --device N          Vulkan device (see `longvk devices`)\n");
+typedef struct decode_args {
+    const char *vae, *latents, *output, *codec;
+    long fps, crf, step, device, overlap;
+    long tile[2];
+    bool tiling;
+} decode_args;
+
+static decode_args args = {.fps = 16, .crf = -1, .step = 1, .device = -1, .overlap = 8, .tile = {32, 32}};
+
+static const char *parse_tile(const char *value, void *dest) {
+    return cli_parse_dims(value, 2, 1, 4096, dest) ? NULL : "is not HxW in latent pixels in [1, 4096], e.g. 32x32";
 }
+
+static cli_option options[] = {
+    {.name = "--vae", .kind = CLI_INPUT, .dest = &args.vae, .required = true,
+     .help = "Wan2.1_VAE.pth, or safetensors (original or diffusers names)"},
+    {.name = "--latents", .kind = CLI_INPUT, .dest = &args.latents, .metavar = "X.npy", .required = true,
+     .help = "the latents"},
+    {.name = "--output", .alias = "-o", .kind = CLI_OUTPUT, .dest = &args.output, .metavar = "OUT", .required = true,
+     .help = ".mp4 / .mkv / .webm (the container picks the default codec)"},
+    {.name = "--fps", .kind = CLI_LONG, .dest = &args.fps, .min = 1, .max = 1000, .def = "16, SANA-Video's",
+     .help = "frame rate"},
+    {.name = "--codec", .kind = CLI_STRING, .dest = &args.codec, .metavar = "NAME",
+     .help = "encoder: libx264, ffv1 (lossless RGB, .mkv), libvpx-vp9, ..."},
+    {.name = "--crf", .kind = CLI_LONG, .dest = &args.crf, .min = 0, .max = 63, .def = "the codec's",
+     .help = "constant-quality factor"},
+    {.name = "--step-frames", .kind = CLI_LONG, .dest = &args.step, .min = 1, .max = 1024, .def = "1: least memory",
+     .help = "latent frames per decoder step"},
+    {.name = "--vae-tiling", .kind = CLI_FLAG, .dest = &args.tiling,
+     .help = "decode in spatial tiles (one tile's device memory; the whole video is assembled in host memory "
+             "before it is encoded)"},
+    {.name = "--tile", .kind = CLI_CUSTOM, .dest = args.tile, .parse = parse_tile, .metavar = "HxW",
+     .def = "32x32: 256 x 256 pixels", .help = "tile size in latent pixels"},
+    {.name = "--tile-overlap", .kind = CLI_LONG, .dest = &args.overlap, .min = 0, .max = 4096, .def = "8",
+     .help = "overlap of neighbouring tiles in latent pixels"},
+    {.name = "--device", .kind = CLI_LONG, .dest = &args.device, .min = 0, .max = 64,
+     .help = "Vulkan device (see `longvk devices`)"},
+};
+
+const cli_spec cmd_decode_spec = {
+    .command = "decode",
+    .usage = "--vae FILE --latents X.npy -o OUT.mp4 [options]",
+    .about = "Decodes normalised latents [16, F, h, w] (float32 .npy, as `generate` and\n"
+             "`forward` write them; [1, 16, F, h, w] is accepted) with the Wan2.1 VAE into\n"
+             "1 + 4 (F - 1) frames of 8h x 8w pixels. Values are clamped to [-1, 1] and stored\n"
+             "as uint8(127.5 x + 127.5), truncated, as SANA-Video does.\n",
+    .options = options,
+    .count = CLI_COUNT(options),
+};
 
 typedef struct sink {
     lv_encoder *enc;
@@ -78,55 +105,15 @@ static const char *human(uint64_t bytes, char *buf, size_t size) {
 }
 
 int cmd_decode(int argc, char **argv) {
-    const char *vae = NULL, *latents = NULL, *output = NULL, *codec = NULL;
-    long fps = 16, crf = -1, step = 1, device = -1, overlap = 8;
-    int tiling = 0, tile_h = 32, tile_w = 32;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--vae-tiling")) {
-            tiling = 1;
-            continue;
-        }
-        if (!v) {
-            fprintf(stderr, "longvk decode: %s needs a value (see --help)\n", a);
-            return 2;
-        }
-        if (!strcmp(a, "--vae")) vae = v;
-        else if (!strcmp(a, "--latents")) latents = v;
-        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) output = v;
-        else if (!strcmp(a, "--codec")) codec = v;
-        else if (!strcmp(a, "--fps")) { if (!cli_parse_int(a, v, 1, 1000, &fps)) return 2; }
-        else if (!strcmp(a, "--crf")) { if (!cli_parse_int(a, v, 0, 63, &crf)) return 2; }
-        else if (!strcmp(a, "--step-frames")) { if (!cli_parse_int(a, v, 1, 1024, &step)) return 2; }
-        else if (!strcmp(a, "--device")) { if (!cli_parse_int(a, v, 0, 64, &device)) return 2; }
-        else if (!strcmp(a, "--tile-overlap")) { if (!cli_parse_int(a, v, 0, 4096, &overlap)) return 2; }
-        else if (!strcmp(a, "--tile")) {
-            if (sscanf(v, "%dx%d", &tile_h, &tile_w) != 2 || tile_h < 1 || tile_w < 1 || tile_h > 4096 ||
-                tile_w > 4096) {
-                fprintf(stderr, "longvk decode: --tile wants HxW in latent pixels, e.g. 32x32\n");
-                return 2;
-            }
-        }
-        else {
-            fprintf(stderr, "longvk decode: unknown option '%s' (see --help)\n", a);
-            return 2;
-        }
-        i++;
-    }
-    if (!vae || !latents || !output) {
-        fprintf(stderr, "longvk decode: --vae, --latents and -o are required\n\n");
-        usage(stderr);
-        return 2;
-    }
+    int r = cli_parse(&cmd_decode_spec, argc, argv);
+    if (r >= 0) return r;
+    const char *vae = args.vae, *latents = args.latents, *output = args.output, *codec = args.codec;
+    long fps = args.fps, crf = args.crf, step = args.step, device = args.device, overlap = args.overlap;
+    int tiling = args.tiling, tile_h = (int)args.tile[0], tile_w = (int)args.tile[1];
     lv_vae_tiling tiles = {tile_h, tile_w, (int)overlap};
     if (tiling && (overlap >= tile_h || overlap >= tile_w)) {
-        fprintf(stderr, "longvk decode: --tile-overlap %ld must be smaller than the tile %dx%d\n",
-                overlap, tile_h, tile_w);
-        return 2;
+        return cli_usage_error("decode", "--tile-overlap %ld must be smaller than the tile %dx%d", overlap, tile_h,
+                               tile_w);
     }
 
     lv_npy x = {0};

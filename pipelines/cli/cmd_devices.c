@@ -1,23 +1,21 @@
 /* `longvk devices`: the Vulkan devices and the limits that matter to longvk. */
 #include <stdio.h>
-#include <string.h>
 
 #include "commands.h"
 #include "longvk.h"
 
+const cli_spec cmd_devices_spec = {
+    .command = "devices",
+    .usage = "",
+    .about = "Lists every Vulkan device with its index (for --device N or LONGVK_DEVICE=N), type,\n"
+             "driver, memory, subgroup size, fp16 support, maxStorageBufferRange and the reach of\n"
+             "texel buffers (maxTexelBufferElements x 16 bytes; kernels read their inputs through\n"
+             "them). The default choice is marked with '*': discrete > integrated > virtual > CPU.\n",
+};
+
 int cmd_devices(int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            printf("usage: longvk devices\n\nLists every Vulkan device with its index (for --device N or\n"
-                   "LONGVK_DEVICE=N), type, driver, memory, subgroup size, fp16 support,\n"
-                   "maxStorageBufferRange and the reach of texel buffers (maxTexelBufferElements x 16\n"
-                   "bytes; kernels read their inputs through them). The default choice is marked\n"
-                   "with '*': discrete > integrated > virtual > CPU.\n");
-            return 0;
-        }
-        fprintf(stderr, "longvk devices: unknown option '%s'\n", argv[i]);
-        return 2;
-    }
+    int r = cli_parse(&cmd_devices_spec, argc, argv);
+    if (r >= 0) return r;
     lv_device_info infos[16];
     int count = 0;
     if (lv_list_devices(infos, 16, &count) != LV_OK) return cli_fail(NULL);

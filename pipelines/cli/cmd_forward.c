@@ -8,31 +8,69 @@
 #include "longvk.h"
 #include "longvk/dit.h"
 
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: longvk forward --model MODEL --latents X.npy --timestep T\n"
-            "                      --text-embeds E.safetensors -o OUT.npy [options]\n"
-            "\n"
-            "Runs the DiT once and writes its velocity prediction (float32 .npy, the model's\n"
-            "latent layout [C, F, H, W]).\n"
-            "\n"
-            "  --model MODEL        weights: .safetensors, .pth/.pt, or a diffusers directory\n"
-            "  --config C.json      architecture (default: the file's metadata, else a preset)\n"
-            "  --preset NAME        sana-video-2b-480p or sana-video-2b-720p\n"
-            "  --latents X.npy      float32 [C, F, H, W]\n"
-            "  --timestep T         model scale 0..1000 (truncated to an integer as the model\n"
-            "                       does); a comma list gives one per latent frame\n"
-            "  --text-embeds E      safetensors with 'y' [L, caption_channels] (also accepted:\n"
-            "                       'prompt_embeds', 'text_embeds') and optionally 'mask' [L]\n"
-            "                       (1 valid, 0 padding)\n"
-            "  --block-frames B     block-causal: chunks of B latent frames, each reading the\n"
-            "                       carried state of the earlier ones (default: one block,\n"
-            "                       bidirectional over all frames)\n"
-            "  --cached-blocks K    with --block-frames: only the last K chunks (default: all;\n"
-            "                       0: none)\n"
-            "  --device N           Vulkan device (see `longvk devices`)\n"
-            "  -o OUT.npy           output file (written only when the pass succeeds)\n");
+typedef struct forward_args {
+    const char *model, *config, *preset, *latents, *timestep, *text, *output;
+    long block_frames, cached, device;
+} forward_args;
+
+static forward_args args = {.cached = LV_CACHED_ALL, .device = -1};
+
+/* --timestep: one number or a comma list, each a finite number in the model's range; the
+ * count is checked against the latent frames once they are read */
+static const char *parse_timestep_list(const char *value, void *dest) {
+    char buf[64];
+    const char *p = value;
+    do {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        double t;
+        if (n >= sizeof buf) return "is not a comma-separated list of numbers in [0, 1000]";
+        memcpy(buf, p, n);
+        buf[n] = '\0';
+        if (!cli_parse_finite(buf, &t) || t < 0 || t > 1000)
+            return "is not a comma-separated list of numbers in [0, 1000]";
+        p = comma ? comma + 1 : NULL;
+    } while (p);
+    *(const char **)dest = value;
+    return NULL;
 }
+
+static cli_option options[] = {
+    {.name = "--model", .kind = CLI_INPUT, .dest = &args.model, .metavar = "MODEL", .required = true,
+     .help = "weights: .safetensors, .pth/.pt, or a diffusers directory"},
+    {.name = "--config", .kind = CLI_INPUT, .dest = &args.config, .metavar = "C.json",
+     .def = "the file's metadata, else a preset", .help = "architecture"},
+    {.name = "--preset", .kind = CLI_STRING, .dest = &args.preset, .metavar = "NAME",
+     .help = "sana-video-2b-480p or sana-video-2b-720p"},
+    {.name = "--latents", .kind = CLI_INPUT, .dest = &args.latents, .metavar = "X.npy", .required = true,
+     .help = "float32 [C, F, H, W]"},
+    {.name = "--timestep", .kind = CLI_CUSTOM, .dest = &args.timestep, .parse = parse_timestep_list,
+     .metavar = "T", .required = true,
+     .help = "model scale 0..1000 (truncated to an integer as the model does); a comma list gives one per "
+             "latent frame"},
+    {.name = "--text-embeds", .kind = CLI_INPUT, .dest = &args.text, .metavar = "E", .required = true,
+     .help = "safetensors with 'y' [L, caption_channels] (also accepted: 'prompt_embeds', 'text_embeds') and "
+             "optionally 'mask' [L] (1 valid, 0 padding)"},
+    {.name = "--block-frames", .kind = CLI_LONG, .dest = &args.block_frames, .metavar = "B", .min = 1, .max = 100000,
+     .def = "one block, bidirectional over all frames",
+     .help = "block-causal: chunks of B latent frames, each reading the carried state of the earlier ones"},
+    {.name = "--cached-blocks", .kind = CLI_LONG, .dest = &args.cached, .metavar = "K", .min = 0, .max = 100000,
+     .def = "all", .help = "with --block-frames: only the last K chunks (0: none)"},
+    {.name = "--device", .kind = CLI_LONG, .dest = &args.device, .min = 0, .max = 64,
+     .help = "Vulkan device (see `longvk devices`)"},
+    {.name = "--output", .alias = "-o", .kind = CLI_OUTPUT, .dest = &args.output, .metavar = "OUT.npy",
+     .required = true, .help = "output file (written only when the pass succeeds)"},
+};
+
+const cli_spec cmd_forward_spec = {
+    .command = "forward",
+    .usage = "--model MODEL --latents X.npy --timestep T\n"
+             "                      --text-embeds E.safetensors -o OUT.npy [options]",
+    .about = "Runs the DiT once and writes its velocity prediction (float32 .npy, the model's\n"
+             "latent layout [C, F, H, W]).\n",
+    .options = options,
+    .count = CLI_COUNT(options),
+};
 
 static const lv_weight *find_any(const lv_weights *w, const char *const *names) {
     for (int i = 0; names[i]; i++) {
@@ -98,41 +136,11 @@ static int parse_timesteps(const char *s, int frames, float *out) {
 }
 
 int cmd_forward(int argc, char **argv) {
-    const char *model = NULL, *config = NULL, *preset = NULL, *latents = NULL, *timestep = NULL;
-    const char *text = NULL, *output = NULL;
-    long block_frames = 0, cached = LV_CACHED_ALL, device = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        int takes_value = 1;
-        if (!strcmp(a, "--model")) model = v;
-        else if (!strcmp(a, "--config")) config = v;
-        else if (!strcmp(a, "--preset")) preset = v;
-        else if (!strcmp(a, "--latents")) latents = v;
-        else if (!strcmp(a, "--timestep")) timestep = v;
-        else if (!strcmp(a, "--text-embeds")) text = v;
-        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) output = v;
-        else if (!strcmp(a, "--block-frames")) { if (!cli_parse_int(a, v, 1, 100000, &block_frames)) return 2; }
-        else if (!strcmp(a, "--cached-blocks")) { if (!cli_parse_int(a, v, 0, 100000, &cached)) return 2; }
-        else if (!strcmp(a, "--device")) { if (!cli_parse_int(a, v, 0, 64, &device)) return 2; }
-        else {
-            fprintf(stderr, "longvk forward: unknown option '%s' (see --help)\n", a);
-            return 2;
-        }
-        if (takes_value && !v) {
-            fprintf(stderr, "longvk forward: %s needs a value\n", a);
-            return 2;
-        }
-        i++;
-    }
-    if (!model || !latents || !timestep || !text || !output) {
-        fprintf(stderr, "longvk forward: --model, --latents, --timestep, --text-embeds and -o are required\n\n");
-        usage(stderr);
-        return 2;
-    }
+    int r = cli_parse(&cmd_forward_spec, argc, argv);
+    if (r >= 0) return r;
+    const char *model = args.model, *config = args.config, *preset = args.preset, *latents = args.latents;
+    const char *timestep = args.timestep, *text = args.text, *output = args.output;
+    long block_frames = args.block_frames, cached = args.cached, device = args.device;
 
     lv_sana_file *file = NULL;
     lv_npy x = {0};

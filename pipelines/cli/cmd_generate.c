@@ -19,92 +19,153 @@ static void on_sigint(int sig) {
     interrupted = 1;
 }
 
-/* --help states the embedded model's real defaults (its card). */
-static void usage(FILE *out) {
+typedef struct generate_args {
+    lv_generate_options o;
+    long seed;
+    int sampler;
+    bool quiet, resume;
+} generate_args;
+
+static generate_args args;
+
+static const cli_choice samplers[] = {
+    {"longsana", LV_GEN_LONGSANA}, {"euler", LV_GEN_EULER}, {"dpm++2m", LV_GEN_DPMPP_2M}, {0}};
+static const cli_choice sampler_aliases[] = {{"dpmpp2m", LV_GEN_DPMPP_2M}, {0}};
+static const cli_choice on_off[] = {{"on", 1}, {"off", 0}, {0}};
+static const cli_choice all_blocks[] = {{"all", LV_CACHED_ALL}, {0}};
+
+/* --help states the embedded model's real defaults (its card): prepare_help writes them here */
+static char def_fps[64], def_width[64], def_height[64], def_scale[64], def_steps[64], def_cfg[128], def_block[64],
+    def_cached[64], def_burn_in[64], help_steps[512];
+
+static cli_option options[] = {
+    {.name = "--prompt", .alias = "-p", .kind = CLI_STRING, .dest = &args.o.prompt, .required = true,
+     .help = "what to show (default model: colours, shapes, counts, motion and background words; `longvk info` "
+             "lists them)"},
+    {.name = "--negative-prompt", .alias = "-n", .kind = CLI_STRING, .dest = &args.o.negative_prompt,
+     .def = "empty", .help = "used when --cfg-scale is not 1"},
+    {.name = "--seconds", .kind = CLI_DOUBLE, .dest = &args.o.seconds, .metavar = "S",
+     .bounds = CLI_ABOVE | CLI_AT_MOST, .lo = 0, .hi = 24 * 3600, .def = "60", .help = "length in seconds"},
+    {.name = "--frames", .kind = CLI_INT, .dest = &args.o.frames, .min = 1, .max = 10000000,
+     .help = "length in frames (overrides --seconds)"},
+    {.name = "--fps", .kind = CLI_DOUBLE, .dest = &args.o.fps, .metavar = "F", .bounds = CLI_ABOVE | CLI_AT_MOST,
+     .lo = 0, .hi = 240, .def = def_fps, .help = "frames per second"},
+    {.name = "--width", .alias = "-W", .kind = CLI_INT, .dest = &args.o.width, .min = 1, .max = 8192,
+     .def = def_width, .help = "model width in pixels"},
+    {.name = "--height", .alias = "-H", .kind = CLI_INT, .dest = &args.o.height, .min = 1, .max = 8192,
+     .def = def_height, .help = "model height in pixels"},
+    {.name = "--scale", .kind = CLI_INT, .dest = &args.o.scale, .metavar = "K", .min = 1, .max = 64,
+     .def = def_scale, .help = "upscale K times when encoding"},
+    {.name = "--steps", .kind = CLI_INT, .dest = &args.o.steps, .min = 1, .max = 64, .def = def_steps,
+     .help = help_steps},
+    {.name = "--sampler", .kind = CLI_CHOICE, .dest = &args.sampler, .metavar = "NAME", .choices = samplers, .aliases = sampler_aliases,
+     .help = "longsana (default: block by block, any length), or a single clip of every frame at once for base "
+             "models: euler or dpm++2m (flow matching, shifted time grid)"},
+    {.name = "--shift", .kind = CLI_DOUBLE, .dest = &args.o.shift, .metavar = "S", .bounds = CLI_ABOVE, .lo = 0,
+     .def = "8", .help = "single clip: time-grid shift"},
+    {.name = "--cfg-scale", .kind = CLI_DOUBLE, .dest = &args.o.cfg_scale, .metavar = "G", .bounds = CLI_AT_LEAST,
+     .lo = 0, .def = def_cfg, .help = "classifier-free guidance for every block"},
+    {.name = "--seed", .alias = "-s", .kind = CLI_LONG, .dest = &args.seed, .min = 0, .max = 2147483647,
+     .def = "42", .help = "random seed; same seed, same device: identical frames"},
+    {.name = "--block-frames", .kind = CLI_INT, .dest = &args.o.block_frames, .min = 1, .max = 1024,
+     .def = def_block, .help = "frames per block"},
+    {.name = "--cached-blocks", .kind = CLI_INT, .dest = &args.o.cached_blocks, .metavar = "K|all", .min = 0,
+     .max = 1024, .choices = all_blocks, .def = def_cached,
+     .help = "attend to the last K blocks\nall: every earlier block; 0: no carried state at all (each block "
+             "alone: shows what the state buys)"},
+    {.name = "--burn-in-blocks", .kind = CLI_INT, .dest = &args.o.burn_in_blocks, .min = 0,
+     .max = LV_CARD_MAX_BURN_IN, .def = def_burn_in,
+     .help = "blocks made before the first written frame and dropped: the first block, drawn from the text "
+             "alone, is the model's weakest; the blocks that continue it settle its objects and colours. 0 "
+             "writes it; none with --cached-blocks 0"},
+    {.name = "--model", .kind = CLI_INPUT, .dest = &args.o.model_path, .def = "the embedded model",
+     .help = "model weights"},
+    {.name = "--text-embeds", .kind = CLI_INPUT, .dest = &args.o.text_embeds_path,
+     .help = "latent-space models (SANA-Video): prompt embeddings, safetensors with y [L, caption] and mask [L] "
+             "(negative_y / negative_mask for --cfg-scale)"},
+    {.name = "--vae", .kind = CLI_INPUT, .dest = &args.o.vae_path,
+     .help = "latent-space models: Wan2.1 VAE (.pth or .safetensors) to decode the latents block by block; "
+             "without it the latents are written to -o, which must end in .npy"},
+    {.name = "--codec", .kind = CLI_STRING, .dest = &args.o.encoder.codec, .metavar = "NAME",
+     .def = "by container", .help = "libx264, ffv1, libvpx-vp9, av1, ..."},
+    {.name = "--crf", .kind = CLI_INT, .dest = &args.o.encoder.crf, .min = 0, .max = 63,
+     .def = "the codec's, 18 for libx264", .help = "quality"},
+    {.name = "--preset", .kind = CLI_STRING, .dest = &args.o.encoder.preset, .metavar = "NAME",
+     .def = "medium for libx264", .help = "encoder preset"},
+    {.name = "--resume", .kind = CLI_FLAG, .dest = &args.resume,
+     .help = "continue an interrupted run (same options) from OUT.longvk-state"},
+    {.name = "--device", .kind = CLI_INT, .dest = &args.o.device_index, .min = 0, .max = 64,
+     .help = "Vulkan device (see `longvk devices`)"},
+    {.name = "--cpu-threads", .kind = CLI_INT, .dest = &args.o.cpu_threads, .min = 0, .max = 1024,
+     .help = "CPU device (lavapipe) only: worker threads; 0 runs every kernel on lavapipe's own thread (default: "
+             "0 for small models such as the embedded one, whose kernels are shorter than a hand-off to "
+             "workers; else one per core). LP_NUM_THREADS, when set, wins"},
+    {.name = "--parallel-cfg", .kind = CLI_CHOICE, .dest = &args.o.parallel_cfg, .choices = on_off,
+     .help = "run CFG's unconditional passes on a second context and thread, beside the conditional ones "
+             "(default: on for a CPU device with 2+ cores running kernels inline, see --cpu-threads); the "
+             "frames are the same either way, the model's device memory twice"},
+    {.name = "--quiet", .alias = "-q", .kind = CLI_FLAG, .dest = &args.quiet, .help = "no progress on stderr"},
+    {.name = "--output", .alias = "-o", .kind = CLI_OUTPUT, .dest = &args.o.output, .required = true,
+     .help = ".mp4, .mkv or .webm (.npy for the latents of a latent-space model without --vae)"},
+};
+
+static void prepare_help(void) {
     lv_model_card card;
     if (lv_model_card_of(NULL, &card) != LV_OK) lv_model_card_longsana(&card);
     const lv_model_card c = card;
     const lv_block_recipe *fb = &c.first_block;
     const lv_block_recipe *lb = &c.later_blocks;
-    char later[256], guided[64];
+    char guided[64], cached[32];
     cli_cfg_where(lb, guided, sizeof guided);
-    snprintf(later, sizeof later, "%d %s steps%s, CFG %g%s", lb->steps, cli_sampler_name(lb->sampler),
-             lb->warm_start ? " from the\n                             previous block's last frame" : "",
-             lb->cfg_scale, guided);
-    char cached[32];
     if (c.cached_blocks < 0) snprintf(cached, sizeof cached, "all");
     else snprintf(cached, sizeof cached, "%d", c.cached_blocks);
-    fprintf(out,
-            "usage: longvk generate -p PROMPT -o OUT.mp4 [options]\n"
-            "\n"
-            "Generates a video block by block with the carried linear-attention state, so memory\n"
-            "and time per block stay constant however long the video is. Finished blocks go to\n"
-            "the file at once; Ctrl-C finishes the current block, closes the file (it plays) and\n"
-            "tells how to resume.\n"
-            "\n"
-            "  -p, --prompt TEXT          what to show (default model: colours, shapes, counts,\n"
-            "                             motion and background words; `longvk info` lists them)\n"
-            "  -n, --negative-prompt TEXT used when --cfg-scale is not 1 (default: empty)\n"
-            "  --seconds S                length in seconds (default 60)\n"
-            "  --frames N                 length in frames (overrides --seconds)\n"
-            "  --fps F                    frames per second (default: the model's, %g)\n"
-            "  -W, --width N              model width in pixels (default: the model's, %d)\n"
-            "  -H, --height N             model height in pixels (default: the model's, %d)\n"
-            "  --scale K                  upscale K times when encoding (default 8: %dx%d)\n"
-            "  --steps N                  denoising steps of each block after the first (default\n"
-            "                             and most: the model's, %d, fewer take a subset of its\n"
-            "                             timesteps; single clip: 50). The first block, made\n"
-            "                             from the text alone, follows the model's own recipe\n"
-            "                             (%d %s steps, CFG %g), as does every block when\n"
-            "                             --cached-blocks is 0;\n"
-            "                             later blocks: %s\n"
-            "  --sampler NAME             longsana (default: block by block, any length), or a\n"
-            "                             single clip of every frame at once for base models:\n"
-            "                             euler or dpm++2m (flow matching, shifted time grid)\n"
-            "  --shift S                  single clip: time-grid shift (default 8)\n"
-            "  --cfg-scale G              classifier-free guidance for every block (default: the\n"
-            "                             model's, %g after the first block; 1 = off; single\n"
-            "                             clip: 6)\n"
-            "  -s, --seed N               random seed (default 42); same seed, same device:\n"
-            "                             identical frames\n"
-            "  --block-frames N           frames per block (default: the model's, %d)\n"
-            "  --cached-blocks K          attend to the last K blocks (default: the model's, %s);\n"
-            "                             all: every earlier block; 0: no carried state at all\n"
-            "                             (each block alone: shows what the state buys)\n"
-            "  --burn-in-blocks N         blocks made before the first written frame and dropped\n"
-            "                             (default: the model's, %d = %g s): the first block,\n"
-            "                             drawn from the text alone, is the model's weakest; the\n"
-            "                             blocks that continue it settle its objects and colours.\n"
-            "                             0 writes it; none with --cached-blocks 0\n"
-            "  --model FILE               model weights (default: the embedded model)\n"
-            "  --text-embeds FILE         latent-space models (SANA-Video): prompt embeddings,\n"
-            "                             safetensors with y [L, caption] and mask [L]\n"
-            "                             (negative_y / negative_mask for --cfg-scale)\n"
-            "  --vae FILE                 latent-space models: Wan2.1 VAE (.pth or .safetensors)\n"
-            "                             to decode the latents block by block; without it the\n"
-            "                             latents are written to -o, which must end in .npy\n"
-            "  --codec NAME               libx264, ffv1, libvpx-vp9, av1, ... (default: by container)\n"
-            "  --crf N                    quality (default: the codec's, 18 for libx264)\n"
-            "  --preset NAME              encoder preset (default: medium for libx264)\n"
-            "  --resume                   continue an interrupted run (same options) from\n"
-            "                             OUT.longvk-state\n"
-            "  --device N                 Vulkan device (see `longvk devices`)\n"
-            "  --cpu-threads N            CPU device (lavapipe) only: worker threads; 0 runs every\n"
-            "                             kernel on lavapipe's own thread (default: 0 for small\n"
-            "                             models such as the embedded one, whose kernels are\n"
-            "                             shorter than a hand-off to workers; else one per core).\n"
-            "                             LP_NUM_THREADS, when set, wins\n"
-            "  --parallel-cfg on|off      run CFG's unconditional passes on a second context and\n"
-            "                             thread, beside the conditional ones (default: on for a\n"
-            "                             CPU device with 2+ cores running kernels inline, see\n"
-            "                             --cpu-threads); the frames are the same either way,\n"
-            "                             the model's device memory twice\n"
-            "  -q, --quiet                no progress on stderr\n"
-            "  -o, --output FILE          .mp4, .mkv or .webm (required)\n",
-            c.fps, c.width, c.height, 8 * c.width, 8 * c.height, c.later_blocks.steps, fb->steps,
-            cli_sampler_name(fb->sampler), fb->cfg_scale, later, c.later_blocks.cfg_scale, c.block_frames,
-            cached, c.burn_in_blocks, c.burn_in_blocks * c.block_frames / c.fps);
+    snprintf(def_fps, sizeof def_fps, "the model's, %g", c.fps);
+    snprintf(def_width, sizeof def_width, "the model's, %d", c.width);
+    snprintf(def_height, sizeof def_height, "the model's, %d", c.height);
+    snprintf(def_scale, sizeof def_scale, "8: %dx%d", 8 * c.width, 8 * c.height);
+    snprintf(def_steps, sizeof def_steps, "the model's, %d, also the most; single clip: 50", lb->steps);
+    snprintf(help_steps, sizeof help_steps,
+             "denoising steps of each block after the first; fewer than the model's take a subset of its "
+             "timesteps. The first block, made from the text alone, follows the model's own recipe (%d %s "
+             "steps, CFG %g), as does every block when --cached-blocks is 0; later blocks: %d %s steps%s, "
+             "CFG %g%s",
+             fb->steps, cli_sampler_name(fb->sampler), fb->cfg_scale, lb->steps, cli_sampler_name(lb->sampler),
+             lb->warm_start ? " from the previous block's last frame" : "", lb->cfg_scale, guided);
+    snprintf(def_cfg, sizeof def_cfg, "the model's, %g after the first block; 1 = off; single clip: 6",
+             c.later_blocks.cfg_scale);
+    snprintf(def_block, sizeof def_block, "the model's, %d", c.block_frames);
+    snprintf(def_cached, sizeof def_cached, "the model's, %s", cached);
+    snprintf(def_burn_in, sizeof def_burn_in, "the model's, %d = %g s", c.burn_in_blocks,
+             c.burn_in_blocks * c.block_frames / c.fps);
     lv_model_card_free(&card);
+}
+
+const cli_spec cmd_generate_spec = {
+    .command = "generate",
+    .usage = "-p PROMPT -o OUT.mp4 [options]",
+    .about = "Generates a video block by block with the carried linear-attention state, so memory\n"
+             "and time per block stay constant however long the video is. Finished blocks go to\n"
+             "the file at once; Ctrl-C finishes the current block, closes the file (it plays) and\n"
+             "tells how to resume.\n",
+    .options = options,
+    .count = CLI_COUNT(options),
+    .prepare_help = prepare_help,
+};
+
+/* The resume state, OUT.longvk-state, is written as the video grows (and read by --resume):
+ * a file the table does not know, so it is checked here against the inputs and the output. */
+static int check_state_file(const lv_generate_options *o) {
+    char state[4200];
+    snprintf(state, sizeof state, "%s.longvk-state", o->output);
+    const char *files[] = {o->model_path, o->text_embeds_path, o->vae_path, o->output};
+    const char *names[] = {"--model", "--text-embeds", "--vae", "--output"};
+    for (int i = 0; i < 4; i++)
+        if (files[i] && cli_same_file(state, files[i])) {
+            cli_usage_error("generate", "the resume state %s and %s name the same file ('%s'): refusing to "
+                            "overwrite it", state, names[i], files[i]);
+            return 0;
+        }
+    return 1;
 }
 
 typedef struct cli_state {
@@ -139,107 +200,18 @@ static void on_warning(void *user, const char *message) {
 }
 
 int cmd_generate(int argc, char **argv) {
-    lv_generate_options o;
-    lv_generate_options_default(&o);
-    o.seed = 42;
-    o.scale = 8;
-    double seconds = 60;
-    long frames = -1, v;
-    double d;
-    cli_state st = {.tty = isatty(STDERR_FILENO), .last_decile = -1};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { st.quiet = 1; continue; }
-        if (!strcmp(a, "--resume")) { o.resume = true; continue; }
-        if (!val) {
-            fprintf(stderr, "longvk generate: %s needs a value (see --help)\n", a);
-            return 2;
-        }
-        i++;
-        if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) o.prompt = val;
-        else if (!strcmp(a, "-n") || !strcmp(a, "--negative-prompt")) o.negative_prompt = val;
-        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) o.output = val;
-        else if (!strcmp(a, "--model")) o.model_path = val;
-        else if (!strcmp(a, "--text-embeds")) o.text_embeds_path = val;
-        else if (!strcmp(a, "--sampler")) {
-            if (!strcmp(val, "longsana")) o.sampler = LV_GEN_LONGSANA;
-            else if (!strcmp(val, "euler")) o.sampler = LV_GEN_EULER;
-            else if (!strcmp(val, "dpm++2m") || !strcmp(val, "dpmpp2m")) o.sampler = LV_GEN_DPMPP_2M;
-            else {
-                fprintf(stderr, "longvk generate: --sampler '%s': longsana, euler or dpm++2m\n", val);
-                return 2;
-            }
-        } else if (!strcmp(a, "--shift")) {
-            if (!cli_parse_double(a, val, &o.shift)) return 2;
-            if (!(o.shift > 0)) {
-                fprintf(stderr, "longvk generate: --shift must be > 0\n");
-                return 2;
-            }
-        }
-        else if (!strcmp(a, "--vae")) o.vae_path = val;
-        else if (!strcmp(a, "--codec")) o.encoder.codec = val;
-        else if (!strcmp(a, "--preset")) o.encoder.preset = val;
-        else if (!strcmp(a, "--seconds")) {
-            if (!cli_parse_double(a, val, &seconds)) return 2;
-            if (!(seconds > 0 && seconds <= 24 * 3600)) {
-                fprintf(stderr, "longvk generate: --seconds must be in (0, 86400]\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--fps")) {
-            if (!cli_parse_double(a, val, &d)) return 2;
-            if (!(d > 0 && d <= 240)) {
-                fprintf(stderr, "longvk generate: --fps must be in (0, 240]\n");
-                return 2;
-            }
-            o.fps = d;
-        } else if (!strcmp(a, "--cfg-scale")) {
-            if (!cli_parse_double(a, val, &o.cfg_scale)) return 2;
-            if (o.cfg_scale < 0) {
-                fprintf(stderr, "longvk generate: --cfg-scale must be >= 0\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--frames")) { if (!cli_parse_int(a, val, 1, 10000000, &frames)) return 2; }
-        else if (!strcmp(a, "-W") || !strcmp(a, "--width")) { if (!cli_parse_int(a, val, 1, 8192, &v)) return 2; o.width = (int)v; }
-        else if (!strcmp(a, "-H") || !strcmp(a, "--height")) { if (!cli_parse_int(a, val, 1, 8192, &v)) return 2; o.height = (int)v; }
-        else if (!strcmp(a, "--scale")) { if (!cli_parse_int(a, val, 1, 64, &v)) return 2; o.scale = (int)v; }
-        else if (!strcmp(a, "--steps")) { if (!cli_parse_int(a, val, 1, 64, &v)) return 2; o.steps = (int)v; }
-        else if (!strcmp(a, "-s") || !strcmp(a, "--seed")) { if (!cli_parse_int(a, val, 0, 2147483647, &v)) return 2; o.seed = (uint64_t)v; }
-        else if (!strcmp(a, "--block-frames")) { if (!cli_parse_int(a, val, 1, 1024, &v)) return 2; o.block_frames = (int)v; }
-        else if (!strcmp(a, "--cached-blocks")) {
-            if (!strcmp(val, "all")) o.cached_blocks = LV_CACHED_ALL;
-            else if (!cli_parse_int(a, val, 0, 1024, &v)) return 2;
-            else o.cached_blocks = (int)v;
-        }
-        else if (!strcmp(a, "--burn-in-blocks")) {
-            if (!cli_parse_int(a, val, 0, LV_CARD_MAX_BURN_IN, &v)) return 2;
-            o.burn_in_blocks = (int)v;
-        }
-        else if (!strcmp(a, "--crf")) { if (!cli_parse_int(a, val, 0, 63, &v)) return 2; o.encoder.crf = (int)v; }
-        else if (!strcmp(a, "--device")) { if (!cli_parse_int(a, val, 0, 64, &v)) return 2; o.device_index = (int)v; }
-        else if (!strcmp(a, "--cpu-threads")) { if (!cli_parse_int(a, val, 0, 1024, &v)) return 2; o.cpu_threads = (int)v; }
-        else if (!strcmp(a, "--parallel-cfg")) {
-            if (!strcmp(val, "on")) o.parallel_cfg = 1;
-            else if (!strcmp(val, "off")) o.parallel_cfg = 0;
-            else {
-                fprintf(stderr, "longvk generate: --parallel-cfg '%s': on or off\n", val);
-                return 2;
-            }
-        }
-        else {
-            fprintf(stderr, "longvk generate: unknown option '%s' (see --help)\n", a);
-            return 2;
-        }
-    }
-    if (!o.prompt || !o.output) {
-        fprintf(stderr, "longvk generate: -p PROMPT and -o OUTPUT are required (see --help)\n");
-        return 2;
-    }
-    o.frames = frames > 0 ? (int)frames : 0;
-    o.seconds = seconds;
+    lv_generate_options_default(&args.o);
+    args.o.scale = 8;
+    args.seed = 42;
+    args.sampler = args.o.sampler;
+    int r = cli_parse(&cmd_generate_spec, argc, argv);
+    if (r >= 0) return r;
+    lv_generate_options o = args.o;
+    o.seed = (uint64_t)args.seed;
+    o.sampler = (lv_gen_sampler)args.sampler;
+    o.resume = args.resume;
+    if (!check_state_file(&o)) return 2;
+    cli_state st = {.tty = isatty(STDERR_FILENO), .last_decile = -1, .quiet = args.quiet};
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -12,29 +12,53 @@
 #include "longvk/sana.h"
 #include "longvk/weights.h"
 
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: longvk info [MODEL] [--config C.json | --preset P] [--latent FxHxW] [--text-tokens L] "
-            "[--tensors]\n\n"
-            "MODEL: a .safetensors file, a PyTorch checkpoint (.pth/.pt), a diffusers model directory or\n"
-            "its *.safetensors.index.json; without it, the default model embedded in longvk (its\n"
-            "generation recipe and vocabulary are listed). The architecture comes from --config or --preset, else the\n"
-            "file's __metadata__.config, else a diffusers config.json beside it, else the preset whose\n"
-            "shapes the tensors match (presets: sana-video-2b-480p, sana-video-2b-720p).\n\n"
-            "  --latent FxHxW    latent frames x height x width of one chunk for the memory estimate\n"
-            "                    (default 10x60x104: a LongSANA chunk at 480x832 in Wan2.1 latents;\n"
-            "                    10x22x40 for 128-channel models, 704x1280 in LTX-2 latents)\n"
-            "  --text-tokens L   text tokens (default 300)\n"
-            "  --tensors         list every tensor of the file\n\n"
-            "Device memory = weights as stored + activations + carried state, where for N tokens per\n"
-            "chunk (F/pt x H/ph x W/pw), hidden C, FFN width F, L text tokens, fp32 activations of one\n"
-            "block at a time:\n"
-            "  activations = 4 B x (N x max(6C, 2C + 5F) + 3 L C)\n"
-            "    (attention: x, modulated x, q/k/v, output = 6C per token; Mix-FFN: x, modulated x,\n"
-            "     2F expanded, 2F after the depthwise conv, F gated = 2C + 5F per token; text: y, K, V)\n"
-            "  carried state = 4 B x depth x (heads d^2 + heads d + C x H/ph x W/pw)\n"
-            "    (LongSANA: sum v k^T and sum k per head, and the last frame before the temporal conv)\n");
+typedef struct info_args {
+    const char *model, *config, *preset;
+    long latent[3], text_tokens;
+    bool list;
+} info_args;
+
+static info_args args = {.text_tokens = 300};
+
+static const char *parse_latent(const char *value, void *dest) {
+    return cli_parse_dims(value, 3, 1, 100000, dest) ? NULL : "is not FxHxW with integers in [1, 100000]";
 }
+
+static cli_option options[] = {
+    {.kind = CLI_INPUT, .dest = &args.model, .metavar = "MODEL",
+     .help = "a .safetensors file, a PyTorch checkpoint (.pth/.pt), a diffusers model directory or its "
+             "*.safetensors.index.json; without it, the default model embedded in longvk (its generation "
+             "recipe and vocabulary are listed)"},
+    {.name = "--config", .kind = CLI_INPUT, .dest = &args.config, .metavar = "C.json",
+     .help = "the architecture, as a SANA-Video config.json"},
+    {.name = "--preset", .kind = CLI_STRING, .dest = &args.preset, .metavar = "P",
+     .help = "the architecture of a preset: sana-video-2b-480p or sana-video-2b-720p"},
+    {.name = "--latent", .kind = CLI_CUSTOM, .dest = args.latent, .parse = parse_latent, .metavar = "FxHxW",
+     .def = "10x60x104: a LongSANA chunk at 480x832 in Wan2.1 latents; 10x22x40 for 128-channel models, "
+            "704x1280 in LTX-2 latents",
+     .help = "latent frames x height x width of one chunk for the memory estimate"},
+    {.name = "--text-tokens", .kind = CLI_LONG, .dest = &args.text_tokens, .metavar = "L", .min = 0, .max = 1000000,
+     .def = "300", .help = "text tokens"},
+    {.name = "--tensors", .kind = CLI_FLAG, .dest = &args.list, .help = "list every tensor of the file"},
+};
+
+const cli_spec cmd_info_spec = {
+    .command = "info",
+    .usage = "[MODEL] [--config C.json | --preset P] [--latent FxHxW] [--text-tokens L] [--tensors]",
+    .about = "The architecture comes from --config or --preset, else the file's __metadata__.config,\n"
+             "else a diffusers config.json beside it, else the preset whose shapes the tensors match\n"
+             "(presets: sana-video-2b-480p, sana-video-2b-720p).\n",
+    .epilog = "Device memory = weights as stored + activations + carried state, where for N tokens per\n"
+              "chunk (F/pt x H/ph x W/pw), hidden C, FFN width F, L text tokens, fp32 activations of one\n"
+              "block at a time:\n"
+              "  activations = 4 B x (N x max(6C, 2C + 5F) + 3 L C)\n"
+              "    (attention: x, modulated x, q/k/v, output = 6C per token; Mix-FFN: x, modulated x,\n"
+              "     2F expanded, 2F after the depthwise conv, F gated = 2C + 5F per token; text: y, K, V)\n"
+              "  carried state = 4 B x depth x (heads d^2 + heads d + C x H/ph x W/pw)\n"
+              "    (LongSANA: sum v k^T and sum k per head, and the last frame before the temporal conv)\n",
+    .options = options,
+    .count = CLI_COUNT(options),
+};
 
 static const char *human(double bytes, char *buf, size_t size) {
     if (bytes >= 1024.0 * 1024 * 1024) snprintf(buf, size, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
@@ -144,42 +168,12 @@ static void print_card(const lv_model_card *c) {
     printf("\n");
 }
 
-static int parse_latent(const char *v, long out[3]) {
-    char tail;
-    if (!v || sscanf(v, "%ldx%ldx%ld%c", &out[0], &out[1], &out[2], &tail) != 3 || out[0] < 1 || out[1] < 1 ||
-        out[2] < 1 || out[0] > 100000 || out[1] > 100000 || out[2] > 100000) {
-        fprintf(stderr, "longvk info: --latent: '%s' is not FxHxW with positive integers\n", v ? v : "");
-        return 0;
-    }
-    return 1;
-}
-
 int cmd_info(int argc, char **argv) {
-    const char *model = NULL, *config = NULL, *preset = NULL;
-    long latent[3] = {0, 0, 0}, text_tokens = 300;
-    int list = 0, text_tokens_given = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--config") && i + 1 < argc) config = argv[++i];
-        else if (!strcmp(a, "--preset") && i + 1 < argc) preset = argv[++i];
-        else if (!strcmp(a, "--latent")) {
-            if (!parse_latent(i + 1 < argc ? argv[++i] : NULL, latent)) return 2;
-        } else if (!strcmp(a, "--text-tokens")) {
-            if (!cli_parse_int("--text-tokens", i + 1 < argc ? argv[++i] : NULL, 0, 1000000, &text_tokens)) return 2;
-            text_tokens_given = 1;
-        } else if (!strcmp(a, "--tensors")) list = 1;
-        else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "longvk info: unknown option '%s' (or it needs a value)\n", a);
-            return 2;
-        } else if (!model) model = a;
-        else {
-            fprintf(stderr, "longvk info: one MODEL only ('%s' and '%s')\n", model, a);
-            return 2;
-        }
-    }
+    int r = cli_parse(&cmd_info_spec, argc, argv);
+    if (r >= 0) return r;
+    const char *model = args.model, *config = args.config, *preset = args.preset;
+    long *latent = args.latent, text_tokens = args.text_tokens;
+    int list = args.list, text_tokens_given = cli_given(&cmd_info_spec, "--text-tokens");
     lv_sana_file *f = NULL;
     if (!model) { /* the default model compiled into longvk */
         model = "the default model (embedded in longvk)";

@@ -9,60 +9,74 @@
 #include "commands.h"
 #include "longvk.h"
 
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: longvk metrics VIDEO --block-frames N [--json OUT.json] [--plot OUT.svg] [options]\n"
-            "\n"
-            "Measures how consistent a block-wise generated video is, in one streaming pass:\n"
-            "seam ratio (frame change at block boundaries vs within blocks, by MAE and 1-SSIM),\n"
-            "flicker (VBench temporal flickering, luma flicker), colour drift between blocks and\n"
-            "histogram distance to block 0, freeze fraction, PSNR and SSIM per frame pair (as\n"
-            "FFmpeg's psnr and ssim filters compute them, on the decoded luma plane), and SSIM\n"
-            "between frames t and t + d. Prints a summary with a one-line verdict each.\n"
-            "\n"
-            "options:\n"
-            "  --block-frames N        frames per block (required)\n"
-            "  --first-block-frames M  frames in the first block (default: N). A latent block of\n"
-            "                          L frames through the Wan VAE is 1 + 4(L-1) pixel frames\n"
-            "                          first, 4L after\n"
-            "  --distances LIST        long-range SSIM distances, comma separated, at most %d\n"
-            "                          (default: 1,4,16,64,256). Memory: max(LIST) luma frames,\n"
-            "                          e.g. 256 x 832 x 480 bytes = 102 MB; lower it for big videos\n"
-            "  --freeze-mae X          a pair with MAE below X counts as frozen (default: 0.5)\n"
-            "  --json OUT.json         write the summary, verdicts and every per-pair, long-range\n"
-            "                          and per-block series\n"
-            "  --plot OUT.svg          draw MAE and 1-SSIM per frame pair with the block\n"
-            "                          boundaries marked, and the per-block colour means below\n"
-            "  -h, --help              this text\n"
-            "\n"
-            "Exit status: 0 when measured, 1 when the video cannot be read or an output cannot\n"
-            "be written, 2 on a usage error.\n",
-            LV_METRICS_MAX_DISTANCES);
+typedef struct metrics_args {
+    const char *video, *json, *plot;
+    long block, first;
+    lv_metrics_options opt;
+} metrics_args;
+
+static metrics_args args;
+
+#define STRINGIFY(x) #x
+#define NUMBER_TEXT(x) STRINGIFY(x) /* LV_METRICS_MAX_DISTANCES as text, inside string literals */
+
+static const char *parse_distances(const char *text, void *dest) {
+    lv_metrics_options *opt = dest;
+    const char *expected = "is not a comma-separated list of at most " NUMBER_TEXT(LV_METRICS_MAX_DISTANCES)
+                           " integers in [1, 100000]";
+    int n = 0, d[LV_METRICS_MAX_DISTANCES];
+    const char *p = text;
+    do {
+        const char *comma = strchr(p, ',');
+        char buf[16];
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        long v;
+        if (n == LV_METRICS_MAX_DISTANCES || len >= sizeof buf) return expected;
+        memcpy(buf, p, len);
+        buf[len] = '\0';
+        if (!cli_parse_long(buf, 1, 100000, &v)) return expected;
+        d[n++] = (int)v;
+        p = comma ? comma + 1 : NULL;
+    } while (p);
+    opt->ndistances = n;
+    memcpy(opt->distances, d, (size_t)n * sizeof *d);
+    return NULL;
 }
 
-static int parse_distances(const char *text, lv_metrics_options *opt) {
-    if (!text) {
-        fprintf(stderr, "longvk: --distances needs a value\n");
-        return 0;
-    }
-    opt->ndistances = 0;
-    const char *p = text;
-    while (*p) {
-        char *end;
-        long d = strtol(p, &end, 10);
-        if (end == p || d < 1 || d > 100000 || (*end && *end != ',')) {
-            fprintf(stderr, "longvk: --distances: '%s' is not a comma-separated list of integers in [1, 100000]\n", text);
-            return 0;
-        }
-        if (opt->ndistances == LV_METRICS_MAX_DISTANCES) {
-            fprintf(stderr, "longvk: --distances: at most %d distances\n", LV_METRICS_MAX_DISTANCES);
-            return 0;
-        }
-        opt->distances[opt->ndistances++] = (int)d;
-        p = *end ? end + 1 : end;
-    }
-    return 1;
-}
+static cli_option options[] = {
+    {.kind = CLI_INPUT, .dest = &args.video, .metavar = "VIDEO", .required = true, .help = "the video to measure"},
+    {.name = "--block-frames", .kind = CLI_LONG, .dest = &args.block, .min = 1, .max = 1000000, .required = true,
+     .help = "frames per block (required)"},
+    {.name = "--first-block-frames", .kind = CLI_LONG, .dest = &args.first, .metavar = "M", .min = 1, .max = 1000000,
+     .help = "frames in the first block (default: N). A latent block of L frames through the Wan VAE is "
+             "1 + 4(L-1) pixel frames first, 4L after"},
+    {.name = "--distances", .kind = CLI_CUSTOM, .dest = &args.opt, .parse = parse_distances, .metavar = "LIST",
+     .def = "1,4,16,64,256",
+     .help = "long-range SSIM distances, comma separated, at most " NUMBER_TEXT(LV_METRICS_MAX_DISTANCES)
+             "\nMemory: max(LIST) luma frames (256 x 832 x 480 bytes = 102 MB); lower it for big videos"},
+    {.name = "--freeze-mae", .kind = CLI_DOUBLE, .dest = &args.opt.freeze_mae, .def = "0.5",
+     .help = "a pair with MAE below X counts as frozen"},
+    {.name = "--json", .kind = CLI_OUTPUT, .dest = &args.json, .metavar = "OUT.json",
+     .help = "write the summary, verdicts and every per-pair, long-range and per-block series"},
+    {.name = "--plot", .kind = CLI_OUTPUT, .dest = &args.plot, .metavar = "OUT.svg",
+     .help = "draw MAE and 1-SSIM per frame pair with the block boundaries marked, and the per-block colour "
+             "means below"},
+};
+
+const cli_spec cmd_metrics_spec = {
+    .command = "metrics",
+    .usage = "VIDEO --block-frames N [--json OUT.json] [--plot OUT.svg] [options]",
+    .about = "Measures how consistent a block-wise generated video is, in one streaming pass:\n"
+             "seam ratio (frame change at block boundaries vs within blocks, by MAE and 1-SSIM),\n"
+             "flicker (VBench temporal flickering, luma flicker), colour drift between blocks and\n"
+             "histogram distance to block 0, freeze fraction, PSNR and SSIM per frame pair (as\n"
+             "FFmpeg's psnr and ssim filters compute them, on the decoded luma plane), and SSIM\n"
+             "between frames t and t + d. Prints a summary with a one-line verdict each.\n",
+    .epilog = "Exit status: 0 when measured, 1 when the video cannot be read or an output cannot\n"
+              "be written, 2 on a usage error.\n",
+    .options = options,
+    .count = CLI_COUNT(options),
+};
 
 static void print_summary(const char *path, const lv_video_info *info, const lv_yuv_planes *planes,
                           const lv_metrics_summary *s, const lv_metrics_options *opt, size_t frame_bytes) {
@@ -101,51 +115,12 @@ static void print_summary(const char *path, const lv_video_info *info, const lv_
 }
 
 int cmd_metrics(int argc, char **argv) {
-    const char *video = NULL, *json = NULL, *plot = NULL;
-    long block = 0, first = 0;
-    lv_metrics_options opt;
-    lv_metrics_options_default(&opt);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--block-frames") == 0) {
-            if (!cli_parse_int(a, next, 1, 1000000, &block)) return 2;
-            i++;
-        } else if (strcmp(a, "--first-block-frames") == 0) {
-            if (!cli_parse_int(a, next, 1, 1000000, &first)) return 2;
-            i++;
-        } else if (strcmp(a, "--distances") == 0) {
-            if (!parse_distances(next, &opt)) return 2;
-            i++;
-        } else if (strcmp(a, "--freeze-mae") == 0) {
-            if (!cli_parse_double(a, next, &opt.freeze_mae)) return 2;
-            i++;
-        } else if (strcmp(a, "--json") == 0 || strcmp(a, "--plot") == 0) {
-            if (!next) {
-                fprintf(stderr, "longvk: %s needs a file name\n", a);
-                return 2;
-            }
-            if (a[2] == 'j') json = next;
-            else plot = next;
-            i++;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "longvk metrics: unknown option '%s' (see longvk metrics --help)\n", a);
-            return 2;
-        } else if (!video) {
-            video = a;
-        } else {
-            fprintf(stderr, "longvk metrics: one video at a time ('%s' and '%s')\n", video, a);
-            return 2;
-        }
-    }
-    if (!video || block == 0) {
-        fprintf(stderr, "longvk metrics: %s\n\n", !video ? "no video given" : "--block-frames N is required");
-        usage(stderr);
-        return 2;
-    }
+    lv_metrics_options_default(&args.opt);
+    int r = cli_parse(&cmd_metrics_spec, argc, argv);
+    if (r >= 0) return r;
+    const char *video = args.video, *json = args.json, *plot = args.plot;
+    long block = args.block, first = args.first;
+    lv_metrics_options opt = args.opt;
     opt.block_frames = (int)block;
     opt.first_block_frames = (int)first;
 

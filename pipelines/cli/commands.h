@@ -1,11 +1,14 @@
 /* The subcommands of the `longvk` program, one file each (pipelines/cli/cmd_<name>.c).
- * Each returns the process exit status; on failure it has printed the library's message. */
+ * Each returns the process exit status (0 done, 1 failed, 2 usage error); on failure it
+ * has printed the library's message. Each parses its arguments with one option table
+ * (options.h), published here as cmd_<name>_spec so that tests can read the tables. */
 #ifndef LONGVK_CLI_COMMANDS_H
 #define LONGVK_CLI_COMMANDS_H
 
 #include <stddef.h>
 
 #include "longvk/generate.h"
+#include "options.h"
 
 int cmd_devices(int argc, char **argv);
 int cmd_attn(int argc, char **argv);
@@ -17,11 +20,22 @@ int cmd_generate(int argc, char **argv);
 int cmd_decode(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 
+extern const cli_spec cmd_devices_spec, cmd_attn_spec, cmd_metrics_spec, cmd_info_spec, cmd_forward_spec,
+    cmd_generate_spec, cmd_decode_spec, cmd_convert_spec;
+
+/* Every command, in the order `longvk --help` lists them (commands.c). `bench` has no
+ * spec of its own: each benchmark has one (tests/bench/bench.h). */
+typedef struct cli_command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const cli_spec *spec;
+    const char *summary;
+} cli_command;
+extern const cli_command cli_commands[];
+extern const int cli_command_count;
+
 /* Print "longvk: <message>" for the library's last error and return 1. */
 int cli_fail(const char *context);
-/* Parse helpers: return 0 and print an error naming the flag when the value is bad. */
-int cli_parse_int(const char *flag, const char *value, long min, long max, long *out);
-int cli_parse_double(const char *flag, const char *value, double *out);
 
 /* How a block recipe samples, in --help and `info`: its sampler's name ("re-noise" or
  * "Euler"), and where its CFG applies (" at the last step", " at the last N steps", or ""

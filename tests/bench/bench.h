@@ -1,16 +1,31 @@
-/* `longvk bench NAME [--json]`: one benchmark per file (tests/bench/bench_<name>.c).
- * Each prints its figures, or with json one JSON object on stdout, and returns the exit
- * status. Timings are medians of repeated runs measured in one process. */
+/* `longvk bench NAME [--json] [options]`: one benchmark per file (tests/bench/bench_<name>.c).
+ * Each prints its figures, or with --json one JSON object on stdout, and returns the exit
+ * status. Timings are medians of repeated runs measured in one process. Each parses its
+ * options with one table (pipelines/cli/options.h), bench_<name>_spec. */
 #ifndef LONGVK_BENCH_H
 #define LONGVK_BENCH_H
 
 #include <stdbool.h>
 
-int bench_gemm(int argc, char **argv, bool json);
-int bench_attn(int argc, char **argv, bool json);
-int bench_encode(int argc, char **argv, bool json);
-int bench_chunks(int argc, char **argv, bool json);
-int bench_vae(int argc, char **argv, bool json);
+#include "options.h"
+
+int bench_gemm(int argc, char **argv);
+int bench_attn(int argc, char **argv);
+int bench_encode(int argc, char **argv);
+int bench_chunks(int argc, char **argv);
+int bench_vae(int argc, char **argv);
+
+extern const cli_spec bench_gemm_spec, bench_attn_spec, bench_encode_spec, bench_chunks_spec, bench_vae_spec;
+
+/* Every benchmark, in the order `longvk bench --help` lists them (bench_main.c). */
+typedef struct bench_entry {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const cli_spec *spec;
+    const char *summary;
+} bench_entry;
+extern const bench_entry bench_entries[];
+extern const int bench_count;
 
 /* Monotonic seconds. */
 double bench_now(void);

@@ -91,17 +91,33 @@ static int fail(const char *what) {
     return 1;
 }
 
-int bench_attn(int argc, char **argv, bool json) {
-    long device = -1;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) continue;
-        if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
-            device = strtol(argv[++i], NULL, 10);
-            continue;
-        }
-        fprintf(stderr, "longvk bench attn: unknown option '%s' (--json, --device N)\n", argv[i]);
-        return 2;
-    }
+static struct {
+    bool json;
+    long device;
+} args;
+
+static cli_option options[] = {
+    {.name = "--json", .kind = CLI_FLAG, .dest = &args.json, .help = "one JSON object with the same figures"},
+    {.name = "--device", .kind = CLI_LONG, .dest = &args.device, .min = 0, .max = 64,
+     .help = "Vulkan device (see `longvk devices`)"},
+};
+
+const cli_spec bench_attn_spec = {
+    .command = "bench attn",
+    .usage = "[--json] [--device N]",
+    .about = "Linear attention with a carried state (2 heads x 64 dims, 256 tokens per block), time per\n"
+             "block at blocks 1, 10, 100 and 1000, beside softmax attention with a growing KV cache.\n",
+    .options = options,
+    .count = CLI_COUNT(options),
+};
+
+int bench_attn(int argc, char **argv) {
+    args.json = false;
+    args.device = -1;
+    int r = cli_parse(&bench_attn_spec, argc, argv);
+    if (r >= 0) return r;
+    const bool json = args.json;
+    const long device = args.device;
     const int H = BA_HEADS, D = BA_DIM, n = BA_TOKENS, row = H * D;
     lv_ctx_options opt;
     lv_ctx_options_default(&opt);

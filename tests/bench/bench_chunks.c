@@ -118,9 +118,26 @@ static lv_status write_random_model(const char *path) {
     return s;
 }
 
-int bench_chunks(int argc, char **argv, bool json) {
-    (void)argc;
-    (void)argv;
+static bool json_flag;
+
+static cli_option options[] = {
+    {.name = "--json", .kind = CLI_FLAG, .dest = &json_flag, .help = "one JSON object with the same figures"},
+};
+
+const cli_spec bench_chunks_spec = {
+    .command = "bench chunks",
+    .usage = "[--json]",
+    .about = "LongSANA block-wise generation for 200 chunks of a small random model: time and memory per\n"
+             "chunk at chunks 2, 20 and 200 (neither may grow with the chunk index).\n",
+    .options = options,
+    .count = CLI_COUNT(options),
+};
+
+int bench_chunks(int argc, char **argv) {
+    json_flag = false;
+    int r = cli_parse(&bench_chunks_spec, argc, argv);
+    if (r >= 0) return r;
+    const bool json = json_flag;
     char path[256];
     snprintf(path, sizeof path, "/tmp/longvk-bench-chunks-%d.safetensors", (int)getpid());
     lv_sana_file *file = NULL;

@@ -27,7 +27,9 @@
 #define BH 480
 #define BLOCK 16
 #define PAN 2
-#define TEXTURE_PAD 256 /* the texture is this much wider than a frame; the pan wraps */
+#define TEXTURE_PAD 256
+#define STRINGIFY(x) #x
+#define NUMBER_TEXT(x) STRINGIFY(x) /* a number macro as text, inside string literals */ /* the texture is this much wider than a frame; the pan wraps */
 
 typedef struct texture {
     uint8_t *rgb; /* (BW + TEXTURE_PAD) x BH x 3 */
@@ -147,52 +149,55 @@ static double fps_median(const char *dir, const char *codec, const char *ext, in
     return bench_median(v, runs);
 }
 
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: longvk bench encode [--json] [--frames N] [--runs R] [--memory-frames M] [--memory-codec C]\n"
-            "\n"
-            "Frames/s of the encoder at %dx%d (panning texture, blocks of %d frames) with libx264\n"
-            "(mp4, preset medium, crf 18) and ffv1 (mkv, lossless), the median of R runs of N\n"
-            "frames (default 48 frames, 3 runs: short, to keep the benchmark under two minutes on a\n"
-            "small machine). Then the peak memory of fresh processes encoding 10 and M frames with\n"
-            "codec C (default 1000 frames, libx264 into mp4) and their ratio (goal <= 1.1).\n",
-            BW, BH, BLOCK);
-}
+typedef struct encode_args {
+    bool json;
+    long frames, runs, mem_frames, child_frames;
+    const char *mem_codec, *child_codec, *child_out;
+} encode_args;
 
-int bench_encode(int argc, char **argv, bool json) {
-    long frames = 48, runs = 3, mem_frames = 1000, child_frames = -1;
-    const char *mem_codec = "libx264", *child_codec = NULL, *child_out = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--json") == 0) continue;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        if (strcmp(a, "--frames") == 0) {
-            if (!cli_parse_int(a, next, 1, 100000, &frames)) return 2;
-        } else if (strcmp(a, "--runs") == 0) {
-            if (!cli_parse_int(a, next, 1, 16, &runs)) return 2;
-        } else if (strcmp(a, "--memory-frames") == 0) {
-            if (!cli_parse_int(a, next, 10, 1000000, &mem_frames)) return 2;
-        } else if (strcmp(a, "--memory-codec") == 0 || strcmp(a, "--codec") == 0) {
-            if (!next) return 2;
-            if (a[2] == 'm') mem_codec = next;
-            else child_codec = next;
-        } else if (strcmp(a, "--child") == 0) { /* internal: one memory measurement */
-            if (!cli_parse_int(a, next, 1, 10000000, &child_frames)) return 2;
-        } else if (strcmp(a, "--out") == 0) {
-            child_out = next;
-        } else {
-            fprintf(stderr, "longvk bench encode: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        i++;
-    }
-    if (child_frames > 0) {
-        if (!child_codec || !child_out) return 2;
-        return child((int)child_frames, child_codec, child_out);
+static encode_args args;
+
+static cli_option options[] = {
+    {.name = "--json", .kind = CLI_FLAG, .dest = &args.json, .help = "one JSON object with the same figures"},
+    {.name = "--frames", .kind = CLI_LONG, .dest = &args.frames, .min = 1, .max = 100000, .def = "48",
+     .help = "frames per timed run"},
+    {.name = "--runs", .kind = CLI_LONG, .dest = &args.runs, .metavar = "R", .min = 1, .max = 16, .def = "3",
+     .help = "timed runs (the median is reported)"},
+    {.name = "--memory-frames", .kind = CLI_LONG, .dest = &args.mem_frames, .metavar = "M", .min = 10,
+     .max = 1000000, .def = "1000", .help = "frames of the large memory measurement"},
+    {.name = "--memory-codec", .kind = CLI_STRING, .dest = &args.mem_codec, .metavar = "C",
+     .def = "libx264, into mp4", .help = "codec of the memory measurement"},
+    /* the child process of a memory measurement (measure_memory starts it) */
+    {.name = "--child", .kind = CLI_LONG, .dest = &args.child_frames, .min = 1, .max = 10000000,
+     .help = "internal: be the child that encodes N frames (with --codec and --out) for a memory measurement"},
+    {.name = "--codec", .kind = CLI_STRING, .dest = &args.child_codec, .metavar = "NAME",
+     .help = "internal: the child's codec"},
+    {.name = "--out", .kind = CLI_OUTPUT, .dest = &args.child_out, .help = "internal: the child's output file"},
+};
+
+const cli_spec bench_encode_spec = {
+    .command = "bench encode",
+    .usage = "[--json] [--frames N] [--runs R] [--memory-frames M] [--memory-codec C]",
+    .about = "Frames/s of the encoder at " NUMBER_TEXT(BW) "x" NUMBER_TEXT(BH) " (panning texture, blocks of "
+             NUMBER_TEXT(BLOCK) " frames) with libx264\n"
+             "(mp4, preset medium, crf 18) and ffv1 (mkv, lossless), the median of R runs of N\n"
+             "frames (short, to keep the benchmark under two minutes on a small machine). Then the\n"
+             "peak memory of fresh processes encoding 10 and M frames with codec C and their ratio\n"
+             "(goal <= 1.1).\n",
+    .options = options,
+    .count = CLI_COUNT(options),
+};
+
+int bench_encode(int argc, char **argv) {
+    args = (encode_args){.frames = 48, .runs = 3, .mem_frames = 1000, .child_frames = -1, .mem_codec = "libx264"};
+    int r = cli_parse(&bench_encode_spec, argc, argv);
+    if (r >= 0) return r;
+    const bool json = args.json;
+    const long frames = args.frames, runs = args.runs, mem_frames = args.mem_frames;
+    const char *mem_codec = args.mem_codec;
+    if (args.child_frames > 0) {
+        if (!args.child_codec || !args.child_out) return cli_usage_error("bench encode", "--child needs --codec and --out");
+        return child((int)args.child_frames, args.child_codec, args.child_out);
     }
 
     char dir[] = "/tmp/longvk-bench-encode-XXXXXX";

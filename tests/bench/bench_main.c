@@ -5,22 +5,15 @@
 #include <time.h>
 
 #include "bench.h"
-#include "commands.h"
 
-typedef struct bench_entry {
-    const char *name;
-    int (*run)(int argc, char **argv, bool json);
-    const char *summary;
-} bench_entry;
-
-static const bench_entry benches[] = {
-    {"gemm", bench_gemm, "matrix multiply GFLOP/s (1024^3 and model shapes) vs a C loop"},
-    {"attn", bench_attn, "linear attention time per block at block 1, 10, 100, 1000"},
-    {"encode", bench_encode, "encoder frames/s (libx264, ffv1) and memory for 10 vs 1000 frames"},
-    {"chunks", bench_chunks, "DiT chunks: time and memory per chunk at chunk 2, 20, 200"},
-    {"vae", bench_vae, "VAE decode time per latent frame and memory"},
+const bench_entry bench_entries[] = {
+    {"gemm", bench_gemm, &bench_gemm_spec, "matrix multiply GFLOP/s (1024^3 and model shapes) vs a C loop"},
+    {"attn", bench_attn, &bench_attn_spec, "linear attention time per block at block 1, 10, 100, 1000"},
+    {"encode", bench_encode, &bench_encode_spec, "encoder frames/s (libx264, ffv1) and memory for 10 vs 1000 frames"},
+    {"chunks", bench_chunks, &bench_chunks_spec, "DiT chunks: time and memory per chunk at chunk 2, 20, 200"},
+    {"vae", bench_vae, &bench_vae_spec, "VAE decode time per latent frame and memory"},
 };
-#define NBENCH (sizeof benches / sizeof benches[0])
+const int bench_count = (int)(sizeof bench_entries / sizeof bench_entries[0]);
 
 double bench_now(void) {
     struct timespec ts;
@@ -53,19 +46,26 @@ static long long status_bytes(const char *field) {
 long long bench_peak_rss(void) { return status_bytes("VmHWM:"); }
 long long bench_rss(void) { return status_bytes("VmRSS:"); }
 
+/* The list of benchmarks, then every benchmark's options. */
+static void usage(FILE *out) {
+    fprintf(out, "usage: longvk bench <name> [--json] [options]\n\nbenchmarks:\n");
+    for (int i = 0; i < bench_count; i++) fprintf(out, "  %-8s %s\n", bench_entries[i].name, bench_entries[i].summary);
+    fprintf(out, "\n--json prints one JSON object with the same figures. `longvk bench <name> --help`\n"
+                 "describes one benchmark.\n");
+    for (int i = 0; i < bench_count; i++) {
+        const cli_spec *spec = bench_entries[i].spec;
+        fprintf(out, "\nlongvk %s %s\n", spec->command, spec->usage);
+        cli_help_options(spec, out);
+    }
+}
+
 int cmd_bench(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        FILE *out = argc < 2 ? stderr : stdout;
-        fprintf(out, "usage: longvk bench <name> [--json]\n\nbenchmarks:\n");
-        for (size_t i = 0; i < NBENCH; i++) fprintf(out, "  %-8s %s\n", benches[i].name, benches[i].summary);
-        fprintf(out, "\n--json prints one JSON object with the same figures.\n");
+        usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    bool json = false;
-    for (int i = 2; i < argc; i++)
-        if (strcmp(argv[i], "--json") == 0) json = true;
-    for (size_t i = 0; i < NBENCH; i++)
-        if (strcmp(argv[1], benches[i].name) == 0) return benches[i].run(argc - 1, argv + 1, json);
+    for (int i = 0; i < bench_count; i++)
+        if (strcmp(argv[1], bench_entries[i].name) == 0) return bench_entries[i].run(argc - 1, argv + 1);
     fprintf(stderr, "longvk bench: unknown benchmark '%s' (gemm, attn, encode, chunks, vae)\n", argv[1]);
     return 2;
 }

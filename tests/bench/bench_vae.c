@@ -163,9 +163,39 @@ static lv_status count_frame(void *user, int64_t index, const float *rgb, int he
     return LV_OK;
 }
 
-static int parse_size(const char *s, int *h, int *w) {
-    return sscanf(s, "%dx%d", h, w) == 2 && *h >= 1 && *w >= 1 && *h <= 512 && *w <= 512;
+typedef struct vae_bench_args {
+    bool json;
+    const char *vae;
+    int dim, frames;
+    long latent[2];
+} vae_bench_args;
+
+static vae_bench_args args;
+
+static const char *parse_latent(const char *value, void *dest) {
+    return cli_parse_dims(value, 2, 1, 512, dest) ? NULL : "is not HxW with sizes in [1, 512], e.g. 4x6";
 }
+
+static cli_option options[] = {
+    {.name = "--json", .kind = CLI_FLAG, .dest = &args.json, .help = "one JSON object with the same figures"},
+    {.name = "--vae", .kind = CLI_INPUT, .dest = &args.vae,
+     .def = "random weights of the Wan2.1 structure", .help = "decoder weights"},
+    {.name = "--dim", .kind = CLI_INT, .dest = &args.dim, .metavar = "D", .min = 4, .max = 512,
+     .def = "96, Wan2.1's", .help = "base width of the random decoder, a multiple of 4"},
+    {.name = "--latent", .kind = CLI_CUSTOM, .dest = args.latent, .parse = parse_latent, .metavar = "HxW",
+     .def = "4x6: 32 x 48 pixels", .help = "latent size"},
+    {.name = "--frames", .kind = CLI_INT, .dest = &args.frames, .min = 2, .max = 64,
+     .def = "4: frame 0, then 3 timed ones", .help = "latent frames"},
+};
+
+const cli_spec bench_vae_spec = {
+    .command = "bench vae",
+    .usage = "[--json] [--vae FILE | --dim D] [--latent HxW] [--frames N]",
+    .about = "The Wan VAE decoder's time per latent frame and its memory: by default the real Wan2.1\n"
+             "decoder structure with random weights at a small latent.\n",
+    .options = options,
+    .count = CLI_COUNT(options),
+};
 
 #define FAIL()                                                                               \
     do {                                                                                     \
@@ -173,42 +203,14 @@ static int parse_size(const char *s, int *h, int *w) {
         goto done;                                                                           \
     } while (0)
 
-int bench_vae(int argc, char **argv, bool json) {
-    const char *vae = NULL;
-    int dim = 96, h = 4, w = 6, frames = 4;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--json")) continue;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: longvk bench vae [--json] [--vae FILE | --dim D] [--latent HxW] [--frames N]\n"
-                   "  --vae FILE     decoder weights (default: random weights of the Wan2.1 structure)\n"
-                   "  --dim D        base width of the random decoder (default 96, Wan2.1's)\n"
-                   "  --latent HxW   latent size (default 4x6: 32 x 48 pixels)\n"
-                   "  --frames N     latent frames (default 4: frame 0, then 3 timed ones)\n");
-            return 0;
-        }
-        if (!v) {
-            fprintf(stderr, "longvk bench vae: %s needs a value\n", a);
-            return 2;
-        }
-        if (!strcmp(a, "--vae")) vae = v;
-        else if (!strcmp(a, "--dim")) dim = atoi(v);
-        else if (!strcmp(a, "--latent")) {
-            if (!parse_size(v, &h, &w)) {
-                fprintf(stderr, "longvk bench vae: --latent wants HxW, e.g. 4x6\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--frames")) frames = atoi(v);
-        else {
-            fprintf(stderr, "longvk bench vae: unknown option '%s'\n", a);
-            return 2;
-        }
-        i++;
-    }
-    if (dim < 4 || dim > 512 || dim % 4 || frames < 2 || frames > 64) {
-        fprintf(stderr, "longvk bench vae: --dim must be a multiple of 4 in 4..512, --frames 2..64\n");
-        return 2;
-    }
+int bench_vae(int argc, char **argv) {
+    args = (vae_bench_args){.dim = 96, .frames = 4, .latent = {4, 6}};
+    int r = cli_parse(&bench_vae_spec, argc, argv);
+    if (r >= 0) return r;
+    const bool json = args.json;
+    const char *vae = args.vae;
+    const int dim = args.dim, h = (int)args.latent[0], w = (int)args.latent[1], frames = args.frames;
+    if (dim % 4) return cli_usage_error("bench vae", "--dim must be a multiple of 4");
 
     int rc = 1;
     lv_ctx *ctx = NULL;

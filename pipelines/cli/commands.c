@@ -1,0 +1,15 @@
+/* The commands `longvk` dispatches to, with their option tables. */
+#include "commands.h"
+
+const cli_command cli_commands[] = {
+    {"generate", cmd_generate, &cmd_generate_spec, "generate a video from a prompt (default: the embedded model)"},
+    {"devices", cmd_devices, &cmd_devices_spec, "list Vulkan devices and the limits longvk uses"},
+    {"attn", cmd_attn, &cmd_attn_spec, "block-wise linear attention on .npy inputs"},
+    {"forward", cmd_forward, &cmd_forward_spec, "one DiT forward pass on latents (.npy) for checking a model"},
+    {"info", cmd_info, &cmd_info_spec, "describe a model file: architecture, parameters, memory"},
+    {"decode", cmd_decode, &cmd_decode_spec, "decode latents to a video with a VAE"},
+    {"convert", cmd_convert, &cmd_convert_spec, "convert a PyTorch checkpoint to safetensors"},
+    {"metrics", cmd_metrics, &cmd_metrics_spec, "temporal-consistency metrics of a video"},
+    {"bench", cmd_bench, NULL, "benchmarks: gemm, attn, encode, chunks, vae"},
+};
+const int cli_command_count = (int)(sizeof cli_commands / sizeof cli_commands[0]);

@@ -1,0 +1,27 @@
+/* Running a program the way the CLI tests need: an argv (no shell, so any byte string is
+ * one argument), a time limit, its stderr kept, and how it ended (exit status or signal).
+ * Also a hash of a file's bytes, to check that a run left its inputs alone. */
+#ifndef LONGVK_TS_PROCESS_H
+#define LONGVK_TS_PROCESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ts_proc {
+    int status;     /* exit status when it exited, else -1 */
+    int signal;     /* the signal that ended it, 0 if it exited */
+    bool timed_out; /* killed (SIGKILL) after the time limit */
+    double seconds; /* wall time */
+    char *err;      /* its stderr, NUL-terminated, at most 64 KiB kept (malloc'd; free it) */
+} ts_proc;
+
+/* Runs argv[0] (a path) with argv (NULL-terminated), stdout to /dev/null, and waits for
+ * it at most timeout_s seconds. */
+ts_proc ts_spawn(const char *const *argv, double timeout_s);
+/* The argv as one shell-quoted line (for messages; malloc'd). */
+char *ts_argv_text(const char *const *argv);
+/* FNV-1a 64 of the file's bytes and its size; fails the test if it cannot be read. */
+uint64_t ts_file_hash(const char *path, uint64_t *size);
+
+#endif
