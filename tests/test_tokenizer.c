@@ -7,6 +7,7 @@
 #include <criterion/logging.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "longvk.h"
 #include "ts_files.h"
@@ -47,6 +48,18 @@ Test(tokenizer, special_ids_and_pieces) {
     cr_assert_eq(lv_tokenizer_open(DIR, &t), LV_OK, "%s", lv_last_error());
     cr_assert_eq(lv_tokenizer_vocab_size(t), 512);
     lv_tokenizer_close(t);
+    /* a diffusers pipeline folder: tokenizer/tokenizer.model */
+    char *root = strdup(ts_tmp("tokenizer-pipeline"));
+    mkdir(root, 0755);
+    mkdir(ts_tmp("tokenizer-pipeline/tokenizer"), 0755);
+    size_t len;
+    uint8_t *model = ts_slurp(MODEL, &len);
+    ts_spit(ts_tmp("tokenizer-pipeline/tokenizer/tokenizer.model"), model, len);
+    cr_assert_eq(lv_tokenizer_open(root, &t), LV_OK, "%s", lv_last_error());
+    cr_assert(strstr(lv_tokenizer_path(t), "tokenizer/tokenizer.model"), "%s", lv_tokenizer_path(t));
+    lv_tokenizer_close(t);
+    free(model);
+    free(root);
 }
 
 Test(tokenizer, every_case_of_the_reference) {

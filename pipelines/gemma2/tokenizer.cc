@@ -63,7 +63,13 @@ extern "C" lv_status lv_tokenizer_open(const char *path, lv_tokenizer **out) {
     if (!path || !*path) return lv_error(LV_ERR_INVALID, "lv_tokenizer_open: no path");
     try {
         std::string file = path;
-        if (is_dir(path)) file += "/tokenizer.model";
+        if (is_dir(path)) {
+            // a model folder holds tokenizer.model; a diffusers pipeline folder, tokenizer/
+            file += "/tokenizer.model";
+            std::string sub = std::string(path) + "/tokenizer/tokenizer.model";
+            struct stat st;
+            if (stat(file.c_str(), &st) != 0 && stat(sub.c_str(), &st) == 0) file = sub;
+        }
         std::string bytes;
         LV_TRY(read_file(file.c_str(), &bytes));
         if (bytes.empty())

@@ -26,7 +26,8 @@ typedef struct lv_tokenizer lv_tokenizer;
 #define LV_TOKENIZER_MAX_TEXT (16u << 20)
 
 /* `path`: a SentencePiece model file, or a directory holding tokenizer.model (a Hugging
- * Face model or diffusers tokenizer folder). A missing file is LV_ERR_IO; a file that is not
+ * Face model or diffusers tokenizer folder) or tokenizer/tokenizer.model (a diffusers
+ * pipeline folder). A missing file is LV_ERR_IO; a file that is not
  * a SentencePiece model LV_ERR_FORMAT; both messages name the path. */
 lv_status lv_tokenizer_open(const char *path, lv_tokenizer **out);
 void lv_tokenizer_close(lv_tokenizer *tok);
