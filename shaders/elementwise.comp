@@ -22,13 +22,17 @@ layout(binding = 1) uniform usamplerBuffer A;  // texel bindings (ops.def kind '
 layout(binding = 2) uniform usamplerBuffer B;
 
 const bool BINARY = KIND == LV_ELT_ADD || KIND == LV_ELT_MUL || KIND == LV_ELT_SCALE_ADD ||
-                    KIND == LV_ELT_MUL_SILU;
+                    KIND == LV_ELT_MUL_SILU || KIND == LV_ELT_MUL_GELU_TANH;
 
 vec4 apply(vec4 a, vec4 b) {
     if (KIND == LV_ELT_ADD) return a + b;
     if (KIND == LV_ELT_MUL) return a * b;
     if (KIND == LV_ELT_SCALE_ADD) return pc.alpha * a + pc.beta * b;
     if (KIND == LV_ELT_MUL_SILU) return a * (b / (1.0 + exp(-b)));
+    if (KIND == LV_ELT_MUL_GELU_TANH) {
+        vec4 u = 0.7978845608028654 * (b + 0.044715 * b * b * b);
+        return a * (b / (1.0 + exp(-2.0 * u)));
+    }
     // exp(-a) overflows to +inf for a < -88: a / inf = -0, the right limit
     if (KIND == LV_ELT_SILU) return a / (1.0 + exp(-a));
     if (KIND == LV_ELT_GELU_TANH) {

@@ -9,6 +9,7 @@
 #define LV_ELT_GELU_TANH 4 /* 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))) */
 #define LV_ELT_RELU 5      /* max(a, 0) */
 #define LV_ELT_MUL_SILU 6  /* a * silu(b): the Mix-FFN's gate */
+#define LV_ELT_MUL_GELU_TANH 7 /* a * gelu_tanh(b): the Gemma MLP's gate */
 
 LV_PUSH_BEGIN(lv_push_elementwise)
     LV_PUSH_U32 out_offset; /* element offsets of the bound tensors */

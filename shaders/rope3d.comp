@@ -11,6 +11,7 @@
 
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint VEC4 = 0;
+layout(constant_id = 1) const uint HALF = 0;
 
 // out may be the same range as x (in place): each invocation reads its elements, then
 // writes them.
@@ -27,7 +28,18 @@ void main() {
     uint dim = 2u * pc.half_dim;
     uint t = pc.t_offset + n * dim + e;
     uint x0 = n * pc.heads * dim + e;
-    if (VEC4 != 0u) {
+    if (HALF != 0u) {
+        uint j = p - n * pc.head_units; // the pair
+        float c = lv_texel_f32(T, pc.t_offset + n * dim + 2u * j);
+        float s = lv_texel_f32(T, pc.t_offset + n * dim + 2u * j + 1u);
+        for (uint h = 0u; h < pc.heads; h++) {
+            uint xi = n * pc.heads * dim + h * dim + j;
+            float a = lv_texel_f32(X, pc.x_offset + xi);
+            float b = lv_texel_f32(X, pc.x_offset + xi + pc.half_dim);
+            out_data[pc.out_offset + xi] = a * c - b * s;
+            out_data[pc.out_offset + xi + pc.half_dim] = b * c + a * s;
+        }
+    } else if (VEC4 != 0u) {
         vec4 cs = lv_texel_f32x4(T, t / 4u); // (cos a, sin a, cos b, sin b)
         for (uint h = 0u; h < pc.heads; h++) {
             uint xi = x0 + h * dim;

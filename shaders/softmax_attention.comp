@@ -1,5 +1,9 @@
 #version 450
-// Masked softmax attention over a short key set (cross-attention to text tokens).
+// Masked softmax attention over a short key set (cross-attention to text tokens), and,
+// with specialization constant 5 CAUSAL, causal self-attention over a short sequence (a
+// text encoder's): query p sees keys j <= p, within a sliding window if pc.window > 0.
+// k and v may have fewer heads than q (pc.kv_heads: grouped-query attention). With
+// specialization constant 6 SOFTCAP, scores are soft-capped: s = c tanh(s / c).
 //
 // An invocation owns QUERY_BLOCK queries of one head (query n0 + lane + i * LOCAL_SIZE
 // for i < QUERY_BLOCK); a workgroup's queries all share that head. Keys go in blocks of
@@ -29,6 +33,8 @@ layout(constant_id = 1) const uint HEAD_DIM = 112;
 layout(constant_id = 2) const uint KEY_BLOCK = 8;
 layout(constant_id = 3) const uint QUERY_BLOCK = 4;
 layout(constant_id = 4) const uint DIM_STEP = 4;
+layout(constant_id = 5) const uint CAUSAL = 0;
+layout(constant_id = 6) const uint SOFTCAP = 0;
 const uint DIM_PADDED = (HEAD_DIM + DIM_STEP - 1) / DIM_STEP * DIM_STEP;
 const float LOWEST = -3.0e38; // a finite "minus infinity": e^(LOWEST - s) is 0, never NaN
 
@@ -41,11 +47,46 @@ layout(binding = 4) uniform usamplerBuffer MT;
 // dimension d exists (constant true when HEAD_DIM is a multiple of DIM_STEP)
 bool in_head(uint d) { return HEAD_DIM % DIM_STEP == 0u || d < HEAD_DIM; }
 
+// tanh with a relative error of a few ulp everywhere (no cancellation near 0): the [7/6]
+// Pade approximant of Lambert's continued fraction for |x| <= 1 (relative error 2.2e-12
+// before rounding; positive terms only), (1 - e^-2|x|) / (1 + e^-2|x|) beyond.
+float tanh_accurate(float x) {
+    float a = abs(x);
+    float r;
+    if (a <= 1.0) {
+        float x2 = a * a;
+        r = a * (135135.0 + x2 * (17325.0 + x2 * (378.0 + x2))) /
+            (135135.0 + x2 * (62370.0 + x2 * (3150.0 + 28.0 * x2)));
+    } else {
+        float t = exp(-2.0 * a);
+        r = (1.0 - t) / (1.0 + t);
+    }
+    return x < 0.0 ? -r : r;
+}
+
+// a score in base 2 from q . k, q premultiplied by pc.scale_log2e
+float score(float dot) {
+    if (SOFTCAP == 0u) return dot;
+    return (pc.softcap * 1.4426950408889634) * tanh_accurate(dot / pc.softcap);
+}
+
 void main() {
     uint width = pc.heads * HEAD_DIM;
+    uint kv_width = pc.kv_heads * HEAD_DIM;
     uint head = gl_WorkGroupID.y;
+    uint kv_head = head / (pc.heads / pc.kv_heads);
     uint first = gl_WorkGroupID.x * gl_WorkGroupSize.x * QUERY_BLOCK + gl_LocalInvocationID.x;
     if (first >= pc.n) return;
+
+    // CAUSAL: the positions of the queries, and the keys any of them sees
+    uint qpos[QUERY_BLOCK];
+    [[unroll]] for (uint i = 0; i < QUERY_BLOCK; i++)
+        qpos[i] = pc.q_pos0 + min(first + i * gl_WorkGroupSize.x, pc.n - 1u);
+    uint j_begin = 0u, j_end = pc.l;
+    if (CAUSAL != 0u) {
+        j_end = min(pc.l, qpos[QUERY_BLOCK - 1u] + 1u); // the last query is the latest
+        if (pc.window > 0u && qpos[0] + 1u > pc.window) j_begin = qpos[0] + 1u - pc.window;
+    }
 
     // Queries past the end repeat the last one and are not stored.
     uint qrow[QUERY_BLOCK];
@@ -70,13 +111,13 @@ void main() {
         l[i] = 0.0;
     }
 
-    for (uint j0 = 0; j0 < pc.l; j0 += KEY_BLOCK) {
+    for (uint j0 = j_begin; j0 < j_end; j0 += KEY_BLOCK) {
         // keys past the end repeat the last one and count as masked
         uint krow[KEY_BLOCK];
         bool valid[KEY_BLOCK];
         [[unroll]] for (uint b = 0; b < KEY_BLOCK; b++) {
             uint j = min(j0 + b, pc.l - 1u);
-            krow[b] = j * width + head * HEAD_DIM;
+            krow[b] = j * kv_width + kv_head * HEAD_DIM;
             valid[b] = j0 + b < pc.l && (pc.has_mask == 0u || lv_texel_f32(MT, pc.mask_offset + j) != 0.0);
         }
 
@@ -97,13 +138,20 @@ void main() {
         // s becomes the weight e^(s - m'); m, l updated; correction kept for acc
         float correction[QUERY_BLOCK];
         [[unroll]] for (uint i = 0; i < QUERY_BLOCK; i++) {
+            bool sees[KEY_BLOCK];
+            [[unroll]] for (uint b = 0; b < KEY_BLOCK; b++) {
+                uint j = j0 + b;
+                sees[b] = valid[b] && (CAUSAL == 0u || (j <= qpos[i] && (pc.window == 0u ||
+                                                                        qpos[i] - j < pc.window)));
+                s[i * KEY_BLOCK + b] = score(s[i * KEY_BLOCK + b]);
+            }
             float mnew = m[i];
             [[unroll]] for (uint b = 0; b < KEY_BLOCK; b++)
-                if (valid[b]) mnew = max(mnew, s[i * KEY_BLOCK + b]);
+                if (sees[b]) mnew = max(mnew, s[i * KEY_BLOCK + b]);
             correction[i] = exp2(m[i] - mnew);
             float sum = 0.0;
             [[unroll]] for (uint b = 0; b < KEY_BLOCK; b++) {
-                float p = valid[b] ? exp2(s[i * KEY_BLOCK + b] - mnew) : 0.0;
+                float p = sees[b] ? exp2(s[i * KEY_BLOCK + b] - mnew) : 0.0;
                 s[i * KEY_BLOCK + b] = p;
                 sum += p;
             }

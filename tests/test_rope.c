@@ -2,6 +2,9 @@
  * sana-video.md computed independently here, and lv_op_rope against
  * tests/reference/ref_elementwise.c.
  *
+ * lv_op_rope_half (rotate-half pairs (i, i + D/2), Gemma's) against ref_rope_half, with
+ * the same bound as lv_op_rope for its pairs.
+ *
  * Bounds (u = 2^-24, fp32 unit roundoff):
  * - table entries: cos / sin of an angle computed in double (relative error ~1e-16 of
  *   angles up to ~1e3: 1e-12 absolute at most), rounded once to float (<= u for values in
@@ -187,6 +190,81 @@ Test(rope, op_matches_reference) {
     run_rope(ctx, 72, 20, 112, g112, 0, 6); /* SANA-Video's 20 heads x 112 */
     run_rope(ctx, 30, 2, 32, g32, 1, 7);
     run_rope(ctx, 33, 2, 112, NULL, 1, 8);
+    ts_ctx_done(ctx);
+}
+
+static void rope_half_tol(double *tol, const float *x, const float *table, int64_t N, int64_t H, int64_t D) {
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < D / 2; i++) {
+                double c = fabs((double)table[n * D + 2 * i]), s = fabs((double)table[n * D + 2 * i + 1]);
+                int64_t e = (n * H + h) * D + i, f = e + D / 2;
+                double x0 = fabs((double)x[e]), x1 = fabs((double)x[f]);
+                tol[e] = 3 * U * (x0 * c + x1 * s);
+                tol[f] = 3 * U * (x1 * c + x0 * s);
+            }
+}
+
+/* Rotate-half on random angles; x at element offset `xoff` of its allocation (odd offsets
+ * and a small binding limit exercise the views and the split). */
+static void run_rope_half(lv_ctx *ctx, int64_t N, int64_t H, int64_t D, int in_place, int64_t xoff, uint64_t seed) {
+    int64_t n = N * H * D, big = n + xoff, xshape[2] = {N, H * D}, tshape[2] = {N, D};
+    float *x = ts_rand_alloc((size_t)big, seed, -2, 2);
+    float *table = malloc((size_t)(N * D) * 4);
+    float *ang = ts_rand_alloc((size_t)(N * D / 2), seed + 1, -100, 100);
+    for (int64_t i = 0; i < N * D / 2; i++) {
+        table[2 * i] = (float)cos(ang[i]);
+        table[2 * i + 1] = (float)sin(ang[i]);
+    }
+    free(ang);
+    float *want = malloc((size_t)n * 4);
+    double *tol = malloc((size_t)n * 8);
+    lv_tensor bx = ts_tensor(ctx, LV_F32, 1, &big, x), tt = ts_tensor(ctx, LV_F32, 2, tshape, table);
+    lv_tensor tx = lv_tensor_view(&bx, xoff, 2, xshape);
+    lv_tensor bo = {0}, to = tx;
+    if (!in_place) {
+        bo = ts_empty(ctx, 1, &big);
+        to = lv_tensor_view(&bo, xoff, 2, xshape);
+    }
+    cr_assert_eq(lv_op_rope_half(ctx, &to, &tx, &tt), LV_OK, "%s", lv_last_error());
+    float *got = ts_read(ctx, &to);
+    ref_rope_half(want, x + xoff, table, N, H, D);
+    rope_half_tol(tol, x + xoff, table, N, H, D);
+    char what[96];
+    snprintf(what, sizeof what, "rope_half N=%lld H=%lld D=%lld offset %lld%s", (long long)N, (long long)H,
+             (long long)D, (long long)xoff, in_place ? " in place" : "");
+    expect_within(what, got, want, tol, (size_t)n);
+    /* not the adjacent-pair rotation: the two differ on these inputs */
+    if (D >= 4) {
+        float *adj = malloc((size_t)n * 4);
+        ref_rope(adj, x + xoff, table, N, H, D);
+        cr_assert(ts_max_abs_diff(got, adj, (size_t)n) > 1e-3, "%s: equals the adjacent-pair rotation", what);
+        free(adj);
+    }
+    free(got);
+    free(x);
+    free(table);
+    free(want);
+    free(tol);
+    lv_tensor_free(ctx, &bx);
+    lv_tensor_free(ctx, &tt);
+    if (!in_place) lv_tensor_free(ctx, &bo);
+}
+
+Test(rope, half_matches_reference) {
+    lv_ctx *ctx = ts_ctx();
+    run_rope_half(ctx, 1, 1, 2, 0, 0, 41);
+    run_rope_half(ctx, 11, 4, 32, 0, 0, 42);  /* the tiny Gemma-2's q: 4 heads x 32 */
+    run_rope_half(ctx, 11, 2, 32, 1, 0, 43);  /* its k, in place */
+    run_rope_half(ctx, 5, 8, 256, 0, 3, 44);  /* Gemma-2-2B's 8 heads x 256, unaligned view */
+    run_rope_half(ctx, 7, 3, 6, 1, 1, 45);
+    ts_ctx_done(ctx);
+}
+
+Test(rope, half_split_over_small_binding_limit) {
+    lv_ctx *ctx = ts_ctx_with_binding(1024); /* rows of 2 x 32 floats: 3 per dispatch */
+    run_rope_half(ctx, 30, 2, 32, 0, 1, 46);
+    run_rope_half(ctx, 30, 2, 32, 1, 4, 47);
     ts_ctx_done(ctx);
 }
 

@@ -1,4 +1,6 @@
-/* Softmax attention over a short, masked key set: the DiT's cross-attention to text. */
+/* Softmax attention over a short, masked key set: the DiT's cross-attention to text; and
+ * causal self-attention with grouped-query heads, a sliding window and a soft-cap: a text
+ * encoder's (Gemma-2). One shader, told apart by specialization constants. */
 #include <math.h>
 
 #include "longvk/ops.h"
@@ -45,57 +47,83 @@ static bool overlaps(const lv_tensor *a, const lv_tensor *b) {
     return a0 < b1 && b0 < a1;
 }
 
-lv_status lv_op_softmax_attention(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *q,
-                                  const lv_tensor *k, const lv_tensor *v,
-                                  const lv_tensor *mask, int heads, float scale) {
+/* What sets the two ops apart. */
+typedef struct attn_mode {
+    const char *op;
+    int kv_heads;
+    bool causal;
+    int window;
+    float softcap;
+} attn_mode;
+
+static lv_status attention(lv_ctx *ctx, const attn_mode *md, const lv_tensor *out, const lv_tensor *q,
+                           const lv_tensor *k, const lv_tensor *v, const lv_tensor *mask, int heads,
+                           float scale) {
+    const char *op = md->op;
     char d0[96], d1[96], d2[96];
     if (!out || !q || !k || !v)
-        return lv_error(LV_ERR_INVALID, "softmax_attention: out, q, k and v are required");
+        return lv_error(LV_ERR_INVALID, "%s: out, q, k and v are required", op);
     const lv_tensor *all[5] = {out, q, k, v, mask};
     const char *names[5] = {"out", "q", "k", "v", "mask"};
     for (int i = 0; i < 5; i++)
         if (all[i] && all[i]->dtype != LV_F32)
-            return lv_error(LV_ERR_INVALID, "softmax_attention: %s must be f32, got %s",
+            return lv_error(LV_ERR_INVALID, "%s: %s must be f32, got %s", op,
                             names[i], lv_tensor_describe(all[i], d0, sizeof d0));
     if (q->ndim != 2 || k->ndim != 2 || v->ndim != 2 || !lv_tensor_same_shape(out, q))
-        return lv_error(LV_ERR_INVALID, "softmax_attention: want q and out [N, H*D], k and v "
-                        "[L, H*D]; got q %s, out %s, k %s",
+        return lv_error(LV_ERR_INVALID, "%s: want q and out [N, H*D], k and v "
+                        "[L, %s*D]; got q %s, out %s, k %s", op, md->causal ? "KV" : "H",
                         lv_tensor_describe(q, d0, sizeof d0), lv_tensor_describe(out, d1, sizeof d1),
                         lv_tensor_describe(k, d2, sizeof d2));
     int64_t n = q->shape[0], width = q->shape[1], l = k->shape[0];
-    if (!lv_tensor_same_shape(k, v) || k->shape[1] != width)
-        return lv_error(LV_ERR_INVALID, "softmax_attention: k %s and v %s must both be [L, %lld] "
-                        "like q's rows", lv_tensor_describe(k, d0, sizeof d0),
-                        lv_tensor_describe(v, d1, sizeof d1), (long long)width);
     if (heads <= 0 || width % heads != 0)
-        return lv_error(LV_ERR_INVALID, "softmax_attention: %d heads do not divide the row "
-                        "width %lld", heads, (long long)width);
+        return lv_error(LV_ERR_INVALID, "%s: %d heads do not divide the row "
+                        "width %lld", op, heads, (long long)width);
     int64_t head_dim = width / heads;
+    if (md->kv_heads <= 0 || heads % md->kv_heads != 0)
+        return lv_error(LV_ERR_INVALID, "%s: %d kv heads do not divide the %d query heads", op,
+                        md->kv_heads, heads);
+    int64_t kv_width = head_dim * md->kv_heads;
+    if (!lv_tensor_same_shape(k, v) || k->shape[1] != kv_width)
+        return lv_error(LV_ERR_INVALID, "%s: k %s and v %s must both be [L, %lld] "
+                        "(%d heads of %lld)", op, lv_tensor_describe(k, d0, sizeof d0),
+                        lv_tensor_describe(v, d1, sizeof d1), (long long)kv_width, md->kv_heads,
+                        (long long)head_dim);
     if (head_dim > LV_ATTN_MAX_HEAD_DIM)
-        return lv_error(LV_ERR_UNSUPPORTED, "softmax_attention: head dimension %lld exceeds "
-                        "the kernel's %d (held per invocation)", (long long)head_dim,
+        return lv_error(LV_ERR_UNSUPPORTED, "%s: head dimension %lld exceeds "
+                        "the kernel's %d (held per invocation)", op, (long long)head_dim,
                         LV_ATTN_MAX_HEAD_DIM);
     if (mask && lv_tensor_numel(mask) != l)
-        return lv_error(LV_ERR_INVALID, "softmax_attention: mask %s must have L = %lld "
-                        "elements", lv_tensor_describe(mask, d0, sizeof d0), (long long)l);
+        return lv_error(LV_ERR_INVALID, "%s: mask %s must have L = %lld "
+                        "elements", op, lv_tensor_describe(mask, d0, sizeof d0), (long long)l);
     if (!isfinite(scale))
-        return lv_error(LV_ERR_INVALID, "softmax_attention: scale %g is not finite", (double)scale);
+        return lv_error(LV_ERR_INVALID, "%s: scale %g is not finite", op, (double)scale);
+    if (md->causal && n > l)
+        return lv_error(LV_ERR_INVALID, "%s: %lld queries but %lld keys: the queries are the "
+                        "last N of the L positions, so N <= L", op, (long long)n, (long long)l);
+    if (md->window < 0)
+        return lv_error(LV_ERR_INVALID, "%s: window %d is negative (0: none)", op, md->window);
+    if (!(md->softcap >= 0.0f) || !isfinite(md->softcap))
+        return lv_error(LV_ERR_INVALID, "%s: soft-cap %g must be 0 (off) or positive", op,
+                        (double)md->softcap);
     for (int i = 1; i < 5; i++)
         if (all[i] && overlaps(out, all[i]))
-            return lv_error(LV_ERR_INVALID, "softmax_attention: out overlaps %s (no in-place)",
+            return lv_error(LV_ERR_INVALID, "%s: out overlaps %s (no in-place)", op,
                             names[i]);
     if (n == 0) return LV_OK;
     if (l == 0) return lv_op_fill(ctx, out, 0.0f); /* no key at all: like all masked */
+    if (l > (int64_t)UINT32_MAX / 2 || n > (int64_t)UINT32_MAX / 2)
+        return lv_error(LV_ERR_LIMIT, "%s: %lld keys, %lld queries: too many", op, (long long)l,
+                        (long long)n);
     if ((uint64_t)heads > ctx->limits.maxComputeWorkGroupCount[1])
-        return lv_error(LV_ERR_LIMIT, "softmax_attention: %d heads exceed the device's "
-                        "maxComputeWorkGroupCount[1] (%u)", heads,
+        return lv_error(LV_ERR_LIMIT, "%s: %d heads exceed the device's "
+                        "maxComputeWorkGroupCount[1] (%u)", op, heads,
                         ctx->limits.maxComputeWorkGroupCount[1]);
     attn_tile tile = choose_tile(ctx, head_dim);
     if (lv_ctx_device(ctx)->type == LV_DEVICE_CPU &&
         loop_iterations(&tile, head_dim, l) > LV_LAVAPIPE_LOOP_BUDGET)
-        return lv_error(LV_ERR_LIMIT, "softmax_attention: %lld keys of head dimension %lld need "
+        return lv_error(LV_ERR_LIMIT, "%s: %lld keys of head dimension %lld need "
                         "%lld loop iterations per invocation; CPU Vulkan drivers (lavapipe) stop "
-                        "loops after 65535", (long long)l, (long long)head_dim,
+                        "loops after 65535", op, (long long)l, (long long)head_dim,
                         (long long)loop_iterations(&tile, head_dim, l));
 
     /* Queries go in chunks so that q and out fit one binding each; k, v and the mask (a
@@ -104,21 +132,23 @@ lv_status lv_op_softmax_attention(lv_ctx *ctx, const lv_tensor *out, const lv_te
     uint64_t row_bytes = (uint64_t)width * 4;
     uint64_t max_binding = lv_ctx_max_binding(ctx);
     if (lv_tensor_nbytes(k) + align > max_binding)
-        return lv_error(LV_ERR_LIMIT, "softmax_attention: k and v %s need %llu bytes in one "
-                        "binding; the device allows %llu (maxStorageBufferRange)",
+        return lv_error(LV_ERR_LIMIT, "%s: k and v %s need %llu bytes in one "
+                        "binding; the device allows %llu (maxStorageBufferRange)", op,
                         lv_tensor_describe(k, d0, sizeof d0),
                         (unsigned long long)(lv_tensor_nbytes(k) + align),
                         (unsigned long long)max_binding);
     int64_t chunk = row_bytes + align <= max_binding ? (int64_t)((max_binding - align) / row_bytes) : 0;
     if (chunk < 1)
-        return lv_error(LV_ERR_LIMIT, "softmax_attention: one query row (%llu bytes) exceeds "
-                        "the device's binding limit (%llu bytes)", (unsigned long long)row_bytes,
+        return lv_error(LV_ERR_LIMIT, "%s: one query row (%llu bytes) exceeds "
+                        "the device's binding limit (%llu bytes)", op, (unsigned long long)row_bytes,
                         (unsigned long long)max_binding);
     int64_t per_group = (int64_t)tile.local * tile.query_block;
     int64_t max_chunk = (int64_t)ctx->limits.maxComputeWorkGroupCount[0] * per_group;
     if (chunk > max_chunk) chunk = max_chunk;
-    uint32_t spec[5] = {tile.local, (uint32_t)head_dim, tile.key_block, tile.query_block,
-                        tile.dim_step};
+    uint32_t spec[7] = {tile.local, (uint32_t)head_dim, tile.key_block, tile.query_block,
+                        tile.dim_step, md->causal ? 1u : 0u, md->softcap > 0.0f ? 1u : 0u};
+    /* the non-causal op keeps its five constants: the same pipelines as before */
+    uint32_t nspec = md->causal || md->softcap > 0.0f ? 7 : 5;
 
     for (int64_t n0 = 0; n0 < n; n0 += chunk) {
         int64_t rows = n - n0 < chunk ? n - n0 : chunk;
@@ -136,11 +166,29 @@ lv_status lv_op_softmax_attention(lv_ctx *ctx, const lv_tensor *out, const lv_te
             .l = (uint32_t)l,
             .heads = (uint32_t)heads,
             .has_mask = mask ? 1u : 0u,
-            .scale_log2e = scale * 1.44269504088896340736f,
+            .scale_log2e = md->softcap > 0.0f ? scale : scale * 1.44269504088896340736f,
+            .kv_heads = (uint32_t)md->kv_heads,
+            .q_pos0 = (uint32_t)(l - n + n0),
+            .window = (uint32_t)md->window,
+            .softcap = md->softcap,
         };
         uint32_t gx = (uint32_t)((rows + per_group - 1) / per_group);
-        LV_TRY(lv_dispatch(ctx, LV_OP_SOFTMAX_ATTN, spec, 5, b, 5, &pc, sizeof pc, gx,
+        LV_TRY(lv_dispatch(ctx, LV_OP_SOFTMAX_ATTN, spec, nspec, b, 5, &pc, sizeof pc, gx,
                            (uint32_t)heads, 1));
     }
     return LV_OK;
+}
+
+lv_status lv_op_softmax_attention(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *q,
+                                  const lv_tensor *k, const lv_tensor *v,
+                                  const lv_tensor *mask, int heads, float scale) {
+    attn_mode md = {"softmax_attention", heads, false, 0, 0.0f};
+    return attention(ctx, &md, out, q, k, v, mask, heads, scale);
+}
+
+lv_status lv_op_causal_attention(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *q,
+                                 const lv_tensor *k, const lv_tensor *v, int heads, int kv_heads,
+                                 float scale, int window, float softcap) {
+    attn_mode md = {"causal_attention", kv_heads, true, window, softcap};
+    return attention(ctx, &md, out, q, k, v, NULL, heads, scale);
 }

@@ -1,4 +1,5 @@
-/* Element-wise ops (shaders/elementwise.comp: add, mul, scale_add, silu, gelu_tanh, relu;
+/* Element-wise ops (shaders/elementwise.comp: add, mul, scale_add, silu, gelu_tanh, relu,
+ * mul_silu, mul_gelu_tanh;
  * shaders/modulate.comp: modulate, add_gated). Tensors are viewed as [R, C] rows (leading
  * dims flattened); work is split over rows so every binding stays within the device's
  * binding limit. A broadcast operand [G, C] is bound as the groups a split covers. */
@@ -104,7 +105,7 @@ static uint32_t use_vec4(const lv_binding *b, uint32_t n, int64_t C, bool broadc
 static lv_status elementwise(lv_ctx *ctx, const char *op, uint32_t kind, const lv_tensor *out,
                              const lv_tensor *a, const lv_tensor *b, float alpha, float beta) {
     bool binary = kind == LV_ELT_ADD || kind == LV_ELT_MUL || kind == LV_ELT_SCALE_ADD ||
-                  kind == LV_ELT_MUL_SILU;
+                  kind == LV_ELT_MUL_SILU || kind == LV_ELT_MUL_GELU_TANH;
     const char *a_name = binary ? "a" : "x";
     int64_t R, C;
     LV_TRY(check_main(op, out, a_name, a, &R, &C));
@@ -164,6 +165,10 @@ lv_status lv_op_silu(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x) {
 
 lv_status lv_op_mul_silu(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a, const lv_tensor *b) {
     return elementwise(ctx, "lv_op_mul_silu", LV_ELT_MUL_SILU, out, a, b, 1.0f, 1.0f);
+}
+
+lv_status lv_op_mul_gelu_tanh(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a, const lv_tensor *b) {
+    return elementwise(ctx, "lv_op_mul_gelu_tanh", LV_ELT_MUL_GELU_TANH, out, a, b, 1.0f, 1.0f);
 }
 
 lv_status lv_op_gelu_tanh(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x) {

@@ -1,12 +1,13 @@
-/* Rotary embedding on adjacent pairs from a (cos, sin) table (shaders/rope3d.comp); the
- * tables come from lv_rope_table_3d / lv_rope_table_1d (rope_table.c). */
+/* Rotary embedding on adjacent pairs, or on rotate-half pairs (j, j + D/2), from a (cos, sin)
+ * table (shaders/rope3d.comp); the tables come from lv_rope_table_3d / lv_rope_table_1d
+ * (rope_table.c). */
 #include "longvk/ops.h"
 #include "lv_internal.h"
 #include "op_helpers.h"
 #include "push_rope3d.h"
 
-lv_status lv_op_rope(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x, const lv_tensor *table) {
-    const char *op = "lv_op_rope";
+static lv_status rope(lv_ctx *ctx, const char *op, bool half, const lv_tensor *out, const lv_tensor *x,
+                      const lv_tensor *table) {
     LV_TRY(lv_check_f32(op, "out", out));
     LV_TRY(lv_check_f32(op, "x", x));
     LV_TRY(lv_check_f32(op, "table", table));
@@ -35,7 +36,7 @@ lv_status lv_op_rope(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x, cons
         lv_binding bind[3] = {{&vo, true, 0}, {&vx, false, 0}, {&vt, false, 0}};
         LV_TRY(lv_bindings_prepare(ctx, LV_OP_ROPE3D, bind, 3));
         /* two pairs per invocation as one vec4 when D and every offset allow it */
-        uint32_t vec4 = D % 4 == 0 && bind[0].elem_offset % 4 == 0 &&
+        uint32_t vec4 = !half && D % 4 == 0 && bind[0].elem_offset % 4 == 0 &&
                         bind[1].elem_offset % 4 == 0 && bind[2].elem_offset % 4 == 0;
         uint32_t head_units = (uint32_t)(vec4 ? D / 4 : D / 2);
         lv_fastdiv udiv = lv_fastdiv_make(head_units);
@@ -52,7 +53,16 @@ lv_status lv_op_rope(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x, cons
         };
         uint32_t gx, gy;
         lv_grid_1d(ctx, ((uint64_t)pc.units + 255) / 256, &gx, &gy);
-        LV_TRY(lv_dispatch(ctx, LV_OP_ROPE3D, &vec4, 1, bind, 3, &pc, sizeof pc, gx, gy, 1));
+        uint32_t spec[2] = {vec4, half ? 1u : 0u};
+        LV_TRY(lv_dispatch(ctx, LV_OP_ROPE3D, spec, 2, bind, 3, &pc, sizeof pc, gx, gy, 1));
     }
     return LV_OK;
+}
+
+lv_status lv_op_rope(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x, const lv_tensor *table) {
+    return rope(ctx, "lv_op_rope", false, out, x, table);
+}
+
+lv_status lv_op_rope_half(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x, const lv_tensor *table) {
+    return rope(ctx, "lv_op_rope_half", true, out, x, table);
 }

@@ -16,5 +16,7 @@
 #include "longvk/sampler.h"
 #include "longvk/generate.h"
 #include "longvk/vae.h"
+#include "longvk/tokenizer.h"
+#include "longvk/gemma2.h"
 
 #endif

@@ -99,3 +99,16 @@ void ref_rope(float *out, const float *x, const float *table, int64_t N, int64_t
                 o[1] = (float)(x0 * s + x1 * c);
             }
 }
+
+void ref_rope_half(float *out, const float *x, const float *table, int64_t N, int64_t H, int64_t D) {
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < D / 2; i++) {
+                double c = table[n * D + 2 * i], s = table[n * D + 2 * i + 1];
+                const float *p = x + (n * H + h) * D;
+                float *o = out + (n * H + h) * D;
+                double x0 = p[i], x1 = p[i + D / 2];
+                o[i] = (float)(x0 * c - x1 * s);
+                o[i + D / 2] = (float)(x1 * c + x0 * s);
+            }
+}

@@ -32,5 +32,8 @@ void ref_layernorm(float *out, const float *x, const float *w, const float *b, i
 /* x [N, H * D], table [N, D] of (cos, sin) per adjacent pair:
  * out[2i] = x[2i] c - x[2i+1] s, out[2i+1] = x[2i] s + x[2i+1] c, in every head. */
 void ref_rope(float *out, const float *x, const float *table, int64_t N, int64_t H, int64_t D);
+/* The same with rotate-half pairs (i, i + D/2) and table entries (2i, 2i+1):
+ * out[i] = x[i] c - x[i+D/2] s, out[i+D/2] = x[i+D/2] c + x[i] s. */
+void ref_rope_half(float *out, const float *x, const float *table, int64_t N, int64_t H, int64_t D);
 
 #endif

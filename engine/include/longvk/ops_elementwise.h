@@ -34,6 +34,9 @@ lv_status lv_op_silu(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x);
 /* out = a * silu(b) (b broadcast as above): a gated linear unit in one pass. */
 lv_status lv_op_mul_silu(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a, const lv_tensor *b);
 lv_status lv_op_gelu_tanh(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x);
+/* out = a * gelu_tanh(b) (b broadcast as above): Gemma's gated MLP in one pass. */
+lv_status lv_op_mul_gelu_tanh(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a,
+                              const lv_tensor *b);
 lv_status lv_op_relu(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x);
 /* out = x * (1 + scale) + shift (shift, scale broadcast as above) */
 lv_status lv_op_modulate(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
@@ -57,6 +60,11 @@ lv_status lv_op_layernorm_modulate(lv_ctx *ctx, const lv_tensor *out, const lv_t
  * then out[2i] = x[2i] cos a - x[2i+1] sin a, out[2i+1] = x[2i] sin a + x[2i+1] cos a, for
  * every head. out may be x (in place). */
 lv_status lv_op_rope(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x, const lv_tensor *table);
+/* The same with rotate-half pairs (GPT-NeoX, Llama and Gemma in Hugging Face): pair j of a
+ * head is dims (j, j + D/2), with the angle of table[n][2j], table[n][2j+1]:
+ * out[j] = x[j] cos a - x[j+D/2] sin a, out[j+D/2] = x[j+D/2] cos a + x[j] sin a. */
+lv_status lv_op_rope_half(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
+                          const lv_tensor *table);
 
 /* Host: fill a rope table [N = F * H * W, D] for tokens on an F x H x W grid in
  * frame-major order, frame positions starting at f0, with the head's D dims split into
