@@ -24,6 +24,7 @@
 #include <libavutil/pixdesc.h>
 
 #include "codec_internal.h"
+#include "longvk/files.h"
 
 /* The temporary name: the output's own name plus this, in the same directory (rename is
  * atomic only within one file system). A stale one from a killed resume is overwritten. */
@@ -68,6 +69,7 @@ static void old_video_close(old_video *v) {
 static lv_status old_video_open(old_video *v, const char *path) {
     memset(v, 0, sizeof *v);
     v->path = path;
+    if (access(path, F_OK) == 0) LV_TRY(lv_check_regular_file(path)); /* FFmpeg would wait on a FIFO */
     int ret = avformat_open_input(&v->fmt, path, NULL, NULL);
     if (ret == AVERROR(ENOENT)) return lv_error(LV_ERR_IO, "cannot resume %s: there is no video there to continue", path);
     if (ret < 0) {

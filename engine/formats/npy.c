@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "longvk/files.h"
 #include "longvk/npy.h"
 
 /* The product of `ndim` dimensions, or -1 when a dimension is negative or the product does
@@ -101,8 +102,14 @@ static lv_status parse_header(const char *path, const char *h, lv_npy *out) {
 
 lv_status lv_npy_read(const char *path, lv_npy *out) {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) return lv_error(LV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
+    LV_TRY(lv_open_regular_file(path, &fd, NULL)); /* a FIFO or a device is refused before any read */
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return lv_error(LV_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+    }
     unsigned char magic[10];
     lv_status s = LV_OK;
     char *header = NULL;
