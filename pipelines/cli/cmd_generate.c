@@ -127,7 +127,7 @@ static void on_progress(void *user, const lv_generate_progress *p) {
     st->last_decile = decile;
     int eta = (int)lround(p->eta_seconds);
     const char *what = p->block <= p->burn_in_blocks ? "burn-in block" : "block";
-    st->last_len = fprintf(stderr, "%s%s %d/%d  frames %lld/%lld  %.1f frames/s  ETA %d:%02d  state %.1f KiB%s",
+    st->last_len = fprintf(stderr, "%s%s %d/%d  frames %lld/%lld  %.1f frames/s  ETA %d:%02d  state memory %.1f KiB%s",
                            st->tty ? "\r" : "", what, p->block, p->blocks, (long long)p->frames_done,
                            (long long)p->frames_total, p->frames_per_second, eta / 60, eta % 60,
                            (double)p->state_bytes / 1024, st->tty ? " " : "\n");
@@ -258,7 +258,7 @@ int cmd_generate(int argc, char **argv) {
     if (s != LV_OK) return cli_fail("generate");
     if (!st.quiet) {
         char state[64] = "no carried state";
-        if (st.last.state_bytes) snprintf(state, sizeof state, "carried state %.1f KiB", (double)st.last.state_bytes / 1024);
+        if (st.last.state_bytes) snprintf(state, sizeof state, "state memory %.1f KiB", (double)st.last.state_bytes / 1024);
         fprintf(stderr, "wrote %s: %lld frames in %.1f s (%.1f frames/s on %s), %s\n", o.output,
                 (long long)st.last.frames_done, st.last.seconds, st.last.frames_per_second, st.device, state);
     }
