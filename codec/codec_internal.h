@@ -30,14 +30,19 @@ typedef struct lv_container {
 
 /* The container for `path`'s extension; an unknown one is an error naming it. */
 lv_status lv_container_for_path(const char *path, const lv_container **out);
-/* The encoder for `name` (NULL: the container's default; short names "h264", "vp9", "av1");
- * errors name an unknown codec and a codec the container cannot hold. */
+/* The encoder for `name` (NULL: the container's default; short names "h264", "hevc", "vp9",
+ * "av1"), one of the encoders longvk writes with (libx264, libx265, ffv1, libvpx-vp9,
+ * libsvtav1, libaom-av1); errors name an unknown codec, an FFmpeg encoder longvk does not
+ * offer and a codec the container cannot hold (with the encoders it can). */
 lv_status lv_codec_resolve(const char *name, const lv_container *container, const char *path,
                            const AVCodec **out);
 /* The pixel format to feed `codec`: bgr0 for ffv1 (lossless RGB), yuv420p otherwise. */
 lv_status lv_codec_pix_fmt(const AVCodec *codec, enum AVPixelFormat *out);
 /* The crf and preset a codec gets when the options leave them unset (-1 / NULL: none). */
 int lv_codec_default_crf(const AVCodec *codec);
+/* The most frames `codec` reorders where FFmpeg's wrapper leaves has_b_frames at 0 although
+ * the encoder holds frames back (libx265: 2); 0 for the others. */
+int lv_codec_reorder_bound(const AVCodec *codec);
 const char *lv_codec_default_preset(const AVCodec *codec);
 
 /* colour.c: libswscale contexts with the colour matrix and range set explicitly.
@@ -82,7 +87,8 @@ lv_status lv_encoder_open_as(const char *path, const char *tmp_path, int width, 
                              const lv_encoder_options *opt, lv_encoder **out);
 /* The global stream header the encoder's instances write (NULL, 0 when none). */
 const uint8_t *lv_encoder_stream_header(const lv_encoder *enc, int *size);
-/* Frames the encoder reorders (x264's B-frame delay; 0 with low_delay, ffv1, vpx). */
+/* Frames the encoder reorders (x264's B-frame delay, x265's 2; 0 with ffv1, vpx, and with
+ * low_delay for x264): its packets' decode times run this many frames behind. */
 int lv_encoder_reorder_delay(const lv_encoder *enc);
 /* Muxes a packet taken from another file, its pts, dts and duration in frames (1 / fps).
  * Consumes the packet's data (unref). */

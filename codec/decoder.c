@@ -9,6 +9,7 @@
 #include <libswscale/swscale.h>
 
 #include "codec_internal.h"
+#include "longvk/files.h"
 
 struct lv_decoder {
     char path[4096];
@@ -77,6 +78,7 @@ static AVStream *find_video(AVFormatContext *fmt) {
 
 static lv_status open_input(lv_decoder *dec) {
     const char *path = dec->path;
+    LV_TRY(lv_check_regular_file(path)); /* FFmpeg would wait forever on a FIFO without a writer */
     int ret = avformat_open_input(&dec->fmt, path, NULL, NULL);
     if (ret < 0) {
         if (ret == AVERROR(ENOENT) || ret == AVERROR(EACCES) || ret == AVERROR(EISDIR) || ret == AVERROR(EIO))

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <libavutil/avstring.h>
+#include <libavutil/imgutils.h>
 #include <libavutil/opt.h>
 #include <libavutil/pixdesc.h>
 #include <libswscale/swscale.h>
@@ -35,6 +37,8 @@ struct lv_encoder {
     int64_t instances;        /* encoder instances opened so far */
     int64_t instance_first_pts; /* pts of the current instance's first frame */
     int64_t instance_packets; /* packets the current instance has given */
+    int reorder;              /* frames the encoder reorders: decode times run this far behind */
+    int64_t last_dts;         /* of the last packet muxed, in codec_tb (INT64_MIN: none yet) */
     uint8_t *extradata;       /* the first encoder's global header */
     int extradata_size;
     lv_file_output *file;
@@ -75,10 +79,51 @@ static lv_status failed_before(const lv_encoder *enc) {
     return lv_error(enc->failed, "%s (an earlier error stopped this encoder)", enc->failure);
 }
 
+/* Frees an opened encoder instance that has been given `frames` frames, first ending its
+ * stream and dropping whatever it still gives: libsvtav1 (FFmpeg 5.1, SVT-AV1 1.4) waits
+ * forever in its close for an end of stream that never came, and in the end of stream of
+ * an instance that never had a frame; that one gets a black frame first. */
+static void free_codec(AVCodecContext **cc, AVPacket *scratch, int64_t frames) {
+    if (!*cc || !avcodec_is_open(*cc)) {
+        avcodec_free_context(cc);
+        return;
+    }
+    int ok = 1;
+    if (frames == 0 && strcmp((*cc)->codec->name, "libsvtav1") == 0) {
+        AVFrame *black = av_frame_alloc();
+        ok = black != NULL;
+        if (ok) {
+            black->format = (*cc)->pix_fmt;
+            black->width = (*cc)->width;
+            black->height = (*cc)->height;
+            ok = av_frame_get_buffer(black, 0) >= 0;
+            if (ok) {
+                ptrdiff_t linesize[4];
+                for (int i = 0; i < 4; i++) linesize[i] = black->linesize[i];
+                ok = av_image_fill_black(black->data, linesize, (*cc)->pix_fmt, (*cc)->color_range, black->width,
+                                         black->height) >= 0;
+            }
+            black->pts = 0;
+            ok = ok && avcodec_send_frame(*cc, black) >= 0;
+        }
+        av_frame_free(&black);
+    }
+    AVPacket *pkt = scratch ? scratch : av_packet_alloc();
+    if (ok && pkt && avcodec_send_frame(*cc, NULL) >= 0)
+        while (avcodec_receive_packet(*cc, pkt) >= 0) av_packet_unref(pkt);
+    if (pkt != scratch) av_packet_free(&pkt);
+    avcodec_free_context(cc);
+}
+
 /* Odd sizes cannot be 4:2:0: say which and what would work. */
 static lv_status check_size(const lv_encoder *enc) {
     const AVPixFmtDescriptor *d = av_pix_fmt_desc_get(enc->pix_fmt);
     int wmask = (1 << d->log2_chroma_w) - 1, hmask = (1 << d->log2_chroma_h) - 1;
+    /* SVT-AV1 refuses smaller frames with only "Invalid argument" */
+    if (strcmp(enc->codec->name, "libsvtav1") == 0 && (enc->width < 64 || enc->height < 64))
+        return lv_error(LV_ERR_INVALID, "%dx%d for %s: libsvtav1 needs frames of at least 64x64 (use libaom-av1 for "
+                                        "smaller AV1 video)",
+                        enc->width, enc->height, enc->path);
     if (!(enc->width & wmask) && !(enc->height & hmask)) return LV_OK;
     int w0 = enc->width & ~wmask, h0 = enc->height & ~hmask;
     int w1 = (enc->width & wmask) ? w0 + wmask + 1 : enc->width;
@@ -136,7 +181,7 @@ static lv_status open_codec(lv_encoder *enc, AVCodecContext **out) {
                       left->key, left->value, enc->path);
     av_dict_free(&opts);
     if (st != LV_OK) {
-        avcodec_free_context(&cc);
+        free_codec(&cc, NULL, 0);
         return st;
     }
     *out = cc;
@@ -149,7 +194,7 @@ static lv_status open_block(lv_encoder *enc) {
     LV_TRY(open_codec(enc, &cc));
     if (cc->extradata_size != enc->extradata_size ||
         (enc->extradata_size && memcmp(cc->extradata, enc->extradata, (size_t)enc->extradata_size) != 0)) {
-        avcodec_free_context(&cc);
+        free_codec(&cc, enc->pkt, 0);
         return lv_error(LV_ERR_UNSUPPORTED,
                         "encoder %s for %s: instance %lld (frame %lld) got a different stream header from the first, so "
                         "blocks cannot share one stream",
@@ -176,12 +221,23 @@ static lv_status mux_ready_packets(lv_encoder *enc) {
         if (enc->pkt->duration <= 0) enc->pkt->duration = 1; /* one frame, in codec_tb */
         /* Decode timestamps from the frame counter too. The k-th packet of an encoder
          * instance that starts at frame s decodes at s + k - delay, delay being the
-         * encoder's reordering depth: one steady clock across instances. (x264 alone would
-         * start a block shorter than its B-frame delay without the offset, leaving a gap
-         * that mp4 turns into a too-long sample duration.) */
-        int64_t dts = enc->instance_first_pts + enc->instance_packets - enc->cc->has_b_frames;
+         * encoder's reordering depth (enc->reorder, the same for every instance): one steady
+         * clock across instances. (x264 alone would start a block shorter than its B-frame
+         * delay without the offset, leaving a gap that mp4 turns into a too-long sample
+         * duration; x265 gives a short block no delay at all, so its own timestamps would go
+         * backwards at the next block.) */
+        int64_t dts = enc->instance_first_pts + enc->instance_packets - enc->reorder;
         enc->instance_packets++;
         if (enc->pkt->pts != AV_NOPTS_VALUE && dts > enc->pkt->pts) dts = enc->pkt->pts;
+        if (dts <= enc->last_dts) {
+            av_packet_unref(enc->pkt);
+            return lv_error(LV_ERR_UNSUPPORTED,
+                            "encoder %s for %s reorders frames more than the %d frames it announced (frame %lld of "
+                            "block %lld): its packets cannot be given increasing decode times",
+                            enc->codec->name, enc->path, enc->reorder, (long long)enc->pkt->pts,
+                            (long long)enc->instances);
+        }
+        enc->last_dts = dts;
         enc->pkt->dts = dts;
         av_packet_rescale_ts(enc->pkt, enc->codec_tb, enc->st->time_base);
         enc->pkt->stream_index = enc->st->index;
@@ -227,8 +283,9 @@ static lv_status build_options(lv_encoder *enc, const lv_encoder_options *opt) {
     }
     const char *preset = opt->preset ? opt->preset : lv_codec_default_preset(enc->codec);
     if (preset) av_dict_set(&enc->codec_opts, "preset", preset, 0);
+    int x265 = strcmp(enc->codec->name, "libx265") == 0;
     if (opt->low_delay) {
-        if (strcmp(enc->codec->name, "libx264") == 0) av_dict_set(&enc->codec_opts, "tune", "zerolatency", 0);
+        if (strcmp(enc->codec->name, "libx264") == 0 || x265) av_dict_set(&enc->codec_opts, "tune", "zerolatency", 0);
         else if (strcmp(enc->codec->name, "libvpx-vp9") == 0) av_dict_set(&enc->codec_opts, "lag-in-frames", "0", 0);
     }
     if (opt->extra && *opt->extra) {
@@ -236,6 +293,15 @@ static lv_status build_options(lv_encoder *enc, const lv_encoder_options *opt) {
         if (ret < 0)
             return lv_av_error(LV_ERR_INVALID, ret, "encoder options '%s' for %s (expected key=value:key=value)",
                                opt->extra, enc->path);
+    }
+    if (x265) { /* x265 prints its settings and statistics to stderr for every instance */
+        const AVDictionaryEntry *e = av_dict_get(enc->codec_opts, "x265-params", NULL, 0);
+        if (!e) av_dict_set(&enc->codec_opts, "x265-params", "log-level=error", 0);
+        else if (!strstr(e->value, "log-level")) {
+            char *params = av_asprintf("log-level=error:%s", e->value);
+            if (!params) return lv_error(LV_ERR_NOMEM, "encoder options for %s: out of memory", enc->path);
+            av_dict_set(&enc->codec_opts, "x265-params", params, AV_DICT_DONT_STRDUP_VAL);
+        }
     }
     return LV_OK;
 }
@@ -273,6 +339,7 @@ lv_status lv_encoder_open_as(const char *path, const char *tmp_path, int width, 
     enc->faststart = opt->faststart;
     enc->fps = av_d2q(fps, 1001000);
     enc->codec_tb = av_inv_q(enc->fps);
+    enc->last_dts = INT64_MIN;
 
     lv_status st = lv_container_for_path(path, &enc->container);
     if (st == LV_OK && opt->faststart && strcmp(enc->container->format, "mp4") != 0)
@@ -283,6 +350,10 @@ lv_status lv_encoder_open_as(const char *path, const char *tmp_path, int width, 
     if (st == LV_OK) st = build_options(enc, opt);
     /* the first block's encoder, opened now so bad options fail before the file is touched */
     if (st == LV_OK) st = open_codec(enc, &enc->cc);
+    if (st == LV_OK) {
+        enc->reorder = enc->cc->has_b_frames;
+        if (enc->reorder < lv_codec_reorder_bound(enc->codec)) enc->reorder = lv_codec_reorder_bound(enc->codec);
+    }
     if (st == LV_OK && enc->cc->extradata_size > 0) {
         enc->extradata = malloc((size_t)enc->cc->extradata_size);
         if (!enc->extradata) st = lv_error(LV_ERR_NOMEM, "%s: out of memory", path);
@@ -396,10 +467,14 @@ lv_status lv_encoder_write_float(lv_encoder *enc, const float *x, int nframes, l
 /* Drains the block's encoder into the file and frees it. */
 static lv_status finish_block_encoder(lv_encoder *enc) {
     if (!enc->cc) return LV_OK;
+    if (enc->written == enc->instance_first_pts) { /* given no frame: nothing to drain into the file */
+        free_codec(&enc->cc, enc->pkt, 0);
+        return LV_OK;
+    }
     int ret = avcodec_send_frame(enc->cc, NULL);
     lv_status st = ret < 0 ? lv_av_error(LV_ERR_IO, ret, "draining encoder %s for %s", enc->codec->name, enc->path)
                            : mux_ready_packets(enc);
-    avcodec_free_context(&enc->cc);
+    free_codec(&enc->cc, enc->pkt, 1);
     return st;
 }
 
@@ -427,7 +502,7 @@ lv_status lv_encoder_flush_block(lv_encoder *enc) {
 }
 
 static void free_encoder(lv_encoder *enc) {
-    avcodec_free_context(&enc->cc);
+    free_codec(&enc->cc, enc->pkt, enc->written - enc->instance_first_pts);
     avformat_free_context(enc->fmt);
     av_frame_free(&enc->frame);
     av_packet_free(&enc->pkt);
@@ -474,7 +549,8 @@ void lv_encoder_abort(lv_encoder *enc) {
     if (!enc) return;
     char message[1024];
     snprintf(message, sizeof message, "%s", lv_last_error()); /* keep the caller's error */
-    avcodec_free_context(&enc->cc); /* the unfinished block's frames are dropped */
+    /* the unfinished block's frames are dropped */
+    free_codec(&enc->cc, enc->pkt, enc->written - enc->instance_first_pts);
     if (enc->file) (void)finish_file(enc, LV_OK);
     if (enc->tmp_path[0]) unlink(enc->tmp_path); /* a resume that never flushed: the old file stays */
     free_encoder(enc);
@@ -494,9 +570,10 @@ const uint8_t *lv_encoder_stream_header(const lv_encoder *enc, int *size) {
     return enc->extradata;
 }
 
-int lv_encoder_reorder_delay(const lv_encoder *enc) { return enc->cc ? enc->cc->has_b_frames : 0; }
+int lv_encoder_reorder_delay(const lv_encoder *enc) { return enc->reorder; }
 
 lv_status lv_encoder_mux_copy(lv_encoder *enc, AVPacket *pkt) {
+    enc->last_dts = pkt->dts;
     av_packet_rescale_ts(pkt, enc->codec_tb, enc->st->time_base);
     pkt->stream_index = enc->st->index;
     int ret = av_write_frame(enc->fmt, pkt);

@@ -24,6 +24,7 @@
 #include <libavutil/pixdesc.h>
 
 #include "codec_internal.h"
+#include "longvk/files.h"
 
 /* The temporary name: the output's own name plus this, in the same directory (rename is
  * atomic only within one file system). A stale one from a killed resume is overwritten. */
@@ -68,6 +69,7 @@ static void old_video_close(old_video *v) {
 static lv_status old_video_open(old_video *v, const char *path) {
     memset(v, 0, sizeof *v);
     v->path = path;
+    if (access(path, F_OK) == 0) LV_TRY(lv_check_regular_file(path)); /* FFmpeg would wait on a FIFO */
     int ret = avformat_open_input(&v->fmt, path, NULL, NULL);
     if (ret == AVERROR(ENOENT)) return lv_error(LV_ERR_IO, "cannot resume %s: there is no video there to continue", path);
     if (ret < 0) {
@@ -187,10 +189,11 @@ static lv_status check_header(const old_video *v, lv_encoder *enc) {
 /* ------------------------------------------------------------------------------------------
  * Copying the first keep_frames frames */
 
-/* mp4 and mkv store H.264 with every NAL unit prefixed by its length (avcC); the encoder's
- * packets, which the muxer expects and converts, carry start codes (Annex B). Turns a
- * stored packet back into that form, in `scratch`, and moves it into pkt. */
-static lv_status h264_to_annexb(AVPacket *pkt, int length_size, AVPacket *scratch, const char *path, int64_t frame) {
+/* mp4 and mkv store H.264 and HEVC with every NAL unit prefixed by its length (avcC,
+ * hvcC); the encoder's packets, which the muxer expects and converts, carry start codes
+ * (Annex B). Turns a stored packet back into that form, in `scratch`, and moves it into pkt. */
+static lv_status nal_to_annexb(AVPacket *pkt, int length_size, AVPacket *scratch, const char *path, int64_t frame,
+                               const char *codec) {
     size_t out = 0;
     for (int pass = 0; pass < 2; pass++) {
         const uint8_t *p = pkt->data, *end = pkt->data + pkt->size;
@@ -226,7 +229,8 @@ static lv_status h264_to_annexb(AVPacket *pkt, int length_size, AVPacket *scratc
     return LV_OK;
 malformed:
     av_packet_unref(scratch);
-    return lv_error(LV_ERR_FORMAT, "resuming %s: frame %lld is not a well-formed H.264 packet", path, (long long)frame);
+    return lv_error(LV_ERR_FORMAT, "resuming %s: frame %lld is not a well-formed %s packet", path, (long long)frame,
+                    codec);
 }
 
 static lv_status copy_frames(old_video *v, lv_encoder *enc, AVRational frame_tb, int64_t keep) {
@@ -238,9 +242,11 @@ static lv_status copy_frames(old_video *v, lv_encoder *enc, AVRational frame_tb,
     int64_t seen_bytes = 0;
     const int delay = lv_encoder_reorder_delay(enc);
     const AVCodecParameters *par = st->codecpar;
-    int nal_length_size = 0; /* H.264 stored as avcC: packets to turn back into Annex B */
+    int nal_length_size = 0; /* H.264 stored as avcC, HEVC as hvcC: packets to turn back into Annex B */
     if (par->codec_id == AV_CODEC_ID_H264 && par->extradata_size >= 7 && par->extradata[0] == 1)
         nal_length_size = (par->extradata[4] & 3) + 1;
+    if (par->codec_id == AV_CODEC_ID_HEVC && par->extradata_size >= 23 && par->extradata[0] == 1)
+        nal_length_size = (par->extradata[21] & 3) + 1;
     AVPacket *scratch = av_packet_alloc();
     if (!scratch) return lv_error(LV_ERR_NOMEM, "resuming %s: out of memory", path);
     int64_t origin = st->start_time; /* the first frame's pts: frame 0 */
@@ -323,10 +329,25 @@ static lv_status copy_frames(old_video *v, lv_encoder *enc, AVRational frame_tb,
         }
         fragment_bytes += pkt->size;
         if (nal_length_size) {
-            s = h264_to_annexb(pkt, nal_length_size, scratch, path, frame);
+            s = nal_to_annexb(pkt, nal_length_size, scratch, path, frame, avcodec_get_name(par->codec_id));
             if (s != LV_OK) break;
         }
         av_packet_free_side_data(pkt);
+        if (kept == 1 && par->extradata_size > 0) {
+            /* An encoder that gives its stream header with its first packet instead of when
+             * opened (libaom-av1 in FFmpeg 5.1): the muxer takes it from there, and without
+             * it matroska refuses an AV1 stream ("Invalid data"). Hand it the old file's. */
+            int size;
+            lv_encoder_stream_header(enc, &size);
+            if (size == 0) {
+                uint8_t *side = av_packet_new_side_data(pkt, AV_PKT_DATA_NEW_EXTRADATA, (size_t)par->extradata_size);
+                if (!side) {
+                    s = lv_error(LV_ERR_NOMEM, "resuming %s: out of memory", path);
+                    break;
+                }
+                memcpy(side, par->extradata, (size_t)par->extradata_size);
+            }
+        }
         pkt->pts = frame;
         pkt->dts = dts;
         pkt->duration = 1;

@@ -10,6 +10,7 @@
 // load does; x, w and bias are texel bindings (shaders/texel.glsl), one gather a fetch. VEC also needs the weights' offset 4-aligned (their 36 are read as 9 vec4). Padding: rows outside [0, H) of the output's own frame and columns outside
 // [0, W) count as zero.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_samplerless_texture_functions : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 #include "push_dwconv3x3.h"
@@ -21,9 +22,9 @@ layout(constant_id = 2) const uint VEC = 0;
 
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
 layout(std430, binding = 0) writeonly buffer Out4 { vec4 out4[]; };
-layout(binding = 1) uniform usamplerBuffer X;  // texel bindings (ops.def kind 't')
-layout(binding = 2) uniform usamplerBuffer Wt;
-layout(binding = 3) uniform usamplerBuffer Bias;
+layout(binding = 1) uniform utextureBuffer X;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform utextureBuffer Wt;
+layout(binding = 3) uniform utextureBuffer Bias;
 
 const uint CPI = VEC != 0u ? 4u : 1u; // channels per invocation
 

@@ -5,6 +5,7 @@
 // host sets it when every bound offset is a multiple of 4 and, if b broadcasts, C is too,
 // so the four elements share a row). On lavapipe vec4 access is ~4x faster than scalar.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_samplerless_texture_functions : require
 #include "common.glsl"
 #include "push_elementwise.h"
 #include "texel.glsl"
@@ -18,8 +19,8 @@ layout(constant_id = 1) const uint VEC4 = 0;
 // written by the same invocation. Each binding is also seen as vec4s for the VEC4 path.
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
 layout(std430, binding = 0) writeonly buffer Out4 { vec4 out_data4[]; };
-layout(binding = 1) uniform usamplerBuffer A;  // texel bindings (ops.def kind 't')
-layout(binding = 2) uniform usamplerBuffer B;
+layout(binding = 1) uniform utextureBuffer A;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform utextureBuffer B;
 
 const bool BINARY = KIND == LV_ELT_ADD || KIND == LV_ELT_MUL || KIND == LV_ELT_SCALE_ADD ||
                     KIND == LV_ELT_MUL_SILU || KIND == LV_ELT_MUL_GELU_TANH;

@@ -8,6 +8,7 @@
 // dimensions d = m * 8 + lane (m < DPL) of q and of the output; a score is the
 // subgroupAdd of the lanes' partial dot products. No shared memory, no barrier.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_samplerless_texture_functions : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -21,9 +22,9 @@ layout(constant_id = 1) const uint QB = 1;  // queries per workgroup
 layout(constant_id = 2) const uint KT = 8;  // keys per tile
 
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
-layout(binding = 1) uniform usamplerBuffer QTEX;  // texel bindings (ops.def kind 't')
-layout(binding = 2) uniform usamplerBuffer KTEX;
-layout(binding = 3) uniform usamplerBuffer VTEX;
+layout(binding = 1) uniform utextureBuffer QTEX;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform utextureBuffer KTEX;
+layout(binding = 3) uniform utextureBuffer VTEX;
 
 const float NEG_INF = -1.0 / 0.0;
 

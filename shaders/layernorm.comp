@@ -7,6 +7,7 @@
 // no affine, then out = y * (1 + scale) + shift with scale in the weight binding and shift in
 // the bias binding, one row of each per group of pc.group_rows rows).
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_samplerless_texture_functions : require
 #include "common.glsl"
 #include "push_layernorm.h"
 #include "texel.glsl"
@@ -21,9 +22,9 @@ layout(constant_id = 5) const uint MODULATE = 0;
 // after the row's reductions.
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
 layout(std430, binding = 0) writeonly buffer Out4 { vec4 out_data4[]; };
-layout(binding = 1) uniform usamplerBuffer X;  // texel bindings (ops.def kind 't')
-layout(binding = 2) uniform usamplerBuffer W;
-layout(binding = 3) uniform usamplerBuffer B;
+layout(binding = 1) uniform utextureBuffer X;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform utextureBuffer W;
+layout(binding = 3) uniform utextureBuffer B;
 
 // Unit u of a row starting at element `base`: elements 4u..4u+3 (VEC4) or element u in .x
 // (MASK zeroes the unused components where they would count).

@@ -5,14 +5,15 @@
 // (additive: alpha = beta = 1; decay: beta = lambda) and re-sums a window's ring of block
 // contributions (never subtracting). b may alias out; with beta == 0 b is not read.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_samplerless_texture_functions : require
 #include "common.glsl"
 #include "push_linattn_combine.h"
 #include "texel.glsl"
 
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer OBuf { float out_data[]; };
-layout(binding = 1) uniform usamplerBuffer AT;  // texel bindings (ops.def kind 't')
-layout(binding = 2) uniform usamplerBuffer BT;
+layout(binding = 1) uniform utextureBuffer AT;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform utextureBuffer BT;
 
 void main() {
     uint i = lv_group_index() * 256u + gl_LocalInvocationID.x;

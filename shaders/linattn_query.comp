@@ -13,6 +13,7 @@
 // subgroup loads different rows and subgroupBroadcast hands them to the others; GPUs
 // (BCAST = 0) load them directly and let their caches broadcast.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_samplerless_texture_functions : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_ballot : require
@@ -30,10 +31,10 @@ layout(constant_id = 5) const uint NORMALIZE = 0; // 1: divide by z . phi(q) + e
 layout(constant_id = 6) const uint BCAST = 0;     // 1: share S rows through subgroupBroadcast
 
 layout(std430, binding = 0) writeonly buffer OBuf { float o_data[]; };
-layout(binding = 1) uniform usamplerBuffer QT;  // texel bindings (ops.def kind 't')
-layout(binding = 2) uniform usamplerBuffer ST;
-layout(binding = 3) uniform usamplerBuffer ZT;
-layout(binding = 4) uniform usamplerBuffer RT;
+layout(binding = 1) uniform utextureBuffer QT;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform utextureBuffer ST;
+layout(binding = 3) uniform utextureBuffer ZT;
+layout(binding = 4) uniform utextureBuffer RT;
 
 const uint RB = BCAST != 0u ? TR / 8u : 1u;
 

@@ -21,6 +21,7 @@
 // Rotation (rope table [tokens, D] of (cos, sin) per adjacent pair, as lv_op_rope):
 //   out[2i] = x[2i] c - x[2i+1] s,  out[2i+1] = x[2i] s + x[2i+1] c.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_samplerless_texture_functions : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_ballot : require
@@ -38,9 +39,9 @@ layout(constant_id = 5) const uint BCAST = 0; // 1: share v rows through subgrou
 
 layout(std430, binding = 0) buffer SBuf { float s_data[]; };
 layout(std430, binding = 1) buffer ZBuf { float z_data[]; };
-layout(binding = 2) uniform usamplerBuffer KT;  // texel bindings (ops.def kind 't')
-layout(binding = 3) uniform usamplerBuffer VT;
-layout(binding = 4) uniform usamplerBuffer RT;
+layout(binding = 2) uniform utextureBuffer KT;  // texel bindings (ops.def kind 't')
+layout(binding = 3) uniform utextureBuffer VT;
+layout(binding = 4) uniform utextureBuffer RT;
 
 const uint PC = 2u * PP; // key columns per lane
 const uint RB = BCAST != 0u ? TR / 8u : 1u;

@@ -18,6 +18,7 @@
 // tiles, vec4 loads/stores, needs SHUF); VEC == 0 is the general path (any shape, scalar
 // loads, guarded stores) used for odd shapes and the column remainder.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_samplerless_texture_functions : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -38,9 +39,9 @@ layout(constant_id = 5) const uint SHUF = 1; // rows of a shared by subgroupShuf
 
 layout(std430, binding = 0) buffer Out { float o[]; };
 layout(std430, binding = 0) buffer Out4 { vec4 o4[]; };
-layout(binding = 1) uniform usamplerBuffer A;    // texel bindings (ops.def kind 't')
-layout(binding = 2) uniform usamplerBuffer W;
-layout(binding = 3) uniform usamplerBuffer Bias;
+layout(binding = 1) uniform utextureBuffer A;    // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform utextureBuffer W;
+layout(binding = 3) uniform utextureBuffer Bias;
 
 const uint TR = TM / 8u; // rows of a each lane loads per k step
 

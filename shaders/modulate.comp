@@ -3,6 +3,7 @@
 // modulate x * (1 + scale) + shift, and the gated residual x + gate * y.
 // Specialization constants: 0 the op (LV_MOD_*); 1 VEC4 as in elementwise.comp.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_samplerless_texture_functions : require
 #include "common.glsl"
 #include "push_modulate.h"
 #include "texel.glsl"
@@ -16,9 +17,9 @@ layout(constant_id = 1) const uint VEC4 = 0;
 // place). Each binding is also seen as vec4s for the VEC4 path.
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
 layout(std430, binding = 0) writeonly buffer Out4 { vec4 out_data4[]; };
-layout(binding = 1) uniform usamplerBuffer X;  // texel bindings (ops.def kind 't')
-layout(binding = 2) uniform usamplerBuffer P;
-layout(binding = 3) uniform usamplerBuffer Q;
+layout(binding = 1) uniform utextureBuffer X;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform utextureBuffer P;
+layout(binding = 3) uniform utextureBuffer Q;
 
 vec4 apply(vec4 x, vec4 p, vec4 q) {
     if (KIND == LV_MOD_MODULATE) return x * (1.0 + q) + p;

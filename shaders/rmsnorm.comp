@@ -5,6 +5,7 @@
 // walked in units of four elements with vec4 access; the host sets it when C and every
 // bound offset are multiples of 4).
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_samplerless_texture_functions : require
 #include "common.glsl"
 #include "push_rmsnorm.h"
 #include "texel.glsl"
@@ -17,8 +18,8 @@ layout(constant_id = 3) const uint VEC4 = 0;
 // after the row's reduction.
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
 layout(std430, binding = 0) writeonly buffer Out4 { vec4 out_data4[]; };
-layout(binding = 1) uniform usamplerBuffer X;  // texel bindings (ops.def kind 't')
-layout(binding = 2) uniform usamplerBuffer W;
+layout(binding = 1) uniform utextureBuffer X;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform utextureBuffer W;
 
 // Unit u of a row starting at element `base`: elements 4u..4u+3 (VEC4) or element u in .x.
 vec4 load_x(uint base, uint u) {

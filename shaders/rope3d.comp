@@ -4,6 +4,7 @@
 // once. Specialization constant 0, VEC4: a unit is two pairs read as one vec4 (the host
 // sets it when D and every bound offset are multiples of 4); otherwise one pair.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_samplerless_texture_functions : require
 #include "common.glsl"
 #include "push_rope3d.h"
 #include "texel.glsl"
@@ -17,8 +18,8 @@ layout(constant_id = 1) const uint HALF = 0;
 // writes them.
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
 layout(std430, binding = 0) writeonly buffer Out4 { vec4 out_data4[]; };
-layout(binding = 1) uniform usamplerBuffer X;  // texel bindings (ops.def kind 't')
-layout(binding = 2) uniform usamplerBuffer T;
+layout(binding = 1) uniform utextureBuffer X;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform utextureBuffer T;
 
 void main() {
     uint p = lv_group_index() * 256u + gl_LocalInvocationID.x;

@@ -23,6 +23,7 @@
 // iteration counts against a limit of 65535 per invocation (loops stop silently there);
 // this shader runs about L / KEY_BLOCK * 2 * HEAD_DIM / DIM_STEP, which the wrapper checks.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_samplerless_texture_functions : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 #include "push_softmax_attention.h"
@@ -39,10 +40,10 @@ const uint DIM_PADDED = (HEAD_DIM + DIM_STEP - 1) / DIM_STEP * DIM_STEP;
 const float LOWEST = -3.0e38; // a finite "minus infinity": e^(LOWEST - s) is 0, never NaN
 
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
-layout(binding = 1) uniform usamplerBuffer QT;  // texel bindings (ops.def kind 't')
-layout(binding = 2) uniform usamplerBuffer KT;
-layout(binding = 3) uniform usamplerBuffer VT;
-layout(binding = 4) uniform usamplerBuffer MT;
+layout(binding = 1) uniform utextureBuffer QT;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform utextureBuffer KT;
+layout(binding = 3) uniform utextureBuffer VT;
+layout(binding = 4) uniform utextureBuffer MT;
 
 // dimension d exists (constant true when HEAD_DIM is a multiple of DIM_STEP)
 bool in_head(uint d) { return HEAD_DIM % DIM_STEP == 0u || d < HEAD_DIM; }

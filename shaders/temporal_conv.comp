@@ -19,6 +19,7 @@
 // constant indices); on lavapipe all loops of an invocation together may run at most
 // 65535 iterations, the wrapper checks C.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_samplerless_texture_functions : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -34,8 +35,8 @@ layout(constant_id = 4) const uint SHUF = 1;
 
 layout(std430, binding = 0) buffer Out { float o[]; };
 layout(std430, binding = 0) buffer Out4 { vec4 o4[]; };
-layout(binding = 1) uniform usamplerBuffer X;  // texel bindings (ops.def kind 't')
-layout(binding = 2) uniform usamplerBuffer Wt;
+layout(binding = 1) uniform utextureBuffer X;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform utextureBuffer Wt;
 
 const uint LANES = SHUF != 0u ? 8u : 1u;  // rows are spread over this many lanes
 const uint TR = TM / LANES;               // rows each invocation loads per step

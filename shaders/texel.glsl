@@ -3,9 +3,15 @@
 // the block's start. 32-bit element e is component e & 3 of texel e >> 2; with a 4-aligned
 // offset, four consecutive elements are one texel. On lavapipe a texel fetch is one vector
 // gather, where a storage-buffer load is a serial loop over the subgroup's lanes.
+//
+// The bindings are utextureBuffer, read with texelFetch from GL_EXT_samplerless_texture_
+// functions (every shader that includes this file enables it): the same uniform texel
+// buffer descriptor as a usamplerBuffer, without the sampled-image wrapper. Mesa 25's SPIR-V
+// front end warns on a sampled image of Dim Buffer ("Image Type operand of
+// OpTypeSampledImage should not have a Dim of Buffer"), and the engine fails on warnings.
 
-uint lv_texel_u32(usamplerBuffer t, uint e) { return texelFetch(t, int(e >> 2))[e & 3u]; }
-float lv_texel_f32(usamplerBuffer t, uint e) { return uintBitsToFloat(lv_texel_u32(t, e)); }
+uint lv_texel_u32(utextureBuffer t, uint e) { return texelFetch(t, int(e >> 2))[e & 3u]; }
+float lv_texel_f32(utextureBuffer t, uint e) { return uintBitsToFloat(lv_texel_u32(t, e)); }
 // the four 32-bit elements 4 q .. 4 q + 3
-uvec4 lv_texel_u32x4(usamplerBuffer t, uint q) { return texelFetch(t, int(q)); }
-vec4 lv_texel_f32x4(usamplerBuffer t, uint q) { return uintBitsToFloat(texelFetch(t, int(q))); }
+uvec4 lv_texel_u32x4(utextureBuffer t, uint q) { return texelFetch(t, int(q)); }
+vec4 lv_texel_f32x4(utextureBuffer t, uint q) { return uintBitsToFloat(texelFetch(t, int(q))); }

@@ -15,6 +15,7 @@
 // 4 input channels, each lane loads the input vector of its own pixel and the weight
 // vectors of its channels; input vectors reach the other lanes by subgroupBroadcast.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_samplerless_texture_functions : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_ballot : require
@@ -33,12 +34,12 @@ layout(constant_id = 4) const uint VEC = 1; // 1: channels in vec4 units (the ho
 // out is also read when the residual binding aliases it (in place): each element is
 // read and then written by the same invocation.
 layout(std430, binding = 0) buffer Out { float out_data[]; };
-layout(binding = 1) uniform usamplerBuffer IN0;  // texel bindings (ops.def kind 't')
-layout(binding = 2) uniform usamplerBuffer IN1;
-layout(binding = 3) uniform usamplerBuffer IN2;
-layout(binding = 4) uniform usamplerBuffer WT;
-layout(binding = 5) uniform usamplerBuffer BIAS;
-layout(binding = 6) uniform usamplerBuffer RES;
+layout(binding = 1) uniform utextureBuffer IN0;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform utextureBuffer IN1;
+layout(binding = 3) uniform utextureBuffer IN2;
+layout(binding = 4) uniform utextureBuffer WT;
+layout(binding = 5) uniform utextureBuffer BIAS;
+layout(binding = 6) uniform utextureBuffer RES;
 
 const uint L = 8u;
 

@@ -3,13 +3,14 @@
 // the time_conv channel-half interleave. x of the grid walks (column, channel) pairs of
 // one output row, y the rows of the dispatch.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_samplerless_texture_functions : require
 #include "common.glsl"
 #include "push_vae_resample.h"
 #include "texel.glsl"
 
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
-layout(binding = 1) uniform usamplerBuffer IN;  // texel bindings (ops.def kind 't')
+layout(binding = 1) uniform utextureBuffer IN;  // texel bindings (ops.def kind 't')
 
 void main() {
     uint i = gl_GlobalInvocationID.x;

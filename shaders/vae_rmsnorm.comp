@@ -5,6 +5,7 @@
 // 0 workgroup size, 1 row layout (row_reduce.glsl), 2 VEC4 (the host sets it when C and
 // every bound offset are multiples of 4).
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_samplerless_texture_functions : require
 #include "common.glsl"
 #include "push_vae_rmsnorm.h"
 #include "texel.glsl"
@@ -16,8 +17,8 @@ layout(constant_id = 2) const uint VEC4 = 0;
 // row's reduction.
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
 layout(std430, binding = 0) writeonly buffer Out4 { vec4 out_data4[]; };
-layout(binding = 1) uniform usamplerBuffer X;  // texel bindings (ops.def kind 't')
-layout(binding = 2) uniform usamplerBuffer G;
+layout(binding = 1) uniform utextureBuffer X;  // texel bindings (ops.def kind 't')
+layout(binding = 2) uniform utextureBuffer G;
 
 vec4 load_x(uint base, uint u) {
     return VEC4 != 0u ? lv_texel_f32x4(X, base / 4u + u) : vec4(lv_texel_f32(X, base + u), 0.0, 0.0, 0.0);

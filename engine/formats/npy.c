@@ -5,12 +5,35 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "longvk/files.h"
 #include "longvk/npy.h"
 
-int64_t lv_npy_numel(const lv_npy *a) {
+/* The product of `ndim` dimensions, or -1 when a dimension is negative or the product does
+ * not fit in an int64_t (any zero dimension makes it 0, however large the others). */
+static int64_t checked_numel(int ndim, const int64_t *shape) {
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) return -1;
+        if (shape[i] == 0) return 0;
+    }
     int64_t n = 1;
-    for (int i = 0; i < a->ndim; i++) n *= a->shape[i];
+    for (int i = 0; i < ndim; i++) {
+        if (n > INT64_MAX / shape[i]) return -1;
+        n *= shape[i];
+    }
     return n;
+}
+
+int64_t lv_npy_numel(const lv_npy *a) {
+    if (a->ndim < 0 || a->ndim > LV_NPY_MAX_DIMS) return -1;
+    return checked_numel(a->ndim, a->shape);
+}
+
+/* "(3, 4, 5)" */
+static void shape_text(const lv_npy *a, char *out, size_t cap) {
+    size_t n = (size_t)snprintf(out, cap, "(");
+    for (int i = 0; i < a->ndim && n < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%lld", i ? ", " : "", (long long)a->shape[i]);
+    if (n < cap) snprintf(out + n, cap - n, "%s)", a->ndim == 1 ? "," : "");
 }
 
 void lv_npy_free(lv_npy *a) {
@@ -64,13 +87,29 @@ static lv_status parse_header(const char *path, const char *h, lv_npy *out) {
         out->shape[out->ndim++] = v;
         shape = end;
     }
+    /* the bytes, 4 per element, must fit in an int64_t (and so in size_t and off_t) */
+    int64_t n = checked_numel(out->ndim, out->shape);
+    if (n < 0 || n > INT64_MAX / 4) {
+        char text[8 * 24 + 8];
+        shape_text(out, text, sizeof text);
+        return lv_error(LV_ERR_FORMAT,
+                        "%s: shape %s in the .npy header has more elements than a file can hold (their product "
+                        "overflows 64 bits): a corrupt header",
+                        path, text);
+    }
     return LV_OK;
 }
 
 lv_status lv_npy_read(const char *path, lv_npy *out) {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) return lv_error(LV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
+    LV_TRY(lv_open_regular_file(path, &fd, NULL)); /* a FIFO or a device is refused before any read */
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return lv_error(LV_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+    }
     unsigned char magic[10];
     lv_status s = LV_OK;
     char *header = NULL;

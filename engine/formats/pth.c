@@ -8,6 +8,7 @@
 #include <string.h>
 #include <zip.h>
 
+#include "longvk/files.h"
 #include "pickle.h"
 #include "weights_internal.h"
 
@@ -364,6 +365,7 @@ done:
 
 lv_status lv_pth_open(const char *path, lv_weights **out) {
     *out = NULL;
+    LV_TRY(lv_check_regular_file(path)); /* libzip would wait on a FIFO */
     lv_weights *w = lv_weights_new(path, "pytorch");
     if (!w) return lv_error(LV_ERR_NOMEM, "%s: out of memory", path);
     lv_status s = open_zip(path, w);

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "longvk/files.h"
 #include "weights_internal.h"
 
 /* The reference implementation refuses headers over 100 MB; so do we. */
@@ -264,18 +265,14 @@ done:
 
 lv_status lv_safetensors_open(const char *path, lv_weights **out) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return lv_error(LV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return lv_error(LV_ERR_IO, "%s: not a regular file", path);
-    }
-    if (st.st_size == 0) {
+    int fd;
+    int64_t file_size;
+    LV_TRY(lv_open_regular_file(path, &fd, &file_size));
+    if (file_size == 0) {
         close(fd);
         return lv_error(LV_ERR_FORMAT, "%s: the file is empty", path);
     }
-    size_t size = (size_t)st.st_size;
+    size_t size = (size_t)file_size;
     void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED) return lv_error(LV_ERR_IO, "%s: cannot map %zu bytes: %s", path, size, strerror(errno));

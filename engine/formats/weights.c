@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "longvk/files.h"
 #include "weights_internal.h"
 
 uint64_t lv_weight_numel(const lv_weight *t) {
@@ -167,13 +168,8 @@ const char *lv_weights_note(const lv_weights *w) { return w ? w->note : ""; }
 lv_status lv_weights_open(const char *path, lv_weights **out) {
     *out = NULL;
     if (!path) return lv_error(LV_ERR_INVALID, "lv_weights_open: no path");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return lv_error(LV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return lv_error(LV_ERR_IO, "%s: not a regular file", path);
-    }
+    int fd;
+    LV_TRY(lv_open_regular_file(path, &fd, NULL)); /* a FIFO or a device is refused before any read */
     unsigned char head[8] = {0};
     ssize_t got = pread(fd, head, sizeof head, 0);
     close(fd);

@@ -32,7 +32,7 @@ static cli_option options[] = {
     {.name = "--fps", .kind = CLI_LONG, .dest = &args.fps, .min = 1, .max = 1000, .def = "16, SANA-Video's",
      .help = "frame rate"},
     {.name = "--codec", .kind = CLI_STRING, .dest = &args.codec, .metavar = "NAME",
-     .help = "encoder: libx264, ffv1 (lossless RGB, .mkv), libvpx-vp9, ..."},
+     .help = "encoder: libx264, libx265, ffv1 (lossless RGB, .mkv), libvpx-vp9, av1 (libsvtav1) or libaom-av1"},
     {.name = "--crf", .kind = CLI_LONG, .dest = &args.crf, .min = 0, .max = 63, .def = "the codec's",
      .help = "constant-quality factor"},
     {.name = "--step-frames", .kind = CLI_LONG, .dest = &args.step, .min = 1, .max = 1024, .def = "1: least memory",
@@ -147,10 +147,28 @@ int cmd_decode(int argc, char **argv) {
         goto done;
     }
     int z = lv_vae_z_dim(dec);
-    if (x.ndim != 4 || x.shape[0] != z || x.shape[1] < 1) {
+    if (x.ndim != 4 || x.shape[0] != z) {
         fprintf(stderr, "longvk decode: %s: latents must be [%d, F, h, w] (the VAE's %d channels), "
-                        "got %d dimensions%s\n", latents, z, z, x.ndim,
-                x.ndim == 4 ? " with another channel count" : "");
+                        "got %d dimensions", latents, z, z, x.ndim);
+        if (x.ndim == 4) fprintf(stderr, " with %lld channels", (long long)x.shape[0]);
+        fputc('\n', stderr);
+        goto done;
+    }
+    if (x.shape[1] < 1 || x.shape[2] < 1 || x.shape[3] < 1) {
+        fprintf(stderr, "longvk decode: %s: latents of shape [%lld, %lld, %lld, %lld] have a zero dimension "
+                        "(%s): there is nothing to decode\n", latents, (long long)x.shape[0], (long long)x.shape[1],
+                (long long)x.shape[2], (long long)x.shape[3],
+                x.shape[1] < 1 ? "no latent frames" : "no latent pixels");
+        goto done;
+    }
+    if (!lv_vae_has_normalization(dec)) {
+        fprintf(stderr, "longvk decode: %s has %d latent channels and no de-normalisation tables (Wan2.1's are "
+                        "built in for 16 channels only; a .safetensors file can carry them as latents_mean and "
+                        "latents_std in its metadata, a .pth file cannot). Give --vae a .safetensors copy of "
+                        "these weights with both in its metadata, each a JSON list of %d numbers (in Python: "
+                        "safetensors.torch.save_file(state_dict, 'vae.safetensors', metadata={'latents_mean': "
+                        "'[...]', 'latents_std': '[...]'}))\n",
+                vae, z, z);
         goto done;
     }
     int F = (int)x.shape[1], h = (int)x.shape[2], wd = (int)x.shape[3];

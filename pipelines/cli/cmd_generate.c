@@ -87,7 +87,8 @@ static cli_option options[] = {
      .help = "latent-space models: Wan2.1 VAE (.pth or .safetensors) to decode the latents block by block; "
              "without it the latents are written to -o, which must end in .npy"},
     {.name = "--codec", .kind = CLI_STRING, .dest = &args.o.encoder.codec, .metavar = "NAME",
-     .def = "by container", .help = "libx264, ffv1, libvpx-vp9, av1, ..."},
+     .def = "by container",
+     .help = "libx264, libx265, ffv1 (.mkv), libvpx-vp9, av1 (libsvtav1) or libaom-av1"},
     {.name = "--crf", .kind = CLI_INT, .dest = &args.o.encoder.crf, .min = 0, .max = 63,
      .def = "the codec's, 18 for libx264", .help = "quality"},
     {.name = "--preset", .kind = CLI_STRING, .dest = &args.o.encoder.preset, .metavar = "NAME",
@@ -187,7 +188,7 @@ static void on_progress(void *user, const lv_generate_progress *p) {
     st->last_decile = decile;
     int eta = (int)lround(p->eta_seconds);
     const char *what = p->block <= p->burn_in_blocks ? "burn-in block" : "block";
-    st->last_len = fprintf(stderr, "%s%s %d/%d  frames %lld/%lld  %.1f frames/s  ETA %d:%02d  state %.1f KiB%s",
+    st->last_len = fprintf(stderr, "%s%s %d/%d  frames %lld/%lld  %.1f frames/s  ETA %d:%02d  state memory %.1f KiB%s",
                            st->tty ? "\r" : "", what, p->block, p->blocks, (long long)p->frames_done,
                            (long long)p->frames_total, p->frames_per_second, eta / 60, eta % 60,
                            (double)p->state_bytes / 1024, st->tty ? " " : "\n");
@@ -229,7 +230,7 @@ int cmd_generate(int argc, char **argv) {
     if (s != LV_OK) return cli_fail("generate");
     if (!st.quiet) {
         char state[64] = "no carried state";
-        if (st.last.state_bytes) snprintf(state, sizeof state, "carried state %.1f KiB", (double)st.last.state_bytes / 1024);
+        if (st.last.state_bytes) snprintf(state, sizeof state, "state memory %.1f KiB", (double)st.last.state_bytes / 1024);
         fprintf(stderr, "wrote %s: %lld frames in %.1f s (%.1f frames/s on %s), %s\n", o.output,
                 (long long)st.last.frames_done, st.last.seconds, st.last.frames_per_second, st.device, state);
     }

@@ -48,14 +48,18 @@ const cli_spec cmd_info_spec = {
     .about = "The architecture comes from --config or --preset, else the file's __metadata__.config,\n"
              "else a diffusers config.json beside it, else the preset whose shapes the tensors match\n"
              "(presets: sana-video-2b-480p, sana-video-2b-720p).\n",
-    .epilog = "Device memory = weights as stored + activations + carried state, where for N tokens per\n"
+    .epilog = "Device memory = weights as stored + activations + state memory, where for N tokens per\n"
               "chunk (F/pt x H/ph x W/pw), hidden C, FFN width F, L text tokens, fp32 activations of one\n"
               "block at a time:\n"
               "  activations = 4 B x (N x max(6C, 2C + 5F) + 3 L C)\n"
               "    (attention: x, modulated x, q/k/v, output = 6C per token; Mix-FFN: x, modulated x,\n"
               "     2F expanded, 2F after the depthwise conv, F gated = 2C + 5F per token; text: y, K, V)\n"
-              "  carried state = 4 B x depth x (heads d^2 + heads d + C x H/ph x W/pw)\n"
-              "    (LongSANA: sum v k^T and sum k per head, and the last frame before the temporal conv)\n",
+              "  carried state = 4 B x depth x (K x heads d (d + 1) + C x H/ph x W/pw)\n"
+              "    (LongSANA: sum v k^T and sum k per head for each of the K cached blocks, K = 1 when\n"
+              "     every earlier block is read, and the last frame before the temporal conv: what goes\n"
+              "     from block to block and into a resume file)\n"
+              "  state memory = carried state + 4 B x depth x 2 heads d (d + 1)\n"
+              "    (the block's own sums and the sums its queries read: what `longvk generate` reports)\n",
     .options = options,
     .count = CLI_COUNT(options),
 };
@@ -241,18 +245,25 @@ int cmd_info(int argc, char **argv) {
     double N = (double)(latent[0] / c->patch[0]) * hp * wp;
     double per_token = 6 * C > 2 * C + 5 * F ? 6 * C : 2 * C + 5 * F;
     double act = 4.0 * (N * per_token + 3 * L * C);
-    double state = 4.0 * c->depth * ((double)c->heads * c->head_dim * c->head_dim + (double)c->heads * c->head_dim + C * hp * wp);
-    char state_label[64];
-    snprintf(state_label, sizeof state_label, "carried state, %d layers", c->depth);
-    printf("memory:        %-26s %11s\n", "weights as stored", human(weights, b1, sizeof b1));
-    printf("               %-26s %11s  (%.0f tokens = %ld/%d x %ld/%d x %ld/%d %s, %ld text tokens; %s per "
+    /* the state of the model card's window (else every earlier block: the dit's default) */
+    int cached = has_card ? card.cached_blocks : LV_CACHED_ALL;
+    lv_dit_state_size state = lv_dit_state_size_of(c, cached, (int64_t)(hp * wp));
+    char cached_text[64];
+    if (cached > 0) snprintf(cached_text, sizeof cached_text, "%d cached blocks", cached);
+    else snprintf(cached_text, sizeof cached_text, "%s", cached == 0 ? "nothing cached" : "every earlier block");
+    printf("memory:        %-32s %11s\n", "weights as stored", human(weights, b1, sizeof b1));
+    printf("               %-32s %11s  (%.0f tokens = %ld/%d x %ld/%d x %ld/%d %s, %ld text tokens; %s per "
            "token)\n",
            "activations, one block", human(act, b2, sizeof b2), N, latent[0], c->patch[0], latent[1], c->patch[1],
            latent[2], c->patch[2], has_card && card.pixel ? "pixels" : "latent", text_tokens,
            human(4.0 * per_token, b4, sizeof b4));
-    printf("               %-26s %11s  (LongSANA)\n", state_label, human(state, b3, sizeof b3));
-    printf("               %-26s %11s  (fp32 activations; `longvk info --help` has the formula)\n",
-           "total on the device", human(weights + act + state, b1, sizeof b1));
+    printf("               %-32s %11s  (LongSANA, %d layers, %s: what goes from block to block and into a "
+           "resume file)\n",
+           "carried state (S, z, conv cache)", human((double)state.carried, b3, sizeof b3), c->depth, cached_text);
+    printf("               %-32s %11s  (what `longvk generate` reports as state memory)\n",
+           "state memory incl. working slots", human((double)state.memory, b3, sizeof b3));
+    printf("               %-32s %11s  (fp32 activations; `longvk info --help` has the formula)\n",
+           "total on the device", human(weights + act + (double)state.memory, b1, sizeof b1));
     if (card_json && !has_card) printf("generation:    the \"longvk\" metadata is invalid: %s\n", card_error);
     if (has_card) print_card(&card);
     int n_extra = lv_sana_file_extra_count(f);

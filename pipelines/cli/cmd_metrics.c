@@ -78,18 +78,35 @@ const cli_spec cmd_metrics_spec = {
     .count = CLI_COUNT(options),
 };
 
+/* A value of the summary as text: "n/a" where it is undefined (NaN: no pair to measure). */
+static const char *val(char *buf, size_t size, const char *format, double v) {
+    if (isnan(v)) snprintf(buf, size, "n/a");
+    else snprintf(buf, size, format, v);
+    return buf;
+}
+
 static void print_summary(const char *path, const lv_video_info *info, const lv_yuv_planes *planes,
                           const lv_metrics_summary *s, const lv_metrics_options *opt, size_t frame_bytes) {
+    char v1[32], v2[32], v3[32], v4[32];
+    /* one frame: no pair of frames, so nothing but the colour line has a value */
+    const char *one = s->pairs == 0 ? (s->frames == 1 ? "n/a (one frame)" : "n/a (no frames)") : NULL;
     printf("video            %s: %dx%d, %.4g fps, %s %s, %lld frames in %lld block(s) (%d first, then %d)\n", path,
            info->width, info->height, info->fps, info->codec, info->pix_fmt, (long long)s->frames,
            (long long)s->blocks, opt->first_block_frames, opt->block_frames);
     printf("                 luma: %s\n", planes->native ? "the decoded Y plane"
                                                          : "Y computed from RGB (BT.709, limited range)");
-    printf("seam ratio       %.3f by MAE (boundary %.3f / within %.3f), %.3f by 1-SSIM, over %lld boundary pairs\n",
-           s->seam_ratio_mae, s->boundary_mae, s->within_mae, s->seam_ratio_ssim, (long long)s->boundary_pairs);
+    if (one) printf("seam ratio       %s\n", one);
+    else
+        printf("seam ratio       %s by MAE (boundary %s / within %s), %s by 1-SSIM, over %lld boundary pairs\n",
+               val(v1, sizeof v1, "%.3f", s->seam_ratio_mae), val(v2, sizeof v2, "%.3f", s->boundary_mae),
+               val(v3, sizeof v3, "%.3f", s->within_mae), val(v4, sizeof v4, "%.3f", s->seam_ratio_ssim),
+               (long long)s->boundary_pairs);
     printf("                 -> %s\n", lv_metrics_verdict_seam(s));
-    printf("flicker          temporal flickering %.4f; luma flicker %.3f (boundary %.3f, within %.3f)\n",
-           s->temporal_flickering, s->luma_flicker, s->luma_flicker_boundary, s->luma_flicker_within);
+    if (one) printf("flicker          %s\n", one);
+    else
+        printf("flicker          temporal flickering %s; luma flicker %s (boundary %s, within %s)\n",
+               val(v1, sizeof v1, "%.4f", s->temporal_flickering), val(v2, sizeof v2, "%.3f", s->luma_flicker),
+               val(v3, sizeof v3, "%.3f", s->luma_flicker_boundary), val(v4, sizeof v4, "%.3f", s->luma_flicker_within));
     printf("                 -> %s\n", lv_metrics_verdict_flicker(s));
     printf("colour drift     last - first block: R %+.2f G %+.2f B %+.2f; largest step %.2f", s->colour_drift[0],
            s->colour_drift[1], s->colour_drift[2], s->colour_max_step);
@@ -97,11 +114,16 @@ static void print_summary(const char *path, const lv_video_info *info, const lv_
         printf(" (block %lld -> %lld)", (long long)s->colour_max_step_block - 1, (long long)s->colour_max_step_block);
     printf("; histogram distance to block 0: last %.4f, max %.4f\n", s->hist_last, s->hist_max);
     printf("                 -> %s\n", lv_metrics_verdict_colour(s));
-    printf("freeze fraction  %.3f (%lld of %lld pairs with MAE < %g)\n", s->freeze_fraction, (long long)s->frozen_pairs,
-           (long long)s->pairs, opt->freeze_mae);
+    if (one) printf("freeze fraction  %s\n", one);
+    else
+        printf("freeze fraction  %s (%lld of %lld pairs with MAE < %g)\n", val(v1, sizeof v1, "%.3f", s->freeze_fraction),
+               (long long)s->frozen_pairs, (long long)s->pairs, opt->freeze_mae);
     printf("                 -> %s\n", lv_metrics_verdict_freeze(s));
-    printf("similarity       mean SSIM(Y) %.4f, mean PSNR(Y) %.2f dB over %lld changing pairs (%lld identical)\n",
-           s->mean_ssim_y, s->mean_psnr_y, (long long)(s->pairs - s->identical_pairs), (long long)s->identical_pairs);
+    if (one) printf("similarity       %s\n", one);
+    else
+        printf("similarity       mean SSIM(Y) %s, mean PSNR(Y) %s dB over %lld changing pairs (%lld identical)\n",
+               val(v1, sizeof v1, "%.4f", s->mean_ssim_y), val(v2, sizeof v2, "%.2f", s->mean_psnr_y),
+               (long long)(s->pairs - s->identical_pairs), (long long)s->identical_pairs);
     printf("long-range SSIM ");
     for (int k = 0; k < s->ndistances; k++) {
         if (s->long_range_pairs[k] > 0) printf(" d=%d %.4f", s->distances[k], s->long_range_ssim[k]);

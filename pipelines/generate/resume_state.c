@@ -2,11 +2,19 @@
  * DiT (every layer's linear-attention state, the window ring included, and the temporal
  * conv's cached frame), the last frame made (warm-started blocks start from it) and the
  * position in the run, as a safetensors file written
- * atomically. Noise is counter-based (lv_noise_fill), so no generator state is needed. */
+ * atomically. Noise is counter-based (lv_noise_fill), so no generator state is needed.
+ *
+ * The metadata "checksum" ("crc32:" and 8 hex digits, zlib's CRC-32) covers everything the
+ * file holds: the "run" and "position" records and both tensors' names, sizes and bytes.
+ * A file whose contents do not match it (a flipped bit, an edit) is refused, and so is a file
+ * without one (written before the checksum existed, or with it removed): a resume from an
+ * unverified state would silently make wrong frames. */
 #include <cjson/cJSON.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "generate_internal.h"
 #include "longvk/weights.h"
@@ -34,6 +42,38 @@ static cJSON *run_identity(const lv_generate_options *o, const lv_gen_model *m) 
     return j;
 }
 
+/* CRC-32 of `n` bytes, fed in pieces zlib can take (uInt). */
+static uLong crc_bytes(uLong crc, const void *data, uint64_t n) {
+    const Bytef *p = data;
+    while (n > 0) {
+        uInt piece = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        crc = crc32(crc, p, piece);
+        p += piece;
+        n -= piece;
+    }
+    return crc;
+}
+
+static uLong crc_string(uLong crc, const char *s) { return crc_bytes(crc, s, strlen(s) + 1); /* with its NUL */ }
+
+/* The checksum of a resume file's contents: the records and the tensors, in a fixed order. */
+static uint32_t state_checksum(const char *run, const char *position, const lv_weight *const tensors[2]) {
+    uLong crc = crc32(0L, Z_NULL, 0);
+    crc = crc_string(crc, "longvk resume state 1");
+    crc = crc_string(crc, "run");
+    crc = crc_string(crc, run);
+    crc = crc_string(crc, "position");
+    crc = crc_string(crc, position);
+    for (int i = 0; i < 2; i++) {
+        char size[64];
+        snprintf(size, sizeof size, "%" PRIu64, tensors[i]->nbytes);
+        crc = crc_string(crc, tensors[i]->name);
+        crc = crc_string(crc, size);
+        crc = crc_bytes(crc, tensors[i]->data, tensors[i]->nbytes);
+    }
+    return (uint32_t)crc;
+}
+
 lv_status lv_gen_resume_save(lv_ctx *ctx, lv_dit *dit, const char *path, const lv_generate_options *o,
                              const lv_gen_model *m, int chunks_done, int64_t frames_done,
                              const float *last_frame, int64_t frame_values) {
@@ -49,8 +89,11 @@ lv_status lv_gen_resume_save(lv_ctx *ctx, lv_dit *dit, const char *path, const l
                        .data = data, .nbytes = (uint64_t)count * 4},
                       {.name = "last_frame", .dtype = LV_F32, .ndim = 1, .shape = {frame_values},
                        .data = (void *)last_frame, .nbytes = (uint64_t)frame_values * 4}};
-    const char *meta[4] = {"run", run ? run : "{}", "position", pos};
-    lv_status s = run ? lv_safetensors_write(path, t, 2, meta, 2) : lv_error(LV_ERR_NOMEM, "out of host memory");
+    const lv_weight *const tensors[2] = {&t[0], &t[1]};
+    char checksum[32];
+    snprintf(checksum, sizeof checksum, "crc32:%08" PRIx32, state_checksum(run ? run : "{}", pos, tensors));
+    const char *meta[6] = {"run", run ? run : "{}", "position", pos, "checksum", checksum};
+    lv_status s = run ? lv_safetensors_write(path, t, 2, meta, 3) : lv_error(LV_ERR_NOMEM, "out of host memory");
     if (s != LV_OK) lv_error_prefix(s, "writing the resume file %s", path);
     free(run);
     free(data);
@@ -65,9 +108,28 @@ lv_status lv_gen_resume_load(lv_ctx *ctx, lv_dit *dit, const char *path, const l
     if (s != LV_OK)
         return lv_error_prefix(s, "--resume needs the state file an interrupted run left (%s)", path);
     const char *run = lv_weights_metadata(w, "run"), *pos = lv_weights_metadata(w, "position");
+    const char *checksum = lv_weights_metadata(w, "checksum");
     const lv_weight *t = lv_weights_find(w, "carried_state"), *lf = lv_weights_find(w, "last_frame");
     cJSON *want = run_identity(o, m), *got = run ? cJSON_Parse(run) : NULL, *p = pos ? cJSON_Parse(pos) : NULL;
-    if (!got || !p || !t || t->dtype != LV_F32) {
+    uint32_t stored = 0, actual = 0;
+    char tail = 0;
+    if (!run || !pos || !t || !lf) {
+        s = lv_error(LV_ERR_FORMAT, "%s is not a longvk resume file", path);
+    } else if (!checksum) {
+        s = lv_error(LV_ERR_FORMAT,
+                     "%s has no checksum: it was written by an earlier longvk (or edited), so its state cannot be "
+                     "verified and is not used; run again without --resume to start over",
+                     path);
+    } else if (sscanf(checksum, "crc32:%8" SCNx32 "%c", &stored, &tail) != 1 || strlen(checksum) != 14) {
+        s = lv_error(LV_ERR_FORMAT, "%s: its checksum record '%.40s' is malformed (the file is damaged)", path,
+                     checksum);
+    } else if ((actual = state_checksum(run, pos, (const lv_weight *const[2]){t, lf})) != stored) {
+        s = lv_error(LV_ERR_FORMAT,
+                     "%s is damaged: its contents do not match its checksum (CRC-32 %08" PRIx32 " stored, %08" PRIx32
+                     " computed), so it was changed or corrupted after it was written; run again without --resume "
+                     "to start over",
+                     path, stored, actual);
+    } else if (!got || !p || t->dtype != LV_F32) {
         s = lv_error(LV_ERR_FORMAT, "%s is not a longvk resume file", path);
     } else if (!lf || lf->dtype != LV_F32 || (int64_t)lv_weight_numel(lf) != frame_values) {
         s = lv_error(LV_ERR_FORMAT, "%s: 'last_frame' must be float32 with %lld values (one frame of the model)",

@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "longvk/files.h"
 #include "sana_config.h"
 
 /* Generous bounds: they only stop absurd configs from asking for absurd allocations. */
@@ -185,8 +187,14 @@ lv_status lv_sana_config_parse(const char *json, size_t len, const char *source,
 
 lv_status lv_sana_config_load(const char *path, lv_sana_config *out) {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) return lv_error(LV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
+    LV_TRY(lv_open_regular_file(path, &fd, NULL)); /* a FIFO or a device is refused before any read */
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return lv_error(LV_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+    }
     char *text = NULL;
     size_t len = 0, cap = 0;
     lv_status s = LV_OK;

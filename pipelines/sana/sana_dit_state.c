@@ -4,6 +4,22 @@
 
 #include "sana_dit_internal.h"
 
+lv_dit_state_size lv_dit_state_size_of(const lv_sana_config *cfg, int cached_blocks, int64_t tokens_per_frame) {
+    lv_dit_state_size size = {0, 0};
+    if (!cfg || cfg->depth < 1 || tokens_per_frame < 0) return size;
+    const uint64_t slot = 4ull * (uint64_t)cfg->heads * (uint64_t)cfg->head_dim * ((uint64_t)cfg->head_dim + 1);
+    const uint64_t conv = 4ull * (uint64_t)cfg->hidden * (uint64_t)tokens_per_frame;
+    const uint64_t depth = (uint64_t)cfg->depth;
+    if (cached_blocks == 0) { /* the slots exist, nothing is committed */
+        size.memory = depth * 3 * slot;
+        return size;
+    }
+    const uint64_t kept = cached_blocks > 0 ? (uint64_t)cached_blocks : 1; /* a window's ring, or the sum */
+    size.carried = depth * (kept * slot + conv);
+    size.memory = size.carried + depth * 2 * slot; /* + the chunk's own S, z and the sum its queries read */
+    return size;
+}
+
 lv_status lv_dit_state_save(lv_ctx *ctx, lv_dit *dit, float **data, int64_t *count) {
     *data = NULL;
     *count = 0;

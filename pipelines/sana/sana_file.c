@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "longvk/files.h"
 #include "sana_config.h"
 #include "sana_names.h"
 
@@ -107,9 +109,16 @@ static int is_file(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* NULL when it cannot be read; lv_last_error() then says why. */
 static char *read_text(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
+    int fd;
+    if (lv_open_regular_file(path, &fd, NULL) != LV_OK) return NULL; /* a FIFO would block */
+    FILE *fp = fdopen(fd, "rb");
+    if (!fp) {
+        lv_error(LV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
     char *text = NULL;
     size_t n = 0, cap = 0;
     for (;;) {
@@ -144,8 +153,9 @@ static lv_status add_source(lv_sana_file *f, const char *path, const void *data,
 /* A diffusers *.safetensors.index.json: {"weight_map": {"tensor": "shard file", ...}}. */
 static lv_status open_index(lv_sana_file *f, const char *index, const char *dir) {
     size_t len = 0;
+    lv_clear_error();
     char *text = read_text(index, &len);
-    if (!text) return lv_error(LV_ERR_IO, "%s: cannot read: %s", index, strerror(errno));
+    if (!text) return *lv_last_error() ? LV_ERR_IO : lv_error(LV_ERR_IO, "%s: cannot read it (out of memory?)", index);
     cJSON *root = cJSON_ParseWithLength(text, len);
     free(text);
     const cJSON *map = root ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;

@@ -298,6 +298,7 @@ lv_status lv_vae_set_normalization(lv_vae_decoder *dec, const float *mean, const
     dec->tables_missing = false;
     return LV_OK;
 }
+int lv_vae_has_normalization(const lv_vae_decoder *dec) { return dec && !dec->tables_missing; }
 void lv_vae_set_clamp(lv_vae_decoder *dec, int clamp) { dec->clamp = clamp != 0; }
 
 lv_status lv_vae_set_step_frames(lv_vae_decoder *dec, int step_frames) {
@@ -335,7 +336,8 @@ lv_status lv_vae_decode_frames_cb(lv_ctx *ctx, lv_vae_decoder *dec, const float 
     if (dec->tables_missing)
         return lv_error(LV_ERR_INVALID, "lv_vae_decode_frames: the weights have %d latent channels "
                         "and no latents_mean / latents_std metadata (Wan2.1's tables have 16): set "
-                        "them with lv_vae_set_normalization", dec->arch.z);
+                        "them with lv_vae_set_normalization, or load weights whose safetensors "
+                        "metadata holds both", dec->arch.z);
     if (dec->started && (h != dec->h || w != dec->w))
         return lv_error(LV_ERR_INVALID, "lv_vae_decode_frames: latents are %d x %d but this video "
                         "started at %d x %d (lv_vae_reset starts a new one)", h, w, dec->h, dec->w);

@@ -21,10 +21,12 @@ extern "C" {
  * Encoder
  *
  * The container comes from the file extension: .mp4 (default codec libx264), .mkv (libx264;
- * ffv1 for lossless RGB), .webm (libvpx-vp9). libx264, libvpx-vp9 and libsvtav1 encode
- * yuv420p, converted from RGB with BT.709 coefficients and limited (MPEG) range, and the
- * stream is tagged BT.709 / limited to match. ffv1 stores the RGB samples themselves (bgr0):
- * a round trip is bit-exact.
+ * ffv1 for lossless RGB), .webm (libvpx-vp9). The encoders: libx264 and libx265 (.mp4,
+ * .mkv), ffv1 (.mkv), libvpx-vp9, libsvtav1 and libaom-av1 (.mp4, .mkv, .webm); other
+ * FFmpeg encoders are refused. All but ffv1 encode yuv420p, converted from RGB with BT.709
+ * coefficients and limited (MPEG) range, and the stream is tagged BT.709 / limited to match.
+ * ffv1 stores the RGB samples themselves (bgr0): a round trip is bit-exact. libsvtav1 needs
+ * frames of at least 64x64.
  *
  * Blocks: lv_encoder_flush_block() ends a block. The encoder is drained, every frame of the
  * block is muxed, the container is flushed (a fragment per block for mp4, a cluster for
@@ -49,9 +51,9 @@ extern "C" {
 typedef struct lv_encoder lv_encoder;
 
 typedef struct lv_encoder_options {
-    /* NULL: the container's default. Otherwise an FFmpeg encoder name ("libx264", "ffv1",
-     * "libvpx-vp9", "libsvtav1", ...) or one of the short names "h264", "vp9", "av1"
-     * (libsvtav1). An unknown name is an error naming it. */
+    /* NULL: the container's default. Otherwise one of the encoders above ("libx264",
+     * "libx265", "ffv1", "libvpx-vp9", "libsvtav1", "libaom-av1") or a short name: "h264",
+     * "hevc", "vp9", "av1" (libsvtav1). Any other name is an error naming it. */
     const char *codec;
     /* Constant-quality factor; < 0 for the default: 18 for libx264, 31 for libvpx-vp9,
      * the encoder's own otherwise. An encoder without a "crf" option reports it. */
@@ -67,8 +69,8 @@ typedef struct lv_encoder_options {
     /* 1 (default): fdatasync() at every block boundary, so flushed blocks survive a power
      * loss and not only a killed process. */
     int sync_blocks;
-    /* 1: configure the encoder to hold no frame back (libx264: tune zerolatency, i.e. no
-     * B-frames and no look-ahead; libvpx-vp9: lag-in-frames 0), so one encoder instance runs
+    /* 1: configure the encoder to hold no frame back (libx264, libx265: tune zerolatency,
+     * i.e. no B-frames and no look-ahead; libvpx-vp9: lag-in-frames 0), so one encoder instance runs
      * across blocks and blocks do not start with a keyframe. Whether that costs bits depends
      * on the block length: a 416x240 panning clip at crf 18 took 226 kB instead of 138 kB in
      * blocks of 80 frames, but 108 kB instead of 115 kB in blocks of 16. */

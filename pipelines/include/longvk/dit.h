@@ -67,8 +67,26 @@ lv_status lv_dit_forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass, floa
 bool lv_dit_carries_state(const lv_dit *dit);
 /* Forget every carried chunk. */
 lv_status lv_dit_reset(lv_ctx *ctx, lv_dit *dit);
-/* Device bytes of the carried state (all layers), constant for the dit's lifetime. */
+/* Device bytes of the state (all layers): the carried state and the working slots (see
+ * lv_dit_state_size_of's memory), constant once the first chunk is committed. */
 uint64_t lv_dit_state_bytes(const lv_dit *dit);
+
+/* The sizes of a dit's state, from the config alone (`longvk info`):
+ *   carried  what goes from one chunk to the next, and into a resume file: per layer the
+ *            linear-attention state S and z (heads x d x (d + 1) floats) once when every
+ *            earlier chunk is read (their sum), once per cached chunk for a window of K,
+ *            plus the last frame before the temporal conv (hidden x tokens_per_frame floats);
+ *            0 with cached_blocks 0.
+ *   memory   what the state takes on the device, lv_dit_state_bytes once a chunk is
+ *            committed: carried plus the working slots of every layer (the chunk's own S
+ *            and z and the sum its queries read). A device that splits the state update
+ *            over several workgroups holds one more S and z per split, which only
+ *            lv_dit_state_bytes counts. */
+typedef struct lv_dit_state_size {
+    uint64_t carried;
+    uint64_t memory;
+} lv_dit_state_size;
+lv_dit_state_size lv_dit_state_size_of(const lv_sana_config *cfg, int cached_blocks, int64_t tokens_per_frame);
 /* Chunks committed so far. */
 int64_t lv_dit_chunks(const lv_dit *dit);
 

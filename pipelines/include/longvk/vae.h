@@ -42,6 +42,9 @@ int lv_vae_z_dim(const lv_vae_decoder *dec);
 /* The de-normalisation z_raw = z * std + mean, z entries each (std > 0). Needed for a file
  * without the tables whose z is not 16 (decoding refuses until then); replaces them else. */
 lv_status lv_vae_set_normalization(lv_vae_decoder *dec, const float *mean, const float *std);
+/* 0 while the decoder has no de-normalisation tables (weights without latents_mean /
+ * latents_std metadata and z not 16, before lv_vae_set_normalization): decoding refuses. */
+int lv_vae_has_normalization(const lv_vae_decoder *dec);
 /* 1: clamp decoded values to [-1, 1] (what WanVAE.decode returns); 0 (default): raw. */
 void lv_vae_set_clamp(lv_vae_decoder *dec, int clamp);
 /* Latent frames decoded per internal step (default 1: the least memory). Larger steps

@@ -19,9 +19,12 @@ typedef struct lv_npy {
     float *data; /* numel floats, owned */
 } lv_npy;
 
+/* The number of elements: the product of the shape (1 for ndim 0), or -1 when that product
+ * overflows an int64_t (never for an array lv_npy_read returned). */
 int64_t lv_npy_numel(const lv_npy *a);
-/* Reads a float32 array; any other dtype, Fortran order, a broken header or a file
- * shorter than its header says is an error naming the file. */
+/* Reads a float32 array; any other dtype, Fortran order, a broken header, a shape whose
+ * size overflows 64 bits or a file shorter than its header says is an error naming the
+ * file (and the shape). */
 lv_status lv_npy_read(const char *path, lv_npy *out);
 /* Writes atomically: a temporary file beside `path`, renamed when complete. */
 lv_status lv_npy_write(const char *path, int ndim, const int64_t *shape, const float *data);
