@@ -63,8 +63,9 @@ static cli_option options[] = {
      .def = "tokenizer.model in --text-encoder's folder, its tokenizer/, or ../tokenizer/",
      .help = "a SentencePiece tokenizer.model, or a folder holding one"},
     {.name = "--template", .kind = CLI_CHOICE, .dest = &args.template_, .choices = templates, .def = "sana-video",
-     .help = "none: <bos> + the prompt's tokens, no padding, every row written [tokens, hidden].\n"
-             "sana-video: SANA-Video's prompt handling: its instruction text before the prompt, "
+     .help = "how the text becomes tokens and rows:\n"
+             "  none: <bos> + the prompt's tokens, no padding, every row written [tokens, hidden]\n"
+             "  sana-video: SANA-Video's prompt handling: its instruction text before the prompt, "
              "\" motion score: N.\" after it, truncation to the instruction's tokens + 298, then <bos> and the last "
              "299 positions: [300, hidden], rows on padding zero; the mask [300] goes to OUT.mask.npy"},
     {.name = "--negative", .kind = CLI_FLAG, .dest = &args.negative,
