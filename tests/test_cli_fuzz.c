@@ -145,6 +145,8 @@ static void make_fixtures(void) {
     copy_file(LONGVK_ASSETS_DIR "/testdata/sana-video/tiny-hd32.weights.safetensors", FUZZ_DIR "/model.safetensors");
     copy_file(LONGVK_ASSETS_DIR "/testdata/wan-vae/wan-vae-tiny.weights.safetensors", FUZZ_DIR "/vae.safetensors");
     copy_file(LONGVK_ASSETS_DIR "/fixtures/pth-basic.pth", FUZZ_DIR "/ckpt.pth");
+    copy_file(LONGVK_ASSETS_DIR "/testdata/gemma2/tiny.weights.safetensors", FUZZ_DIR "/gemma2.safetensors");
+    copy_file(LONGVK_ASSETS_DIR "/testdata/gemma2/tokenizer.model", FUZZ_DIR "/tokenizer.model");
     copy_file(LONGVK_ASSETS_DIR "/fixtures/tiny-hd32-diffusers/config.json", FUZZ_DIR "/config.json");
     cr_assert_eq(clip_write(FUZZ_DIR "/clip.mkv", "ffv1", CLIP_GRADIENT_SQUARE, 32, 32, 16, 8, 4, 4), LV_OK, "%s",
                  lv_last_error());
@@ -159,6 +161,8 @@ static void make_fixtures(void) {
     add_fixture("model", "model.safetensors");
     add_fixture("vae", "vae.safetensors");
     add_fixture("ckpt", "ckpt.pth");
+    add_fixture("gemma2", "gemma2.safetensors");
+    add_fixture("tokenizer", "tokenizer.model");
     add_fixture("config", "config.json");
     add_fixture("video", "clip.mkv");
     add_fixture("junk", "junk.bin");
@@ -285,6 +289,13 @@ static fuzz_target targets[] = {
               {"--seconds", {"0.25"}}},
      .fixup = generate_fixup,
      .usage_runs = 14, .free_runs = 5},
+    {.argv0 = {"encode-text"},
+     .spec = &cmd_encode_text_spec,
+     .files = {{"--text-encoder", "gemma2"}, {"--tokenizer", "tokenizer"}, {"--output", ".npy"}},
+     .samples = {{"--ids", {"2,3", "2", "2,512", "0", ",", "2,,3", "-1", "99999999999", "2, 3"}},
+                 {"--prompt", {"a red ball", "", "<eos>", " leading space ", "\xff\xfe"}}},
+     .base = {"--text-encoder", "", "--prompt", "a red ball", "--output", ""},
+     .usage_runs = 12, .free_runs = 5},
     {.argv0 = {"bench", "gemm"},
      .spec = &bench_gemm_spec,
      .samples = {{"--shape", {"8x8x8", "4x4x4:bf16", "2x2x2:f16", "8x8x8:f64", "65537x1x1", "0x1x1", "1x1"}}},
@@ -293,6 +304,7 @@ static fuzz_target targets[] = {
      .usage_runs = 6, .free_runs = 2},
     {.argv0 = {"bench", "attn"}, .spec = &bench_attn_spec, .usage_runs = 5},
     {.argv0 = {"bench", "chunks"}, .spec = &bench_chunks_spec, .usage_runs = 3},
+    {.argv0 = {"bench", "text"}, .spec = &bench_text_spec, .usage_runs = 5}, /* a free run writes 156 MB+ */
     {.argv0 = {"bench", "encode"},
      .spec = &bench_encode_spec,
      .files = {{"--out", ".mp4"}},

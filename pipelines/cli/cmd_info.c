@@ -8,8 +8,11 @@
 
 #include "commands.h"
 #include "longvk.h"
+#include "longvk/gemma2.h"
 #include "longvk/generate.h"
 #include "longvk/sana.h"
+#include "longvk/tokenizer.h"
+#include "longvk/vae.h"
 #include "longvk/weights.h"
 
 typedef struct info_args {
@@ -45,7 +48,10 @@ static cli_option options[] = {
 const cli_spec cmd_info_spec = {
     .command = "info",
     .usage = "[MODEL] [--config C.json | --preset P] [--latent FxHxW] [--text-tokens L] [--tensors]",
-    .about = "The architecture comes from --config or --preset, else the file's __metadata__.config,\n"
+    .about = "A folder: a diffusers pipeline (model_index.json: each of text_encoder/, tokenizer/,\n"
+             "transformer/, vae/ found), a SANA-Video transformer, or a Gemma-2 text encoder (Hugging\n"
+             "Face folder: config.json + model.safetensors or its index; tokenizer.model beside it).\n"
+             "The architecture comes from --config or --preset, else the file's __metadata__.config,\n"
              "else a diffusers config.json beside it, else the preset whose shapes the tensors match\n"
              "(presets: sana-video-2b-480p, sana-video-2b-720p).\n",
     .epilog = "Device memory = weights as stored + activations + state memory, where for N tokens per\n"
@@ -172,34 +178,10 @@ static void print_card(const lv_model_card *c) {
     printf("\n");
 }
 
-int cmd_info(int argc, char **argv) {
-    int r = cli_parse(&cmd_info_spec, argc, argv);
-    if (r >= 0) return r;
-    const char *model = args.model, *config = args.config, *preset = args.preset;
-    long *latent = args.latent, text_tokens = args.text_tokens;
-    int list = args.list, text_tokens_given = cli_given(&cmd_info_spec, "--text-tokens");
-    lv_sana_file *f = NULL;
-    if (!model) { /* the default model compiled into longvk */
-        model = "the default model (embedded in longvk)";
-        if (lv_sana_file_open_memory(lv_default_model_data(), lv_default_model_size(), "default model", &f) != LV_OK)
-            return cli_fail("info");
-    } else if (lv_sana_file_open(model, config, preset, &f) != LV_OK) {
-        /* A weights file without any SANA-Video name gets a plain summary instead. */
-        struct stat st;
-        lv_weights *w = NULL;
-        if (!config && !preset && stat(model, &st) == 0 && S_ISREG(st.st_mode)) {
-            char saved[1024];
-            snprintf(saved, sizeof saved, "%s", lv_last_error());
-            if (lv_weights_open(model, &w) == LV_OK && !lv_sana_weights_recognised(w)) {
-                int rc = plain_summary(w, list);
-                lv_weights_close(w);
-                return rc;
-            }
-            lv_weights_close(w);
-            lv_error(LV_ERR_INVALID, "%s", saved);
-        }
-        return cli_fail("info");
-    }
+/* A SANA-Video DiT: architecture, parameters, memory, the generation card, extra tensors.
+ * Closes f. */
+static int describe_sana(lv_sana_file *f, const char *model, long *latent, long text_tokens, int text_tokens_given,
+                         int list) {
     const lv_sana_config *c = lv_sana_file_config(f);
     const lv_weights *w = lv_sana_file_weights(f);
     char desc[300], b1[32], b2[32], b3[32], b4[32];
@@ -287,4 +269,207 @@ int cmd_info(int argc, char **argv) {
     }
     lv_sana_file_close(f);
     return 0;
+}
+
+static int path_is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int path_is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static void print_count(const char *label, uint64_t params) {
+    double p = (double)params;
+    printf("%-15s%llu (%.*f %s)\n", label, (unsigned long long)params, p >= 1e9 ? 3 : 2,
+           p >= 1e9 ? p / 1e9 : p >= 1e6 ? p / 1e6 : p / 1e3, p >= 1e9 ? "B" : p >= 1e6 ? "M" : "K");
+}
+
+/* A Gemma-2 text encoder: architecture, parameters, dtype, the device memory of
+ * lv_gemma2_create (matmul weights as stored, norms as f32, work buffers for `tokens`) and
+ * the embedding table left on the host. */
+static void describe_gemma2(const lv_gemma2_file *g, const char *path, long tokens, int list) {
+    const lv_gemma2_config *c = lv_gemma2_file_config(g);
+    char desc[300], b1[32], b2[32], b3[32], b4[32];
+    printf("file:          %s\n", path);
+    printf("config:        %s\n", lv_gemma2_file_config_source(g));
+    printf("architecture:  Gemma-2 text encoder (SANA-Video's): %s\n", lv_gemma2_config_describe(c, desc, sizeof desc));
+    printf("               attention soft-cap %g in the config (SANA-Video runs it off), RMSNorm eps %g, RoPE "
+           "theta %g\n",
+           c->attn_logit_softcapping, c->rms_norm_eps, c->rope_theta);
+    print_count("parameters:", lv_gemma2_file_param_count(g));
+    printf("dtypes:        matmul weights %s; %s as stored\n", lv_dtype_name(lv_gemma2_file_dtype(g)),
+           human((double)lv_gemma2_file_param_bytes(g), b1, sizeof b1));
+    static const char *const per_layer[] = {
+        "input_layernorm.weight", "post_attention_layernorm.weight", "pre_feedforward_layernorm.weight",
+        "post_feedforward_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+        "self_attn.v_proj.weight", "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
+        "mlp.down_proj.weight"};
+    double weights = 0, host = 0;
+    const lv_weight *t = lv_gemma2_file_tensor(g, "embed_tokens.weight");
+    if (t) host = (double)t->nbytes;
+    if ((t = lv_gemma2_file_tensor(g, "norm.weight"))) weights += 4.0 * (double)lv_weight_numel(t);
+    if (list && (t = lv_gemma2_file_tensor(g, "embed_tokens.weight"))) print_tensor(t, "  ");
+    for (int l = 0; l < c->num_layers; l++)
+        for (int i = 0; i < 11; i++) {
+            char name[128];
+            snprintf(name, sizeof name, "layers.%d.%s", l, per_layer[i]);
+            if (!(t = lv_gemma2_file_tensor(g, name))) continue;
+            weights += i < 4 ? 4.0 * (double)lv_weight_numel(t) : (double)t->nbytes;
+            if (list) print_tensor(t, "  ");
+        }
+    if (list && (t = lv_gemma2_file_tensor(g, "norm.weight"))) print_tensor(t, "  ");
+    double H = c->hidden_size, I = c->intermediate_size, QW = (double)c->num_heads * c->head_dim,
+           KW = (double)c->num_kv_heads * c->head_dim;
+    double per_token = 4.0 * (3 * H + 2 * QW + 2 * KW + 2 * I + c->head_dim);
+    double work = per_token * (double)tokens;
+    printf("memory:        %-26s %11s  (matmul weights as stored, norms f32)\n", "weights on the device",
+           human(weights, b1, sizeof b1));
+    printf("               %-26s %11s  (%ld tokens x %s: fp32 activations of one layer)\n", "work buffers",
+           human(work, b2, sizeof b2), tokens, human(per_token, b3, sizeof b3));
+    printf("               %-26s %11s\n", "total on the device", human(weights + work, b4, sizeof b4));
+    printf("               %-26s %11s  (memory-mapped; the rows of a prompt's tokens are read)\n",
+           "embedding table, host", human(host, b1, sizeof b1));
+}
+
+static void describe_tokenizer(const lv_tokenizer *tok) {
+    printf("tokenizer:     %s (SentencePiece, %d pieces; <bos> %d, <eos> %d, <pad> %d)\n", lv_tokenizer_path(tok),
+           lv_tokenizer_vocab_size(tok), lv_tokenizer_bos_id(tok), lv_tokenizer_eos_id(tok), lv_tokenizer_pad_id(tok));
+}
+
+/* The weights file of a diffusers component folder ("vae/"): NULL when there is none. */
+static const char *component_weights(const char *dir, char *buf, size_t size) {
+    static const char *const names[] = {"diffusion_pytorch_model.safetensors.index.json",
+                                        "diffusion_pytorch_model.safetensors", "model.safetensors.index.json",
+                                        "model.safetensors"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(buf, size, "%s/%s", dir, names[i]);
+        if (path_is_file(buf)) return buf;
+    }
+    return NULL;
+}
+
+/* A diffusers pipeline folder (model_index.json): each component found. */
+static int describe_pipeline(const char *dir, long *latent, long text_tokens, int text_tokens_given, int list) {
+    char path[4096];
+    int failures = 0;
+    printf("pipeline:      %s (diffusers folder: model_index.json)\n", dir);
+    static const char *const parts[] = {"text_encoder", "tokenizer", "transformer", "vae"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, parts[i]);
+        printf("\n== %s/ ==\n", parts[i]);
+        if (!path_is_dir(path)) {
+            printf("(absent)\n");
+            continue;
+        }
+        if (i == 0) {
+            lv_gemma2_file *g;
+            if (lv_gemma2_file_open(path, NULL, &g) != LV_OK) {
+                failures += cli_fail("text_encoder");
+                continue;
+            }
+            describe_gemma2(g, path, text_tokens, list);
+            lv_gemma2_file_close(g);
+        } else if (i == 1) {
+            lv_tokenizer *tok;
+            if (lv_tokenizer_open(path, &tok) != LV_OK) {
+                failures += cli_fail("tokenizer");
+                continue;
+            }
+            describe_tokenizer(tok);
+            lv_tokenizer_close(tok);
+        } else if (i == 2) {
+            lv_sana_file *f;
+            long lat[3] = {latent[0], latent[1], latent[2]};
+            if (lv_sana_file_open(path, NULL, NULL, &f) != LV_OK) {
+                failures += cli_fail("transformer");
+                continue;
+            }
+            describe_sana(f, path, lat, text_tokens, text_tokens_given, list);
+        } else {
+            char wpath[4096 + 64];
+            lv_weights *w;
+            if (!component_weights(path, wpath, sizeof wpath)) {
+                printf("no diffusion_pytorch_model.safetensors\n");
+                failures++;
+                continue;
+            }
+            if (lv_weights_open(wpath, &w) != LV_OK) {
+                failures += cli_fail("vae");
+                continue;
+            }
+            uint64_t params = 0, bytes = 0;
+            for (int k = 0; k < lv_weights_count(w); k++) {
+                params += lv_weight_numel(lv_weights_at(w, k));
+                bytes += lv_weights_at(w, k)->nbytes;
+            }
+            char b1[32], b2[32];
+            printf("file:          %s (%s)\n", wpath, lv_weights_format(w));
+            print_count("parameters:", params);
+            printf("tensors:       %d, %s as stored\n", lv_weights_count(w), human((double)bytes, b1, sizeof b1));
+            print_dtypes("dtypes:", 15, lv_weights_count(w), weights_at, w);
+            printf("memory:        a Wan2.1 decoder at 480x832 (latent 60x104) needs about %s on the device\n",
+                   human((double)lv_vae_memory_estimate(60, 104), b2, sizeof b2));
+            if (list)
+                for (int k = 0; k < lv_weights_count(w); k++) print_tensor(lv_weights_at(w, k), "  ");
+            lv_weights_close(w);
+        }
+    }
+    return failures ? 1 : 0;
+}
+
+int cmd_info(int argc, char **argv) {
+    int r = cli_parse(&cmd_info_spec, argc, argv);
+    if (r >= 0) return r;
+    const char *model = args.model, *config = args.config, *preset = args.preset;
+    long *latent = args.latent, text_tokens = args.text_tokens;
+    int list = args.list, text_tokens_given = cli_given(&cmd_info_spec, "--text-tokens");
+    lv_sana_file *f = NULL;
+    if (!model) { /* the default model compiled into longvk */
+        model = "the default model (embedded in longvk)";
+        if (lv_sana_file_open_memory(lv_default_model_data(), lv_default_model_size(), "default model", &f) != LV_OK)
+            return cli_fail("info");
+    } else if (!config && !preset && path_is_dir(model)) {
+        /* a folder: a diffusers pipeline, a SANA-Video transformer, or a Gemma-2 encoder */
+        char index[4096];
+        snprintf(index, sizeof index, "%s/model_index.json", model);
+        if (path_is_file(index)) return describe_pipeline(model, latent, text_tokens, text_tokens_given, list);
+        if (lv_sana_file_open(model, NULL, NULL, &f) == LV_OK)
+            return describe_sana(f, model, latent, text_tokens, text_tokens_given, list);
+        char sana_error[1024];
+        snprintf(sana_error, sizeof sana_error, "%s", lv_last_error());
+        lv_gemma2_file *g;
+        if (lv_gemma2_file_open(model, NULL, &g) != LV_OK) {
+            fprintf(stderr, "longvk: info: %s is neither a SANA-Video model (%s) nor a Gemma-2 encoder (%s)\n", model,
+                    sana_error, lv_last_error());
+            return 1;
+        }
+        describe_gemma2(g, model, text_tokens, list);
+        lv_gemma2_file_close(g);
+        lv_tokenizer *tok;
+        if (lv_tokenizer_open(model, &tok) == LV_OK) {
+            describe_tokenizer(tok);
+            lv_tokenizer_close(tok);
+        }
+        return 0;
+    } else if (lv_sana_file_open(model, config, preset, &f) != LV_OK) {
+        /* A weights file without any SANA-Video name gets a plain summary instead. */
+        struct stat st;
+        lv_weights *w = NULL;
+        if (!config && !preset && stat(model, &st) == 0 && S_ISREG(st.st_mode)) {
+            char saved[1024];
+            snprintf(saved, sizeof saved, "%s", lv_last_error());
+            if (lv_weights_open(model, &w) == LV_OK && !lv_sana_weights_recognised(w)) {
+                int rc = plain_summary(w, list);
+                lv_weights_close(w);
+                return rc;
+            }
+            lv_weights_close(w);
+            lv_error(LV_ERR_INVALID, "%s", saved);
+        }
+        return cli_fail("info");
+    }
+    return describe_sana(f, model, latent, text_tokens, text_tokens_given, list);
 }

@@ -8,7 +8,7 @@
 static void usage(FILE *out) {
     fprintf(out, "usage: longvk <command> [options]\n\ncommands:\n");
     for (int i = 0; i < cli_command_count; i++)
-        fprintf(out, "  %-10s %s\n", cli_commands[i].name, cli_commands[i].summary);
+        fprintf(out, "  %-12s %s\n", cli_commands[i].name, cli_commands[i].summary);
     fprintf(out,
             "\n`longvk <command> --help` describes a command's options.\n"
             "\nenvironment:\n"

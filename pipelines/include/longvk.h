@@ -19,5 +19,6 @@
 #include "longvk/vae.h"
 #include "longvk/tokenizer.h"
 #include "longvk/gemma2.h"
+#include "longvk/sana_prompt.h"
 
 #endif

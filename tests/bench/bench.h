@@ -14,8 +14,10 @@ int bench_attn(int argc, char **argv);
 int bench_encode(int argc, char **argv);
 int bench_chunks(int argc, char **argv);
 int bench_vae(int argc, char **argv);
+int bench_text(int argc, char **argv);
 
-extern const cli_spec bench_gemm_spec, bench_attn_spec, bench_encode_spec, bench_chunks_spec, bench_vae_spec;
+extern const cli_spec bench_gemm_spec, bench_attn_spec, bench_encode_spec, bench_chunks_spec, bench_vae_spec,
+    bench_text_spec;
 
 /* Every benchmark, in the order `longvk bench --help` lists them (bench_main.c). */
 typedef struct bench_entry {

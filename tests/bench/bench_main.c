@@ -12,6 +12,7 @@ const bench_entry bench_entries[] = {
     {"encode", bench_encode, &bench_encode_spec, "encoder frames/s (libx264, ffv1) and memory for 10 vs 1000 frames"},
     {"chunks", bench_chunks, &bench_chunks_spec, "DiT chunks: time and memory per chunk at chunk 2, 20, 200"},
     {"vae", bench_vae, &bench_vae_spec, "VAE decode time per latent frame and memory"},
+    {"text", bench_text, &bench_text_spec, "Gemma-2 text encoder seconds per 300-token prompt and per layer"},
 };
 const int bench_count = (int)(sizeof bench_entries / sizeof bench_entries[0]);
 
@@ -66,6 +67,6 @@ int cmd_bench(int argc, char **argv) {
     }
     for (int i = 0; i < bench_count; i++)
         if (strcmp(argv[1], bench_entries[i].name) == 0) return bench_entries[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "longvk bench: unknown benchmark '%s' (gemm, attn, encode, chunks, vae)\n", argv[1]);
+    fprintf(stderr, "longvk bench: unknown benchmark '%s' (gemm, attn, encode, chunks, vae, text)\n", argv[1]);
     return 2;
 }
