@@ -711,6 +711,9 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         LV_TRY(save_state(r, c + 1, done_units));
         if (progress) report_progress(r, progress, user, c + 1, total, burn, frames_at_start, frames_total);
     }
+    /* resumed with every block made (killed while closing): say so all the same */
+    if (progress && first_chunk >= total)
+        report_progress(r, progress, user, total, total, burn, frames_at_start, frames_total);
     return LV_OK;
 }
 
