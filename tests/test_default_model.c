@@ -9,6 +9,7 @@
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,114 @@ Test(default_model, tokenizer_matches_reference) {
             cr_assert(strstr(unknown, cJSON_GetArrayItem(unk, 0)->valuestring) != NULL, "'%s': %s", text, unknown);
     }
     cJSON_Delete(cases);
+    close_fixture(&fx);
+}
+
+/* The tokenizer before issue 44, kept as the reference for ASCII prompts: lowercase ASCII,
+ * split on every byte outside a-z, known words in order up to text_len. */
+static int old_tokenize(const lv_model_card *card, const char *prompt, int *ids) {
+    int n = 0;
+    char word[64];
+    size_t len = 0;
+    for (const char *p = prompt;; p++) {
+        char c = *p;
+        if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
+        if (c >= 'a' && c <= 'z') {
+            if (len + 1 < sizeof word) word[len++] = c;
+            continue;
+        }
+        if (len) {
+            word[len] = '\0';
+            for (int i = 0; i < card->vocab_size; i++)
+                if (!strcmp(card->vocab[i], word)) {
+                    if (n < card->text_len) ids[n++] = i;
+                    break;
+                }
+            len = 0;
+        }
+        if (!*p) break;
+    }
+    return n;
+}
+
+static bool valid_utf8(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        int n = *p < 0x80 ? 1 : (*p & 0xE0) == 0xC0 ? 2 : (*p & 0xF0) == 0xE0 ? 3 : (*p & 0xF8) == 0xF0 ? 4 : 0;
+        if (!n) return false;
+        for (int i = 1; i < n; i++)
+            if ((p[i] & 0xC0) != 0x80) return false;
+        p += n;
+    }
+    return true;
+}
+
+/* Issue 44: what the tokenizer ignores is said, and why, in the prompt's own characters
+ * (it dropped words past the text length, digits and emoji silently, and reported
+ * "ünïcödé" as "n c d"); ASCII prompts keep the ids they always had. */
+Test(default_model, tokenizer_says_what_it_ignores) {
+    fixture fx;
+    open_fixture(&fx);
+    const lv_model_card *card = &fx.card;
+    int ids[4096], want[4096];
+    float mask[4096];
+    char msg[512];
+    struct {
+        const char *prompt, *ascii_twin, *said;
+    } cases[] = {
+        {"Two ünïcödé red 42 🎈 balls, ball2", "two red balls ball",
+         "ignored (not in the vocabulary): ünïcödé, 42, 🎈, 2"},
+        {"ZEBRAS and zebras", "and", "ignored (not in the vocabulary): ZEBRAS, zebras"},
+        {"one one one one one one one one one one one one one one one one one one one one one one red ball", NULL,
+         "ignored (past the model's 20 words): one, red, ball"},
+        {"red \xff\xfe blue", "red blue", "ignored (not in the vocabulary): \xEF\xBF\xBD, \xEF\xBF\xBD"},
+        {"👍🏽 red 👨‍👩‍👧 ball", "red ball", "ignored (not in the vocabulary): 👍🏽, 👨‍👩‍👧"},
+        {"café — “red” · ball…", "red ball", "ignored (not in the vocabulary): café"},
+        {"two red balls", NULL, ""},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        cr_assert_eq(lv_model_card_tokenize(card, cases[c].prompt, ids, mask, msg, sizeof msg), LV_OK);
+        cr_assert_str_eq(msg, cases[c].said, "'%s'", cases[c].prompt);
+        int n = old_tokenize(card, cases[c].ascii_twin ? cases[c].ascii_twin : cases[c].prompt, want);
+        for (int i = 0; i < card->text_len; i++) {
+            cr_assert_eq(mask[i], i < n ? 1.0f : 0.0f, "'%s': mask[%d]", cases[c].prompt, i);
+            cr_assert_eq(ids[i], i < n ? want[i] : 0, "'%s': id %d", cases[c].prompt, i);
+        }
+    }
+    /* 'past' lists known words only, and both lists can come together */
+    cr_assert_eq(lv_model_card_tokenize(card, "a a a a a a a a a a a a a a a a a a a a 42 red", ids, mask, msg, sizeof msg),
+                 LV_OK);
+    cr_assert_str_eq(msg, "ignored (not in the vocabulary): 42; ignored (past the model's 20 words): red");
+    /* a list longer than the buffer ends with "..." and never inside a character */
+    for (size_t size = 4; size < 64; size++) {
+        char small[64];
+        memset(small, 'X', sizeof small);
+        cr_assert_eq(lv_model_card_tokenize(card, "ünïcödé ünïcödéa ünïcödéb 🎈 ünïcödéc", ids, mask, small, size), LV_OK);
+        cr_assert_lt(strlen(small), size);
+        cr_assert(valid_utf8(small), "size %zu: '%s'", size, small);
+        cr_assert(strlen(small) == 0 || strstr(small, "...") != NULL, "size %zu: '%s'", size, small);
+    }
+    /* ASCII prompts: the same ids as before, on random mixes of known and unknown words,
+     * digits, punctuation and case */
+    const char *bits[] = {"red", "Balls", "TWO", "on", "a", "zebra", "42", "x9y", "dark-blue", "it's", ",", "!", "  ",
+                          "bouncing.", "GrAdIeNt", "ball2", "_", "\t", "three3three"};
+    uint64_t r = 12345;
+    for (int t = 0; t < 300; t++) {
+        char prompt[1024] = "";
+        int words = (int)(r % 40);
+        for (int k = 0; k < words; k++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            strcat(prompt, bits[(r >> 33) % (sizeof bits / sizeof bits[0])]);
+            if ((r >> 20) & 1) strcat(prompt, " ");
+        }
+        cr_assert_eq(lv_model_card_tokenize(card, prompt, ids, mask, msg, sizeof msg), LV_OK);
+        int n = old_tokenize(card, prompt, want);
+        for (int i = 0; i < card->text_len; i++) {
+            cr_assert_eq(mask[i], i < n ? 1.0f : 0.0f, "'%s': mask[%d]", prompt, i);
+            cr_assert_eq(ids[i], i < n ? want[i] : 0, "'%s': id %d", prompt, i);
+        }
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+    }
     close_fixture(&fx);
 }
 

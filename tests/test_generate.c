@@ -3,10 +3,12 @@
  * CFG's unconditional passes on a twin context (--parallel-cfg) change nothing; a burn-in
  * is the run with its first blocks cut. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "longvk.h"
 #include "longvk/generate.h"
@@ -127,7 +129,7 @@ Test(generate, burn_in_drops_the_first_blocks, .timeout = 600) {
     options(&o, full, (burn * 2) + frames);
     o.burn_in_blocks = 0;
     cr_assert_eq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_OK, "%s", lv_last_error());
-    stop_after one = {.blocks = 1};
+    stop_after one = {.blocks = burn + 1};
     options(&o, cut, frames);
     o.burn_in_blocks = burn;
     cr_assert_eq(lv_generate(&o, on_progress, NULL, &one, &one.flag), LV_ERR_INTERRUPTED, "%s", lv_last_error());
@@ -145,6 +147,30 @@ Test(generate, burn_in_drops_the_first_blocks, .timeout = 600) {
     size_t frame_bytes = (size_t)w * h * 3;
     cr_assert(memcmp(ff + burn * 2 * frame_bytes, fc, frames * frame_bytes) == 0,
               "the burnt-in run must be the full run's last %d frames", frames);
+    free(fc);
+
+    /* A stop in the burn-in is honoured after that block (issue 44: it waited for the whole
+     * burn-in): no video yet, a resume file holding the burn-in made, and --resume gives the
+     * same frames. */
+    remove(cut);
+    stop_after first = {.blocks = 1};
+    options(&o, cut, frames);
+    o.burn_in_blocks = burn;
+    cr_assert_eq(lv_generate(&o, on_progress, NULL, &first, &first.flag), LV_ERR_INTERRUPTED, "%s", lv_last_error());
+    cr_assert_eq(first.seen, 1, "stopped after block 1 of the burn-in, not after block %d", first.seen);
+    cr_assert(strstr(lv_last_error(), "in the burn-in after block 1 of 5") != NULL, "%s", lv_last_error());
+    cr_assert_eq(access(cut, F_OK), -1, "no frame is written: no video at %s", cut);
+    cr_assert_eq(access(LONGVK_TEST_TMP "/gen_burn_cut.mkv.longvk-state", F_OK), 0, "the resume file holds the burn-in");
+    options(&o, cut, frames);
+    o.burn_in_blocks = burn;
+    o.resume = true;
+    stop_after none = {0};
+    cr_assert_eq(lv_generate(&o, on_progress, NULL, &none, NULL), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(none.seen, burn + 3, "the resumed run continues at block 2");
+    fc = decode_all(cut, &nc, &w, &h);
+    cr_assert_eq(nc, frames);
+    cr_assert(memcmp(ff + burn * 2 * frame_bytes, fc, frames * frame_bytes) == 0,
+              "resumed in the burn-in: the same frames as the uninterrupted run");
     free(ff);
     free(fc);
 
@@ -180,10 +206,13 @@ static void collect_warning(void *user, const char *message) { snprintf(user, 51
 Test(generate, unknown_words_are_named) {
     lv_generate_options o;
     options(&o, LONGVK_TEST_TMP "/gen_words.mkv", 4);
-    o.prompt = "two red zebras bouncing";
+    o.prompt = "two red zebras bouncing ünïcödé 42 🎈";
     char warning[512] = "";
     cr_assert_eq(lv_generate(&o, NULL, collect_warning, warning, NULL), LV_OK, "%s", lv_last_error());
     cr_assert(strstr(warning, "zebras") != NULL, "warning: '%s'", warning);
+    /* in the prompt's own characters, digits and emoji included (issue 44: "n c d") */
+    cr_assert(strstr(warning, "prompt: ignored (not in the vocabulary): zebras, ünïcödé, 42, 🎈") != NULL,
+              "warning: '%s'", warning);
 }
 
 /* Runs `longvk ARGS`, which must succeed, and returns its standard output in text. */
@@ -282,4 +311,193 @@ Test(generate, latent_model_with_vae_streams_frames, .timeout = 600) {
     cr_assert_eq(lat.shape[1], 3);
     cr_assert_eq(lat.shape[2], 8);
     lv_npy_free(&lat);
+}
+
+/* Issue 44: a video shorter than one block with a burn-in overflowed the chunk buffer (sized
+ * for the written chunks while burn-in chunks are whole blocks): 1, 3 and 5 frames, and
+ * 0.1 s (2 frames), with blocks of 4 frames and a burn-in, have exactly that many frames. */
+Test(generate, shorter_than_a_block_with_burn_in, .timeout = 600) {
+    const char *out = LONGVK_TEST_TMP "/gen_short.mkv";
+    const int lengths[] = {1, 3, 5, 0};
+    for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
+        lv_generate_options o;
+        options(&o, out, lengths[i]);
+        o.block_frames = 4;
+        o.burn_in_blocks = 2;
+        if (!lengths[i]) o.seconds = 0.1; /* 1.6 frames at 16 fps: 2 */
+        cr_assert_eq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_OK, "%d frames: %s", lengths[i], lv_last_error());
+        int64_t n;
+        int w, h;
+        free(decode_all(out, &n, &w, &h));
+        cr_assert_eq(n, lengths[i] ? lengths[i] : 2, "asked %d frames, got %lld", lengths[i], (long long)n);
+        cr_assert_eq(access(LONGVK_TEST_TMP "/gen_short.mkv.longvk-state", F_OK), -1, "finished: no resume file");
+    }
+}
+
+/* Issue 44: every option is checked before anything is opened, non-finite values too; a bad
+ * one is LV_ERR_INVALID with a message naming it, and nothing is written. */
+Test(generate, options_are_checked) {
+    const char *out = LONGVK_TEST_TMP "/gen_opts.mkv";
+    remove(out);
+    cr_assert_eq(lv_generate(NULL, NULL, NULL, NULL, NULL), LV_ERR_INVALID);
+    cr_assert(strstr(lv_last_error(), "NULL") != NULL, "%s", lv_last_error());
+    struct {
+        const char *field;
+        lv_generate_options o;
+    } cases[32];
+    int n = 0;
+#define CASE(what, stmt)                                                                                            \
+    do {                                                                                                            \
+        options(&cases[n].o, out, 8);                                                                               \
+        lv_generate_options *p = &cases[n].o;                                                                       \
+        stmt;                                                                                                       \
+        cases[n++].field = what;                                                                                    \
+    } while (0)
+    CASE("scale", p->scale = 0); /* divided by zero before issue 44 */
+    CASE("scale", p->scale = 65);
+    CASE("cfg_scale", p->cfg_scale = NAN);
+    CASE("cfg_scale", p->cfg_scale = INFINITY);
+    CASE("cfg_scale", p->cfg_scale = 1e30);
+    CASE("shift", p->shift = NAN);
+    CASE("fps", p->fps = NAN);
+    CASE("fps", p->fps = INFINITY);
+    CASE("fps", p->fps = 5000);
+    CASE("seconds", (p->frames = 0, p->seconds = NAN));
+    CASE("seconds", (p->frames = 0, p->seconds = -INFINITY));
+    CASE("seconds", (p->frames = 0, p->seconds = 0));
+    CASE("seconds", (p->frames = 0, p->seconds = 1e9)); /* more frames than any run makes */
+    CASE("frames", p->frames = 20000000);
+    CASE("-W/-H", p->width = -32);
+    CASE("-W/-H", p->height = 100000);
+    CASE("sampler", p->sampler = (lv_gen_sampler)7);
+    CASE("steps", p->steps = 5000);
+    CASE("block", p->block_frames = 5000);
+    CASE("burn-in", p->burn_in_blocks = -3);
+    CASE("cached-blocks", p->cached_blocks = 100000);
+    CASE("cpu_threads", p->cpu_threads = -9);
+    CASE("parallel_cfg", p->parallel_cfg = 2);
+    CASE("device", p->device_index = -5);
+    CASE("output", p->output = NULL);
+    CASE("output", p->output = "");
+    CASE("state_path", p->state_path = "");
+#undef CASE
+    for (int i = 0; i < n; i++) {
+        lv_clear_error();
+        cr_assert_eq(lv_generate(&cases[i].o, NULL, NULL, NULL, NULL), LV_ERR_INVALID, "case %d (%s): %s", i,
+                     cases[i].field, lv_last_error());
+        cr_assert(strstr(lv_last_error(), cases[i].field) != NULL, "case %d: the message must name %s: %s", i,
+                  cases[i].field, lv_last_error());
+        cr_assert_eq(access(out, F_OK), -1, "case %d (%s): a file was written", i, cases[i].field);
+    }
+}
+
+/* A copy of the default model, with `nan_tensor`'s value `nan_index` set to NaN (NULL:
+ * unchanged), written as a safetensors file with the same metadata. */
+static void write_model(const char *path, const char *nan_tensor, int64_t nan_index) {
+    lv_weights *w;
+    cr_assert_eq(lv_weights_open_memory(lv_default_model_data(), lv_default_model_size(), "default model", &w), LV_OK);
+    int n = lv_weights_count(w), m = lv_weights_metadata_count(w);
+    lv_weight *t = malloc((size_t)n * sizeof *t);
+    const char **kv = malloc((size_t)(2 * m + 1) * sizeof *kv);
+    float *copy = NULL;
+    for (int i = 0; i < n; i++) {
+        t[i] = *lv_weights_at(w, i);
+        if (nan_tensor && strcmp(t[i].name, nan_tensor) == 0) {
+            cr_assert_eq(t[i].dtype, LV_F32);
+            cr_assert_lt(nan_index, (int64_t)lv_weight_numel(&t[i]));
+            copy = malloc(t[i].nbytes);
+            memcpy(copy, t[i].data, t[i].nbytes);
+            copy[nan_index] = NAN;
+            t[i].data = copy;
+        }
+    }
+    cr_assert(!nan_tensor || copy, "no tensor %s", nan_tensor);
+    for (int i = 0; i < m; i++) {
+        kv[2 * i] = lv_weights_metadata_key(w, i);
+        kv[2 * i + 1] = lv_weights_metadata_value(w, i);
+    }
+    cr_assert_eq(lv_safetensors_write(path, t, n, kv, m), LV_OK, "%s", lv_last_error());
+    free(copy);
+    free(kv);
+    free(t);
+    lv_weights_close(w);
+}
+
+/* Issue 44: a NaN weight gave black frames with no word. Now each block is checked on the
+ * device and the run stops naming the block, the step and the stage; what was written
+ * stays: the file plays, the resume file holds the last good block and completes the video
+ * once the model is mended. */
+Test(generate, non_finite_values_stop_the_run, .timeout = 600) {
+    const char *model = LONGVK_TEST_TMP "/gen_nan_model.safetensors", *out = LONGVK_TEST_TMP "/gen_nan.mkv";
+    const char *ref = LONGVK_TEST_TMP "/gen_nan_ref.mkv", *state = LONGVK_TEST_TMP "/gen_nan.mkv.longvk-state";
+    lv_generate_options o;
+    /* a NaN in the final layer: the first prediction of the first block */
+    write_model(model, "final_layer.linear.weight", 5);
+    remove(out);
+    options(&o, out, 6);
+    o.model_path = model;
+    o.burn_in_blocks = 1;
+    cr_assert_eq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_ERR_INVALID);
+    cr_assert(strstr(lv_last_error(), "block 1 of 4 (burn-in), step 1 of ") != NULL, "%s", lv_last_error());
+    cr_assert(strstr(lv_last_error(), "the DiT's output has non-finite values") != NULL, "%s", lv_last_error());
+    cr_assert_eq(access(out, F_OK), -1, "nothing was written: no file (it was an unplayable one)");
+
+    /* the same model without the NaN, interrupted after its first written block ... */
+    write_model(model, NULL, 0);
+    options(&o, ref, 6);
+    o.model_path = model;
+    o.burn_in_blocks = 1;
+    cr_assert_eq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_OK, "%s", lv_last_error());
+    stop_after two = {.blocks = 2};
+    options(&o, out, 6);
+    o.model_path = model;
+    o.burn_in_blocks = 1;
+    cr_assert_eq(lv_generate(&o, on_progress, NULL, &two, &two.flag), LV_ERR_INTERRUPTED, "%s", lv_last_error());
+    /* ... then resumed with the NaN back in (same file, same size): stops at block 3 */
+    write_model(model, "final_layer.linear.weight", 5);
+    options(&o, out, 6);
+    o.model_path = model;
+    o.burn_in_blocks = 1;
+    o.resume = true;
+    cr_assert_eq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_ERR_INVALID);
+    cr_assert(strstr(lv_last_error(), "block 3 of 4, step 1 of ") != NULL, "%s", lv_last_error());
+    cr_assert(strstr(lv_last_error(), "non-finite") != NULL, "%s", lv_last_error());
+    int64_t nr, nc;
+    int w, h;
+    uint8_t *fr = decode_all(ref, &nr, &w, &h), *fc = decode_all(out, &nc, &w, &h);
+    cr_assert_eq(nc, 2, "the written block stays and plays: %lld frames", (long long)nc);
+    cr_assert(memcmp(fr, fc, (size_t)nc * w * h * 3) == 0);
+    free(fc);
+    cr_assert_eq(access(state, F_OK), 0);
+    /* the resume file is still good: mended, the run completes with the reference's frames */
+    write_model(model, NULL, 0);
+    cr_assert_eq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_OK, "%s", lv_last_error());
+    fc = decode_all(out, &nc, &w, &h);
+    cr_assert_eq(nc, 6);
+    cr_assert(memcmp(fr, fc, (size_t)nc * w * h * 3) == 0, "resumed after the error: the uninterrupted frames");
+    free(fc);
+    free(fr);
+
+    /* A NaN only the negative prompt meets (its word's row of the text table): the
+     * unconditional pass of the first CFG step is named, on the twin or not */
+    lv_model_card card;
+    cr_assert_eq(lv_model_card_of(NULL, &card), LV_OK);
+    int purple = -1;
+    for (int i = 0; i < card.vocab_size; i++)
+        if (!strcmp(card.vocab[i], "purple")) purple = i;
+    cr_assert_geq(purple, 0);
+    lv_model_card_free(&card);
+    write_model(model, "text_embedding.weight", (int64_t)purple * 32 + 3);
+    for (int twin = 0; twin <= 1; twin++) {
+        options(&o, out, 6);
+        o.model_path = model;
+        o.burn_in_blocks = 1;
+        o.negative_prompt = "purple";
+        o.parallel_cfg = twin;
+        cr_assert_eq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_ERR_INVALID);
+        cr_assert(strstr(lv_last_error(), "block 1 of 4 (burn-in), step 1 of 10 (the unconditional pass): ") != NULL,
+                  "twin %d: %s", twin, lv_last_error());
+        cr_assert(strstr(lv_last_error(), "the DiT's output has non-finite values") != NULL, "%s", lv_last_error());
+    }
+    remove(model);
 }

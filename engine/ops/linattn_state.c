@@ -214,6 +214,8 @@ static const lv_tensor *persistent(const lv_linattn_state *st) {
     return st->cfg.rule == LV_RULE_WINDOW ? &st->ring : &st->carried;
 }
 
+const lv_tensor *lv_linattn_state_tensor(const lv_linattn_state *st) { return st ? persistent(st) : NULL; }
+
 int64_t lv_linattn_state_saved_floats(const lv_linattn_state *st) {
     return lv_tensor_numel(persistent(st));
 }

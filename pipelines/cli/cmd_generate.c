@@ -17,6 +17,9 @@ static void on_sigint(int sig) {
     (void)sig;
     if (interrupted) _exit(130); /* a second Ctrl-C: stop now (flushed blocks still play) */
     interrupted = 1;
+    static const char msg[] = "\nlongvk generate: stopping after the current block (Ctrl-C again stops at once)\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1); /* async-signal-safe */
+    (void)w;
 }
 
 typedef struct generate_args {
@@ -172,8 +175,10 @@ static int check_state_file(const lv_generate_options *o) {
 typedef struct cli_state {
     int quiet;
     int last_len;
-    int tty;             /* stderr is a terminal: one line redrawn; else a line per 10% */
+    int tty;             /* stderr is a terminal: one line redrawn; else a line per 10% of the
+                            frames, and one at least every 3 s (the burn-in writes no frame) */
     int last_decile;
+    double last_line;    /* lv_generate_progress.seconds of the last line printed */
     lv_generate_progress last;
     char device[256]; /* last.device points into the context, gone after lv_generate */
 } cli_state;
@@ -184,8 +189,11 @@ static void on_progress(void *user, const lv_generate_progress *p) {
     snprintf(st->device, sizeof st->device, "%s", p->device ? p->device : "?");
     if (st->quiet) return;
     int decile = p->frames_total > 0 ? (int)(10 * p->frames_done / p->frames_total) : 0;
-    if (!st->tty && p->block > 1 && decile == st->last_decile && p->block != p->blocks) return;
+    if (!st->tty && p->block > 1 && decile == st->last_decile && p->block != p->blocks &&
+        p->seconds - st->last_line < 3.0)
+        return;
     st->last_decile = decile;
+    st->last_line = p->seconds;
     int eta = (int)lround(p->eta_seconds);
     const char *what = p->block <= p->burn_in_blocks ? "burn-in block" : "block";
     st->last_len = fprintf(stderr, "%s%s %d/%d  frames %lld/%lld  %.1f frames/s  ETA %d:%02d  state memory %.1f KiB%s",
@@ -223,16 +231,21 @@ int cmd_generate(int argc, char **argv) {
     lv_status s = lv_generate(&o, on_progress, on_warning, &st, &interrupted);
     if (!st.quiet && st.last_len && st.tty) fputc('\n', stderr);
     if (s == LV_ERR_INTERRUPTED) {
-        fprintf(stderr, "longvk generate: %s; %s plays and holds every finished block.\n"
-                "resume with the same command and --resume\n", lv_last_error(), o.output);
+        fprintf(stderr, "longvk generate: %s.\nresume with the same command and --resume\n", lv_last_error());
         return 130;
     }
     if (s != LV_OK) return cli_fail("generate");
     if (!st.quiet) {
         char state[64] = "no carried state";
         if (st.last.state_bytes) snprintf(state, sizeof state, "state memory %.1f KiB", (double)st.last.state_bytes / 1024);
-        fprintf(stderr, "wrote %s: %lld frames in %.1f s (%.1f frames/s on %s), %s\n", o.output,
-                (long long)st.last.frames_done, st.last.seconds, st.last.frames_per_second, st.device, state);
+        if (st.last.frames_resumed > 0) /* this run made only the frames after the kept ones */
+            fprintf(stderr, "wrote %s: %lld frames, %lld kept from the interrupted run and %lld made in %.1f s "
+                    "(%.1f frames/s on %s), %s\n", o.output, (long long)st.last.frames_done,
+                    (long long)st.last.frames_resumed, (long long)(st.last.frames_done - st.last.frames_resumed),
+                    st.last.seconds, st.last.frames_per_second, st.device, state);
+        else
+            fprintf(stderr, "wrote %s: %lld frames in %.1f s (%.1f frames/s on %s), %s\n", o.output,
+                    (long long)st.last.frames_done, st.last.seconds, st.last.frames_per_second, st.device, state);
     }
     return 0;
 }

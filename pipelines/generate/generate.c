@@ -17,6 +17,7 @@
 #include "longvk/weights.h"
 
 void lv_generate_options_default(lv_generate_options *opt) {
+    if (!opt) return;
     memset(opt, 0, sizeof *opt);
     opt->frames = 0;
     opt->seconds = 60;
@@ -47,15 +48,17 @@ int lv_generate_chunk_frames(int total, int B, int chunk) {
 
 int lv_generate_chunk_count(int total, int B) { return total <= B ? 1 : total / B; }
 
-/* Text: the prompt through the card's tokenizer and the model's word tables. */
-static lv_status embed_prompt(const lv_gen_model *m, const char *prompt, float *y, float *mask,
+/* Text: the prompt through the card's tokenizer and the model's word tables. What the
+ * tokenizer ignores (words not in the vocabulary, digits, emoji, words past the model's
+ * text length) is said, in the prompt's own characters. */
+static lv_status embed_prompt(const lv_gen_model *m, const char *what, const char *prompt, float *y, float *mask,
                               void (*warn)(void *, const char *), void *user) {
-    char unknown[512];
-    LV_TRY(lv_text_tables_embed(&m->text, &m->card, prompt, y, mask, unknown, sizeof unknown));
-    if (unknown[0] && warn) {
-        char msg[700];
-        snprintf(msg, sizeof msg, "ignoring words the model does not know: %s (see `longvk info` for "
-                 "its vocabulary)", unknown);
+    char ignored[1024];
+    LV_TRY(lv_text_tables_embed(&m->text, &m->card, prompt, y, mask, ignored, sizeof ignored));
+    if (ignored[0] && warn) {
+        char msg[1400];
+        snprintf(msg, sizeof msg, "%s: %s%s", what, ignored,
+                 strstr(ignored, "not in the vocabulary") ? " (`longvk info` lists the vocabulary)" : "");
         warn(user, msg);
     }
     return LV_OK;
@@ -92,8 +95,10 @@ static void upscale(const float *in, int F, int h, int w, int s, float *out) {
 typedef struct gen_run {
     lv_generate_options o;
     lv_gen_model m;
+    char state_path[4096];
     int grid_h, grid_w;      /* the model's frame size: pixels, or latents for latent models */
     int units;               /* model frames to make: pixel frames, or latent frames */
+    int chunks;              /* chunks of the video (the burn-in not counted) */
     int text_len;
     float *y, *mask;         /* [2, L, caption] and [2, L]: prompt, negative prompt */
     lv_ctx *ctx;
@@ -107,10 +112,16 @@ typedef struct gen_run {
     int64_t frame_values;    /* C * H * W */
     float *latents;          /* latent model without a VAE: every latent frame, for the .npy */
     int64_t frames_done;     /* output frames (pixel frames; latent frames without a VAE) */
+    int64_t frames_total;    /* the same, of the whole video */
     lv_block_recipe first;   /* a block made from the text alone: the first, or every block
                                 when no state is carried */
     lv_block_recipe later;   /* a block that continues the earlier ones */
     bool uncond;             /* some block uses CFG: text slot 1 holds the negative prompt */
+    /* the ETA's clock: forward passes done this run, and when the first step of this
+     * run's first block ended (it pays for compiling every kernel: not a rate to go by) */
+    double t_start, warm_end, warm_work, work_done;
+    int blocks_made;         /* by this run */
+    bool wrote_start_state;  /* a fresh run's resume file, written before its first block */
 } gen_run;
 
 static bool ends_with(const char *s, const char *suffix) {
@@ -127,14 +138,71 @@ static lv_block_recipe pick_steps(const lv_block_recipe *full, int steps) {
     return r;
 }
 
+/* The most frames a run makes (the CLI's --frames limit), and the largest CFG scale: the
+ * guided velocity vu + g (v - vu) must stay far from float32's range. */
+#define LV_GEN_MAX_FRAMES 10000000
+#define LV_GEN_MAX_CFG 1000.0
+
+/* What can be checked before the model is opened: every value the caller set, so that a
+ * bad one is an error naming it (never a crash, a division by zero or a silent NaN). */
+static lv_status check_options(const lv_generate_options *o) {
+    if (!o->output || !*o->output) return lv_error(LV_ERR_INVALID, "lv_generate: no output file (-o)");
+    const struct { const char *name; double v; } reals[] = {
+        {"seconds (--seconds)", o->seconds}, {"fps (--fps)", o->fps},
+        {"cfg_scale (--cfg-scale)", o->cfg_scale}, {"shift (--shift)", o->shift}};
+    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++)
+        if (!isfinite(reals[i].v))
+            return lv_error(LV_ERR_INVALID, "lv_generate: %s is %g: it must be a finite number", reals[i].name,
+                            reals[i].v);
+    if (o->frames > LV_GEN_MAX_FRAMES)
+        return lv_error(LV_ERR_INVALID, "lv_generate: %d frames (--frames): at most %d", o->frames, LV_GEN_MAX_FRAMES);
+    if (o->frames <= 0 && !(o->seconds > 0))
+        return lv_error(LV_ERR_INVALID, "lv_generate: the video needs a length: frames > 0 or seconds > 0 (seconds "
+                        "is %g)", o->seconds);
+    if (o->fps > 1000) return lv_error(LV_ERR_INVALID, "lv_generate: fps %g (--fps): at most 1000", o->fps);
+    if (o->width < 0 || o->width > 8192 || o->height < 0 || o->height > 8192)
+        return lv_error(LV_ERR_INVALID, "lv_generate: size %dx%d (-W/-H): each side in [1, 8192], or 0 for the "
+                        "model's", o->width, o->height);
+    if (o->scale < 1 || o->scale > 64)
+        return lv_error(LV_ERR_INVALID, "lv_generate: scale %d (--scale): must be in [1, 64]", o->scale);
+    if (o->sampler != LV_GEN_LONGSANA && o->sampler != LV_GEN_EULER && o->sampler != LV_GEN_DPMPP_2M)
+        return lv_error(LV_ERR_INVALID, "lv_generate: unknown sampler %d", (int)o->sampler);
+    if (o->steps > 1000) return lv_error(LV_ERR_INVALID, "lv_generate: %d steps (--steps): at most 1000", o->steps);
+    if (o->cfg_scale > LV_GEN_MAX_CFG)
+        return lv_error(LV_ERR_INVALID, "lv_generate: cfg_scale %g (--cfg-scale): at most %g", o->cfg_scale,
+                        LV_GEN_MAX_CFG);
+    if (o->block_frames > 1024)
+        return lv_error(LV_ERR_INVALID, "lv_generate: %d frames per block (--block-frames): at most 1024",
+                        o->block_frames);
+    if (o->cached_blocks != LV_GEN_MODEL_DEFAULT && o->cached_blocks > 4096)
+        return lv_error(LV_ERR_INVALID, "lv_generate: --cached-blocks %d: at most 4096", o->cached_blocks);
+    if (o->burn_in_blocks != LV_GEN_MODEL_DEFAULT && (o->burn_in_blocks < 0 || o->burn_in_blocks > LV_CARD_MAX_BURN_IN))
+        return lv_error(LV_ERR_INVALID, "lv_generate: --burn-in-blocks %d: must be in [0, %d]", o->burn_in_blocks,
+                        LV_CARD_MAX_BURN_IN);
+    if (o->device_index < -1) return lv_error(LV_ERR_INVALID, "lv_generate: device %d (-1: automatic)", o->device_index);
+    if (o->cpu_threads < LV_GEN_CPU_THREADS_AUTO)
+        return lv_error(LV_ERR_INVALID, "lv_generate: cpu_threads %d (LV_GEN_CPU_THREADS_AUTO, -1, 0 or a count)",
+                        o->cpu_threads);
+    if (o->parallel_cfg < -1 || o->parallel_cfg > 1)
+        return lv_error(LV_ERR_INVALID, "lv_generate: parallel_cfg %d (1 on, 0 off, -1 automatic)", o->parallel_cfg);
+    if (o->state_path && !*o->state_path) return lv_error(LV_ERR_INVALID, "lv_generate: empty state_path");
+    return LV_OK;
+}
+
 static lv_status resolve_options(const lv_generate_options *in, gen_run *r) {
     const lv_model_card *card = &r->m.card;
     lv_generate_options *o = &r->o;
     *o = *in;
-    if (!o->output) return lv_error(LV_ERR_INVALID, "no output file (-o)");
     if (o->fps <= 0) o->fps = card->fps;
-    if (o->frames <= 0) o->frames = (int)lround(o->seconds * o->fps);
-    if (o->frames < 1) return lv_error(LV_ERR_INVALID, "the video needs at least one frame");
+    if (o->frames <= 0) {
+        if (o->seconds * o->fps > LV_GEN_MAX_FRAMES)
+            return lv_error(LV_ERR_INVALID, "seconds %g at %g fps: more than %d frames", o->seconds, o->fps,
+                            LV_GEN_MAX_FRAMES);
+        o->frames = (int)lround(o->seconds * o->fps);
+    }
+    if (o->frames < 1)
+        return lv_error(LV_ERR_INVALID, "the video needs at least one frame (%g s at %g fps is none)", o->seconds,
+                        o->fps);
     if (!o->height) o->height = card->height;
     if (!o->width) o->width = card->width;
     const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
@@ -146,13 +214,10 @@ static lv_status resolve_options(const lv_generate_options *in, gen_run *r) {
     r->grid_w = o->width / stride;
     /* latent models: pixel frame 0 alone, then 4 pixel frames per latent frame */
     r->units = card->pixel ? o->frames : 1 + (o->frames - 1 + 3) / 4;
-    if (o->scale < 1 || o->scale > 64) return lv_error(LV_ERR_INVALID, "--scale must be in [1, 64]");
     if (o->block_frames <= 0) o->block_frames = card->block_frames;
     if (o->cached_blocks == LV_GEN_MODEL_DEFAULT) o->cached_blocks = card->cached_blocks;
     else if (o->cached_blocks < 0) o->cached_blocks = LV_CACHED_ALL;
     if (o->burn_in_blocks == LV_GEN_MODEL_DEFAULT) o->burn_in_blocks = card->burn_in_blocks;
-    if (o->burn_in_blocks < 0 || o->burn_in_blocks > LV_CARD_MAX_BURN_IN)
-        return lv_error(LV_ERR_INVALID, "--burn-in-blocks must be in [0, %d]", LV_CARD_MAX_BURN_IN);
     /* without a carried state (or in a single clip) no block sees another: nothing to settle */
     if (o->cached_blocks == 0 || o->sampler != LV_GEN_LONGSANA) o->burn_in_blocks = 0;
     if (o->sampler != LV_GEN_LONGSANA) {
@@ -162,9 +227,11 @@ static lv_status resolve_options(const lv_generate_options *in, gen_run *r) {
         if (o->cfg_scale < 0) o->cfg_scale = 6.0;
         if (o->resume) return lv_error(LV_ERR_UNSUPPORTED, "--resume works with block-wise generation only");
         o->block_frames = r->units; /* one chunk */
+        r->chunks = 1;
         r->uncond = o->cfg_scale != 1.0;
         return LV_OK;
     }
+    r->chunks = lv_generate_chunk_count(r->units, o->block_frames);
     const lv_block_recipe *later = &card->later_blocks;
     if (o->steps <= 0) o->steps = later->steps;
     if (o->steps > later->steps)
@@ -236,9 +303,9 @@ static lv_status prepare_text(gen_run *r, void (*warn)(void *, const char *), vo
     r->y = malloc((size_t)2 * r->text_len * cap * sizeof *r->y);
     r->mask = malloc((size_t)2 * r->text_len * sizeof *r->mask);
     if (!r->y || !r->mask) return lv_error(LV_ERR_NOMEM, "out of host memory");
-    LV_TRY(embed_prompt(&r->m, r->o.prompt, r->y, r->mask, warn, user));
+    LV_TRY(embed_prompt(&r->m, "prompt", r->o.prompt, r->y, r->mask, warn, user));
     if (r->uncond)
-        LV_TRY(embed_prompt(&r->m, r->o.negative_prompt ? r->o.negative_prompt : "",
+        LV_TRY(embed_prompt(&r->m, "negative prompt", r->o.negative_prompt ? r->o.negative_prompt : "",
                             r->y + (size_t)r->text_len * cap, r->mask + r->text_len, warn, user));
     return LV_OK;
 }
@@ -285,12 +352,38 @@ static void keep_last_frame(gen_run *r, int n) {
         memcpy(r->last_frame + c * plane, r->x0 + ((size_t)c * n + n - 1) * plane, plane * sizeof(float));
 }
 
-static lv_status open_output(gen_run *r, int64_t keep_frames) {
+/* Where the video goes while it is made, and what a killed run leaves (issue 44).
+ *
+ * The choice: both a temporary name for the video and a resume file that covers the
+ * burn-in. The video is written under OUT.resume-part (lv_encoder_open_resume with no frame
+ * to keep), opened when the first written block is ready and renamed to OUT by the flush
+ * that puts that block on disk; from then on OUT plays and holds every flushed block. The
+ * resume file is written as soon as the options, the model and the codec are checked
+ * (before the device is set up: "started, no block yet"), then after every block, burn-in
+ * blocks included. So whenever the process dies (SIGKILL, a second Ctrl-C, a crash, out
+ * of memory), OUT holds either nothing of this run (no frame was ready: the start, the
+ * burn-in) or a playable video, and OUT.longvk-state says how far the run got: --resume
+ * continues from there with the same frames as an uninterrupted run, in the burn-in too.
+ * Only a run killed while it reads the model (the first milliseconds) leaves no resume
+ * file; it has made nothing, and is started again without --resume. A start that fails
+ * (a bad model, codec or size, no device, out of memory) leaves nothing: the resume file
+ * it began with is removed. A temporary name alone would make a kill in the burn-in (120
+ * blocks with the default model, over a minute) lose the whole burn-in; a resume file
+ * alone would leave an unplayable 0-frame video at OUT.
+ *
+ * The codec and options are checked first all the same: an encoder is opened on the
+ * temporary name and closed at once (probe_output), so a bad --codec fails in a second, not
+ * after the burn-in. */
+
+/* The chunk buffers: x0 holds a written chunk (the first takes the remainder) or a burn-in
+ * chunk of block_frames frames, whichever is larger. */
+static lv_status alloc_buffers(gen_run *r) {
     const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
-    int maxf = lv_generate_chunk_frames(r->units, r->o.block_frames, 0);
+    int shown = lv_generate_chunk_frames(r->units, r->o.block_frames, 0);
+    int maxf = r->o.burn_in_blocks > 0 && r->o.block_frames > shown ? r->o.block_frames : shown;
     size_t chunk = (size_t)cfg->in_channels * maxf * r->grid_h * r->grid_w;
     r->x0 = malloc(chunk * sizeof *r->x0);
-    if (!r->x0) return lv_error(LV_ERR_NOMEM, "out of host memory");
+    if (!r->x0) return lv_error(LV_ERR_NOMEM, "out of host memory for a block of %d frames", maxf);
     if (!r->m.card.pixel && !r->o.vae_path) {
         r->latents = malloc((size_t)cfg->in_channels * r->units * r->grid_h * r->grid_w * sizeof *r->latents);
         return r->latents ? LV_OK : lv_error(LV_ERR_NOMEM, "out of host memory for the latents");
@@ -303,17 +396,30 @@ static lv_status open_output(gen_run *r, int64_t keep_frames) {
             return lv_error(LV_ERR_INVALID, "the VAE %s has %d latent channels, the model %d", r->o.vae_path,
                             lv_vae_z_dim(r->vae), cfg->in_channels);
     }
-    /* frames reaching the encoder at once: a pixel chunk, or one decoded frame */
+    /* frames reaching the encoder at once: a written pixel chunk, or one decoded frame */
     size_t frame = (size_t)3 * r->o.height * r->o.width;
-    size_t at_once = r->m.card.pixel ? (size_t)maxf : 1;
+    size_t at_once = r->m.card.pixel ? (size_t)shown : 1;
     if (r->o.scale > 1) {
         r->big = malloc(at_once * frame * (size_t)r->o.scale * r->o.scale * sizeof *r->big);
         if (!r->big) return lv_error(LV_ERR_NOMEM, "out of host memory");
     }
-    int out_w = r->o.width * r->o.scale, out_h = r->o.height * r->o.scale;
-    if (r->o.resume)
-        return lv_encoder_open_resume(r->o.output, out_w, out_h, r->o.fps, &r->o.encoder, keep_frames, &r->enc);
-    return lv_encoder_open(r->o.output, out_w, out_h, r->o.fps, &r->o.encoder, &r->enc);
+    return LV_OK;
+}
+
+static bool writes_video(const gen_run *r) { return r->m.card.pixel || r->o.vae_path; }
+
+/* A new video under the temporary name (see above); keep_frames > 0: the interrupted
+ * run's first keep_frames frames, continued. */
+static lv_status open_video(gen_run *r, int64_t keep_frames, lv_encoder **out) {
+    return lv_encoder_open_resume(r->o.output, r->o.width * r->o.scale, r->o.height * r->o.scale, r->o.fps,
+                                  &r->o.encoder, keep_frames, out);
+}
+
+static lv_status probe_output(gen_run *r) {
+    lv_encoder *e = NULL;
+    LV_TRY(open_video(r, 0, &e));
+    lv_encoder_abort(e); /* removes the temporary file: nothing is left */
+    return LV_OK;
 }
 
 static lv_status close_output(gen_run *r, lv_status s) {
@@ -325,7 +431,7 @@ static lv_status close_output(gen_run *r, lv_status s) {
             if (s == LV_OK) s = cs;
             else if (cs == LV_OK) lv_error(s, "%s", saved);
         } else {
-            lv_encoder_abort(r->enc);
+            lv_encoder_abort(r->enc); /* the flushed blocks stay: the file plays */
         }
         r->enc = NULL;
     }
@@ -399,110 +505,232 @@ int lv_generate_auto_cpu_threads(int64_t tokens_per_block, int hidden) {
     return (double)tokens_per_block * hidden * hidden <= (double)(1 << 24) ? 0 : -1;
 }
 
-lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback progress,
-                      void (*warn)(void *user, const char *message), void *user,
-                      volatile sig_atomic_t *stop) {
-    gen_run r;
-    memset(&r, 0, sizeof r);
-    LV_TRY(lv_gen_model_open(opt_in->model_path, &r.m));
-    lv_generate_options *o = &r.o;
-    lv_status s = resolve_options(opt_in, &r);
-    const lv_sana_config *cfg = lv_sana_file_config(r.m.file);
-    char state_path[4096];
-    if (opt_in->state_path) snprintf(state_path, sizeof state_path, "%s", opt_in->state_path);
-    else snprintf(state_path, sizeof state_path, "%s.longvk-state", opt_in->output ? opt_in->output : "");
+/* Forward passes a block of this recipe takes: one per step, one more per step with CFG
+ * (the unconditional pass, on the twin or not: about as long either way on a CPU), and the
+ * write pass. What the ETA weighs blocks by: the first block takes five times the passes
+ * of a later one with the default model. */
+static double recipe_work(const gen_run *r, const lv_block_recipe *rec) {
+    int cfg_steps = 0;
+    if (rec->cfg_scale != 1.0)
+        cfg_steps = rec->cfg_last_steps > 0 && rec->cfg_last_steps < rec->steps ? rec->cfg_last_steps : rec->steps;
+    return rec->steps + cfg_steps + (lv_dit_carries_state(r->dit) ? 1 : 0);
+}
 
-    if (s == LV_OK) s = prepare_text(&r, warn, user);
+static const lv_block_recipe *recipe_of(const gen_run *r, int chunk) {
+    return chunk == 0 || !lv_dit_carries_state(r->dit) ? &r->first : &r->later;
+}
+
+/* Passes of blocks [from, to). */
+static double work_of(const gen_run *r, int from, int to) {
+    if (from >= to) return 0;
+    int firsts = !lv_dit_carries_state(r->dit) ? to - from : from == 0;
+    return firsts * recipe_work(r, &r->first) + (to - from - firsts) * recipe_work(r, &r->later);
+}
+
+/* lv_chunk_options.step_done: the end of the first step this run makes is the end of the
+ * warm-up (every kernel compiled): the ETA's rate is measured from there. */
+static void on_step(void *user, int step, int passes) {
+    (void)step;
+    gen_run *r = user;
+    if (r->warm_end > 0) return;
+    r->warm_end = now();
+    r->warm_work = passes;
+}
+
+/* Seconds left for blocks [next, total): the time per pass since the warm-up, times the
+ * passes left. */
+static double eta_seconds(const gen_run *r, int next, int total) {
+    double t = now(), rate = 0;
+    if (r->warm_end > 0 && r->work_done > r->warm_work && t > r->warm_end)
+        rate = (t - r->warm_end) / (r->work_done - r->warm_work);
+    else if (r->work_done > 0)
+        rate = (t - r->t_start) / r->work_done;
+    return rate * work_of(r, next, total);
+}
+
+static lv_status save_state(gen_run *r, int chunks_done, int64_t frames_done) {
+    if (!r->m.card.pixel || r->o.sampler != LV_GEN_LONGSANA) return LV_OK; /* resume: block-wise, pixel space */
+    return lv_gen_resume_save(r->ctx, chunks_done ? r->dit : NULL, r->state_path, &r->o, &r->m, chunks_done,
+                              frames_done, r->last_frame, r->frame_values);
+}
+
+/* Frames written once `chunks_done` chunks (burn-in included) are made. */
+static int64_t frames_after(const gen_run *r, int chunks_done) {
+    int64_t f = 0;
+    for (int k = 0; k < chunks_done - r->o.burn_in_blocks; k++)
+        f += lv_generate_chunk_frames(r->units, r->o.block_frames, k);
+    return f;
+}
+
+/* --resume: the state of the interrupted run (into the dit, its twin and last_frame). */
+static lv_status load_resume(gen_run *r, int *first_chunk) {
+    lv_gen_resume resume;
+    LV_TRY(lv_gen_resume_load(r->ctx, r->dit, r->state_path, &r->o, &r->m, &resume, r->last_frame, r->frame_values));
+    int total = r->o.burn_in_blocks + r->chunks;
+    if (resume.chunks_done < 0 || resume.chunks_done > total || resume.frames_done != frames_after(r, resume.chunks_done))
+        return lv_error(LV_ERR_FORMAT, "%s: %d blocks made and %lld frames written do not fit this run (%d blocks, "
+                        "%lld frames after %d)", r->state_path, resume.chunks_done, (long long)resume.frames_done,
+                        total, resume.chunks_done >= 0 && resume.chunks_done <= total
+                            ? (long long)frames_after(r, resume.chunks_done) : -1LL, resume.chunks_done);
+    if (r->twin) LV_TRY(twin_copy_state(r, resume.chunks_done));
+    *first_chunk = resume.chunks_done;
+    r->frames_done = resume.frames_done;
+    return LV_OK;
+}
+
+/* Stopped on request before block `next` (0-based): the resume file already holds the
+ * blocks made. */
+static lv_status interrupted(const gen_run *r, int next) {
+    int total = r->o.burn_in_blocks + r->chunks;
+    if (next == 0)
+        return lv_error(LV_ERR_INTERRUPTED, "interrupted before the first block: nothing is made yet");
+    if (r->frames_done == 0)
+        return lv_error(LV_ERR_INTERRUPTED, "interrupted in the burn-in after block %d of %d (%d made and dropped "
+                        "before the first written frame): no frame is written yet, %s holds the blocks made",
+                        next, total, r->o.burn_in_blocks, r->state_path);
+    return lv_error(LV_ERR_INTERRUPTED, "interrupted after block %d of %d: %s plays and holds %lld of %lld frames",
+                    next, total, r->o.output, (long long)r->frames_done, (long long)r->frames_total);
+}
+
+static void report_progress(gen_run *r, lv_generate_callback progress, void *user, int block, int blocks,
+                            int burn, int64_t frames_at_start, int64_t frames_total) {
+    double t = now() - r->t_start;
+    lv_generate_progress p = {
+        .block = block, .blocks = blocks, .burn_in_blocks = burn, .frames_done = r->frames_done,
+        .frames_total = frames_total, .seconds = t,
+        .frames_per_second = t > 0 ? (double)(r->frames_done - frames_at_start) / t : 0,
+        .eta_seconds = eta_seconds(r, block, blocks),
+        .state_bytes = lv_dit_carries_state(r->dit) ? lv_dit_state_bytes(r->dit) : 0,
+        .device = lv_ctx_device(r->ctx)->name,
+        .frames_resumed = frames_at_start};
+    progress(user, &p);
+}
+
+/* Everything from the opened model to the last block; the caller closes and frees. */
+static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_callback progress,
+                     void (*warn)(void *, const char *), void *user, volatile sig_atomic_t *stop) {
+    lv_generate_options *o = &r->o;
+    LV_TRY(resolve_options(opt_in, r));
+    const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
+    if (opt_in->state_path) snprintf(r->state_path, sizeof r->state_path, "%s", opt_in->state_path);
+    else if (snprintf(r->state_path, sizeof r->state_path, "%s.longvk-state", o->output) >= (int)sizeof r->state_path)
+        return lv_error(LV_ERR_INVALID, "output path too long: %s", o->output);
+
+    LV_TRY(prepare_text(r, warn, user));
+    int burn = o->burn_in_blocks, total = burn + r->chunks;
+    r->frames_total = r->m.card.pixel || !o->vae_path ? r->units : 1 + 4 * (int64_t)(r->units - 1);
+    r->frame_values = (int64_t)cfg->in_channels * r->grid_h * r->grid_w;
+    if (!(r->last_frame = calloc((size_t)r->frame_values, sizeof *r->last_frame)))
+        return lv_error(LV_ERR_NOMEM, "out of host memory");
+    if (o->resume && access(r->state_path, F_OK) != 0) /* before the device is set up */
+        return lv_error(LV_ERR_IO, "--resume needs the state file an interrupted run left (%s): there is none",
+                        r->state_path);
+    if (!o->resume) {
+        /* before the device: a bad codec fails at once; then the resume file says the run
+         * has started (see "what a killed run leaves") */
+        if (writes_video(r)) LV_TRY(probe_output(r));
+        LV_TRY(save_state(r, 0, 0));
+        r->wrote_start_state = r->m.card.pixel && o->sampler == LV_GEN_LONGSANA;
+    }
+
     lv_ctx_options copt;
     lv_ctx_options_default(&copt);
     copt.device_index = o->device_index;
     copt.cpu_threads = o->cpu_threads;
-    if (s == LV_OK && o->cpu_threads == LV_GEN_CPU_THREADS_AUTO) {
-        int64_t tokens = (int64_t)((o->block_frames + cfg->patch[0] - 1) / cfg->patch[0]) * frame_tokens(&r);
+    if (o->cpu_threads == LV_GEN_CPU_THREADS_AUTO) {
+        int64_t tokens = (int64_t)((o->block_frames + cfg->patch[0] - 1) / cfg->patch[0]) * frame_tokens(r);
         copt.cpu_threads = lv_generate_auto_cpu_threads(tokens, cfg->hidden);
     }
-    if (s == LV_OK) s = lv_ctx_create(&copt, &r.ctx);
+    LV_TRY(lv_ctx_create(&copt, &r->ctx));
     lv_dit_options dopt = {.cached_blocks = o->cached_blocks};
-    if (s == LV_OK) s = lv_dit_create(r.ctx, r.m.file, &dopt, &r.dit);
-    if (s == LV_OK) s = set_texts(&r, r.ctx, r.dit);
-    if (s == LV_OK && use_twin(&r, copt.cpu_threads)) s = twin_open(&r, &copt, &dopt);
+    LV_TRY(lv_dit_create(r->ctx, r->m.file, &dopt, &r->dit));
+    LV_TRY(set_texts(r, r->ctx, r->dit));
+    if (use_twin(r, copt.cpu_threads)) LV_TRY(twin_open(r, &copt, &dopt));
 
-    int chunks = lv_generate_chunk_count(r.units, o->block_frames);
     int first_chunk = 0;
-    int64_t done_units = 0;
-    r.frame_values = (int64_t)cfg->in_channels * r.grid_h * r.grid_w;
-    if (s == LV_OK && !(r.last_frame = calloc((size_t)r.frame_values, sizeof *r.last_frame)))
-        s = lv_error(LV_ERR_NOMEM, "out of host memory");
-    if (s == LV_OK && o->resume) {
-        lv_gen_resume resume;
-        s = lv_gen_resume_load(r.ctx, r.dit, state_path, o, &r.m, &resume, r.last_frame, r.frame_values);
-        if (s == LV_OK && r.twin) s = twin_copy_state(&r, resume.chunks_done);
-        first_chunk = resume.chunks_done;
-        done_units = resume.frames_done;
-        r.frames_done = resume.frames_done;
+    if (o->resume) LV_TRY(load_resume(r, &first_chunk));
+    LV_TRY(alloc_buffers(r));
+    if (writes_video(r) && o->resume) {
+        if (r->frames_done > 0) LV_TRY(open_video(r, r->frames_done, &r->enc)); /* checks the old video */
+        else LV_TRY(probe_output(r));
     }
-    if (s == LV_OK) s = open_output(&r, done_units);
-    double t_start = now();
-    int64_t frames_at_start = r.frames_done;
-    int64_t frames_total = r.m.card.pixel || !o->vae_path ? r.units : 1 + 4 * (int64_t)(r.units - 1);
-    if (s == LV_OK && o->sampler != LV_GEN_LONGSANA) {
+
+    r->t_start = now();
+    int64_t frames_at_start = r->frames_done;
+    int64_t frames_total = r->frames_total;
+    if (o->sampler != LV_GEN_LONGSANA) {
         lv_clip_options clip = {.steps = o->steps, .shift = o->shift, .cfg_scale = o->cfg_scale,
                                 .solver = o->sampler == LV_GEN_EULER ? LV_SOLVER_EULER : LV_SOLVER_DPMPP_2M,
                                 .seed = o->seed};
-        s = lv_sample_clip(r.ctx, r.dit, &clip, r.units, r.grid_h, r.grid_w, r.x0);
-        if (s == LV_OK) s = emit_chunk(&r, 0, r.units);
-        first_chunk = chunks; /* done */
-        if (s == LV_OK && progress) {
-            double t = now() - t_start;
-            lv_generate_progress p = {.block = 1, .blocks = 1, .frames_done = r.frames_done,
+        LV_TRY(lv_sample_clip(r->ctx, r->dit, &clip, r->units, r->grid_h, r->grid_w, r->x0));
+        if (writes_video(r) && !r->enc) LV_TRY(open_video(r, 0, &r->enc));
+        LV_TRY(emit_chunk(r, 0, r->units));
+        if (progress) {
+            double t = now() - r->t_start;
+            lv_generate_progress p = {.block = 1, .blocks = 1, .frames_done = r->frames_done,
                                       .frames_total = frames_total, .seconds = t,
-                                      .frames_per_second = t > 0 ? (double)r.frames_done / t : 0,
+                                      .frames_per_second = t > 0 ? (double)r->frames_done / t : 0,
                                       .state_bytes = 0, /* one clip: nothing is carried */
-                                      .device = lv_ctx_device(r.ctx)->name};
+                                      .device = lv_ctx_device(r->ctx)->name};
             progress(user, &p);
         }
+        return LV_OK;
     }
     /* Chunks 0 .. burn-1 are the burn-in: made and committed to the carried state like the
      * others, then dropped. Chunk c's noise stream is c, its position in the video (RoPE)
-     * counts every frame made, the burn-in's too. */
-    int burn = o->burn_in_blocks;
-    for (int c = first_chunk; s == LV_OK && c < burn + chunks; c++) {
+     * counts every frame made, the burn-in's too. A stop is honoured after any block. */
+    int64_t done_units = r->frames_done;
+    for (int c = first_chunk; c < total; c++) {
+        if (stop && *stop) return interrupted(r, c);
         bool shown = c >= burn;
-        if (stop && *stop && c > burn) { /* once a block is written (the burn-in is short) */
-            s = lv_error(LV_ERR_INTERRUPTED, "interrupted after %lld of %lld frames",
-                         (long long)r.frames_done, (long long)frames_total);
-            break;
-        }
-        int n = shown ? lv_generate_chunk_frames(r.units, o->block_frames, c - burn) : o->block_frames;
+        int n = shown ? lv_generate_chunk_frames(r->units, o->block_frames, c - burn) : o->block_frames;
         int position = shown ? (int)((int64_t)burn * o->block_frames + done_units) : c * o->block_frames;
-        const lv_block_recipe *rec = c == 0 || !lv_dit_carries_state(r.dit) ? &r.first : &r.later;
+        const lv_block_recipe *rec = recipe_of(r, c);
         lv_chunk_options chunk_opt = {.timesteps = rec->timesteps, .steps = rec->steps, .seed = o->seed,
                                       .cfg_scale = rec->cfg_scale, .sampler = rec->sampler,
                                       .cfg_last_steps = rec->cfg_last_steps,
-                                      .warm = rec->warm_start ? r.last_frame : NULL,
-                                      .twin = r.twin};
-        s = lv_longsana_chunk(r.ctx, r.dit, &chunk_opt, c, position, n, r.grid_h, r.grid_w, r.x0);
-        if (s == LV_OK) keep_last_frame(&r, n);
-        if (s == LV_OK && shown) s = emit_chunk(&r, (int)done_units, n);
-        if (shown) done_units += n;
-        if (s == LV_OK && shown && r.m.card.pixel)
-            s = lv_gen_resume_save(r.ctx, r.dit, state_path, o, &r.m, c + 1, done_units, r.last_frame,
-                                   r.frame_values);
-        if (s == LV_OK && progress) {
-            double t = now() - t_start;
-            int made = c + 1 - first_chunk; /* blocks this run; they cost about the same */
-            lv_generate_progress p = {
-                .block = c + 1, .blocks = burn + chunks, .burn_in_blocks = burn, .frames_done = r.frames_done,
-                .frames_total = frames_total, .seconds = t,
-                .frames_per_second = t > 0 ? (double)(r.frames_done - frames_at_start) / t : 0,
-                .eta_seconds = t / made * (burn + chunks - c - 1),
-                .state_bytes = lv_dit_carries_state(r.dit) ? lv_dit_state_bytes(r.dit) : 0,
-                .device = lv_ctx_device(r.ctx)->name};
-            progress(user, &p);
+                                      .warm = rec->warm_start ? r->last_frame : NULL,
+                                      .twin = r->twin, .step_done = on_step, .step_user = r};
+        lv_status s = lv_longsana_chunk(r->ctx, r->dit, &chunk_opt, c, position, n, r->grid_h, r->grid_w, r->x0);
+        if (s != LV_OK) { /* "block 17 of 160 (burn-in), step 2 of 2: the DiT's output ..." */
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", lv_last_error());
+            bool stage = !strncmp(msg, "step ", 5) || !strncmp(msg, "the write pass", 14) ||
+                         !strncmp(msg, "the finished block", 18);
+            return lv_error(s, "block %d of %d%s%s%s", c + 1, total, shown ? "" : " (burn-in)", stage ? ", " : ": ",
+                            msg);
         }
+        r->blocks_made++;
+        r->work_done += recipe_work(r, rec);
+        keep_last_frame(r, n);
+        if (shown) {
+            if (writes_video(r) && !r->enc) LV_TRY(open_video(r, 0, &r->enc));
+            LV_TRY(emit_chunk(r, (int)done_units, n));
+            done_units += n;
+        }
+        LV_TRY(save_state(r, c + 1, done_units));
+        if (progress) report_progress(r, progress, user, c + 1, total, burn, frames_at_start, frames_total);
     }
+    /* resumed with every block made (killed while closing): say so all the same */
+    if (progress && first_chunk >= total)
+        report_progress(r, progress, user, total, total, burn, frames_at_start, frames_total);
+    return LV_OK;
+}
+
+lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback progress,
+                      void (*warn)(void *user, const char *message), void *user,
+                      volatile sig_atomic_t *stop) {
+    if (!opt_in)
+        return lv_error(LV_ERR_INVALID, "lv_generate: options are NULL (lv_generate_options_default makes them)");
+    LV_TRY(check_options(opt_in));
+    gen_run r;
+    memset(&r, 0, sizeof r);
+    LV_TRY(lv_gen_model_open(opt_in->model_path, &r.m));
+    lv_status s = run(&r, opt_in, progress, warn, user, stop);
     s = close_output(&r, s);
-    if (s == LV_OK) remove(state_path); /* finished: nothing to resume */
+    if (s == LV_OK && r.state_path[0]) remove(r.state_path); /* finished: nothing to resume */
+    /* a start that failed leaves nothing: not even the resume file it began with */
+    if (s != LV_OK && s != LV_ERR_INTERRUPTED && r.wrote_start_state && r.blocks_made == 0) remove(r.state_path);
     run_free(&r);
     return s;
 }

@@ -24,7 +24,8 @@ typedef struct lv_gen_resume {
 } lv_gen_resume;
 
 /* Write the resume file (atomically) after `chunks_done` chunks; last_frame [frame_values]
- * is the last chunk's last frame (model space), which a warm-started chunk starts from. */
+ * is the last chunk's last frame (model space), which a warm-started chunk starts from.
+ * chunks_done 0 (ctx and dit may be NULL): the run is starting, nothing is carried yet. */
 lv_status lv_gen_resume_save(lv_ctx *ctx, lv_dit *dit, const char *path, const lv_generate_options *o,
                              const lv_gen_model *m, int chunks_done, int64_t frames_done,
                              const float *last_frame, int64_t frame_values);

@@ -79,7 +79,8 @@ lv_status lv_gen_resume_save(lv_ctx *ctx, lv_dit *dit, const char *path, const l
                              const float *last_frame, int64_t frame_values) {
     float *data = NULL;
     int64_t count = 0;
-    LV_TRY(lv_dit_state_save(ctx, dit, &data, &count));
+    if (dit) LV_TRY(lv_dit_state_save(ctx, dit, &data, &count)); /* NULL: before the first block */
+    else if (chunks_done != 0) return lv_error(LV_ERR_INVALID, "lv_gen_resume_save: no dit after %d blocks", chunks_done);
     cJSON *id = run_identity(o, m);
     char *run = cJSON_PrintUnformatted(id);
     cJSON_Delete(id);
@@ -151,15 +152,18 @@ lv_status lv_gen_resume_load(lv_ctx *ctx, lv_dit *dit, const char *path, const l
     if (s == LV_OK) {
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(p, "chunks_done");
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(p, "frames_done");
-        if (!cJSON_IsNumber(c) || !cJSON_IsNumber(f) || c->valuedouble < 1 || f->valuedouble < 1 ||
-            f->valuedouble > o->frames)
+        /* chunks_done 0: written as the run started, before its first block */
+        if (!cJSON_IsNumber(c) || !cJSON_IsNumber(f) || c->valuedouble < 0 || c->valuedouble > 1e9 ||
+            c->valuedouble != (double)(int)c->valuedouble || f->valuedouble < 0 || f->valuedouble > o->frames)
             s = lv_error(LV_ERR_FORMAT, "%s: bad position record", path);
         else {
             out->chunks_done = c->valueint;
             out->frames_done = (int64_t)f->valuedouble;
         }
     }
-    if (s == LV_OK) {
+    if (s == LV_OK && out->chunks_done == 0) { /* written as the run started: nothing carried yet */
+        memcpy(last_frame, lf->data, (size_t)frame_values * sizeof *last_frame);
+    } else if (s == LV_OK) {
         const lv_sana_config *cfg = lv_sana_file_config(m->file);
         int64_t P = (int64_t)(o->height / cfg->patch[1]) * (o->width / cfg->patch[2]);
         s = lv_dit_state_load(ctx, dit, t->data, (int64_t)lv_weight_numel(t), out->chunks_done, P);

@@ -19,7 +19,10 @@ static lv_status find_table(const lv_weights *w, const char *name, int vocab, in
 
 lv_status lv_text_tables_open(const lv_weights *w, const lv_model_card *card, int caption_channels,
                               lv_text_tables *out) {
+    if (!w || !card || !out)
+        return lv_error(LV_ERR_INVALID, "lv_text_tables_open: %s is NULL", !w ? "the weights" : !card ? "the card" : "out");
     memset(out, 0, sizeof *out);
+    if (caption_channels < 1) return lv_error(LV_ERR_INVALID, "lv_text_tables_open: %d caption channels", caption_channels);
     out->caption_channels = caption_channels;
     LV_TRY(find_table(w, "text_embedding.weight", card->vocab_size, caption_channels, true, &out->word));
     LV_TRY(find_table(w, "text_prev_embedding.weight", card->vocab_size, caption_channels, false, &out->prev));
@@ -34,6 +37,10 @@ static void add_row(float *y, const lv_weight *table, int id, int cap) {
 
 lv_status lv_text_tables_embed(const lv_text_tables *t, const lv_model_card *card, const char *prompt,
                                float *y, float *mask, char *unknown, size_t unknown_size) {
+    if (!t || !card || !y || !mask)
+        return lv_error(LV_ERR_INVALID, "lv_text_tables_embed: %s is NULL",
+                        !t ? "the tables" : !card ? "the card" : !y ? "y" : "mask");
+    if (!t->word) return lv_error(LV_ERR_INVALID, "lv_text_tables_embed: the tables are not open (lv_text_tables_open)");
     int L = card->text_len, cap = t->caption_channels;
     int *ids = malloc((size_t)L * sizeof *ids);
     if (!ids) return lv_error(LV_ERR_NOMEM, "out of host memory");

@@ -19,6 +19,7 @@ struct lv_dit_twin {
     pthread_cond_t changed;
     /* guarded by lock */
     bool has_job, job_done, quit;
+    bool misuse; /* a start without a pass, or while a pass ran: the next wait fails */
     lv_dit_pass pass;
     float *out;
     lv_status status;
@@ -49,7 +50,10 @@ static void *twin_main(void *arg) {
 
 lv_status lv_dit_twin_create(const lv_ctx_options *copt, const lv_sana_file *file,
                              const lv_dit_options *dopt, lv_dit_twin **out) {
+    if (!out) return lv_error(LV_ERR_INVALID, "lv_dit_twin_create: out is NULL");
     *out = NULL;
+    if (!copt || !file)
+        return lv_error(LV_ERR_INVALID, "lv_dit_twin_create: %s is NULL", !copt ? "the context options" : "the file");
     lv_dit_twin *t = calloc(1, sizeof *t);
     if (!t) return lv_error(LV_ERR_NOMEM, "out of host memory");
     pthread_mutex_init(&t->lock, NULL);
@@ -88,11 +92,22 @@ void lv_dit_twin_destroy(lv_dit_twin *t) {
     free(t);
 }
 
-lv_ctx *lv_dit_twin_ctx(lv_dit_twin *t) { return t->ctx; }
-lv_dit *lv_dit_twin_dit(lv_dit_twin *t) { return t->dit; }
+lv_ctx *lv_dit_twin_ctx(lv_dit_twin *t) { return t ? t->ctx : NULL; }
+lv_dit *lv_dit_twin_dit(lv_dit_twin *t) { return t ? t->dit : NULL; }
 
 void lv_dit_twin_start(lv_dit_twin *t, const lv_dit_pass *pass, float *out) {
+    if (!t) return; /* lv_dit_twin_wait(NULL) reports it */
     pthread_mutex_lock(&t->lock);
+    if (!pass || t->has_job) { /* no pass, or one already running: the wait reports it */
+        if (!t->has_job) {
+            t->status = LV_ERR_INVALID;
+            snprintf(t->message, sizeof t->message, "lv_dit_twin_start: the pass is NULL");
+            t->job_done = true;
+        }
+        t->misuse = true;
+        pthread_mutex_unlock(&t->lock);
+        return;
+    }
     t->pass = *pass;
     t->out = out;
     t->has_job = true;
@@ -102,12 +117,22 @@ void lv_dit_twin_start(lv_dit_twin *t, const lv_dit_pass *pass, float *out) {
 }
 
 lv_status lv_dit_twin_wait(lv_dit_twin *t) {
+    if (!t) return lv_error(LV_ERR_INVALID, "lv_dit_twin_wait: the twin is NULL");
     pthread_mutex_lock(&t->lock);
+    if (!t->has_job && !t->job_done) { /* nothing started: waiting would never end */
+        pthread_mutex_unlock(&t->lock);
+        return lv_error(LV_ERR_INVALID, "lv_dit_twin_wait: no pass was started (lv_dit_twin_start)");
+    }
     while (!t->job_done) pthread_cond_wait(&t->changed, &t->lock);
     t->job_done = false;
     lv_status s = t->status;
     char message[sizeof t->message];
     memcpy(message, t->message, sizeof message);
+    if (t->misuse && s == LV_OK) {
+        s = LV_ERR_INVALID;
+        snprintf(message, sizeof message, "lv_dit_twin_start: a pass was started while another ran");
+    }
+    t->misuse = false;
     pthread_mutex_unlock(&t->lock);
     if (s != LV_OK) lv_error(s, "CFG twin: %s", message);
     return s;

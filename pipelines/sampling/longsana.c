@@ -1,6 +1,8 @@
 /* LongSANA's chunk procedure (see longvk/sampler.h): a few denoising steps with re-noising
  * (or Euler steps) in between, then a t = 0 write pass that commits the clean chunk to the
  * carried state. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,26 +14,68 @@ static void draw_noise(const lv_chunk_options *opt, int64_t chunk, int step, flo
 }
 
 /* Runs `pass` on the dit and, when `other` is given, `other` too: on the twin beside it when
- * there is one, else after it on the dit. */
+ * there is one, else after it on the dit. *other_failed: the failure was other's. */
 static lv_status forward_beside(lv_ctx *ctx, lv_dit *dit, lv_dit_twin *twin, const lv_dit_pass *pass,
-                                float *out, const lv_dit_pass *other, float *other_out) {
+                                float *out, const lv_dit_pass *other, float *other_out, bool *other_failed) {
+    *other_failed = false;
     if (other && twin) lv_dit_twin_start(twin, other, other_out);
     lv_status s = lv_dit_forward(ctx, dit, pass, out);
     if (other && twin) {
+        char mine[1024];
+        snprintf(mine, sizeof mine, "%s", lv_last_error());
         lv_status st = lv_dit_twin_wait(twin);
-        if (s == LV_OK) s = st;
+        if (s == LV_OK && st != LV_OK) {
+            s = st;
+            *other_failed = true;
+        } else if (s != LV_OK) {
+            lv_error(s, "%s", mine); /* the dit's own failure comes first */
+        }
     } else if (other && s == LV_OK) {
         s = lv_dit_forward(ctx, dit, other, other_out);
+        *other_failed = s != LV_OK;
     }
     return s;
+}
+
+/* A stage that failed: "step 2 of 2[ (the unconditional pass)]: <its message>". */
+static lv_status step_error(lv_status s, int k, int steps, bool uncond_failed) {
+    return lv_error_prefix(s, "step %d of %d%s", k + 1, steps, uncond_failed ? " (the unconditional pass)" : "");
+}
+
+static lv_status check_chunk_args(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *opt, int64_t chunk_index,
+                                  int frame_offset, int frames, int height, int width, float *x0) {
+    if (!ctx || !dit || !opt || !x0)
+        return lv_error(LV_ERR_INVALID, "lv_longsana_chunk: %s is NULL",
+                        !ctx ? "the context" : !dit ? "the dit" : !opt ? "the options" : "x0");
+    if (opt->steps < 1 || opt->steps > 64)
+        return lv_error(LV_ERR_INVALID, "a chunk takes 1 to 64 denoising steps, not %d", opt->steps);
+    if (!opt->timesteps) return lv_error(LV_ERR_INVALID, "lv_longsana_chunk: no timesteps");
+    for (int k = 0; k < opt->steps; k++)
+        if (!(opt->timesteps[k] >= 0.0f && opt->timesteps[k] <= 1000.0f))
+            return lv_error(LV_ERR_INVALID, "lv_longsana_chunk: timestep %d is %g, not in [0, 1000]", k,
+                            (double)opt->timesteps[k]);
+    if (!isfinite(opt->cfg_scale))
+        return lv_error(LV_ERR_INVALID, "lv_longsana_chunk: cfg_scale %g is not finite", opt->cfg_scale);
+    if (opt->cfg_last_steps < 0)
+        return lv_error(LV_ERR_INVALID, "lv_longsana_chunk: cfg_last_steps %d", opt->cfg_last_steps);
+    if (opt->sampler != LV_CHUNK_RENOISE && opt->sampler != LV_CHUNK_EULER)
+        return lv_error(LV_ERR_INVALID, "lv_longsana_chunk: unknown sampler %d", (int)opt->sampler);
+    if (opt->noise) /* the draws the chunk makes: the initial noise, and re-noise before steps 1.. */
+        for (int k = 0; k < (opt->sampler == LV_CHUNK_RENOISE ? opt->steps : 1); k++)
+            if (!opt->noise[k]) return lv_error(LV_ERR_INVALID, "lv_longsana_chunk: noise[%d] is NULL", k);
+    if (chunk_index < 0 || frame_offset < 0)
+        return lv_error(LV_ERR_INVALID, "lv_longsana_chunk: chunk %lld at frame %d", (long long)chunk_index,
+                        frame_offset);
+    if (frames < 1 || height < 1 || width < 1 || (int64_t)frames * height * width > ((int64_t)1 << 31) / 64)
+        return lv_error(LV_ERR_INVALID, "lv_longsana_chunk: %d frames of %dx%d", frames, width, height);
+    return LV_OK;
 }
 
 lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *opt,
                             int64_t chunk_index, int frame_offset, int frames, int height,
                             int width, float *x0) {
+    LV_TRY(check_chunk_args(ctx, dit, opt, chunk_index, frame_offset, frames, height, width, x0));
     const lv_sana_config *cfg = lv_dit_config(dit);
-    if (opt->steps < 1 || opt->steps > 64)
-        return lv_error(LV_ERR_INVALID, "a chunk takes 1 to 64 denoising steps, not %d", opt->steps);
     size_t n = (size_t)cfg->in_channels * frames * height * width;
     float *x = malloc(n * sizeof *x), *v = malloc(n * sizeof *v), *vu = NULL;
     float *ts = malloc((size_t)frames * sizeof *ts);
@@ -57,8 +101,13 @@ lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *op
         pass.text_slot = 0;
         lv_dit_pass uncond = pass;
         uncond.text_slot = 1;
-        s = forward_beside(ctx, dit, opt->twin, &pass, v, cfg_here ? &uncond : NULL, vu);
-        if (s != LV_OK) break;
+        bool uncond_failed;
+        s = forward_beside(ctx, dit, opt->twin, &pass, v, cfg_here ? &uncond : NULL, vu, &uncond_failed);
+        if (s != LV_OK) {
+            step_error(s, k, opt->steps, uncond_failed);
+            break;
+        }
+        if (opt->step_done) opt->step_done(opt->step_user, k, cfg_here ? 2 : 1);
         if (cfg_here)
             for (size_t j = 0; j < n; j++) v[j] = vu[j] + (float)opt->cfg_scale * (v[j] - vu[j]);
         for (size_t j = 0; j < n; j++) x0[j] = x[j] - (float)sig * v[j];
@@ -71,13 +120,22 @@ lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *op
             for (size_t j = 0; j < n; j++) x[j] = (float)((1 - next) * x0[j] + next * v[j]);
         }
     }
+    /* The DiT's predictions were checked on the device; what the host made of them (CFG's
+     * extrapolation, x0) can still overflow: a few thousand comparisons per block. */
+    for (size_t j = 0; s == LV_OK && j < n; j++)
+        if (!isfinite(x0[j]))
+            s = lv_error(LV_ERR_INVALID, "the finished block has non-finite values (the first at value %zu of %zu; "
+                         "the DiT's predictions were finite, the sampler's arithmetic on them overflowed)", j, n);
     if (s == LV_OK && lv_dit_carries_state(dit)) { /* write pass over the clean chunk */
         for (int f = 0; f < frames; f++) ts[f] = 0.0f;
         pass.x = x0;
         pass.text_slot = 0;
         pass.commit = true;
         /* no prediction: the state is what it is for; the twin's state follows */
-        s = forward_beside(ctx, dit, opt->twin, &pass, NULL, opt->twin ? &pass : NULL, NULL);
+        bool twin_failed;
+        s = forward_beside(ctx, dit, opt->twin, &pass, NULL, opt->twin ? &pass : NULL, NULL, &twin_failed);
+        if (s != LV_OK) lv_error_prefix(s, "the write pass%s", twin_failed ? " (on the CFG twin)" : "");
+        else if (opt->step_done) opt->step_done(opt->step_user, opt->steps, 1);
     }
     free(x);
     free(v);

@@ -19,6 +19,7 @@ static double uniform(uint64_t key, uint64_t counter) {
 uint64_t lv_noise_stream(uint64_t chunk, uint64_t step) { return (chunk << 8) | (step & 0xff); }
 
 void lv_noise_fill(uint64_t seed, uint64_t stream, float *out, size_t n) {
+    if (!out) return;
     const double two_pi = 6.283185307179586;
     uint64_t key = mix64(mix64(seed) ^ (stream * 0xd1b54a32d192ed03ull));
     for (size_t i = 0; i < n; i += 2) {

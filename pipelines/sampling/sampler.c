@@ -17,6 +17,7 @@ static float shifted(double shift, float s) {
 /* DPM-Solver++'s grid as the original builds it, in float32: b = linspace(1, 0.001, N + 1)
  * (torch's formula: each half counted from its own end), s = 1 - b, shifted, reversed. */
 void lv_flow_sigmas(int steps, double shift, double *sigmas) {
+    if (!sigmas || steps < 1) return;
     const float start = 1.0f, end = 0.001f;
     const float step = (end - start) / (float)steps;
     for (int i = 0; i <= steps; i++) {
@@ -29,6 +30,7 @@ void lv_flow_sigmas(int steps, double shift, double *sigmas) {
 /* The flow-matching Euler grid of the original (diffusers' FlowMatchEulerDiscreteScheduler
  * with a shift): N sigmas from u = linspace(1, shift(0.001), N), each shifted again, then 0. */
 void lv_flow_sigmas_euler(int steps, double shift, double *sigmas) {
+    if (!sigmas || steps < 1) return;
     /* the scheduler's table ends at shift(0.001) in float32; the inference grid is
      * linspace(1000, 1000 sigma_min, steps) / 1000 in double, shifted in double, then float */
     double sigma_min = shifted(shift, 1.0f / 1000.0f);
@@ -69,9 +71,19 @@ static lv_status velocity(lv_ctx *ctx, lv_dit *dit, const lv_clip_options *opt, 
 
 lv_status lv_sample_clip(lv_ctx *ctx, lv_dit *dit, const lv_clip_options *opt, int frames,
                          int height, int width, float *x) {
+    if (!ctx || !dit || !opt || !x)
+        return lv_error(LV_ERR_INVALID, "lv_sample_clip: %s is NULL",
+                        !ctx ? "the context" : !dit ? "the dit" : !opt ? "the options" : "x");
     const lv_sana_config *cfg = lv_dit_config(dit);
     if (opt->steps < 1 || opt->steps > 1000)
         return lv_error(LV_ERR_INVALID, "steps must be in [1, 1000], not %d", opt->steps);
+    if (!isfinite(opt->shift) || !(opt->shift > 0) || !isfinite(opt->cfg_scale))
+        return lv_error(LV_ERR_INVALID, "lv_sample_clip: shift %g (> 0) and cfg_scale %g must be finite", opt->shift,
+                        opt->cfg_scale);
+    if (opt->solver != LV_SOLVER_EULER && opt->solver != LV_SOLVER_DPMPP_2M)
+        return lv_error(LV_ERR_INVALID, "lv_sample_clip: unknown solver %d", (int)opt->solver);
+    if (frames < 1 || height < 1 || width < 1 || (int64_t)frames * height * width > ((int64_t)1 << 31) / 64)
+        return lv_error(LV_ERR_INVALID, "lv_sample_clip: %d frames of %dx%d", frames, width, height);
     size_t n = (size_t)cfg->in_channels * frames * height * width;
     double *sigmas = malloc((size_t)(opt->steps + 1) * sizeof *sigmas);
     float *v = malloc(n * sizeof *v), *vu = malloc(n * sizeof *vu);

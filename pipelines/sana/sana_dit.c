@@ -190,6 +190,8 @@ static void unpatchify(const lv_sana_config *cfg, const float *tokens, int F, in
 
 lv_status lv_dit_set_text(lv_ctx *ctx, lv_dit *dit, int slot, const float *y, int L,
                           const float *mask) {
+    if (!ctx || !dit || !y)
+        return lv_error(LV_ERR_INVALID, "lv_dit_set_text: %s is NULL", !ctx ? "the context" : !dit ? "the dit" : "y");
     const lv_sana_config *cfg = &dit->cfg;
     const int C = cfg->hidden;
     if (slot < 0 || slot >= LV_DIT_TEXT_SLOTS)
@@ -367,6 +369,61 @@ static lv_status check_pass(const lv_dit *dit, const lv_dit_pass *p) {
     return LV_OK;
 }
 
+/* ---- non-finite checks ------------------------------------------------------------------
+ * Every pass counts, on the device, the NaN and infinite values of what it hands on: the
+ * prediction (slot 0 of dit->checks) and, after a write pass, each layer's carried state
+ * (slot 1 + b: the linear-attention state, then the conv cache). One small kernel per
+ * tensor, no atomic unless a value is bad, and 16 bytes a layer read back: a NaN weight,
+ * input or overflow is an error at the pass that meets it instead of black frames. */
+
+static lv_tensor check_slot(lv_dit *dit, int slot) {
+    int64_t four = 4;
+    return lv_tensor_view(&dit->checks, (int64_t)slot * 4, 1, &four);
+}
+
+static lv_status count_state(lv_ctx *ctx, lv_dit *dit) {
+    for (int b = 0; b < dit->cfg.depth; b++) {
+        lv_dit_block *blk = &dit->blocks[b];
+        lv_tensor slot = check_slot(dit, 1 + b);
+        const lv_tensor *st = lv_linattn_state_tensor(blk->state);
+        LV_TRY(lv_op_count_nonfinite(ctx, &slot, st, 0));
+        if (blk->conv_valid) LV_TRY(lv_op_count_nonfinite(ctx, &slot, &blk->conv_cache, (uint32_t)lv_tensor_numel(st)));
+    }
+    return LV_OK;
+}
+
+static lv_status state_verdict(lv_ctx *ctx, lv_dit *dit) {
+    int64_t n = lv_tensor_numel(&dit->checks);
+    uint32_t *c = malloc((size_t)n * sizeof *c);
+    if (!c) return lv_error(LV_ERR_NOMEM, "out of host memory");
+    lv_status st = lv_tensor_read(ctx, &dit->checks, c, (uint64_t)n * 4);
+    for (int b = 0; st == LV_OK && b < dit->cfg.depth; b++) {
+        const uint32_t *k = c + 4 * (1 + b);
+        if (k[0] + k[1] == 0) continue;
+        int64_t lin = lv_tensor_numel(lv_linattn_state_tensor(dit->blocks[b].state));
+        int64_t first = (int64_t)(uint32_t)~k[2];
+        st = lv_error(LV_ERR_INVALID, "the carried state of layer %d has non-finite values after the write pass "
+                      "(%u NaN and %u infinite; the first in its %s, value %lld): the chunk written (an input) "
+                      "or a weight holds NaN or infinity, or the activations overflowed", b, k[0], k[1],
+                      first < lin ? "linear-attention state" : "temporal conv cache",
+                      (long long)(first < lin ? first : first - lin));
+    }
+    free(c);
+    return st;
+}
+
+static lv_status prediction_verdict(lv_ctx *ctx, lv_dit *dit, int64_t tokens, int64_t channels) {
+    uint32_t k[4];
+    lv_tensor slot = check_slot(dit, 0);
+    LV_TRY(lv_tensor_read(ctx, &slot, k, sizeof k));
+    if (k[0] + k[1] == 0) return LV_OK;
+    uint32_t first = ~k[2];
+    return lv_error(LV_ERR_INVALID, "the DiT's output has non-finite values (%u NaN and %u infinite of %lld; the "
+                    "first at token %lld, channel %lld): a weight of the model or an input holds NaN or infinity, "
+                    "or the activations overflowed", k[0], k[1], (long long)(tokens * channels),
+                    (long long)(first / channels), (long long)(first % channels));
+}
+
 static lv_status forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass_in, scratch *s, float *out) {
     /* cached_blocks 0: nothing is carried, so a write pass is a read pass */
     lv_dit_pass no_commit = *pass_in;
@@ -443,7 +500,9 @@ static lv_status forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass_in, s
         s->n = mark;
     }
 
-    if (!out) return LV_OK; /* a write pass that only updates the state */
+    LV_TRY(lv_tensor_zero(ctx, &dit->checks));
+    if (pass->commit) LV_TRY(count_state(ctx, dit));
+    if (!out) return pass->commit ? state_verdict(ctx, dit) : LV_OK; /* a write pass that only updates the state */
 
     /* final layer: LN, modulation by table(2, C) + temb (shift, scale), linear */
     lv_tensor *h = NULL, *final = NULL;
@@ -454,15 +513,22 @@ static lv_status forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass_in, s
     LV_TRY(lv_op_matmul(ctx, final, h, &dit->final_w, &dit->final_b));
     tap(dit, ctx, "final_tokens", final);
 
+    lv_tensor pred_slot = check_slot(dit, 0);
+    LV_TRY(lv_op_count_nonfinite(ctx, &pred_slot, final, 0));
+
     float *tokens = malloc((size_t)g.T * Ko * sizeof *tokens);
     if (!tokens) return lv_error(LV_ERR_NOMEM, "out of host memory");
     st = lv_tensor_read(ctx, final, tokens, (uint64_t)g.T * Ko * 4);
     if (st == LV_OK) unpatchify(cfg, tokens, pass->frames, pass->height, pass->width, out);
     free(tokens);
+    if (st == LV_OK) st = prediction_verdict(ctx, dit, g.T, Ko);
+    if (st == LV_OK && pass->commit) st = state_verdict(ctx, dit);
     return st;
 }
 
 lv_status lv_dit_forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass, float *out) {
+    if (!ctx || !dit || !pass)
+        return lv_error(LV_ERR_INVALID, "lv_dit_forward: %s is NULL", !ctx ? "the context" : !dit ? "the dit" : "the pass");
     LV_TRY(check_pass(dit, pass));
     scratch s = {.ctx = ctx};
     lv_status st = forward(ctx, dit, pass, &s, out);

@@ -51,6 +51,8 @@ struct lv_dit {
     void *tap_user;
     lv_dit_cond cond[LV_DIT_COND_CACHE];
     uint64_t cond_clock;
+    lv_tensor checks;    /* I32 [(1 + depth) x 4]: non-finite counts of a pass (lv_op_count_nonfinite):
+                            slot 0 the prediction, slot 1 + b layer b's carried state */
 };
 
 void lv_dit_text_free(lv_ctx *ctx, lv_dit *dit, int slot);

@@ -21,6 +21,9 @@ lv_dit_state_size lv_dit_state_size_of(const lv_sana_config *cfg, int cached_blo
 }
 
 lv_status lv_dit_state_save(lv_ctx *ctx, lv_dit *dit, float **data, int64_t *count) {
+    if (!ctx || !dit || !data || !count)
+        return lv_error(LV_ERR_INVALID, "lv_dit_state_save: %s is NULL",
+                        !ctx ? "the context" : !dit ? "the dit" : !data ? "data" : "count");
     *data = NULL;
     *count = 0;
     int64_t n = 0;
@@ -52,6 +55,11 @@ lv_status lv_dit_state_save(lv_ctx *ctx, lv_dit *dit, float **data, int64_t *cou
 
 lv_status lv_dit_state_load(lv_ctx *ctx, lv_dit *dit, const float *data, int64_t count,
                             int64_t chunks, int64_t tokens_per_frame) {
+    if (!ctx || !dit || (!data && count > 0))
+        return lv_error(LV_ERR_INVALID, "lv_dit_state_load: %s is NULL", !ctx ? "the context" : !dit ? "the dit" : "data");
+    if (count < 0 || chunks < 0 || (chunks > 0 && (tokens_per_frame < 1 || tokens_per_frame > ((int64_t)1 << 30))))
+        return lv_error(LV_ERR_INVALID, "lv_dit_state_load: %lld values after %lld chunks of %lld tokens per frame",
+                        (long long)count, (long long)chunks, (long long)tokens_per_frame);
     const int64_t C = dit->cfg.hidden;
     int64_t need = 0;
     for (int b = 0; b < dit->cfg.depth; b++)

@@ -112,12 +112,16 @@ static lv_status create(lv_ctx *ctx, const lv_sana_file *file, lv_dit *dit) {
     if (!dit->blocks) return lv_error(LV_ERR_NOMEM, "out of host memory");
     for (int b = 0; b < c->depth; b++) LV_TRY(upload_block(ctx, file, c, b, &dit->blocks[b]));
     LV_TRY(create_states(ctx, dit));
+    int64_t checks = (1 + (int64_t)c->depth) * 4;
+    LV_TRY(lv_tensor_create(ctx, LV_I32, 1, &checks, &dit->checks));
     return lv_flush(ctx);
 }
 
 lv_status lv_dit_create(lv_ctx *ctx, const lv_sana_file *file, const lv_dit_options *opt,
                         lv_dit **out) {
+    if (!out) return lv_error(LV_ERR_INVALID, "lv_dit_create: out is NULL");
     *out = NULL;
+    if (!ctx || !file) return lv_error(LV_ERR_INVALID, "lv_dit_create: %s is NULL", !ctx ? "the context" : "the file");
     lv_dit *dit = calloc(1, sizeof *dit);
     if (!dit) return lv_error(LV_ERR_NOMEM, "out of host memory");
     dit->cfg = *lv_sana_file_config(file);
@@ -163,7 +167,7 @@ void lv_dit_cond_free(lv_ctx *ctx, lv_dit *dit, lv_dit_cond *c) {
 }
 
 void lv_dit_destroy(lv_ctx *ctx, lv_dit *dit) {
-    if (!dit) return;
+    if (!dit || !ctx) return; /* its tensors belong to ctx: without it nothing can be freed */
     for (int i = 0; i < LV_DIT_COND_CACHE; i++) lv_dit_cond_free(ctx, dit, &dit->cond[i]);
     for (int slot = 0; slot < LV_DIT_TEXT_SLOTS; slot++) lv_dit_text_free(ctx, dit, slot);
     for (int b = 0; dit->blocks && b < dit->cfg.depth; b++) free_block(ctx, &dit->blocks[b]);
@@ -171,14 +175,15 @@ void lv_dit_destroy(lv_ctx *ctx, lv_dit *dit) {
     lv_tensor *ts[] = {&dit->x_embed_w, &dit->x_embed_b, &dit->t_mlp0_w, &dit->t_mlp0_b,
                        &dit->t_mlp2_w, &dit->t_mlp2_b, &dit->t_block_w, &dit->t_block_b,
                        &dit->y_fc1_w, &dit->y_fc1_b, &dit->y_fc2_w, &dit->y_fc2_b,
-                       &dit->y_norm_w, &dit->final_w, &dit->final_b, &dit->final_sst};
+                       &dit->y_norm_w, &dit->final_w, &dit->final_b, &dit->final_sst, &dit->checks};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) lv_tensor_free(ctx, ts[i]);
     free(dit);
 }
 
-const lv_sana_config *lv_dit_config(const lv_dit *dit) { return &dit->cfg; }
+const lv_sana_config *lv_dit_config(const lv_dit *dit) { return dit ? &dit->cfg : NULL; }
 
 lv_status lv_dit_reset(lv_ctx *ctx, lv_dit *dit) {
+    if (!ctx || !dit) return lv_error(LV_ERR_INVALID, "lv_dit_reset: %s is NULL", !ctx ? "the context" : "the dit");
     for (int b = 0; b < dit->cfg.depth; b++) {
         lv_dit_block *blk = &dit->blocks[b];
         lv_linattn_state_destroy(ctx, blk->state);
@@ -194,17 +199,20 @@ lv_status lv_dit_reset(lv_ctx *ctx, lv_dit *dit) {
     return LV_OK;
 }
 
-uint64_t lv_dit_state_bytes(const lv_dit *dit) { return dit->state_bytes; }
-bool lv_dit_carries_state(const lv_dit *dit) { return dit->opt.cached_blocks != 0; }
-int64_t lv_dit_chunks(const lv_dit *dit) { return dit->chunks; }
+uint64_t lv_dit_state_bytes(const lv_dit *dit) { return dit ? dit->state_bytes : 0; }
+bool lv_dit_carries_state(const lv_dit *dit) { return dit && dit->opt.cached_blocks != 0; }
+int64_t lv_dit_chunks(const lv_dit *dit) { return dit ? dit->chunks : 0; }
 
 void lv_dit_set_tap(lv_dit *dit, lv_dit_tap tap, void *user) {
+    if (!dit) return;
     dit->tap = tap;
     dit->tap_user = user;
 }
 
 lv_status lv_dit_layer_state(lv_ctx *ctx, lv_dit *dit, int layer, float *S, float *z,
                              float *conv_last, int64_t conv_last_count) {
+    if (!ctx || !dit)
+        return lv_error(LV_ERR_INVALID, "lv_dit_layer_state: %s is NULL", !ctx ? "the context" : "the dit");
     if (layer < 0 || layer >= dit->cfg.depth)
         return lv_error(LV_ERR_INVALID, "layer %d of a %d-layer model", layer, dit->cfg.depth);
     lv_dit_block *blk = &dit->blocks[layer];

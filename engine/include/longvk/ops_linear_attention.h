@@ -98,6 +98,9 @@ lv_status lv_linattn_state_read(lv_ctx *ctx, lv_linattn_state *st, float *S, flo
 /* Saving and restoring a state exactly (resume files): the floats that carry it (the
  * carried slot, or the window's ring of K slots), and the blocks committed. */
 int64_t lv_linattn_state_saved_floats(const lv_linattn_state *st);
+/* The tensor those floats are in (valid until the state is destroyed), for checks on the
+ * device such as lv_op_count_nonfinite. */
+const lv_tensor *lv_linattn_state_tensor(const lv_linattn_state *st);
 lv_status lv_linattn_state_save(lv_ctx *ctx, lv_linattn_state *st, float *data);
 lv_status lv_linattn_state_load(lv_ctx *ctx, lv_linattn_state *st, const float *data, int64_t blocks);
 

@@ -33,7 +33,9 @@ typedef struct lv_dit_options {
 } lv_dit_options;
 
 /* Uploads every weight (matmul weights keep their dtype; the rest become f32). opt NULL:
- * every committed chunk is read. */
+ * every committed chunk is read. Functions of this header that return a status check
+ * their pointers (LV_ERR_INVALID for a NULL one); the others take NULL as "none" (0, false,
+ * NULL, nothing done). */
 lv_status lv_dit_create(lv_ctx *ctx, const lv_sana_file *file, const lv_dit_options *opt,
                         lv_dit **out);
 void lv_dit_destroy(lv_ctx *ctx, lv_dit *dit);
@@ -60,7 +62,13 @@ typedef struct lv_dit_pass {
 } lv_dit_pass;
 
 /* out: [out_channels, frames, height, width], the velocity prediction; NULL for a write
- * pass whose prediction is not needed (the final layer is then skipped). */
+ * pass whose prediction is not needed (the final layer is then skipped).
+ * Every pass checks on the device (lv_op_count_nonfinite) what it hands on: a prediction
+ * with a NaN or an infinity, or after a write pass a carried state with one, is an
+ * LV_ERR_INVALID naming it ("the DiT's output has non-finite values (...)", "the carried
+ * state of layer 2 has non-finite values after the write pass (...)"), never a silent
+ * NaN; the prediction is still written to out. A NULL ctx, dit or pass, or a bad pass, is
+ * LV_ERR_INVALID too. */
 lv_status lv_dit_forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass, float *out);
 
 /* False when the dit carries nothing between chunks (cached_blocks 0). */

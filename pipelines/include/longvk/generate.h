@@ -81,14 +81,21 @@ typedef struct lv_text_tables {
 
 lv_status lv_text_tables_open(const lv_weights *w, const lv_model_card *card, int caption_channels,
                               lv_text_tables *out);
-/* y [text_len, caption_channels] and mask [text_len] of a prompt; unknown words as in
+/* y [text_len, caption_channels] and mask [text_len] of a prompt; ignored words as in
  * lv_model_card_tokenize. */
 lv_status lv_text_tables_embed(const lv_text_tables *t, const lv_model_card *card, const char *prompt,
                                float *y, float *mask, char *unknown, size_t unknown_size);
 
-/* The card's tokenizer: lowercase ASCII, split on every byte outside a-z, look each piece
- * up in the vocabulary; unknown words are skipped and listed in `unknown` (space separated,
- * may be NULL); the first text_len ids get mask 1, the rest are padded with id 0, mask 0. */
+/* The card's tokenizer. Words are runs of letters (ASCII or any other script: "ünïcödé" is
+ * one word), runs of digits, and single symbols (an emoji with its modifiers); spaces and
+ * punctuation separate them. A word is looked up with its ASCII letters lowercased, so an
+ * ASCII prompt gives the ids it always did (runs of a-z/A-Z). Known words take the ids in
+ * order; the first text_len get mask 1, the rest are padded with id 0, mask 0.
+ * `unknown` (may be NULL) receives what is ignored and why, in the prompt's own
+ * characters (UTF-8 kept; a byte that is not UTF-8 shows as U+FFFD), each word once:
+ *   "ignored (not in the vocabulary): ünïcödé, 42, 🎈; ignored (past the model's 20 words): red"
+ * or "" when every word is used; a list longer than unknown_size ends with "..." (never
+ * inside a character). Errors: a NULL card, ids or mask, or a card without a vocabulary. */
 lv_status lv_model_card_tokenize(const lv_model_card *card, const char *prompt, int *ids,
                                  float *mask, char *unknown, size_t unknown_size);
 
@@ -161,19 +168,40 @@ void lv_generate_options_default(lv_generate_options *opt);
 typedef struct lv_generate_progress {
     int block, blocks;            /* block just finished (1-based) of how many, burn-in included */
     int burn_in_blocks;           /* blocks 1 .. burn_in_blocks are the burn-in: made, not written */
-    int64_t frames_done, frames_total;
+    int64_t frames_done, frames_total; /* frames in the file (a resumed run's kept ones included) */
     double seconds;               /* since this run started */
-    double frames_per_second;     /* frames this run / seconds */
-    double eta_seconds;
+    double frames_per_second;     /* frames this run made / seconds */
+    double eta_seconds;           /* the blocks left, weighed by their forward passes (the first
+                                     block takes more steps than the others), at the time per
+                                     pass measured since this run's first step (which also
+                                     compiles every kernel) */
     uint64_t state_bytes;         /* carried state on the device (0: none is carried) */
     const char *device;
+    int64_t frames_resumed;       /* frames kept from the interrupted run (--resume; else 0):
+                                     this run made frames_done - frames_resumed */
 } lv_generate_progress;
 
 typedef void (*lv_generate_callback)(void *user, const lv_generate_progress *p);
 
-/* Runs a generation. `stop`, when non-NULL, is polled after every block: once set, the
- * current block is finished, the file is closed properly and LV_ERR_INTERRUPTED is
- * returned (the resume file allows --resume). `warn` receives warnings (unknown words). */
+/* Runs a generation. Every option is checked first: a bad or non-finite value (NULL opt,
+ * scale 0, cfg_scale NaN, ...) is LV_ERR_INVALID naming it. `stop`, when non-NULL, is
+ * polled before every block, burn-in blocks included: once set, the current block is
+ * finished, the file is closed properly and LV_ERR_INTERRUPTED is returned (the resume
+ * file allows --resume; the message says what is written). `warn` receives warnings
+ * (words of the prompt that are ignored, and why).
+ *
+ * The video is written under OUTPUT.resume-part until its first block is flushed, then
+ * renamed to OUTPUT; the resume file (state_path) is written once the options and the
+ * model are checked, before the device is set up, and after every block, burn-in blocks
+ * included. Killed at any moment, a run leaves at OUTPUT nothing of its own or a playable
+ * video, and a resume file that --resume continues from with the frames an uninterrupted
+ * run makes (except in the first milliseconds, while the model is read: then nothing at
+ * all). A failed start leaves nothing.
+ *
+ * Every block is checked on the device for NaN and infinities (the DiT's predictions and
+ * the carried state, lv_dit_forward): the first one stops the run with an error naming the
+ * block (burn-in or not), the step and the stage; what was written stays (the file plays,
+ * the resume file holds the last good block). */
 lv_status lv_generate(const lv_generate_options *opt, lv_generate_callback progress,
                       void (*warn)(void *user, const char *message), void *user,
                       volatile sig_atomic_t *stop);

@@ -16,14 +16,14 @@ extern "C" {
 /* Standard normal noise that depends only on (seed, stream, index): counter-based, so a
  * resumed run draws exactly what an uninterrupted one would, with no generator state to
  * save. Stream numbers name what the noise is for (chunk c, step k). */
-void lv_noise_fill(uint64_t seed, uint64_t stream, float *out, size_t n);
+void lv_noise_fill(uint64_t seed, uint64_t stream, float *out, size_t n); /* out NULL: nothing */
 uint64_t lv_noise_stream(uint64_t chunk, uint64_t step);
 
 /* The base model's time grids (steps + 1 values, sigmas[0] the noisiest, sigmas[steps] = 0),
  * in float32 as the original computes them so the integer timesteps agree:
  * DPM-Solver++: s = 1 - linspace(1, 0.001, steps + 1), shifted by shift s / (1 + (shift - 1) s),
  * reversed. Euler: u = linspace(1, shift(0.001), steps), shifted again, then 0. */
-void lv_flow_sigmas(int steps, double shift, double *sigmas);
+void lv_flow_sigmas(int steps, double shift, double *sigmas); /* sigmas NULL or steps < 1: nothing */
 void lv_flow_sigmas_euler(int steps, double shift, double *sigmas);
 
 typedef enum lv_solver { LV_SOLVER_EULER = 0, LV_SOLVER_DPMPP_2M } lv_solver;
@@ -69,7 +69,9 @@ lv_ctx *lv_dit_twin_ctx(lv_dit_twin *twin);
 lv_dit *lv_dit_twin_dit(lv_dit_twin *twin);
 /* Starts lv_dit_forward on the twin's thread; *pass and what it points to, and out, must
  * stay unchanged until lv_dit_twin_wait, which returns that forward's status (its error
- * message becomes this thread's). One pass at a time. */
+ * message becomes this thread's). One pass at a time: a NULL pass, or a start while a
+ * pass runs, makes the next wait fail (LV_ERR_INVALID), as does a wait with nothing
+ * started, or a NULL twin. */
 void lv_dit_twin_start(lv_dit_twin *twin, const lv_dit_pass *pass, float *out);
 lv_status lv_dit_twin_wait(lv_dit_twin *twin);
 
@@ -89,8 +91,18 @@ typedef struct lv_chunk_options {
                                (every frame) instead of noise alone ("warm start") */
     lv_dit_twin *twin;      /* optional: runs the unconditional passes in parallel and
                                mirrors the write pass (lv_dit_twin_create) */
+    /* optional: called after each step's passes (step 0 .. steps-1; `passes` 2 with CFG at
+     * that step, else 1) and after the write pass (step = steps, passes 1), for progress
+     * and timing */
+    void (*step_done)(void *user, int step, int passes);
+    void *step_user;
 } lv_chunk_options;
 
+/* Errors name the step and the stage: "step 2 of 2: the DiT's output has non-finite values
+ * (...)" (lv_dit_forward's check), "step 2 of 2 (the unconditional pass): ...", "the write
+ * pass: the carried state ...", "the finished block has non-finite values" (x0, checked
+ * before it is returned). Bad arguments (NULL pointers, sizes, steps, a non-finite
+ * cfg_scale or timestep) are LV_ERR_INVALID. */
 lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *opt,
                             int64_t chunk_index, int frame_offset, int frames, int height,
                             int width, float *x0);
