@@ -1,5 +1,7 @@
 /* Opening input files only when they are regular files (see longvk/files.h). */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -52,4 +54,60 @@ lv_status lv_check_regular_file(const char *path) {
     LV_TRY(lv_open_regular_file(path, &fd, NULL));
     close(fd);
     return LV_OK;
+}
+
+char *lv_read_text_file(const char *path, size_t *len) {
+    int fd;
+    int64_t size = 0;
+    if (lv_open_regular_file(path, &fd, &size) != LV_OK) return NULL;
+    if (size > (64 << 20)) {
+        close(fd);
+        lv_error(LV_ERR_FORMAT, "%s: %lld bytes: too large for a text file (64 MiB at most)", path, (long long)size);
+        return NULL;
+    }
+    char *text = malloc((size_t)size + 1);
+    if (!text) {
+        close(fd);
+        lv_error(LV_ERR_NOMEM, "%s: out of memory", path);
+        return NULL;
+    }
+    size_t n = 0;
+    while (n < (size_t)size) {
+        ssize_t k = read(fd, text + n, (size_t)size - n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            int e = k < 0 ? errno : EIO;
+            close(fd);
+            free(text);
+            lv_error(LV_ERR_IO, "%s: cannot read: %s", path, strerror(e));
+            return NULL;
+        }
+        n += (size_t)k;
+    }
+    close(fd);
+    text[n] = '\0';
+    *len = n;
+    return text;
+}
+
+int lv_path_is_dir(const char *path) {
+    struct stat st;
+    return path && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int lv_path_is_file(const char *path) {
+    struct stat st;
+    return path && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int lv_path_ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+void lv_path_dir(const char *path, char *dir, size_t size) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, size, ".");
+    else if (slash == path) snprintf(dir, size, "/");
+    else snprintf(dir, size, "%.*s", (int)(slash - path), path);
 }

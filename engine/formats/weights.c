@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "longvk/files.h"
 #include "weights_internal.h"
 
@@ -204,4 +206,81 @@ lv_status lv_weights_open_memory(const void *data, size_t size, const char *name
     }
     *out = w;
     return LV_OK;
+}
+
+/* ---- models saved in shards ------------------------------------------------------------- */
+
+#define LV_MAX_SHARDS 256
+
+lv_status lv_weight_set_add(lv_weight_set *set, const char *path, const void *data, size_t size) {
+    if (set->count >= LV_MAX_SHARDS)
+        return lv_error(LV_ERR_INVALID, "%s: more than %d shards", path, LV_MAX_SHARDS);
+    lv_weights **grown = realloc(set->files, ((size_t)set->count + 1) * sizeof *grown);
+    if (!grown) return lv_error(LV_ERR_NOMEM, "out of memory");
+    set->files = grown;
+    LV_TRY(data ? lv_weights_open_memory(data, size, path, &set->files[set->count])
+                : lv_weights_open(path, &set->files[set->count]));
+    set->count++;
+    return LV_OK;
+}
+
+lv_status lv_weight_set_add_index(lv_weight_set *set, const char *index, const char *dir) {
+    size_t len = 0;
+    char *text = lv_read_text_file(index, &len);
+    if (!text) return LV_ERR_IO;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    free(text);
+    const cJSON *map = root ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;
+    if (!cJSON_IsObject(map)) {
+        cJSON_Delete(root);
+        return lv_error(LV_ERR_FORMAT, "%s: not a safetensors index (no \"weight_map\" object)", index);
+    }
+    int before = set->count;
+    lv_status s = LV_OK;
+    const char **seen = NULL;
+    int n_seen = 0;
+    for (const cJSON *e = map->child; e && s == LV_OK; e = e->next) {
+        if (!cJSON_IsString(e) || !e->valuestring || !*e->valuestring || strstr(e->valuestring, "..") ||
+            e->valuestring[0] == '/') {
+            s = lv_error(LV_ERR_FORMAT, "%s: weight_map entry '%s' does not name a shard file beside the index",
+                         index, e->string ? e->string : "?");
+            break;
+        }
+        int known = 0;
+        for (int i = 0; i < n_seen && !known; i++) known = strcmp(seen[i], e->valuestring) == 0;
+        if (known) continue;
+        const char **g = realloc(seen, ((size_t)n_seen + 1) * sizeof *g);
+        if (!g) {
+            s = lv_error(LV_ERR_NOMEM, "out of memory");
+            break;
+        }
+        seen = g;
+        seen[n_seen++] = e->valuestring;
+        char shard[4200];
+        snprintf(shard, sizeof shard, "%.4000s/%s", dir, e->valuestring);
+        s = lv_weight_set_add(set, shard, NULL, 0);
+    }
+    free(seen);
+    cJSON_Delete(root);
+    if (s == LV_OK && set->count == before) s = lv_error(LV_ERR_FORMAT, "%s: the index names no shards", index);
+    return s;
+}
+
+const lv_weight *lv_weight_set_find(const lv_weight_set *set, const char *name, int *which) {
+    for (int i = 0; set && i < set->count; i++) {
+        const lv_weight *t = lv_weights_find(set->files[i], name);
+        if (t) {
+            if (which) *which = i;
+            return t;
+        }
+    }
+    return NULL;
+}
+
+void lv_weight_set_close(lv_weight_set *set) {
+    if (!set) return;
+    for (int i = 0; i < set->count; i++) lv_weights_close(set->files[i]);
+    free(set->files);
+    set->files = NULL;
+    set->count = 0;
 }

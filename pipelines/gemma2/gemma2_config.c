@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gemma2_internal.h"
+#include "longvk/files.h"
 
 void lv_gemma2_config_default(lv_gemma2_config *c) {
     memset(c, 0, sizeof *c);
@@ -165,34 +166,11 @@ lv_status lv_gemma2_config_parse(const char *json, size_t len, const char *sourc
     return s;
 }
 
-char *g2_read_text(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    char *text = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 4096 > cap) {
-            if (cap >= (64u << 20)) break;
-            cap = cap ? cap * 2 : 16384;
-            char *p = realloc(text, cap);
-            if (!p) break;
-            text = p;
-        }
-        size_t k = fread(text + n, 1, cap - n, fp);
-        n += k;
-        if (k == 0) break;
-    }
-    fclose(fp);
-    *len = n;
-    return text;
-}
-
 lv_status lv_gemma2_config_load(const char *path, lv_gemma2_config *out) {
     if (!path) return lv_error(LV_ERR_INVALID, "lv_gemma2_config_load: no path");
     size_t len = 0;
-    errno = 0;
-    char *text = g2_read_text(path, &len);
-    if (!text) return lv_error(LV_ERR_IO, "%s: cannot read: %s", path, strerror(errno ? errno : ENOMEM));
+    char *text = lv_read_text_file(path, &len);
+    if (!text) return LV_ERR_IO; /* the message says why */
     lv_status s = lv_gemma2_config_parse(text, len, path, out);
     free(text);
     return s;

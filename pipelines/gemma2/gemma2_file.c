@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 
 #include "gemma2_internal.h"
+#include "longvk/files.h"
 
-#define MAX_SHARDS 256
 #define PREFIX_MAX 128
 
 const char *const g2_layer_names[G2_LAYER_TENSORS] = {
@@ -39,8 +39,7 @@ void g2_layer_shape(const lv_gemma2_config *c, int t, int64_t shape[2], int *ndi
 }
 
 struct lv_gemma2_file {
-    lv_weights **src;
-    int n_src;
+    lv_weight_set set; /* the file, or its shards */
     char path[4096];
     char prefix[PREFIX_MAX];
     lv_gemma2_config cfg;
@@ -85,117 +84,44 @@ static void shape_str(const int64_t *shape, int ndim, char *buf, size_t size) {
     if (at < size) snprintf(buf + at, size - at, "]");
 }
 
-static int is_dir(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
 
-static int is_file(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
 
-static void dir_of(const char *path, char *dir, size_t size) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(dir, size, ".");
-    else if (slash == path) snprintf(dir, size, "/");
-    else snprintf(dir, size, "%.*s", (int)(slash - path), path);
-}
 
 /* ---- the weights ----------------------------------------------------------------------- */
 
-static lv_status add_source(lv_gemma2_file *f, const char *path) {
-    if (f->n_src >= MAX_SHARDS) return lv_error(LV_ERR_INVALID, "%s: more than %d shards", path, MAX_SHARDS);
-    lv_weights **grown = realloc(f->src, ((size_t)f->n_src + 1) * sizeof *grown);
-    if (!grown) return lv_error(LV_ERR_NOMEM, "out of memory");
-    f->src = grown;
-    LV_TRY(lv_weights_open(path, &f->src[f->n_src]));
-    f->n_src++;
-    return LV_OK;
-}
 
-/* A *.safetensors.index.json: {"weight_map": {"tensor": "shard file", ...}}. */
-static lv_status open_index(lv_gemma2_file *f, const char *index, const char *dir) {
-    size_t len = 0;
-    errno = 0;
-    char *text = g2_read_text(index, &len);
-    if (!text) return lv_error(LV_ERR_IO, "%s: cannot read: %s", index, strerror(errno ? errno : ENOMEM));
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    free(text);
-    const cJSON *map = root ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;
-    if (!cJSON_IsObject(map)) {
-        cJSON_Delete(root);
-        return lv_error(LV_ERR_FORMAT, "%s: not a safetensors index (no \"weight_map\" object)", index);
-    }
-    lv_status s = LV_OK;
-    const char **seen = NULL;
-    int n_seen = 0;
-    for (const cJSON *e = map->child; e && s == LV_OK; e = e->next) {
-        if (!cJSON_IsString(e) || !e->valuestring || !*e->valuestring || strstr(e->valuestring, "..") ||
-            e->valuestring[0] == '/') {
-            s = lv_error(LV_ERR_FORMAT, "%s: weight_map entry '%s' does not name a shard file beside the index",
-                         index, e->string ? e->string : "?");
-            break;
-        }
-        int known = 0;
-        for (int i = 0; i < n_seen && !known; i++) known = strcmp(seen[i], e->valuestring) == 0;
-        if (known) continue;
-        const char **g = realloc(seen, ((size_t)n_seen + 1) * sizeof *g);
-        if (!g) {
-            s = lv_error(LV_ERR_NOMEM, "out of memory");
-            break;
-        }
-        seen = g;
-        seen[n_seen++] = e->valuestring;
-        char shard[4200];
-        snprintf(shard, sizeof shard, "%.4000s/%s", dir, e->valuestring);
-        s = add_source(f, shard);
-    }
-    free(seen);
-    cJSON_Delete(root);
-    if (s == LV_OK && f->n_src == 0) s = lv_error(LV_ERR_FORMAT, "%s: the index names no shards", index);
-    return s;
-}
 
 /* Opens the weights; *config_dir receives the directory where config.json may be. */
 static lv_status open_weights(lv_gemma2_file *f, const char *path, char *config_dir, size_t size) {
     char candidate[4200], dir[4200], sub[4200];
-    if (is_dir(path)) {
+    if (lv_path_is_dir(path)) {
         snprintf(dir, sizeof dir, "%.4000s", path);
         /* a diffusers pipeline folder: its text_encoder/ */
         snprintf(candidate, sizeof candidate, "%.4000s/model.safetensors", path);
         snprintf(sub, sizeof sub, "%.4000s/model.safetensors.index.json", path);
-        int here = is_file(candidate) || is_file(sub);
+        int here = lv_path_is_file(candidate) || lv_path_is_file(sub);
         snprintf(sub, sizeof sub, "%.4000s/text_encoder", path);
-        if (!here && is_dir(sub)) snprintf(dir, sizeof dir, "%.4000s", sub);
+        if (!here && lv_path_is_dir(sub)) snprintf(dir, sizeof dir, "%.4000s", sub);
         snprintf(config_dir, size, "%.4000s", dir);
         snprintf(candidate, sizeof candidate, "%.4000s/model.safetensors.index.json", dir);
-        if (is_file(candidate)) return open_index(f, candidate, dir);
+        if (lv_path_is_file(candidate)) return lv_weight_set_add_index(&f->set, candidate, dir);
         snprintf(candidate, sizeof candidate, "%.4000s/model.safetensors", dir);
-        if (is_file(candidate)) return add_source(f, candidate);
+        if (lv_path_is_file(candidate)) return lv_weight_set_add(&f->set, candidate, NULL, 0);
         return lv_error(LV_ERR_IO,
                         "%s: a directory without model.safetensors or model.safetensors.index.json (nor a "
                         "text_encoder/ folder holding them): give the weights file itself",
                         path);
     }
-    dir_of(path, config_dir, size);
-    if (ends_with(path, ".index.json")) return open_index(f, path, config_dir);
-    return add_source(f, path);
+    lv_path_dir(path, config_dir, size);
+    if (lv_path_ends_with(path, ".index.json")) return lv_weight_set_add_index(&f->set, path, config_dir);
+    return lv_weight_set_add(&f->set, path, NULL, 0);
 }
 
 static const lv_weight *find(const lv_gemma2_file *f, const char *name) {
     char full[PREFIX_MAX + 256];
     snprintf(full, sizeof full, "%s%s", f->prefix, name);
-    for (int i = 0; i < f->n_src; i++) {
-        const lv_weight *t = lv_weights_find(f->src[i], full);
-        if (t) return t;
-    }
-    return NULL;
+    return lv_weight_set_find(&f->set, full, NULL);
 }
 
 /* The prefix before "embed_tokens.weight" ("model." for Gemma2ForCausalLM, "" for
@@ -203,9 +129,9 @@ static const lv_weight *find(const lv_gemma2_file *f, const char *name) {
 static lv_status detect_prefix(lv_gemma2_file *f) {
     static const char key[] = "embed_tokens.weight";
     int total = 0;
-    for (int s = 0; s < f->n_src; s++)
-        for (int i = 0; i < lv_weights_count(f->src[s]); i++) {
-            const char *n = lv_weights_at(f->src[s], i)->name;
+    for (int s = 0; s < f->set.count; s++)
+        for (int i = 0; i < lv_weights_count(f->set.files[s]); i++) {
+            const char *n = lv_weights_at(f->set.files[s], i)->name;
             total++;
             size_t len = strlen(n), k = sizeof key - 1;
             if (len < k || strcmp(n + len - k, key) != 0 || len - k >= PREFIX_MAX) continue;
@@ -227,19 +153,19 @@ static lv_status choose_config(lv_gemma2_file *f, const char *config_path, const
         snprintf(f->config_source, sizeof f->config_source, "config file %.600s", config_path);
         return LV_OK;
     }
-    for (int s = 0; s < f->n_src; s++) {
-        const char *json = lv_weights_metadata(f->src[s], "config");
+    for (int s = 0; s < f->set.count; s++) {
+        const char *json = lv_weights_metadata(f->set.files[s], "config");
         if (!json) continue;
         char source[700];
-        snprintf(source, sizeof source, "%.600s (__metadata__.config)", lv_weights_path(f->src[s]));
+        snprintf(source, sizeof source, "%.600s (__metadata__.config)", lv_weights_path(f->set.files[s]));
         LV_TRY(lv_gemma2_config_parse(json, strlen(json), source, &f->cfg));
         snprintf(f->config_source, sizeof f->config_source, "__metadata__.config of %.600s",
-                 lv_weights_path(f->src[s]));
+                 lv_weights_path(f->set.files[s]));
         return LV_OK;
     }
     char candidate[4200];
     snprintf(candidate, sizeof candidate, "%.4000s/config.json", config_dir);
-    if (is_file(candidate)) {
+    if (lv_path_is_file(candidate)) {
         LV_TRY(lv_gemma2_config_load(candidate, &f->cfg));
         snprintf(f->config_source, sizeof f->config_source, "%.690s", candidate);
         return LV_OK;
@@ -308,9 +234,9 @@ static lv_status check_tensors(lv_gemma2_file *f) {
             f->layers[l][t] = check_one(f, &pb, name, ndim, shape);
         }
     /* a layer past the config's count means the config is wrong */
-    for (int s = 0; s < f->n_src; s++)
-        for (int i = 0; i < lv_weights_count(f->src[s]); i++) {
-            const char *n = lv_weights_at(f->src[s], i)->name;
+    for (int s = 0; s < f->set.count; s++)
+        for (int i = 0; i < lv_weights_count(f->set.files[s]); i++) {
+            const char *n = lv_weights_at(f->set.files[s], i)->name;
             int l = layer_index(f, n);
             if (l >= c->num_layers)
                 problem(&pb, n, "tensor '%s' belongs to layer %d but the config has %d layers: wrong config?", n, l,
@@ -350,8 +276,7 @@ lv_status lv_gemma2_file_open(const char *path, const char *config_path, lv_gemm
 
 void lv_gemma2_file_close(lv_gemma2_file *f) {
     if (!f) return;
-    for (int i = 0; i < f->n_src; i++) lv_weights_close(f->src[i]);
-    free(f->src);
+    lv_weight_set_close(&f->set);
     free(f->layers);
     free(f);
 }

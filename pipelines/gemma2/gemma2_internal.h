@@ -36,7 +36,5 @@ const lv_weight *const *g2_file_layer(const lv_gemma2_file *f, int layer);
 const lv_weight *g2_file_embed(const lv_gemma2_file *f);
 const lv_weight *g2_file_norm(const lv_gemma2_file *f);
 
-/* A whole (small) text file, malloc'd (NULL and errno on failure). */
-char *g2_read_text(const char *path, size_t *len);
 
 #endif

@@ -14,11 +14,8 @@
 #include "sana_config.h"
 #include "sana_names.h"
 
-#define MAX_SHARDS 256
-
 struct lv_sana_file {
-    lv_weights **src; /* the weights files (shards) */
-    int n_src;
+    lv_weight_set set; /* the weights file, or its shards */
     lv_sana_config cfg;
     char config_source[600];
     lv_sana_naming naming;
@@ -80,143 +77,37 @@ static int is_float(lv_dtype d) { return d == LV_F32 || d == LV_F16 || d == LV_B
 
 /* The tensor `name` in any shard; *src (if given) receives the shard's index. */
 static const lv_weight *find_in(const lv_sana_file *f, const char *name, int *src) {
-    for (int i = 0; i < f->n_src; i++) {
-        const lv_weight *t = lv_weights_find(f->src[i], name);
-        if (t) {
-            if (src) *src = i;
-            return t;
-        }
-    }
-    return NULL;
+    return lv_weight_set_find(&f->set, name, src);
 }
 
 static const lv_weight *find_any(const lv_sana_file *f, const char *name) { return find_in(f, name, NULL); }
 
 /* ---- locating the weights -------------------------------------------------------------- */
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
 
-static int is_dir(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
 
-static int is_file(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
 
-/* NULL when it cannot be read; lv_last_error() then says why. */
-static char *read_text(const char *path, size_t *len) {
-    int fd;
-    if (lv_open_regular_file(path, &fd, NULL) != LV_OK) return NULL; /* a FIFO would block */
-    FILE *fp = fdopen(fd, "rb");
-    if (!fp) {
-        lv_error(LV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        close(fd);
-        return NULL;
-    }
-    char *text = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 4096 > cap) {
-            if (cap >= (64u << 20)) break;
-            cap = cap ? cap * 2 : 16384;
-            char *p = realloc(text, cap);
-            if (!p) break;
-            text = p;
-        }
-        size_t k = fread(text + n, 1, cap - n, fp);
-        n += k;
-        if (k == 0) break;
-    }
-    fclose(fp);
-    *len = n;
-    return text;
-}
 
-/* Opens `path`, or the image `data` when it is not NULL. */
-static lv_status add_source(lv_sana_file *f, const char *path, const void *data, size_t size) {
-    if (f->n_src >= MAX_SHARDS) return lv_error(LV_ERR_INVALID, "%s: more than %d shards", path, MAX_SHARDS);
-    lv_weights **grown = realloc(f->src, ((size_t)f->n_src + 1) * sizeof *grown);
-    if (!grown) return lv_error(LV_ERR_NOMEM, "out of memory");
-    f->src = grown;
-    LV_TRY(data ? lv_weights_open_memory(data, size, path, &f->src[f->n_src])
-                : lv_weights_open(path, &f->src[f->n_src]));
-    f->n_src++;
-    return LV_OK;
-}
 
-/* A diffusers *.safetensors.index.json: {"weight_map": {"tensor": "shard file", ...}}. */
-static lv_status open_index(lv_sana_file *f, const char *index, const char *dir) {
-    size_t len = 0;
-    lv_clear_error();
-    char *text = read_text(index, &len);
-    if (!text) return *lv_last_error() ? LV_ERR_IO : lv_error(LV_ERR_IO, "%s: cannot read it (out of memory?)", index);
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    free(text);
-    const cJSON *map = root ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;
-    if (!cJSON_IsObject(map)) {
-        cJSON_Delete(root);
-        return lv_error(LV_ERR_FORMAT, "%s: not a safetensors index (no \"weight_map\" object)", index);
-    }
-    lv_status s = LV_OK;
-    char **seen = NULL;
-    int n_seen = 0;
-    for (const cJSON *e = map->child; e && s == LV_OK; e = e->next) {
-        if (!cJSON_IsString(e) || !e->valuestring || !*e->valuestring || strstr(e->valuestring, "..") ||
-            e->valuestring[0] == '/') {
-            s = lv_error(LV_ERR_FORMAT, "%s: weight_map entry '%s' does not name a shard file beside the index",
-                         index, e->string ? e->string : "?");
-            break;
-        }
-        int known = 0;
-        for (int i = 0; i < n_seen && !known; i++) known = strcmp(seen[i], e->valuestring) == 0;
-        if (known) continue;
-        char **g = realloc(seen, ((size_t)n_seen + 1) * sizeof *g);
-        if (!g) {
-            s = lv_error(LV_ERR_NOMEM, "out of memory");
-            break;
-        }
-        seen = g;
-        seen[n_seen++] = e->valuestring;
-        char shard[4096];
-        snprintf(shard, sizeof shard, "%s/%s", dir, e->valuestring);
-        s = add_source(f, shard, NULL, 0);
-    }
-    free(seen);
-    cJSON_Delete(root);
-    if (s == LV_OK && f->n_src == 0) s = lv_error(LV_ERR_FORMAT, "%s: the index names no shards", index);
-    return s;
-}
 
-static void dir_of(const char *path, char *dir, size_t size) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(dir, size, ".");
-    else if (slash == path) snprintf(dir, size, "/");
-    else snprintf(dir, size, "%.*s", (int)(slash - path), path);
-}
 
 /* Opens the weights; *config_dir receives the directory where a diffusers config.json may be. */
 static lv_status open_weights(lv_sana_file *f, const char *path, char *config_dir, size_t size) {
     char candidate[4096];
-    if (is_dir(path)) {
+    if (lv_path_is_dir(path)) {
         snprintf(config_dir, size, "%s", path);
         snprintf(candidate, sizeof candidate, "%s/diffusion_pytorch_model.safetensors.index.json", path);
-        if (is_file(candidate)) return open_index(f, candidate, path);
+        if (lv_path_is_file(candidate)) return lv_weight_set_add_index(&f->set, candidate, path);
         snprintf(candidate, sizeof candidate, "%s/diffusion_pytorch_model.safetensors", path);
-        if (is_file(candidate)) return add_source(f, candidate, NULL, 0);
+        if (lv_path_is_file(candidate)) return lv_weight_set_add(&f->set, candidate, NULL, 0);
         return lv_error(LV_ERR_IO,
                         "%s: a directory without diffusion_pytorch_model.safetensors or its .index.json: "
                         "give the weights file itself",
                         path);
     }
-    dir_of(path, config_dir, size);
-    if (ends_with(path, ".index.json")) return open_index(f, path, config_dir);
-    return add_source(f, path, NULL, 0);
+    lv_path_dir(path, config_dir, size);
+    if (lv_path_ends_with(path, ".index.json")) return lv_weight_set_add_index(&f->set, path, config_dir);
+    return lv_weight_set_add(&f->set, path, NULL, 0);
 }
 
 /* ---- naming and config ---------------------------------------------------------------- */
@@ -224,9 +115,9 @@ static lv_status open_weights(lv_sana_file *f, const char *path, char *config_di
 static lv_status detect_naming(lv_sana_file *f, const char *path) {
     const char *orig = NULL, *diff = NULL;
     int total = 0;
-    for (int s = 0; s < f->n_src; s++)
-        for (int i = 0; i < lv_weights_count(f->src[s]); i++) {
-            const char *n = lv_weights_at(f->src[s], i)->name;
+    for (int s = 0; s < f->set.count; s++)
+        for (int i = 0; i < lv_weights_count(f->set.files[s]); i++) {
+            const char *n = lv_weights_at(f->set.files[s], i)->name;
             total++;
             if (!orig && sana_is_model_name(n, LV_SANA_NAMES_ORIGINAL)) orig = n;
             if (!diff && sana_is_model_name(n, LV_SANA_NAMES_DIFFUSERS)) diff = n;
@@ -260,9 +151,9 @@ static lv_status infer_config(lv_sana_file *f, const char *path) {
     const lv_weight *fc1 = find_mapped(f, "y_embedder.y_proj.fc1.weight");
     const lv_weight *inv = find_mapped(f, "blocks.0.mlp.inverted_conv.conv.weight");
     int depth = 0;
-    for (int s = 0; s < f->n_src; s++)
-        for (int i = 0; i < lv_weights_count(f->src[s]); i++) {
-            int b = sana_block_index(lv_weights_at(f->src[s], i)->name, f->naming);
+    for (int s = 0; s < f->set.count; s++)
+        for (int i = 0; i < lv_weights_count(f->set.files[s]); i++) {
+            int b = sana_block_index(lv_weights_at(f->set.files[s], i)->name, f->naming);
             if (b + 1 > depth) depth = b + 1;
         }
     char presets[200] = "";
@@ -317,21 +208,21 @@ static lv_status choose_config(lv_sana_file *f, const char *path, const char *co
         snprintf(f->config_source, sizeof f->config_source, "preset %s", preset);
         return LV_OK;
     }
-    for (int s = 0; s < f->n_src; s++) {
-        const char *json = lv_weights_metadata(f->src[s], "config");
+    for (int s = 0; s < f->set.count; s++) {
+        const char *json = lv_weights_metadata(f->set.files[s], "config");
         if (!json) continue;
         char source[600];
-        snprintf(source, sizeof source, "%s (__metadata__.config)", lv_weights_path(f->src[s]));
+        snprintf(source, sizeof source, "%s (__metadata__.config)", lv_weights_path(f->set.files[s]));
         LV_TRY(lv_sana_config_parse(json, strlen(json), source, &f->cfg));
-        snprintf(f->config_source, sizeof f->config_source, "__metadata__.config of %s", lv_weights_path(f->src[s]));
+        snprintf(f->config_source, sizeof f->config_source, "__metadata__.config of %s", lv_weights_path(f->set.files[s]));
         return LV_OK;
     }
     /* diffusers keeps the config in config.json beside the weights. */
     char candidate[4096];
     snprintf(candidate, sizeof candidate, "%.4000s/config.json", config_dir ? config_dir : "");
-    if (config_dir && is_file(candidate)) {
+    if (config_dir && lv_path_is_file(candidate)) {
         size_t len = 0;
-        char *text = read_text(candidate, &len);
+        char *text = lv_read_text_file(candidate, &len);
         cJSON *obj = text ? cJSON_ParseWithLength(text, len) : NULL;
         free(text);
         const cJSON *cls = obj ? cJSON_GetObjectItemCaseSensitive(obj, "_class_name") : NULL;
@@ -351,7 +242,7 @@ static lv_status choose_config(lv_sana_file *f, const char *path, const char *co
 
 /* lv_weights_find hands out pointers into the shard's array of tensors: their index. */
 static void mark_used(const lv_sana_file *f, const lv_weight *t, int src, unsigned char **used) {
-    used[src][t - lv_weights_at(f->src[src], 0)] = 1;
+    used[src][t - lv_weights_at(f->set.files[src], 0)] = 1;
 }
 
 /* Checks every expected tensor; when all are right, fills f->tensors (merging parts). */
@@ -424,14 +315,14 @@ static lv_status check_tensors(lv_sana_file *f, const char *path, unsigned char 
 
 static lv_status collect_extras(lv_sana_file *f, unsigned char **used, problems *pb) {
     int total = 0;
-    for (int s = 0; s < f->n_src; s++) total += lv_weights_count(f->src[s]);
+    for (int s = 0; s < f->set.count; s++) total += lv_weights_count(f->set.files[s]);
     f->extras = calloc((size_t)total + 1, sizeof *f->extras);
     f->extra_known = calloc((size_t)total + 1, 1);
     if (!f->extras || !f->extra_known) return lv_error(LV_ERR_NOMEM, "out of memory");
-    for (int s = 0; s < f->n_src; s++)
-        for (int i = 0; i < lv_weights_count(f->src[s]); i++) {
+    for (int s = 0; s < f->set.count; s++)
+        for (int i = 0; i < lv_weights_count(f->set.files[s]); i++) {
             if (used[s][i]) continue;
-            const lv_weight *t = lv_weights_at(f->src[s], i);
+            const lv_weight *t = lv_weights_at(f->set.files[s], i);
             int b = sana_block_index(t->name, f->naming);
             /* A block past the config's depth means the config is wrong, not an extra. */
             if (b >= f->cfg.depth)
@@ -458,16 +349,16 @@ static lv_status check_model(lv_sana_file *f, const char *path, const char *conf
     f->tensors = calloc((size_t)f->n_tensors, sizeof *f->tensors);
     f->merged = calloc((size_t)f->n_tensors, sizeof *f->merged);
     f->by_name = malloc((size_t)f->n_tensors * sizeof *f->by_name);
-    unsigned char **used = calloc((size_t)f->n_src, sizeof *used);
+    unsigned char **used = calloc((size_t)f->set.count, sizeof *used);
     lv_status s = (f->tensors && f->merged && f->by_name && used) ? LV_OK : lv_error(LV_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < f->n_src && s == LV_OK; i++) {
-        used[i] = calloc((size_t)lv_weights_count(f->src[i]) + 1, 1);
+    for (int i = 0; i < f->set.count && s == LV_OK; i++) {
+        used[i] = calloc((size_t)lv_weights_count(f->set.files[i]) + 1, 1);
         if (!used[i]) s = lv_error(LV_ERR_NOMEM, "out of memory");
     }
     problems pb = {0};
     if (s == LV_OK) s = check_tensors(f, path, used, &pb);
     if (s == LV_OK) s = collect_extras(f, used, &pb);
-    for (int i = 0; used && i < f->n_src; i++) free(used[i]);
+    for (int i = 0; used && i < f->set.count; i++) free(used[i]);
     free(used);
     LV_TRY(s);
     if (pb.n) {
@@ -506,7 +397,7 @@ lv_status lv_sana_file_open_memory(const void *data, size_t size, const char *na
     if (!data) return lv_error(LV_ERR_INVALID, "%s: no model data", name);
     lv_sana_file *f = calloc(1, sizeof *f);
     if (!f) return lv_error(LV_ERR_NOMEM, "out of memory");
-    lv_status s = add_source(f, name, data, size);
+    lv_status s = lv_weight_set_add(&f->set, name, data, size);
     if (s == LV_OK) s = check_model(f, name, NULL, NULL, NULL);
     if (s != LV_OK) {
         lv_sana_file_close(f);
@@ -525,15 +416,14 @@ void lv_sana_file_close(lv_sana_file *f) {
     free(f->by_name);
     free(f->extras);
     free(f->extra_known);
-    for (int i = 0; i < f->n_src; i++) lv_weights_close(f->src[i]);
-    free(f->src);
+    lv_weight_set_close(&f->set);
     free(f);
 }
 
 const lv_sana_config *lv_sana_file_config(const lv_sana_file *f) { return f ? &f->cfg : NULL; }
 const char *lv_sana_file_config_source(const lv_sana_file *f) { return f ? f->config_source : ""; }
 lv_sana_naming lv_sana_file_naming(const lv_sana_file *f) { return f ? f->naming : LV_SANA_NAMES_ORIGINAL; }
-const lv_weights *lv_sana_file_weights(const lv_sana_file *f) { return f && f->n_src ? f->src[0] : NULL; }
+const lv_weights *lv_sana_file_weights(const lv_sana_file *f) { return f && f->set.count ? f->set.files[0] : NULL; }
 
 const lv_weight *lv_sana_file_tensor(const lv_sana_file *f, const char *name) {
     if (!f || !name) return NULL;

@@ -5,6 +5,7 @@
 #ifndef LONGVK_FILES_H
 #define LONGVK_FILES_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "longvk/status.h"
@@ -23,6 +24,19 @@ lv_status lv_open_regular_file(const char *path, int *fd, int64_t *size);
 /* The same check without keeping the file open, for readers that open it themselves
  * (libzip, FFmpeg). */
 lv_status lv_check_regular_file(const char *path);
+
+/* The whole of a small text file (a config, a shard index), NUL-terminated, through
+ * lv_open_regular_file; free() it. NULL with a message in lv_last_error() when it cannot
+ * be read or is larger than 64 MiB. */
+char *lv_read_text_file(const char *path, size_t *len);
+
+/* 1 when `path` is a directory / a regular file (links followed), else 0. */
+int lv_path_is_dir(const char *path);
+int lv_path_is_file(const char *path);
+/* 1 when `s` ends with `suffix`. */
+int lv_path_ends_with(const char *s, const char *suffix);
+/* The directory part of `path` ("." when it has none, "/" for a file in the root). */
+void lv_path_dir(const char *path, char *dir, size_t size);
 
 #ifdef __cplusplus
 }

@@ -64,6 +64,24 @@ const char *lv_weights_note(const lv_weights *w);
 
 uint64_t lv_weight_numel(const lv_weight *t);
 
+/* ---- models saved in shards ------------------------------------------------------------- */
+
+/* The files of one model: one file, or the shards a safetensors index names. */
+typedef struct lv_weight_set {
+    lv_weights **files;
+    int count;
+} lv_weight_set;
+
+/* Opens one more file (data NULL: read `path`; else the image `data` of `size` bytes, named
+ * `path` in messages). At most 256 files. */
+lv_status lv_weight_set_add(lv_weight_set *set, const char *path, const void *data, size_t size);
+/* Opens every shard a *.safetensors.index.json names ({"weight_map": {tensor: shard}}), each
+ * once, from `dir`: a shard name with "..", or an absolute one, is an error. */
+lv_status lv_weight_set_add_index(lv_weight_set *set, const char *index, const char *dir);
+/* The tensor `name` in any file; *which (if not NULL) gets the file's index. */
+const lv_weight *lv_weight_set_find(const lv_weight_set *set, const char *name, int *which);
+void lv_weight_set_close(lv_weight_set *set);
+
 /* Writes `n` tensors and the metadata pairs metadata_kv[2i] = key, metadata_kv[2i+1] = value
  * as a safetensors file, atomically (a temporary file beside `path`, renamed when complete).
  * Tensor data is laid out largest element size first so that every tensor is aligned. */
