@@ -1,4 +1,6 @@
 /* The dtype table (longvk/dtype.h). */
+#include <stdio.h>
+
 #include "longvk/dtype.h"
 
 size_t lv_dtype_size(lv_dtype dtype) {
@@ -29,4 +31,11 @@ const char *lv_dtype_tag(lv_dtype dtype) {
     case LV_I32: return "I32";
     }
     return "?";
+}
+
+void lv_shape_format(const int64_t *shape, int ndim, char *buf, size_t size) {
+    size_t at = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < ndim && at < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, i ? ", %lld" : "%lld", (long long)shape[i]);
+    if (at < size) snprintf(buf + at, size - at, "]");
 }

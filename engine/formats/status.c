@@ -53,3 +53,18 @@ lv_status lv_error_prefix(lv_status status, const char *fmt, ...) {
     lv_error_message[n + 2 + rest] = '\0';
     return status;
 }
+
+void lv_problem(lv_problems *p, const char *name, const char *fmt, ...) {
+    if (p->n++ == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(p->first, sizeof p->first, fmt, ap);
+        va_end(ap);
+        return;
+    }
+    if (p->others_len + strlen(name) + 8 < sizeof p->others)
+        p->others_len += (size_t)snprintf(p->others + p->others_len, sizeof p->others - p->others_len, "%s%s",
+                                          p->n > 2 ? ", " : "", name);
+    else if (p->others_len + 5 < sizeof p->others && !strstr(p->others, ", ..."))
+        p->others_len += (size_t)snprintf(p->others + p->others_len, sizeof p->others - p->others_len, ", ...");
+}

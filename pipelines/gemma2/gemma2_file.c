@@ -49,48 +49,7 @@ struct lv_gemma2_file {
     uint64_t params, bytes;
 };
 
-typedef struct problems {
-    int n;
-    char first[700];
-    char others[400];
-    size_t others_len;
-} problems;
-
-static void problem(problems *p, const char *name, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-static void problem(problems *p, const char *name, const char *fmt, ...) {
-    if (p->n++ == 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(p->first, sizeof p->first, fmt, ap);
-        va_end(ap);
-        return;
-    }
-    if (p->others_len + strlen(name) + 8 < sizeof p->others)
-        p->others_len += (size_t)snprintf(p->others + p->others_len, sizeof p->others - p->others_len, "%s%s",
-                                          p->n > 2 ? ", " : "", name);
-    else if (p->others_len + 5 < sizeof p->others && !strstr(p->others, ", ..."))
-        p->others_len += (size_t)snprintf(p->others + p->others_len, sizeof p->others - p->others_len, ", ...");
-}
-
-static void shape_str(const int64_t *shape, int ndim, char *buf, size_t size) {
-    size_t at = (size_t)snprintf(buf, size, "[");
-    for (int i = 0; i < ndim && at < size; i++)
-        at += (size_t)snprintf(buf + at, size - at, i ? ", %lld" : "%lld", (long long)shape[i]);
-    if (at < size) snprintf(buf + at, size - at, "]");
-}
-
-
-
-
-
 /* ---- the weights ----------------------------------------------------------------------- */
-
-
 
 /* Opens the weights; *config_dir receives the directory where config.json may be. */
 static lv_status open_weights(lv_gemma2_file *f, const char *path, char *config_dir, size_t size) {
@@ -180,25 +139,25 @@ static lv_status choose_config(lv_gemma2_file *f, const char *config_path, const
 
 static int is_float(lv_dtype d) { return d == LV_F32 || d == LV_F16 || d == LV_BF16; }
 
-static const lv_weight *check_one(lv_gemma2_file *f, problems *pb, const char *name, int ndim,
+static const lv_weight *check_one(lv_gemma2_file *f, lv_problems *pb, const char *name, int ndim,
                                   const int64_t *shape) {
     char want[96], got[96], full[PREFIX_MAX + 256];
     snprintf(full, sizeof full, "%s%s", f->prefix, name);
-    shape_str(shape, ndim, want, sizeof want);
+    lv_shape_format(shape, ndim, want, sizeof want);
     const lv_weight *t = find(f, name);
     if (!t) {
-        problem(pb, full, "tensor '%s' is missing (expected shape %s)", full, want);
+        lv_problem(pb, full, "tensor '%s' is missing (expected shape %s)", full, want);
         return NULL;
     }
     int same = t->ndim == ndim;
     for (int i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
     if (!same) {
-        shape_str(t->shape, t->ndim, got, sizeof got);
-        problem(pb, full, "tensor '%s' has shape %s in the file, the config needs %s", full, got, want);
+        lv_shape_format(t->shape, t->ndim, got, sizeof got);
+        lv_problem(pb, full, "tensor '%s' has shape %s in the file, the config needs %s", full, got, want);
         return NULL;
     }
     if (!is_float(t->dtype)) {
-        problem(pb, full, "tensor '%s' has dtype %s, not a float type (f32, f16, bf16)", full,
+        lv_problem(pb, full, "tensor '%s' has dtype %s, not a float type (f32, f16, bf16)", full,
                 lv_dtype_name(t->dtype));
         return NULL;
     }
@@ -218,7 +177,7 @@ static int layer_index(const lv_gemma2_file *f, const char *name) {
 
 static lv_status check_tensors(lv_gemma2_file *f) {
     const lv_gemma2_config *c = &f->cfg;
-    problems pb = {0};
+    lv_problems pb = {0};
     int64_t shape[2] = {c->vocab_size, c->hidden_size};
     f->embed = check_one(f, &pb, "embed_tokens.weight", 2, shape);
     shape[0] = c->hidden_size;
@@ -239,7 +198,7 @@ static lv_status check_tensors(lv_gemma2_file *f) {
             const char *n = lv_weights_at(f->set.files[s], i)->name;
             int l = layer_index(f, n);
             if (l >= c->num_layers)
-                problem(&pb, n, "tensor '%s' belongs to layer %d but the config has %d layers: wrong config?", n, l,
+                lv_problem(&pb, n, "tensor '%s' belongs to layer %d but the config has %d layers: wrong config?", n, l,
                         c->num_layers);
         }
     if (pb.n) {

@@ -187,40 +187,10 @@ lv_status lv_sana_config_parse(const char *json, size_t len, const char *source,
 
 lv_status lv_sana_config_load(const char *path, lv_sana_config *out) {
     memset(out, 0, sizeof *out);
-    int fd;
-    LV_TRY(lv_open_regular_file(path, &fd, NULL)); /* a FIFO or a device is refused before any read */
-    FILE *f = fdopen(fd, "rb");
-    if (!f) {
-        int e = errno;
-        close(fd);
-        return lv_error(LV_ERR_IO, "%s: cannot open: %s", path, strerror(e));
-    }
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    lv_status s = LV_OK;
-    for (;;) {
-        if (len + 4096 > cap) {
-            if (cap >= (1u << 24)) {
-                s = lv_error(LV_ERR_INVALID, "%s: a config file over 16 MiB is not a config", path);
-                break;
-            }
-            cap = cap ? cap * 2 : 8192;
-            char *p = realloc(text, cap);
-            if (!p) {
-                s = lv_error(LV_ERR_NOMEM, "%s: out of memory", path);
-                break;
-            }
-            text = p;
-        }
-        size_t k = fread(text + len, 1, cap - len, f);
-        len += k;
-        if (k == 0) {
-            if (ferror(f)) s = lv_error(LV_ERR_IO, "%s: read failed", path);
-            break;
-        }
-    }
-    fclose(f);
-    if (s == LV_OK) s = lv_sana_config_parse(text ? text : "", len, path, out);
+    size_t len = 0;
+    char *text = lv_read_text_file(path, &len); /* a FIFO or a device is refused before any read */
+    if (!text) return LV_ERR_IO;
+    lv_status s = lv_sana_config_parse(text, len, path, out);
     free(text);
     return s;
 }

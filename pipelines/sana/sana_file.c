@@ -31,41 +31,6 @@ struct lv_sana_file {
     uint64_t params;
 };
 
-typedef struct problems {
-    int n;
-    char first[640];
-    char others[360];
-    size_t others_len;
-} problems;
-
-static void problem(problems *p, const char *name, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-static void problem(problems *p, const char *name, const char *fmt, ...) {
-    if (p->n++ == 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(p->first, sizeof p->first, fmt, ap);
-        va_end(ap);
-        return;
-    }
-    if (p->others_len + strlen(name) + 8 < sizeof p->others)
-        p->others_len += (size_t)snprintf(p->others + p->others_len, sizeof p->others - p->others_len, "%s%s",
-                                          p->n > 2 ? ", " : "", name);
-    else if (p->others_len + 5 < sizeof p->others && !strstr(p->others, ", ..."))
-        p->others_len += (size_t)snprintf(p->others + p->others_len, sizeof p->others - p->others_len, ", ...");
-}
-
-static void shape_str(const int64_t *shape, int ndim, char *buf, size_t size) {
-    size_t at = (size_t)snprintf(buf, size, "[");
-    for (int i = 0; i < ndim && at < size; i++)
-        at += (size_t)snprintf(buf + at, size - at, i ? ", %lld" : "%lld", (long long)shape[i]);
-    if (at < size) snprintf(buf + at, size - at, "]");
-}
-
 static int same_shape(const lv_weight *t, int ndim, const int64_t *shape) {
     if (t->ndim != ndim) return 0;
     for (int i = 0; i < ndim; i++)
@@ -83,13 +48,6 @@ static const lv_weight *find_in(const lv_sana_file *f, const char *name, int *sr
 static const lv_weight *find_any(const lv_sana_file *f, const char *name) { return find_in(f, name, NULL); }
 
 /* ---- locating the weights -------------------------------------------------------------- */
-
-
-
-
-
-
-
 
 /* Opens the weights; *config_dir receives the directory where a diffusers config.json may be. */
 static lv_status open_weights(lv_sana_file *f, const char *path, char *config_dir, size_t size) {
@@ -246,7 +204,7 @@ static void mark_used(const lv_sana_file *f, const lv_weight *t, int src, unsign
 }
 
 /* Checks every expected tensor; when all are right, fills f->tensors (merging parts). */
-static lv_status check_tensors(lv_sana_file *f, const char *path, unsigned char **used, problems *pb) {
+static lv_status check_tensors(lv_sana_file *f, const char *path, unsigned char **used, lv_problems *pb) {
     char want[96], got[96];
     for (int i = 0; i < f->n_tensors; i++) {
         const sana_tensor_spec *sp = &f->specs[i];
@@ -265,24 +223,24 @@ static lv_status check_tensors(lv_sana_file *f, const char *path, unsigned char 
                 snprintf(also, sizeof also, " (%s %s)", n > 1 ? "part of" : "original name", sp->name);
             int src = 0;
             t[k] = find_in(f, parts[k], &src);
-            shape_str(part_shape, sp->ndim, want, sizeof want);
+            lv_shape_format(part_shape, sp->ndim, want, sizeof want);
             if (!t[k]) {
-                problem(pb, parts[k], "tensor '%s'%s is missing (expected shape %s)", parts[k], also, want);
+                lv_problem(pb, parts[k], "tensor '%s'%s is missing (expected shape %s)", parts[k], also, want);
                 ok = 0;
                 continue;
             }
             mark_used(f, t[k], src, used);
             if (!same_shape(t[k], sp->ndim, part_shape)) {
-                shape_str(t[k]->shape, t[k]->ndim, got, sizeof got);
-                problem(pb, parts[k], "tensor '%s'%s has shape %s in the file, the config needs %s", parts[k], also,
+                lv_shape_format(t[k]->shape, t[k]->ndim, got, sizeof got);
+                lv_problem(pb, parts[k], "tensor '%s'%s has shape %s in the file, the config needs %s", parts[k], also,
                         got, want);
                 ok = 0;
             } else if (!is_float(t[k]->dtype)) {
-                problem(pb, parts[k], "tensor '%s'%s has dtype %s, not a float type (f32, f16, bf16)", parts[k],
+                lv_problem(pb, parts[k], "tensor '%s'%s has dtype %s, not a float type (f32, f16, bf16)", parts[k],
                         also, lv_dtype_name(t[k]->dtype));
                 ok = 0;
             } else if (k > 0 && t[0] && t[k]->dtype != t[0]->dtype) {
-                problem(pb, parts[k], "tensors '%s' (%s) and '%s' (%s) are parts of %s but differ in dtype",
+                lv_problem(pb, parts[k], "tensors '%s' (%s) and '%s' (%s) are parts of %s but differ in dtype",
                         parts[0], lv_dtype_name(t[0]->dtype), parts[k], lv_dtype_name(t[k]->dtype),
                         sp->name);
                 ok = 0;
@@ -313,7 +271,7 @@ static lv_status check_tensors(lv_sana_file *f, const char *path, unsigned char 
     return LV_OK;
 }
 
-static lv_status collect_extras(lv_sana_file *f, unsigned char **used, problems *pb) {
+static lv_status collect_extras(lv_sana_file *f, unsigned char **used, lv_problems *pb) {
     int total = 0;
     for (int s = 0; s < f->set.count; s++) total += lv_weights_count(f->set.files[s]);
     f->extras = calloc((size_t)total + 1, sizeof *f->extras);
@@ -326,7 +284,7 @@ static lv_status collect_extras(lv_sana_file *f, unsigned char **used, problems 
             int b = sana_block_index(t->name, f->naming);
             /* A block past the config's depth means the config is wrong, not an extra. */
             if (b >= f->cfg.depth)
-                problem(pb, t->name, "tensor '%s' belongs to block %d but the config has depth %d: wrong config?",
+                lv_problem(pb, t->name, "tensor '%s' belongs to block %d but the config has depth %d: wrong config?",
                         t->name, b, f->cfg.depth);
             f->extra_known[f->n_extras] = (unsigned char)sana_is_known_unused(t->name);
             f->extras[f->n_extras++] = *t;
@@ -355,7 +313,7 @@ static lv_status check_model(lv_sana_file *f, const char *path, const char *conf
         used[i] = calloc((size_t)lv_weights_count(f->set.files[i]) + 1, 1);
         if (!used[i]) s = lv_error(LV_ERR_NOMEM, "out of memory");
     }
-    problems pb = {0};
+    lv_problems pb = {0};
     if (s == LV_OK) s = check_tensors(f, path, used, &pb);
     if (s == LV_OK) s = collect_extras(f, used, &pb);
     for (int i = 0; used && i < f->set.count; i++) free(used[i]);

@@ -4,6 +4,7 @@
 #define LONGVK_DTYPE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -20,6 +21,8 @@ size_t lv_dtype_size(lv_dtype dtype);
 const char *lv_dtype_name(lv_dtype dtype);
 /* "F32", "F16", "BF16", "I32": the safetensors header's spelling. */
 const char *lv_dtype_tag(lv_dtype dtype);
+/* "[2, 3, 4]": a shape for messages. */
+void lv_shape_format(const int64_t *shape, int ndim, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

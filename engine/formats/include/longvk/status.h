@@ -6,6 +6,8 @@
 #ifndef LONGVK_STATUS_H
 #define LONGVK_STATUS_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -30,6 +32,20 @@ const char *lv_status_name(lv_status status);
 lv_status lv_error(lv_status status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Many problems with one input, for one message: the first in full, then the names of the
+ * others ("tensor 'a' is missing ...; 3 more problems: b, c, d"). Zero-initialise it. */
+typedef struct lv_problems {
+    int n;
+    char first[700];
+    char others[400];
+    size_t others_len;
+} lv_problems;
+/* Count one more problem about `name`: the first keeps its message, later ones their name. */
+void lv_problem(lv_problems *p, const char *name, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
 #endif
     ;
 /* Prefix the current message with more context ("loading model.safetensors: ..."). */
