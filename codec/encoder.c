@@ -230,12 +230,12 @@ static lv_status mux_ready_packets(lv_encoder *enc) {
         enc->instance_packets++;
         if (enc->pkt->pts != AV_NOPTS_VALUE && dts > enc->pkt->pts) dts = enc->pkt->pts;
         if (dts <= enc->last_dts) {
+            long long frame = (long long)enc->pkt->pts;
             av_packet_unref(enc->pkt);
             return lv_error(LV_ERR_UNSUPPORTED,
                             "encoder %s for %s reorders frames more than the %d frames it announced (frame %lld of "
                             "block %lld): its packets cannot be given increasing decode times",
-                            enc->codec->name, enc->path, enc->reorder, (long long)enc->pkt->pts,
-                            (long long)enc->instances);
+                            enc->codec->name, enc->path, enc->reorder, frame, (long long)enc->instances);
         }
         enc->last_dts = dts;
         enc->pkt->dts = dts;
