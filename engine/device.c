@@ -410,3 +410,4 @@ uint64_t lv_ctx_max_binding(const lv_ctx *ctx) { return ctx->max_binding; }
 uint64_t lv_ctx_validation_messages(const lv_ctx *ctx) { return ctx->validation_messages; }
 uint64_t lv_ctx_memory_in_use(const lv_ctx *ctx) { return ctx->memory_in_use; }
 uint64_t lv_ctx_memory_peak(const lv_ctx *ctx) { return ctx->memory_peak; }
+void lv_ctx_memory_reset_peak(lv_ctx *ctx) { ctx->memory_peak = ctx->memory_in_use; }

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "commands.h"
 #include "longvk.h"
@@ -97,35 +96,6 @@ const cli_spec cmd_encode_text_spec = {
     .count = CLI_COUNT(options),
 };
 
-static int is_dir(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static int is_file(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* The tokenizer beside the encoder: DIR, DIR/tokenizer/, DIR/../tokenizer/, or the folder of
- * a weights file. */
-static int find_tokenizer(const char *encoder, char *buf, size_t size) {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", encoder);
-    if (!is_dir(dir)) {
-        char *slash = strrchr(dir, '/');
-        if (slash) *slash = '\0';
-        else snprintf(dir, sizeof dir, ".");
-    }
-    static const char *const tries[] = {"%s/tokenizer.model", "%s/tokenizer/tokenizer.model",
-                                        "%s/../tokenizer/tokenizer.model"};
-    for (size_t i = 0; i < sizeof tries / sizeof tries[0]; i++) {
-        snprintf(buf, size, tries[i], dir);
-        if (is_file(buf)) return 1;
-    }
-    return 0;
-}
-
 static int parse_id_list(const char *s, int32_t *ids) {
     int n = 0;
     while (*s) {
@@ -188,7 +158,7 @@ int cmd_encode_text(int argc, char **argv) {
         char found[4096];
         const char *tpath = args.tokenizer;
         if (!tpath) {
-            if (!find_tokenizer(args.encoder, found, sizeof found)) {
+            if (!lv_tokenizer_find(args.encoder, found, sizeof found)) {
                 fprintf(stderr, "longvk: tokenizer: no tokenizer.model in or beside %s (give --tokenizer FILE)\n",
                         args.encoder);
                 goto done;

@@ -26,6 +26,7 @@ typedef struct generate_args {
     lv_generate_options o;
     long seed;
     int sampler;
+    int motion_score;
     bool quiet, resume;
 } generate_args;
 
@@ -46,7 +47,7 @@ static cli_option options[] = {
      .help = "what to show (default model: colours, shapes, counts, motion and background words; `longvk info` "
              "lists them)"},
     {.name = "--negative-prompt", .alias = "-n", .kind = CLI_STRING, .dest = &args.o.negative_prompt,
-     .def = "empty", .help = "used when --cfg-scale is not 1"},
+     .def = "empty; with a text encoder, SANA-Video's own negative prompt", .help = "used when --cfg-scale is not 1"},
     {.name = "--seconds", .kind = CLI_DOUBLE, .dest = &args.o.seconds, .metavar = "S",
      .bounds = CLI_ABOVE | CLI_AT_MOST, .lo = 0, .hi = 24 * 3600, .def = "60", .help = "length in seconds"},
     {.name = "--frames", .kind = CLI_INT, .dest = &args.o.frames, .min = 1, .max = 10000000,
@@ -81,11 +82,27 @@ static cli_option options[] = {
      .help = "blocks made before the first written frame and dropped: the first block, drawn from the text "
              "alone, is the model's weakest; the blocks that continue it settle its objects and colours. 0 "
              "writes it; none with --cached-blocks 0"},
-    {.name = "--model", .kind = CLI_INPUT, .dest = &args.o.model_path, .def = "the embedded model",
-     .help = "model weights"},
+    {.name = "--model", .kind = CLI_INPUT, .dest = &args.o.model_path, .metavar = "PATH", .def = "the embedded model",
+     .help = "model weights: a file, a transformer folder, or a diffusers pipeline folder (model_index.json; its "
+             "text_encoder/, tokenizer/ and vae/ serve where --text-encoder, --tokenizer and --vae are not given)"},
+    {.name = "--text-encoder", .kind = CLI_INPUT, .dest = &args.o.text_encoder_path, .metavar = "DIR",
+     .help = "latent-space models (SANA-Video): the Gemma-2 text encoder (a Hugging Face folder or weights file); "
+             "it runs before the DiT and is freed before the DiT is uploaded"},
+    {.name = "--tokenizer", .kind = CLI_INPUT, .dest = &args.o.tokenizer_path, .metavar = "FILE",
+     .def = "tokenizer.model in --text-encoder's folder, its tokenizer/, or ../tokenizer/",
+     .help = "the text encoder's SentencePiece tokenizer.model"},
+    {.name = "--softcap", .kind = CLI_CHOICE, .dest = &args.o.text_softcap, .choices = on_off, .def = "off",
+     .help = "the text encoder's attention soft-cap; off is what SANA-Video's own runs do (transformers' sdpa "
+             "attention ignores it)"},
+    {.name = "--motion-score", .kind = CLI_INT, .dest = &args.motion_score, .metavar = "N", .min = 0, .max = 1000,
+     .def = "10", .help = "with a text encoder: \" motion score: N.\" appended to the prompt, as SANA-Video's "
+                          "inference does; 0 appends nothing"},
     {.name = "--text-embeds", .kind = CLI_INPUT, .dest = &args.o.text_embeds_path,
-     .help = "latent-space models (SANA-Video): prompt embeddings, safetensors with y [L, caption] and mask [L] "
-             "(negative_y / negative_mask for --cfg-scale)"},
+     .help = "latent-space models: prompt embeddings instead of a text encoder, safetensors with y [L, caption] "
+             "and mask [L] (negative_y / negative_mask for --cfg-scale), as --save-text-embeds writes them"},
+    {.name = "--save-text-embeds", .kind = CLI_OUTPUT, .dest = &args.o.text_embeds_out, .metavar = "FILE",
+     .help = "write the prompt rows the DiT reads (and the negative prompt's with CFG) to this safetensors file, "
+             "for --text-embeds"},
     {.name = "--vae", .kind = CLI_INPUT, .dest = &args.o.vae_path,
      .help = "latent-space models: Wan2.1 VAE (.pth or .safetensors) to decode the latents block by block; "
              "without it the latents are written to -o, which must end in .npy"},
@@ -161,9 +178,11 @@ const cli_spec cmd_generate_spec = {
 static int check_state_file(const lv_generate_options *o) {
     char state[4200];
     snprintf(state, sizeof state, "%s.longvk-state", o->output);
-    const char *files[] = {o->model_path, o->text_embeds_path, o->vae_path, o->output};
-    const char *names[] = {"--model", "--text-embeds", "--vae", "--output"};
-    for (int i = 0; i < 4; i++)
+    const char *files[] = {o->model_path, o->text_embeds_path, o->vae_path, o->output, o->text_encoder_path,
+                           o->tokenizer_path, o->text_embeds_out};
+    const char *names[] = {"--model", "--text-embeds", "--vae", "--output", "--text-encoder", "--tokenizer",
+                           "--save-text-embeds"};
+    for (int i = 0; i < 7; i++)
         if (files[i] && cli_same_file(state, files[i])) {
             cli_usage_error("generate", "the resume state %s and %s name the same file ('%s'): refusing to "
                             "overwrite it", state, names[i], files[i]);
@@ -183,8 +202,29 @@ typedef struct cli_state {
     char device[256]; /* last.device points into the context, gone after lv_generate */
 } cli_state;
 
+static const char *mib(uint64_t bytes, char *buf, size_t size) {
+    if (bytes >= (1ull << 30)) snprintf(buf, size, "%.2f GiB", (double)bytes / (1ull << 30));
+    else snprintf(buf, size, "%.1f MiB", (double)bytes / (1ull << 20));
+    return buf;
+}
+
+static void on_text(cli_state *st, const lv_generate_progress *p) {
+    if (st->quiet) return;
+    char b[32];
+    if (p->phase == LV_GEN_PHASE_TEXT_START)
+        fprintf(stderr, "text encoder: encoding %d tokens on %s\n", p->text_tokens, p->device ? p->device : "?");
+    else
+        fprintf(stderr, "text encoder: done in %.1f s, device memory %s (freed before the DiT is uploaded)\n",
+                p->text_seconds, mib(p->text_encoder_memory, b, sizeof b));
+    fflush(stderr);
+}
+
 static void on_progress(void *user, const lv_generate_progress *p) {
     cli_state *st = user;
+    if (p->phase != LV_GEN_PHASE_BLOCK) {
+        on_text(st, p);
+        return;
+    }
     st->last = *p;
     snprintf(st->device, sizeof st->device, "%s", p->device ? p->device : "?");
     if (st->quiet) return;
@@ -219,6 +259,7 @@ int cmd_generate(int argc, char **argv) {
     o.seed = (uint64_t)args.seed;
     o.sampler = (lv_gen_sampler)args.sampler;
     o.resume = args.resume;
+    o.motion_score = cli_given(&cmd_generate_spec, "--motion-score") ? args.motion_score : LV_GEN_MODEL_DEFAULT;
     if (!check_state_file(&o)) return 2;
     cli_state st = {.tty = isatty(STDERR_FILENO), .last_decile = -1, .quiet = args.quiet};
 
@@ -246,6 +287,13 @@ int cmd_generate(int argc, char **argv) {
         else
             fprintf(stderr, "wrote %s: %lld frames in %.1f s (%.1f frames/s on %s), %s\n", o.output,
                     (long long)st.last.frames_done, st.last.seconds, st.last.frames_per_second, st.device, state);
+        char a[32], b[32];
+        if (st.last.text_encoder_memory) /* the two models never share the device */
+            fprintf(stderr, "device memory: text encoder %s, then %s for the rest (DiT, state, VAE); peak %s\n",
+                    mib(st.last.text_encoder_memory, a, sizeof a), mib(st.last.model_memory, b, sizeof b),
+                    st.last.text_encoder_memory > st.last.model_memory ? a : b);
+        else
+            fprintf(stderr, "device memory: %s at most\n", mib(st.last.model_memory, b, sizeof b));
     }
     return 0;
 }

@@ -9,7 +9,13 @@ lv_status lv_gen_model_open(const char *path, lv_gen_model *m) {
     lv_status s;
     if (path) {
         snprintf(m->name, sizeof m->name, "%s", path);
-        s = lv_sana_file_open(path, NULL, NULL, &m->file);
+        const char *dit = path;
+        if (lv_is_pipeline_dir(path)) { /* a diffusers pipeline folder: its transformer/ */
+            LV_TRY(lv_pipeline_dir_open(path, &m->parts));
+            m->pipeline = true;
+            dit = m->parts.transformer;
+        }
+        s = lv_sana_file_open(dit, NULL, NULL, &m->file);
     } else {
         snprintf(m->name, sizeof m->name, "the default model");
         s = lv_sana_file_open_memory(lv_default_model_data(), lv_default_model_size(),

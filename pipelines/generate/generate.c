@@ -29,6 +29,7 @@ void lv_generate_options_default(lv_generate_options *opt) {
     opt->device_index = -1;
     opt->cpu_threads = LV_GEN_CPU_THREADS_AUTO;
     opt->parallel_cfg = -1;
+    opt->motion_score = LV_GEN_MODEL_DEFAULT;
     lv_encoder_options_default(&opt->encoder);
 }
 
@@ -101,6 +102,10 @@ typedef struct gen_run {
     int chunks;              /* chunks of the video (the burn-in not counted) */
     int text_len;
     float *y, *mask;         /* [2, L, caption] and [2, L]: prompt, negative prompt */
+    bool use_encoder;        /* the text goes through a Gemma-2 encoder (latent models) */
+    lv_gen_text text;        /* its files and the tokenized prompts, until it has run */
+    uint64_t text_memory;    /* the encoder's device bytes at most (0: none ran) */
+    double text_seconds;
     lv_ctx *ctx;
     lv_dit *dit;
     lv_dit_twin *twin;       /* CFG's unconditional passes on a second context, or NULL */
@@ -186,6 +191,13 @@ static lv_status check_options(const lv_generate_options *o) {
     if (o->parallel_cfg < -1 || o->parallel_cfg > 1)
         return lv_error(LV_ERR_INVALID, "lv_generate: parallel_cfg %d (1 on, 0 off, -1 automatic)", o->parallel_cfg);
     if (o->state_path && !*o->state_path) return lv_error(LV_ERR_INVALID, "lv_generate: empty state_path");
+    if (o->text_softcap != 0 && o->text_softcap != 1)
+        return lv_error(LV_ERR_INVALID, "lv_generate: text_softcap %d (0 off, 1 the config's)", o->text_softcap);
+    if (o->motion_score != LV_GEN_MODEL_DEFAULT && (o->motion_score < 0 || o->motion_score > 1000))
+        return lv_error(LV_ERR_INVALID, "lv_generate: motion score %d (--motion-score): must be in [0, 1000]",
+                        o->motion_score);
+    if (o->text_embeds_out && !*o->text_embeds_out)
+        return lv_error(LV_ERR_INVALID, "lv_generate: empty text_embeds_out");
     return LV_OK;
 }
 
@@ -243,10 +255,20 @@ static lv_status resolve_options(const lv_generate_options *in, gen_run *r) {
     r->first = card->first_block; /* --steps is for the later blocks; --cfg-scale for all */
     if (in->cfg_scale >= 0) r->first.cfg_scale = in->cfg_scale;
     r->uncond = r->first.cfg_scale != 1.0 || r->later.cfg_scale != 1.0;
+    if (card->pixel && (o->text_encoder_path || o->tokenizer_path))
+        return lv_error(LV_ERR_INVALID, "%s has its own vocabulary: a text encoder (--text-encoder, --tokenizer) "
+                        "is for latent-space models such as SANA-Video", r->m.name);
     if (!card->pixel) {
-        if (!o->text_embeds_path)
-            return lv_error(LV_ERR_INVALID, "%s works in a VAE's latent space and has no vocabulary: give "
-                            "prompt embeddings with --text-embeds", r->m.name);
+        /* a pipeline folder supplies what is not given */
+        const lv_pipeline_dir *parts = &r->m.parts;
+        if (!o->text_encoder_path && r->m.pipeline && parts->text_encoder[0]) o->text_encoder_path = parts->text_encoder;
+        if (!o->tokenizer_path && r->m.pipeline && parts->tokenizer[0]) o->tokenizer_path = parts->tokenizer;
+        if (!o->vae_path && r->m.pipeline && parts->vae[0]) o->vae_path = parts->vae;
+        r->use_encoder = !o->text_embeds_path && o->text_encoder_path;
+        if (!o->text_embeds_path && !o->text_encoder_path)
+            return lv_error(LV_ERR_INVALID, "%s works in a VAE's latent space and has no vocabulary: give its text "
+                            "encoder (--text-encoder DIR, or a diffusers pipeline folder as --model) or prompt "
+                            "embeddings (--text-embeds)", r->m.name);
         if (o->resume) return lv_error(LV_ERR_UNSUPPORTED, "--resume works with pixel-space models only");
         if (!o->vae_path && !ends_with(o->output, ".npy"))
             return lv_error(LV_ERR_INVALID, "without --vae a latent model's output is its latents: "
@@ -298,6 +320,18 @@ static lv_status load_text_embeds(gen_run *r, const char *path, int cap) {
 
 static lv_status prepare_text(gen_run *r, void (*warn)(void *, const char *), void *user) {
     int cap = lv_sana_file_config(r->m.file)->caption_channels;
+    if (r->use_encoder) { /* tokenized now; encoded once the device is up (encode_text) */
+        const lv_generate_options *o = &r->o;
+        const char *negative = !r->uncond ? NULL : o->negative_prompt ? o->negative_prompt
+                                                                      : lv_sana_video_negative_prompt;
+        int motion = o->motion_score == LV_GEN_MODEL_DEFAULT ? LV_SANA_VIDEO_MOTION_SCORE : o->motion_score;
+        LV_TRY(lv_gen_text_open(&r->text, o->text_encoder_path, o->tokenizer_path, o->prompt, negative, motion, cap,
+                                warn, user));
+        r->text_len = LV_SANA_PROMPT_ROWS;
+        r->y = calloc((size_t)2 * r->text_len * cap, sizeof *r->y);
+        r->mask = calloc((size_t)2 * r->text_len, sizeof *r->mask);
+        return r->y && r->mask ? LV_OK : lv_error(LV_ERR_NOMEM, "out of host memory");
+    }
     if (!r->m.card.pixel || r->o.text_embeds_path) return load_text_embeds(r, r->o.text_embeds_path, cap);
     r->text_len = r->m.card.text_len;
     r->y = malloc((size_t)2 * r->text_len * cap * sizeof *r->y);
@@ -307,6 +341,38 @@ static lv_status prepare_text(gen_run *r, void (*warn)(void *, const char *), vo
     if (r->uncond)
         LV_TRY(embed_prompt(&r->m, "negative prompt", r->o.negative_prompt ? r->o.negative_prompt : "",
                             r->y + (size_t)r->text_len * cap, r->mask + r->text_len, warn, user));
+    return LV_OK;
+}
+
+/* The rows fed to the DiT, in the file format --text-embeds reads (text_embeds_out). */
+static lv_status save_text_embeds(const gen_run *r, const char *path) {
+    int cap = lv_sana_file_config(r->m.file)->caption_channels, L = r->text_len;
+    lv_weight t[4] = {
+        {.name = "y", .dtype = LV_F32, .ndim = 2, .shape = {L, cap}, .data = r->y,
+         .nbytes = (uint64_t)L * cap * sizeof(float)},
+        {.name = "mask", .dtype = LV_F32, .ndim = 1, .shape = {L}, .data = r->mask, .nbytes = (uint64_t)L * sizeof(float)},
+        {.name = "negative_y", .dtype = LV_F32, .ndim = 2, .shape = {L, cap}, .data = r->y + (size_t)L * cap,
+         .nbytes = (uint64_t)L * cap * sizeof(float)},
+        {.name = "negative_mask", .dtype = LV_F32, .ndim = 1, .shape = {L}, .data = r->mask + L,
+         .nbytes = (uint64_t)L * sizeof(float)}};
+    return lv_safetensors_write(path, t, r->uncond ? 4 : 2, NULL, 0);
+}
+
+/* The text encoder's pass: uploaded, run on the prompts and freed before the DiT is
+ * created (see gen_text.c); progress says when it starts and what it took. */
+static lv_status encode_text(gen_run *r, lv_generate_callback progress, void *user) {
+    lv_generate_progress p = {.phase = LV_GEN_PHASE_TEXT_START, .device = lv_ctx_device(r->ctx)->name,
+                              .text_tokens = r->text.prompt.n_ids + r->text.negative.n_ids};
+    if (progress) progress(user, &p);
+    double t0 = now();
+    LV_TRY(lv_gen_text_encode(&r->text, r->ctx, r->o.text_softcap, r->y, r->mask, &r->text_memory));
+    r->text_seconds = now() - t0;
+    lv_gen_text_close(&r->text); /* the tokenizer and the mapped weights too */
+    lv_ctx_memory_reset_peak(r->ctx); /* from here the peak is the DiT's */
+    p.phase = LV_GEN_PHASE_TEXT_DONE;
+    p.text_seconds = r->text_seconds;
+    p.text_encoder_memory = r->text_memory;
+    if (progress) progress(user, &p);
     return LV_OK;
 }
 
@@ -449,6 +515,7 @@ static void run_free(gen_run *r) {
     lv_dit_twin_destroy(r->twin);
     if (r->dit) lv_dit_destroy(r->ctx, r->dit);
     if (r->ctx) lv_ctx_destroy(r->ctx);
+    lv_gen_text_close(&r->text);
     lv_gen_model_close(&r->m);
     free(r->y);
     free(r->mask);
@@ -602,7 +669,10 @@ static void report_progress(gen_run *r, lv_generate_callback progress, void *use
         .eta_seconds = eta_seconds(r, block, blocks),
         .state_bytes = lv_dit_carries_state(r->dit) ? lv_dit_state_bytes(r->dit) : 0,
         .device = lv_ctx_device(r->ctx)->name,
-        .frames_resumed = frames_at_start};
+        .frames_resumed = frames_at_start,
+        .text_seconds = r->text_seconds,
+        .text_encoder_memory = r->text_memory,
+        .model_memory = lv_ctx_memory_peak(r->ctx)};
     progress(user, &p);
 }
 
@@ -642,6 +712,8 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         copt.cpu_threads = lv_generate_auto_cpu_threads(tokens, cfg->hidden);
     }
     LV_TRY(lv_ctx_create(&copt, &r->ctx));
+    if (r->use_encoder) LV_TRY(encode_text(r, progress, user));
+    if (o->text_embeds_out) LV_TRY(save_text_embeds(r, o->text_embeds_out));
     lv_dit_options dopt = {.cached_blocks = o->cached_blocks};
     LV_TRY(lv_dit_create(r->ctx, r->m.file, &dopt, &r->dit));
     LV_TRY(set_texts(r, r->ctx, r->dit));
@@ -671,7 +743,10 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
                                       .frames_total = frames_total, .seconds = t,
                                       .frames_per_second = t > 0 ? (double)r->frames_done / t : 0,
                                       .state_bytes = 0, /* one clip: nothing is carried */
-                                      .device = lv_ctx_device(r->ctx)->name};
+                                      .device = lv_ctx_device(r->ctx)->name,
+                                      .text_seconds = r->text_seconds,
+                                      .text_encoder_memory = r->text_memory,
+                                      .model_memory = lv_ctx_memory_peak(r->ctx)};
             progress(user, &p);
         }
         return LV_OK;

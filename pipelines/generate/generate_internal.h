@@ -4,17 +4,23 @@
 #define LONGVK_GENERATE_INTERNAL_H
 
 #include "longvk/dit.h"
+#include "longvk/gemma2.h"
 #include "longvk/generate.h"
 #include "longvk/sana.h"
+#include "longvk/sana_prompt.h"
+#include "longvk/tokenizer.h"
 
 typedef struct lv_gen_model {
     lv_sana_file *file;
+    bool pipeline;                 /* opened from a diffusers pipeline folder: */
+    lv_pipeline_dir parts;         /* its components ("" where absent) */
     lv_model_card card;
     lv_text_tables text;           /* models with a vocabulary: the word tables */
     char name[256];                /* the path, or "the default model" */
 } lv_gen_model;
 
-/* path NULL: the default model compiled into the library. */
+/* path NULL: the default model compiled into the library; a diffusers pipeline folder:
+ * its transformer/. */
 lv_status lv_gen_model_open(const char *path, lv_gen_model *m);
 void lv_gen_model_close(lv_gen_model *m);
 
@@ -34,6 +40,28 @@ lv_status lv_gen_resume_save(lv_ctx *ctx, lv_dit *dit, const char *path, const l
 lv_status lv_gen_resume_load(lv_ctx *ctx, lv_dit *dit, const char *path, const lv_generate_options *o,
                              const lv_gen_model *m, lv_gen_resume *out, float *last_frame,
                              int64_t frame_values);
+
+/* ---- the prompt through a Gemma-2 text encoder (pipelines/generate/gen_text.c) ---- */
+
+typedef struct lv_gen_text {
+    lv_gemma2_file *file;
+    lv_tokenizer *tok;
+    lv_sana_prompt prompt, negative; /* ids, selection and mask of each */
+    bool with_negative;              /* CFG: the negative prompt is encoded too */
+    char encoder[4096];              /* the encoder's path, for messages */
+} lv_gen_text;
+
+/* Opens the encoder's files (every tensor checked, nothing on the device yet) and the
+ * tokenizer (NULL: lv_tokenizer_find), and tokenizes the prompt (and the negative prompt,
+ * when not NULL) as SANA-Video does; a prompt longer than the model reads is truncated, and
+ * `warn` says so. The encoder's hidden size must be the DiT's caption_channels. */
+lv_status lv_gen_text_open(lv_gen_text *t, const char *encoder, const char *tokenizer, const char *prompt,
+                           const char *negative, int motion_score, int caption_channels,
+                           void (*warn)(void *, const char *), void *user);
+/* Uploads the encoder, encodes into y [2, 300, hidden] and mask [2, 300] (slot 1: the
+ * negative prompt), and frees it again; *peak receives the device bytes it held at most. */
+lv_status lv_gen_text_encode(lv_gen_text *t, lv_ctx *ctx, int softcap, float *y, float *mask, uint64_t *peak);
+void lv_gen_text_close(lv_gen_text *t);
 
 int lv_generate_chunk_frames(int total, int block_frames, int chunk);
 int lv_generate_chunk_count(int total, int block_frames);

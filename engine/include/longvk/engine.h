@@ -91,6 +91,8 @@ uint64_t lv_validation_messages_total(void);
 /* Device memory currently held by live tensors, and the peak, in bytes. */
 uint64_t lv_ctx_memory_in_use(const lv_ctx *ctx);
 uint64_t lv_ctx_memory_peak(const lv_ctx *ctx);
+/* Starts the peak again from the memory in use now (one model's peak after another's). */
+void lv_ctx_memory_reset_peak(lv_ctx *ctx);
 
 /* Submit everything recorded so far and wait for it. */
 lv_status lv_flush(lv_ctx *ctx);

@@ -99,6 +99,18 @@ lv_status lv_text_tables_embed(const lv_text_tables *t, const lv_model_card *car
 lv_status lv_model_card_tokenize(const lv_model_card *card, const char *prompt, int *ids,
                                  float *mask, char *unknown, size_t unknown_size);
 
+/* A diffusers pipeline folder (model_index.json): the paths of its components, "" for
+ * those absent. transformer, text_encoder and tokenizer are the folders; vae is the
+ * weights file in vae/ (diffusion_pytorch_model.safetensors). A folder without
+ * model_index.json is LV_ERR_INVALID; transformer/ missing, or a vae/ without its file,
+ * LV_ERR_IO naming it. */
+typedef struct lv_pipeline_dir {
+    char transformer[4096], text_encoder[4096], tokenizer[4096], vae[4096];
+} lv_pipeline_dir;
+lv_status lv_pipeline_dir_open(const char *dir, lv_pipeline_dir *out);
+/* 1 when `path` is a folder holding model_index.json. */
+int lv_is_pipeline_dir(const char *path);
+
 /* The default model compiled into the library (assets/default-model/default.safetensors). */
 const void *lv_default_model_data(void);
 size_t lv_default_model_size(void);
@@ -112,7 +124,8 @@ typedef enum lv_gen_sampler {
 } lv_gen_sampler;
 
 typedef struct lv_generate_options {
-    const char *model_path;       /* NULL: the embedded default model */
+    const char *model_path;       /* NULL: the embedded default model; a weights file, a
+                                     transformer folder or a diffusers pipeline folder */
     /* Latent-space models (SANA-Video): prompt embeddings instead of a prompt (a
      * safetensors file with y [L, caption_channels] and optionally mask [L]), and the
      * VAE that turns latents into frames; without a VAE the latents go to `output`
@@ -120,6 +133,23 @@ typedef struct lv_generate_options {
      * through the VAE's stride: 4 frames and 8 x 8 pixels per latent, first frame alone. */
     const char *text_embeds_path;
     const char *vae_path;
+    /* Latent-space models prompted with text (SANA-Video): the Gemma-2 text encoder (a
+     * folder or weights file, as lv_gemma2_file_open takes) and its SentencePiece tokenizer
+     * (NULL: tokenizer.model in or beside the encoder's folder). The prompt goes through
+     * SANA-Video's prompt handling (longvk/sana_prompt.h); the encoder runs on the device
+     * before the DiT and is freed before the DiT's weights are uploaded. A diffusers
+     * pipeline folder given as model_path (model_index.json, transformer/, text_encoder/,
+     * tokenizer/, vae/) supplies the encoder, the tokenizer and the VAE that are not given
+     * here. text_embeds_path, when set, is used instead of any encoder. */
+    const char *text_encoder_path;
+    const char *tokenizer_path;
+    int text_softcap;             /* the encoder's attention soft-cap: 0 off (SANA-Video's
+                                     own runs: transformers' sdpa ignores it), 1 the config's */
+    int motion_score;             /* " motion score: N." appended to the prompt;
+                                     LV_GEN_MODEL_DEFAULT: SANA-Video's 10; 0: nothing */
+    const char *text_embeds_out;  /* when set: the rows fed to the DiT, written as a safetensors
+                                     file that text_embeds_path reads (y, mask, and with CFG
+                                     negative_y, negative_mask) */
     const char *prompt;
     const char *negative_prompt;  /* used when cfg_scale != 1 (NULL: empty) */
     int frames;                   /* pixel frames to make; <= 0: seconds x fps */
@@ -165,6 +195,15 @@ int lv_generate_auto_cpu_threads(int64_t tokens_per_block, int hidden);
 
 void lv_generate_options_default(lv_generate_options *opt);
 
+/* What a progress call reports. A run with a text encoder reports TEXT_START before the
+ * encoder is uploaded and TEXT_DONE once it is freed (block 0: no block is made yet); every
+ * run then reports BLOCK after each block. */
+typedef enum lv_generate_phase {
+    LV_GEN_PHASE_BLOCK = 0,
+    LV_GEN_PHASE_TEXT_START,
+    LV_GEN_PHASE_TEXT_DONE
+} lv_generate_phase;
+
 typedef struct lv_generate_progress {
     int block, blocks;            /* block just finished (1-based) of how many, burn-in included */
     int burn_in_blocks;           /* blocks 1 .. burn_in_blocks are the burn-in: made, not written */
@@ -179,6 +218,15 @@ typedef struct lv_generate_progress {
     const char *device;
     int64_t frames_resumed;       /* frames kept from the interrupted run (--resume; else 0):
                                      this run made frames_done - frames_resumed */
+    lv_generate_phase phase;      /* what this call reports (fields above: blocks only) */
+    int text_tokens;              /* LV_GEN_PHASE_TEXT_*: real tokens of the prompt (and of the
+                                     negative prompt with CFG), <bos> included */
+    double text_seconds;          /* LV_GEN_PHASE_TEXT_DONE: time the encoder took, upload and
+                                     kernel compilation included */
+    /* Device memory in bytes: the text encoder's peak (its weights and work buffers; 0 when
+     * none ran), freed before the DiT is uploaded; and the peak since (DiT weights, VAE,
+     * carried state, one pass's activations). The run's peak is the larger, not the sum. */
+    uint64_t text_encoder_memory, model_memory;
 } lv_generate_progress;
 
 typedef void (*lv_generate_callback)(void *user, const lv_generate_progress *p);

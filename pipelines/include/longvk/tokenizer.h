@@ -30,6 +30,10 @@ typedef struct lv_tokenizer lv_tokenizer;
  * pipeline folder). A missing file is LV_ERR_IO; a file that is not
  * a SentencePiece model LV_ERR_FORMAT; both messages name the path. */
 lv_status lv_tokenizer_open(const char *path, lv_tokenizer **out);
+/* The tokenizer.model of a text encoder (a folder, or a weights file inside one): in it, in
+ * its tokenizer/, or in ../tokenizer/ (a diffusers text_encoder/ beside tokenizer/). 1 and
+ * the path in buf when found; 0 and "" when not. */
+int lv_tokenizer_find(const char *encoder, char *buf, size_t size);
 void lv_tokenizer_close(lv_tokenizer *tok);
 
 /* Flags of lv_tokenizer_encode. */

@@ -1,0 +1,86 @@
+/* The prompt of a latent-space model through its Gemma-2 text encoder, as SANA-Video's
+ * inference script prepares it (longvk/sana_prompt.h). Tokenizing happens when the run is
+ * checked, before any device work, so that a bad tokenizer or encoder fails at once; the
+ * encoder is uploaded, run and freed in one call, before the DiT's weights go to the
+ * device, so that the run's peak memory is the larger of the two models, not their sum. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "generate_internal.h"
+
+static lv_status build(lv_gen_text *t, const char *what, const char *text, int negative, int motion_score,
+                       lv_sana_prompt *out, void (*warn)(void *, const char *), void *user) {
+    lv_sana_prompt_options po;
+    lv_sana_prompt_options_default(&po);
+    po.negative = negative;
+    po.motion_score = motion_score;
+    lv_status s = lv_sana_prompt_build(t->tok, text, &po, out);
+    if (s != LV_OK) return lv_error_prefix(s, "%s", what);
+    if (out->needed > out->length && warn) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s: %d tokens, the model reads the first %d (SANA-Video truncates the rest)", what,
+                 out->needed, out->length);
+        warn(user, msg);
+    }
+    return LV_OK;
+}
+
+lv_status lv_gen_text_open(lv_gen_text *t, const char *encoder, const char *tokenizer, const char *prompt,
+                           const char *negative, int motion_score, int caption_channels,
+                           void (*warn)(void *, const char *), void *user) {
+    memset(t, 0, sizeof *t);
+    snprintf(t->encoder, sizeof t->encoder, "%s", encoder);
+    LV_TRY(lv_gemma2_file_open(encoder, NULL, &t->file));
+    const lv_gemma2_config *cfg = lv_gemma2_file_config(t->file);
+    if (cfg->hidden_size != caption_channels)
+        return lv_error(LV_ERR_INVALID, "the text encoder %s has hidden size %d, the DiT reads captions of %d "
+                        "channels (caption_channels): not the model's text encoder", encoder, cfg->hidden_size,
+                        caption_channels);
+    char found[4096];
+    if (!tokenizer) {
+        if (!lv_tokenizer_find(encoder, found, sizeof found))
+            return lv_error(LV_ERR_IO, "no tokenizer.model in or beside the text encoder %s (in it, its tokenizer/ "
+                            "or ../tokenizer/): give the tokenizer (--tokenizer FILE)", encoder);
+        tokenizer = found;
+    }
+    LV_TRY(lv_tokenizer_open(tokenizer, &t->tok));
+    if (lv_tokenizer_vocab_size(t->tok) > cfg->vocab_size)
+        return lv_error(LV_ERR_INVALID, "the tokenizer %s has %d pieces, the text encoder %s embeds %d: they do not "
+                        "belong together", lv_tokenizer_path(t->tok), lv_tokenizer_vocab_size(t->tok), encoder,
+                        cfg->vocab_size);
+    LV_TRY(build(t, "prompt", prompt, 0, motion_score, &t->prompt, warn, user));
+    if (negative) {
+        LV_TRY(build(t, "negative prompt", negative, 1, 0, &t->negative, warn, user));
+        t->with_negative = true;
+    }
+    return LV_OK;
+}
+
+lv_status lv_gen_text_encode(lv_gen_text *t, lv_ctx *ctx, int softcap, float *y, float *mask, uint64_t *peak) {
+    lv_gemma2_options opt;
+    lv_gemma2_options_default(&opt);
+    opt.attn_softcap = softcap ? LV_GEMMA2_SOFTCAP_CONFIG : 0.0f;
+    lv_gemma2 *enc = NULL;
+    lv_status s = lv_gemma2_create(ctx, t->file, &opt, &enc);
+    if (s != LV_OK) return lv_error_prefix(s, "the text encoder %s", t->encoder);
+    int H = lv_gemma2_config_of(enc)->hidden_size;
+    s = lv_sana_prompt_encode(enc, &t->prompt, y, mask);
+    if (s == LV_OK && t->with_negative)
+        s = lv_sana_prompt_encode(enc, &t->negative, y + (size_t)LV_SANA_PROMPT_ROWS * H,
+                                  mask + LV_SANA_PROMPT_ROWS);
+    lv_gemma2_memory mem;
+    lv_gemma2_memory_usage(enc, &mem);
+    if (peak) *peak = mem.weights + mem.work;
+    lv_gemma2_destroy(enc);
+    if (s != LV_OK) return lv_error_prefix(s, "the text encoder %s", t->encoder);
+    return LV_OK;
+}
+
+void lv_gen_text_close(lv_gen_text *t) {
+    lv_sana_prompt_free(&t->prompt);
+    lv_sana_prompt_free(&t->negative);
+    lv_tokenizer_close(t->tok);
+    lv_gemma2_file_close(t->file);
+    memset(t, 0, sizeof *t);
+}

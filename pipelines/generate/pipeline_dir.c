@@ -1,0 +1,48 @@
+/* A diffusers pipeline folder (SanaVideoPipeline as diffusers saves it): model_index.json
+ * beside one folder per component. Only the layout is read here; each component is opened
+ * by its own loader (the DiT, Gemma-2, the tokenizer, the VAE), which names what is wrong
+ * inside it. */
+#include <stdio.h>
+#include <string.h>
+
+#include "longvk/files.h"
+#include "longvk/generate.h"
+
+int lv_is_pipeline_dir(const char *path) {
+    char index[4200];
+    if (!path || !lv_path_is_dir(path)) return 0;
+    snprintf(index, sizeof index, "%s/model_index.json", path);
+    return lv_path_is_file(index);
+}
+
+/* `dir`/`name` into out when it is a folder, else "". */
+static void component(const char *dir, const char *name, char *out, size_t size) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (lv_path_is_dir(path) && strlen(path) < size) snprintf(out, size, "%s", path);
+    else out[0] = 0;
+}
+
+lv_status lv_pipeline_dir_open(const char *dir, lv_pipeline_dir *out) {
+    if (!out) return lv_error(LV_ERR_INVALID, "lv_pipeline_dir_open: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (!lv_is_pipeline_dir(dir))
+        return lv_error(LV_ERR_INVALID, "%s: not a diffusers pipeline folder (no model_index.json)", dir ? dir : "(null)");
+    if (strlen(dir) > 4000) return lv_error(LV_ERR_INVALID, "%s: path too long", dir);
+    component(dir, "transformer", out->transformer, sizeof out->transformer);
+    if (!out->transformer[0])
+        return lv_error(LV_ERR_IO, "%s: a diffusers pipeline folder without transformer/ (the DiT)", dir);
+    component(dir, "text_encoder", out->text_encoder, sizeof out->text_encoder);
+    component(dir, "tokenizer", out->tokenizer, sizeof out->tokenizer);
+    char vae_dir[4096];
+    component(dir, "vae", vae_dir, sizeof vae_dir);
+    if (vae_dir[0]) {
+        /* the weights file itself (the VAE is opened as one file: lv_weights_open) */
+        char path[4200];
+        snprintf(path, sizeof path, "%s/diffusion_pytorch_model.safetensors", vae_dir);
+        if (lv_path_is_file(path) && strlen(path) < sizeof out->vae) snprintf(out->vae, sizeof out->vae, "%s", path);
+        if (!out->vae[0])
+            return lv_error(LV_ERR_IO, "%s: no diffusion_pytorch_model.safetensors (the VAE's weights)", vae_dir);
+    }
+    return LV_OK;
+}
