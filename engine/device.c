@@ -157,7 +157,7 @@ static lv_status create_instance(bool validation, lv_ctx *ctx, VkInstance *out) 
     return LV_OK;
 }
 
-static void describe_device(VkPhysicalDevice pd, int index, lv_device_info *info,
+static void describe_device(VkInstance instance, VkPhysicalDevice pd, int index, lv_device_info *info,
                             VkPhysicalDeviceLimits *limits_out) {
     VkPhysicalDeviceSubgroupProperties subgroup = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
@@ -168,11 +168,6 @@ static void describe_device(VkPhysicalDevice pd, int index, lv_device_info *info
     VkPhysicalDeviceProperties2 props = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
                                          .pNext = &driver};
     vkGetPhysicalDeviceProperties2(pd, &props);
-    VkPhysicalDeviceShaderFloat16Int8Features f16 = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
-    VkPhysicalDeviceFeatures2 features = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
-                                          .pNext = &f16};
-    vkGetPhysicalDeviceFeatures2(pd, &features);
     VkPhysicalDeviceMemoryProperties mem;
     vkGetPhysicalDeviceMemoryProperties(pd, &mem);
 
@@ -187,7 +182,7 @@ static void describe_device(VkPhysicalDevice pd, int index, lv_device_info *info
             mem.memoryHeaps[i].size > info->device_local_bytes)
             info->device_local_bytes = mem.memoryHeaps[i].size;
     info->subgroup_size = subgroup.subgroupSize;
-    info->fp16 = f16.shaderFloat16 ? 1 : 0;
+    lv_describe_features(instance, pd, info); /* half precision, cooperative matrix */
     info->max_storage_buffer_range = props.properties.limits.maxStorageBufferRange;
     info->max_texel_buffer_bytes = (uint64_t)props.properties.limits.maxTexelBufferElements * 16;
     info->max_allocation_bytes = maint3.maxMemoryAllocationSize;
@@ -222,7 +217,7 @@ lv_status lv_list_devices(lv_device_info *out, int max, int *count) {
     uint32_t n;
     lv_status s = enumerate(instance, &pds, &n);
     if (s == LV_OK) {
-        for (uint32_t i = 0; i < n && out && (int)i < max; i++) describe_device(pds[i], (int)i, &out[i], NULL);
+        for (uint32_t i = 0; i < n && out && (int)i < max; i++) describe_device(instance, pds[i], (int)i, &out[i], NULL);
         *count = (int)n;
         free(pds);
     }
@@ -256,7 +251,7 @@ static lv_status pick_device(lv_ctx *ctx, int requested) {
         int best_rank = -1;
         for (uint32_t i = 0; i < n; i++) {
             lv_device_info info;
-            describe_device(pds[i], (int)i, &info, NULL);
+            describe_device(ctx->instance, pds[i], (int)i, &info, NULL);
             if (type_rank(info.type) > best_rank) {
                 best_rank = type_rank(info.type);
                 chosen = (int)i;
@@ -265,7 +260,7 @@ static lv_status pick_device(lv_ctx *ctx, int requested) {
     }
     ctx->physical = pds[chosen];
     free(pds);
-    describe_device(ctx->physical, chosen, &ctx->info, &ctx->limits);
+    describe_device(ctx->instance, ctx->physical, chosen, &ctx->info, &ctx->limits);
     vkGetPhysicalDeviceMemoryProperties(ctx->physical, &ctx->memory_props);
     ctx->info.timestamp_valid_bits = 0;
     return LV_OK;

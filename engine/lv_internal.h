@@ -125,6 +125,10 @@ lv_status lv_dispatch(lv_ctx *ctx, lv_op op, const uint32_t *spec, uint32_t nspe
  * shaders recover the linear index as gl_WorkGroupID.y * gl_NumWorkGroups.x + x. */
 void lv_grid_1d(const lv_ctx *ctx, uint64_t groups, uint32_t *gx, uint32_t *gy);
 
+/* device_features.c: info's half-precision and cooperative-matrix fields (fp16, storage16,
+ * bf16, coopmat*), from the device and LONGVK_COOPMAT. */
+void lv_describe_features(VkInstance instance, VkPhysicalDevice pd, lv_device_info *info);
+
 /* stream.c */
 lv_status lv_stream_begin(lv_ctx *ctx);
 /* Record a barrier before work that touches `a` if recorded work wrote it (or read it,

@@ -15,6 +15,43 @@ Test(engine, lists_devices) {
     cr_assert_gt(infos[0].subgroup_size, 0);
 }
 
+/* Half precision and cooperative matrices (issue 46): lavapipe has shaderFloat16 and 16-bit
+ * storage and no VK_KHR_cooperative_matrix; a device that lists shapes lists real ones;
+ * LONGVK_COOPMAT=0 reports every device's tensor cores as disabled. */
+Test(engine, half_precision_and_coopmat) {
+    lv_device_info infos[8];
+    int n = 0;
+    cr_assert_eq(lv_list_devices(infos, 8, &n), LV_OK, "%s", lv_last_error());
+    for (int i = 0; i < n && i < 8; i++) {
+        const lv_device_info *d = &infos[i];
+        if (strstr(d->name, "llvmpipe")) {
+            cr_assert(d->fp16 && d->storage16, "%s: shaderFloat16 %d, 16-bit storage %d", d->name,
+                      d->fp16, d->storage16);
+            cr_assert_eq(d->coopmat, LV_COOPMAT_NONE, "%s: lavapipe has no cooperative matrix", d->name);
+            cr_assert_eq(d->coopmat_count, 0);
+        }
+        cr_assert_eq(d->coopmat == LV_COOPMAT_NONE, d->coopmat_count == 0, "%s: state %d, %d shapes",
+                     d->name, (int)d->coopmat, d->coopmat_count);
+        for (int j = 0; j < d->coopmat_count && j < LV_COOPMAT_MAX_SHAPES; j++) {
+            const lv_coopmat_shape *c = &d->coopmat_shapes[j];
+            cr_assert(c->m && c->n && c->k, "%s: shape %d is %ux%ux%u", d->name, j, c->m, c->n, c->k);
+        }
+    }
+    cr_assert_eq(setenv("LONGVK_COOPMAT", "0", 1), 0);
+    lv_device_info off[8];
+    int n_off = 0;
+    cr_assert_eq(lv_list_devices(off, 8, &n_off), LV_OK, "%s", lv_last_error());
+    unsetenv("LONGVK_COOPMAT");
+    cr_assert_eq(n_off, n);
+    for (int i = 0; i < n && i < 8; i++) {
+        cr_assert_eq(off[i].coopmat, LV_COOPMAT_DISABLED, "%s", off[i].name);
+        cr_assert_eq(off[i].coopmat_count, infos[i].coopmat_count, "the shapes are still listed");
+    }
+    cr_assert_str_eq(lv_coopmat_type_name(0), "f16");
+    cr_assert_str_eq(lv_coopmat_type_name(1000141000u), "bf16");
+    cr_assert_str_eq(lv_coopmat_scope_name(3), "subgroup");
+}
+
 Test(engine, fill_and_read_back) {
     lv_ctx *ctx = ts_ctx();
     int64_t shape[2] = {37, 53};

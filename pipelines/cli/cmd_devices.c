@@ -8,10 +8,42 @@ const cli_spec cmd_devices_spec = {
     .command = "devices",
     .usage = "",
     .about = "Lists every Vulkan device with its index (for --device N or LONGVK_DEVICE=N), type,\n"
-             "driver, memory, subgroup size, fp16 support, maxStorageBufferRange and the reach of\n"
-             "texel buffers (maxTexelBufferElements x 16 bytes; kernels read their inputs through\n"
-             "them). The default choice is marked with '*': discrete > integrated > virtual > CPU.\n",
+             "driver, memory, subgroup size, maxStorageBufferRange and the reach of texel buffers\n"
+             "(maxTexelBufferElements x 16 bytes; kernels read their inputs through them), its\n"
+             "half-precision support (shaderFloat16, 16-bit storage, bfloat16) and the shapes and\n"
+             "types of its cooperative matrices (tensor cores, VK_KHR_cooperative_matrix), or why\n"
+             "the fp32 kernels are used instead (LONGVK_COOPMAT=0 forces them). The default choice\n"
+             "is marked with '*': discrete > integrated > virtual > CPU.\n",
 };
+
+static const char *yes_no(int v) { return v ? "yes" : "no"; }
+
+/* "cooperative matrix: ..." and, when the device lists shapes, one line per shape:
+ * M x N x K, A x B + C -> result, and the scope (the tensor cores' unit of work). */
+static void print_coopmat(const lv_device_info *d) {
+    switch (d->coopmat) {
+    case LV_COOPMAT_NONE: printf("     cooperative matrix: none (fp32 kernels)\n"); return;
+    case LV_COOPMAT_DISABLED:
+        printf("     cooperative matrix: disabled by LONGVK_COOPMAT=0 (fp32 kernels)");
+        if (d->coopmat_count) printf("; the device lists %d shapes", d->coopmat_count);
+        printf("\n");
+        return;
+    case LV_COOPMAT_UNBUILT:
+        printf("     cooperative matrix: %d shapes, unused: this build's glslang does not know "
+               "GL_KHR_cooperative_matrix (fp32 kernels; see .ci/glslang)\n", d->coopmat_count);
+        break;
+    case LV_COOPMAT_ON: printf("     cooperative matrix: %d shapes\n", d->coopmat_count); break;
+    }
+    int shown = d->coopmat_count < LV_COOPMAT_MAX_SHAPES ? d->coopmat_count : LV_COOPMAT_MAX_SHAPES;
+    for (int i = 0; i < shown; i++) {
+        const lv_coopmat_shape *c = &d->coopmat_shapes[i];
+        printf("       %ux%ux%u %s x %s + %s -> %s, %s scope%s\n", c->m, c->n, c->k,
+               lv_coopmat_type_name(c->a_type), lv_coopmat_type_name(c->b_type),
+               lv_coopmat_type_name(c->c_type), lv_coopmat_type_name(c->result_type),
+               lv_coopmat_scope_name(c->scope), c->saturating ? ", saturating" : "");
+    }
+    if (shown < d->coopmat_count) printf("       ... and %d more\n", d->coopmat_count - shown);
+}
 
 int cmd_devices(int argc, char **argv) {
     int r = cli_parse(&cmd_devices_spec, argc, argv);
@@ -27,12 +59,15 @@ int cmd_devices(int argc, char **argv) {
         const lv_device_info *d = &infos[i];
         printf("%c %d: %s\n", i == best ? '*' : ' ', d->index, d->name);
         printf("     type %s, driver %s\n", lv_device_type_name(d->type), d->driver);
-        printf("     memory %.1f GiB, subgroup %u, fp16 %s, maxStorageBufferRange %llu MiB, "
+        printf("     memory %.1f GiB, subgroup %u, maxStorageBufferRange %llu MiB, "
                "texel buffers %llu MiB, maxMemoryAllocationSize %llu MiB\n",
-               (double)d->device_local_bytes / (1 << 30), d->subgroup_size, d->fp16 ? "yes" : "no",
+               (double)d->device_local_bytes / (1 << 30), d->subgroup_size,
                (unsigned long long)(d->max_storage_buffer_range >> 20),
                (unsigned long long)(d->max_texel_buffer_bytes >> 20),
                (unsigned long long)(d->max_allocation_bytes >> 20));
+        printf("     half precision: shaderFloat16 %s, 16-bit storage %s, bfloat16 %s\n",
+               yes_no(d->fp16), yes_no(d->storage16), yes_no(d->bf16));
+        print_coopmat(d);
     }
     return 0;
 }

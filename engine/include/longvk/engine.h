@@ -30,6 +30,27 @@ typedef enum lv_device_type {
     LV_DEVICE_CPU
 } lv_device_type;
 
+/* Whether the matrix kernels may use the device's cooperative matrices (tensor cores). */
+typedef enum lv_coopmat_state {
+    LV_COOPMAT_NONE = 0,  /* the device offers no VK_KHR_cooperative_matrix: fp32 kernels */
+    LV_COOPMAT_ON,        /* offered, and this build's shaders can use it */
+    LV_COOPMAT_DISABLED,  /* LONGVK_COOPMAT=0 in the environment forces the fp32 kernels */
+    LV_COOPMAT_UNBUILT    /* offered, but the build's glslang did not know
+                             GL_KHR_cooperative_matrix (see .ci/glslang): fp32 kernels */
+} lv_coopmat_state;
+
+/* One entry of vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR: C (M x N) += A (M x K) *
+ * B (K x N). Types and scope are Vulkan's VkComponentTypeKHR / VkScopeKHR values; their
+ * names: lv_coopmat_type_name(), lv_coopmat_scope_name(). */
+typedef struct lv_coopmat_shape {
+    uint32_t m, n, k;
+    uint32_t a_type, b_type, c_type, result_type;
+    uint32_t scope;
+    int saturating;
+} lv_coopmat_shape;
+
+#define LV_COOPMAT_MAX_SHAPES 32
+
 typedef struct lv_device_info {
     int index;                      /* position in Vulkan's enumeration order */
     char name[256];
@@ -39,6 +60,12 @@ typedef struct lv_device_info {
     uint64_t device_local_bytes;    /* size of the largest device-local heap */
     uint32_t subgroup_size;
     int fp16;                       /* shaderFloat16 supported */
+    int storage16;                  /* storageBuffer16BitAccess: 16-bit loads and stores */
+    int bf16;                       /* VK_KHR_shader_bfloat16's shaderBFloat16Type */
+    lv_coopmat_state coopmat;
+    int coopmat_count;              /* shapes the device lists (even with LONGVK_COOPMAT=0);
+                                       the first LV_COOPMAT_MAX_SHAPES are kept */
+    lv_coopmat_shape coopmat_shapes[LV_COOPMAT_MAX_SHAPES];
     uint64_t max_storage_buffer_range;
     uint64_t max_texel_buffer_bytes; /* maxTexelBufferElements x 16: how far into a memory
                                         block the kernels' texel bindings reach */
@@ -49,6 +76,10 @@ typedef struct lv_device_info {
 } lv_device_info;
 
 const char *lv_device_type_name(lv_device_type type);
+/* "f16", "bf16", "f32", "s8", "u32", ... ("?" for a type longvk does not name) */
+const char *lv_coopmat_type_name(uint32_t component_type);
+/* "subgroup", "workgroup", "device", "queue family" */
+const char *lv_coopmat_scope_name(uint32_t scope);
 
 /* Fill up to `max` entries of `out` (out may be NULL to count). Fails with LV_ERR_DEVICE and
  * a message naming mesa-vulkan-drivers when there is no Vulkan device at all. */
