@@ -15,11 +15,18 @@ int lv_is_pipeline_dir(const char *path) {
     return lv_path_is_file(index);
 }
 
+/* path into out when it fits, else "". */
+static void keep(const char *path, char *out, size_t size) {
+    size_t len = strlen(path);
+    if (len < size) memcpy(out, path, len + 1);
+    else out[0] = 0;
+}
+
 /* `dir`/`name` into out when it is a folder, else "". */
 static void component(const char *dir, const char *name, char *out, size_t size) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (lv_path_is_dir(path) && strlen(path) < size) snprintf(out, size, "%s", path);
+    if (lv_path_is_dir(path)) keep(path, out, size);
     else out[0] = 0;
 }
 
@@ -40,7 +47,7 @@ lv_status lv_pipeline_dir_open(const char *dir, lv_pipeline_dir *out) {
         /* the weights file itself (the VAE is opened as one file: lv_weights_open) */
         char path[4200];
         snprintf(path, sizeof path, "%s/diffusion_pytorch_model.safetensors", vae_dir);
-        if (lv_path_is_file(path) && strlen(path) < sizeof out->vae) snprintf(out->vae, sizeof out->vae, "%s", path);
+        if (lv_path_is_file(path)) keep(path, out->vae, sizeof out->vae);
         if (!out->vae[0])
             return lv_error(LV_ERR_IO, "%s: no diffusion_pytorch_model.safetensors (the VAE's weights)", vae_dir);
     }
