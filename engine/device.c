@@ -232,7 +232,29 @@ void lv_ctx_options_default(lv_ctx_options *opt) {
     opt->max_binding_bytes = 0;
     opt->max_texel_bytes = 0;
     opt->cpu_threads = -1;
+    opt->precision = LV_PRECISION_AUTO;
 }
+
+/* LV_PRECISION_AUTO: LONGVK_PRECISION, else f32 (see lv_ctx_options.precision). */
+static lv_status resolve_precision(int requested, lv_precision *out) {
+    if (requested == LV_PRECISION_F32 || requested == LV_PRECISION_F16) {
+        *out = (lv_precision)requested;
+        return LV_OK;
+    }
+    if (requested != LV_PRECISION_AUTO)
+        return lv_error(LV_ERR_INVALID, "lv_ctx_options.precision %d: LV_PRECISION_AUTO, _F32 or _F16", requested);
+    const char *env = getenv("LONGVK_PRECISION");
+    *out = LV_PRECISION_F32;
+    if (!env || !*env || strcmp(env, "f32") == 0) return LV_OK;
+    if (strcmp(env, "f16") == 0) {
+        *out = LV_PRECISION_F16;
+        return LV_OK;
+    }
+    return lv_error(LV_ERR_INVALID, "LONGVK_PRECISION='%s': f32 or f16", env);
+}
+
+lv_precision lv_ctx_precision(const lv_ctx *ctx) { return ctx->precision; }
+bool lv_ctx_coopmat(const lv_ctx *ctx) { return ctx->coopmat; }
 
 static lv_status pick_device(lv_ctx *ctx, int requested) {
     VkPhysicalDevice *pds;
@@ -294,6 +316,14 @@ static lv_status create_device(lv_ctx *ctx) {
         .queueCreateInfoCount = 1,
         .pQueueCreateInfos = &queue_info,
     };
+    /* the tensor cores, when offered and usable; every other context enables nothing */
+    lv_coopmat_enable coopmat;
+    ctx->coopmat = lv_coopmat_prepare(ctx->physical, ctx->validation, &ctx->info, &coopmat);
+    if (ctx->coopmat) {
+        info.pNext = &coopmat.features;
+        info.enabledExtensionCount = coopmat.extension_count;
+        info.ppEnabledExtensionNames = coopmat.extensions;
+    }
     LV_VK(vkCreateDevice(ctx->physical, &info, NULL, &ctx->device));
     vkGetDeviceQueue(ctx->device, ctx->queue_family, 0, &ctx->queue);
     return LV_OK;
@@ -324,8 +354,11 @@ lv_status lv_ctx_create(const lv_ctx_options *opt_in, lv_ctx **out) {
             device_index = (int)v;
         }
     }
+    lv_precision precision;
+    LV_TRY(resolve_precision(opt.precision, &precision));
     lv_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return lv_error(LV_ERR_NOMEM, "out of host memory");
+    ctx->precision = precision;
     ctx->validation = opt.validation < 0 ? env_flag("LONGVK_VALIDATE") : opt.validation != 0;
     ctx->profile = opt.profile < 0 ? env_flag("LONGVK_PROFILE") : opt.profile != 0;
 

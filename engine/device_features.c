@@ -109,3 +109,57 @@ void lv_describe_features(VkInstance instance, VkPhysicalDevice pd, lv_device_in
     else if (info->coopmat_count == 0) info->coopmat = LV_COOPMAT_NONE;
     else info->coopmat = LONGVK_HAVE_COOPMAT_SHADERS ? LV_COOPMAT_ON : LV_COOPMAT_UNBUILT;
 }
+
+/* The validation layer's version when it is on: a layer older than an extension reports
+ * its structures in pNext chains and its SPIR-V capabilities as errors. */
+static uint32_t validation_layer_version(void) {
+    uint32_t n = 0, version = 0;
+    if (vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS || n == 0) return 0;
+    VkLayerProperties *props = calloc(n, sizeof *props);
+    if (!props) return 0;
+    if (vkEnumerateInstanceLayerProperties(&n, props) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n; i++)
+            if (strcmp(props[i].layerName, "VK_LAYER_KHRONOS_validation") == 0) version = props[i].specVersion;
+    free(props);
+    return version;
+}
+
+bool lv_coopmat_prepare(VkPhysicalDevice pd, bool validation, lv_device_info *info, lv_coopmat_enable *e) {
+    memset(e, 0, sizeof *e);
+    if (info->coopmat != LV_COOPMAT_ON) return false;
+    /* VK_KHR_cooperative_matrix entered the headers (and the layer) at 1.3.255 */
+    if (validation && validation_layer_version() < VK_MAKE_API_VERSION(0, 1, 3, 255)) {
+        info->coopmat = LV_COOPMAT_OLD_LAYER;
+        return false;
+    }
+    e->coopmat.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR;
+    e->memory_model.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES;
+    e->memory_model.pNext = &e->coopmat;
+    e->f16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
+    e->f16.pNext = &e->memory_model;
+    e->features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    e->features.pNext = &e->f16;
+    vkGetPhysicalDeviceFeatures2(pd, &e->features); /* what the device has ... */
+    if (!e->coopmat.cooperativeMatrix || !e->f16.shaderFloat16 || !e->memory_model.vulkanMemoryModel ||
+        !device_extension(pd, VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME) ||
+        !device_extension(pd, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME)) {
+        info->coopmat = LV_COOPMAT_NO_F16;
+        memset(e, 0, sizeof *e);
+        return false;
+    }
+    /* ... and what is turned on: only these, every other feature as without them */
+    VkPhysicalDeviceFeatures2 none = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &e->f16};
+    e->features = none;
+    e->f16 = (VkPhysicalDeviceShaderFloat16Int8Features){
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES, .pNext = &e->memory_model,
+        .shaderFloat16 = VK_TRUE};
+    e->memory_model = (VkPhysicalDeviceVulkanMemoryModelFeatures){
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES, .pNext = &e->coopmat,
+        .vulkanMemoryModel = VK_TRUE};
+    e->coopmat = (VkPhysicalDeviceCooperativeMatrixFeaturesKHR){
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR, .cooperativeMatrix = VK_TRUE};
+    e->extensions[e->extension_count++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
+    e->extensions[e->extension_count++] = VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME;
+    e->extensions[e->extension_count++] = VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME;
+    return true;
+}

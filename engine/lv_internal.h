@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <vulkan/vulkan.h>
 
+#include "vk_coopmat.h" /* VK_KHR_cooperative_matrix where the headers predate it */
+
 #include "longvk/engine.h"
 
 typedef enum lv_op {
@@ -15,7 +17,7 @@ typedef enum lv_op {
 } lv_op;
 
 #define LV_MAX_BINDINGS 8
-#define LV_MAX_SPEC 8
+#define LV_MAX_SPEC 12
 #define LV_PUSH_MAX 128
 
 /* One device memory block; tensors are suballocated from blocks (memory.c). */
@@ -65,6 +67,8 @@ struct lv_ctx {
     uint64_t max_texel_bytes; /* how far into a block texel bindings reach (memory.c) */
     bool validation;
     uint64_t validation_messages;
+    lv_precision precision;  /* never AUTO */
+    bool coopmat;            /* VK_KHR_cooperative_matrix enabled on the device */
 
     /* memory.c */
     lv_block *blocks;
@@ -129,6 +133,23 @@ void lv_grid_1d(const lv_ctx *ctx, uint64_t groups, uint32_t *gx, uint32_t *gy);
  * bf16, coopmat*), from the device and LONGVK_COOPMAT. */
 void lv_describe_features(VkInstance instance, VkPhysicalDevice pd, lv_device_info *info);
 
+/* What vkCreateDevice adds for the tensor-core kernels: VK_KHR_cooperative_matrix and the
+ * features their SPIR-V declares (fp16 arithmetic, the Vulkan memory model), with the
+ * extensions that bring those to a Vulkan 1.1 instance. Self-referencing (pNext): fill it
+ * in place and do not copy it. */
+typedef struct lv_coopmat_enable {
+    VkPhysicalDeviceFeatures2 features;
+    VkPhysicalDeviceShaderFloat16Int8Features f16;
+    VkPhysicalDeviceVulkanMemoryModelFeatures memory_model;
+    VkPhysicalDeviceCooperativeMatrixFeaturesKHR coopmat;
+    const char *extensions[3];
+    uint32_t extension_count;
+} lv_coopmat_enable;
+
+/* When info->coopmat is LV_COOPMAT_ON and the device and the validation layer allow it,
+ * fills `e` and returns true; otherwise sets info->coopmat to the reason and returns false. */
+bool lv_coopmat_prepare(VkPhysicalDevice pd, bool validation, lv_device_info *info, lv_coopmat_enable *e);
+
 /* stream.c */
 lv_status lv_stream_begin(lv_ctx *ctx);
 /* Record a barrier before work that touches `a` if recorded work wrote it (or read it,
@@ -140,6 +161,9 @@ bool lv_stream_touches(const lv_ctx *ctx, const lv_alloc *a);
 /* pipeline.c */
 lv_status lv_pipelines_init(lv_ctx *ctx);
 void lv_pipelines_destroy(lv_ctx *ctx);
+/* pipeline.c: whether the op's shader is embedded in this build (the tensor-core kernels
+ * are only with a capable glslang). */
+bool lv_op_available(const lv_ctx *ctx, lv_op op);
 lv_status lv_pipeline_get(lv_ctx *ctx, lv_op op, const uint32_t *spec, uint32_t nspec,
                           lv_pipeline **out);
 const char *lv_op_name(lv_op op);

@@ -78,6 +78,13 @@ void lv_pipelines_destroy(lv_ctx *ctx) {
     if (ctx->pipeline_cache) vkDestroyPipelineCache(ctx->device, ctx->pipeline_cache, NULL);
 }
 
+bool lv_op_available(const lv_ctx *ctx, lv_op op) {
+    (void)ctx;
+    for (size_t i = 0; i < lv_spirv_module_count; i++)
+        if (strcmp(lv_spirv_modules[i].name, lv_ops[op].shader) == 0) return true;
+    return false;
+}
+
 static lv_status shader_module(lv_ctx *ctx, lv_op op, VkShaderModule *out) {
     if (ctx->modules[op]) {
         *out = ctx->modules[op];

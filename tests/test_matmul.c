@@ -363,3 +363,137 @@ Test(matmul, variant_choice) {
     unsetenv("LONGVK_MATMUL_VARIANT");
     ts_ctx_done(ctx);
 }
+
+/* ---- the tensor-core kernel --------------------------------------------------------------
+ *
+ * LV_MATMUL_COOPMAT rounds a and w to fp16 inside the kernel and accumulates in fp32. GLSL
+ * leaves the rounding of a float-to-half conversion to the device (to nearest or toward
+ * zero), so each input may move by up to 2^-10 of itself, and each product by
+ * (2 * 2^-10 + 2^-20) |a w|. Against the double reference on the unrounded inputs, per output:
+ *     |got - want| <= (2^-9 + 2^-20 + (K + 2) u) sum_k |a w| + |bias| u   (1% margin)
+ * and the NMSE stays below 1e-5 (typically ~1e-7 from the input rounding; an indexing
+ * mistake gives ~1). It runs only where a context enables the tensor cores: with the
+ * validation layer when the layer knows VK_KHR_cooperative_matrix, else without it (said
+ * in the log: Debian 12's layer, 1.3.239, predates the extension). Elsewhere (lavapipe)
+ * the test is skipped with the reason. */
+static lv_ctx *coopmat_ctx(void) {
+    lv_ctx_options o;
+    lv_ctx_options_default(&o);
+    o.precision = LV_PRECISION_F16;
+    lv_ctx *ctx = ts_ctx_with(o);
+    if (lv_ctx_device(ctx)->coopmat == LV_COOPMAT_OLD_LAYER) {
+        ts_ctx_done(ctx);
+        o.validation = 0;
+        cr_assert_eq(lv_ctx_create(&o, &ctx), LV_OK, "%s", lv_last_error());
+        cr_log_warn("the validation layer predates VK_KHR_cooperative_matrix: the tensor-core kernel runs without it");
+    }
+    if (!lv_ctx_coopmat(ctx)) {
+        int state = (int)lv_ctx_device(ctx)->coopmat;
+        lv_ctx_destroy(ctx);
+        cr_skip_test("no tensor cores on this device or build (coopmat state %d; `longvk devices` says why)", state);
+    }
+    return ctx;
+}
+
+static void coopmat_case(lv_ctx *ctx, const mm_case *c, lv_activation act, bool accumulate, uint64_t seed) {
+    int64_t wb = c->batched_w ? c->batch : 1;
+    size_t na = (size_t)(c->batch * c->M * c->K), nw = (size_t)(wb * c->N * c->K), no = (size_t)(c->batch * c->M * c->N);
+    float *a = ts_rand_alloc(na, seed, -1, 1);
+    float *w = ts_rand_alloc(nw, seed + 1, -1, 1);
+    float *bias = c->bias ? ts_rand_alloc((size_t)c->N, seed + 2, -1, 1) : NULL;
+    float *r = ts_rand_alloc(no, seed + 3, -4, 4);
+    ts_round_to(c->wdtype, w, nw);
+    lv_tensor ta = ts_tensor(ctx, LV_F32, 3, (int64_t[]){c->batch, c->M, c->K}, a);
+    lv_tensor tw = c->batched_w ? ts_tensor(ctx, c->wdtype, 3, (int64_t[]){c->batch, c->N, c->K}, w)
+                                : ts_tensor(ctx, c->wdtype, 2, (int64_t[]){c->N, c->K}, w);
+    lv_tensor tb = {0};
+    if (bias) tb = ts_tensor(ctx, LV_F32, 1, (int64_t[]){c->N}, bias);
+    lv_tensor to = ts_tensor(ctx, LV_F32, 3, (int64_t[]){c->batch, c->M, c->N}, r);
+    if (!accumulate) fill_nan(ctx, &to);
+    cr_assert_eq(lv_op_matmul_ex(ctx, &to, &ta, &tw, bias ? &tb : NULL, act, accumulate, LV_MATMUL_COOPMAT), LV_OK,
+                 "%s", lv_last_error());
+    float *got = ts_read(ctx, &to);
+    float *want = malloc(no * sizeof *want), *full = malloc(no * sizeof *full);
+    double *mag = malloc(no * sizeof *mag);
+    cr_assert(want && mag && full);
+    ref_matmul(want, mag, a, w, bias, c->batch, c->M, c->N, c->K, c->batched_w);
+    const double u = ldexp(1.0, -24), rel = ldexp(1.0, -9) + ldexp(1.0, -20);
+    for (size_t e = 0; e < no; e++) {
+        double x = want[e], y = x, bound = 1.01 * (rel + (double)(c->K + 2) * u) * mag[e] + 1e-30;
+        if (act == LV_ACT_SILU) { /* as fused_case: |silu'| <= 1.1, and exp's error */
+            y = x / (1.0 + exp(-x));
+            bound = 1.1 * bound + (8.0 + 2.0 * fabs(x)) * u * fabs(x);
+        }
+        if (accumulate) {
+            y += r[e];
+            bound += 2 * u * (fabs(y) + fabs(r[e]));
+        }
+        full[e] = (float)y;
+        cr_assert(fabs(got[e] - y) <= bound,
+                  "coopmat %s batch %lld %lldx%lldx%lld act %d acc %d: out[%zu] = %.9g, want %.9g, bound %.3g",
+                  lv_dtype_name(c->wdtype), (long long)c->batch, (long long)c->M, (long long)c->N, (long long)c->K,
+                  (int)act, (int)accumulate, e, (double)got[e], y, bound);
+    }
+    double nmse = ts_nmse(got, full, no);
+    cr_assert(nmse <= 1e-5, "coopmat %lldx%lldx%lld: NMSE %.3g > 1e-5", (long long)c->M, (long long)c->N,
+              (long long)c->K, nmse);
+    cr_log_info("coopmat %s %lldx%lldx%lld: NMSE %.2g", lv_dtype_name(c->wdtype), (long long)c->M, (long long)c->N,
+                (long long)c->K, nmse);
+    free(got);
+    free(want);
+    free(full);
+    free(mag);
+    free(a);
+    free(w);
+    free(bias);
+    free(r);
+    lv_tensor *all[] = {&ta, &tw, &tb, &to};
+    for (size_t i = 0; i < 4; i++) lv_tensor_free(ctx, all[i]);
+}
+
+Test(matmul, coopmat_fp16) {
+    lv_ctx *ctx = coopmat_ctx();
+    static const int64_t shapes[][3] = {{1, 1, 1},     {7, 13, 5},    {33, 65, 129}, {100, 3, 257},
+                                        {64, 64, 64},  {130, 200, 96}, {5, 68, 16},   {256, 192, 320}};
+    uint64_t seed = 900;
+    for (size_t d = 0; d < 3; d++)
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            for (int bias = 0; bias < 2; bias++) {
+                mm_case c = {1, shapes[i][0], shapes[i][1], shapes[i][2], dtypes[d], bias, 0};
+                coopmat_case(ctx, &c, LV_ACT_NONE, false, seed++);
+            }
+    mm_case batched = {3, 40, 70, 48, LV_BF16, 1, 1}, folded = {3, 40, 70, 48, LV_F16, 1, 0};
+    coopmat_case(ctx, &batched, LV_ACT_NONE, false, seed++);
+    coopmat_case(ctx, &folded, LV_ACT_NONE, false, seed++);
+    for (size_t i = 0; i < 3; i++) {
+        mm_case f = {1, fused_shapes[i][0], fused_shapes[i][1], fused_shapes[i][2], LV_F32, 1, 0};
+        coopmat_case(ctx, &f, LV_ACT_SILU, false, seed++);
+        coopmat_case(ctx, &f, LV_ACT_NONE, true, seed++);
+    }
+    /* at fp16 precision lv_op_matmul takes this kernel on NVIDIA's devices */
+    if (lv_ctx_device(ctx)->vendor_id == 0x10de) {
+        unsetenv("LONGVK_MATMUL_VARIANT");
+        cr_assert_eq(lv_matmul_auto_variant(ctx), LV_MATMUL_COOPMAT);
+    }
+    uint64_t n = lv_ctx_validation_messages(ctx);
+    lv_ctx_destroy(ctx);
+    cr_assert_eq(n, 0, "the validation layer reported %llu message(s)", (unsigned long long)n);
+}
+
+/* Where the tensor cores are not enabled, asking for their kernel is a clear error. */
+Test(matmul, coopmat_unavailable_is_an_error) {
+    lv_ctx *ctx = ts_ctx();
+    if (lv_ctx_coopmat(ctx)) {
+        ts_ctx_done(ctx);
+        cr_skip_test("this context has the tensor cores");
+    }
+    cr_assert_eq(lv_ctx_precision(ctx), LV_PRECISION_F32);
+    lv_tensor a = ts_empty(ctx, 2, (int64_t[]){4, 8}), w = ts_empty(ctx, 2, (int64_t[]){5, 8}),
+              o = ts_empty(ctx, 2, (int64_t[]){4, 5});
+    cr_assert_eq(lv_op_matmul_variant(ctx, &o, &a, &w, NULL, LV_MATMUL_COOPMAT), LV_ERR_UNSUPPORTED);
+    cr_assert(strstr(lv_last_error(), "longvk devices"), "%s", lv_last_error());
+    lv_tensor_free(ctx, &a);
+    lv_tensor_free(ctx, &w);
+    lv_tensor_free(ctx, &o);
+    ts_ctx_done(ctx);
+}

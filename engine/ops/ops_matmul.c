@@ -27,10 +27,33 @@ typedef struct mm_config {
 
 /* ---- kernels ------------------------------------------------------------------------ */
 
+/* The device's fp16 x fp16 + fp32 cooperative-matrix shape the coopmat kernel can tile
+ * with (each side dividing its 32 x 32 subgroup part and its 32-deep k step); NULL if none. */
+static const lv_coopmat_shape *coopmat_shape(const lv_ctx *ctx) {
+    const lv_device_info *d = lv_ctx_device(ctx);
+    if (!lv_ctx_coopmat(ctx)) return NULL;
+    int n = d->coopmat_count < LV_COOPMAT_MAX_SHAPES ? d->coopmat_count : LV_COOPMAT_MAX_SHAPES;
+    const lv_coopmat_shape *best = NULL;
+    for (int i = 0; i < n; i++) {
+        const lv_coopmat_shape *c = &d->coopmat_shapes[i];
+        if (c->a_type != VK_COMPONENT_TYPE_FLOAT16_KHR || c->b_type != VK_COMPONENT_TYPE_FLOAT16_KHR ||
+            c->c_type != VK_COMPONENT_TYPE_FLOAT32_KHR || c->result_type != VK_COMPONENT_TYPE_FLOAT32_KHR ||
+            c->scope != VK_SCOPE_SUBGROUP_KHR || c->m == 0 || c->n == 0 || c->k == 0 || 32 % c->m ||
+            32 % c->n || 32 % c->k)
+            continue;
+        if (!best || c->m * c->n * c->k > best->m * best->n * best->k) best = c; /* the largest */
+    }
+    return best;
+}
+
 lv_matmul_variant lv_matmul_auto_variant(const lv_ctx *ctx) {
     const char *v = getenv("LONGVK_MATMUL_VARIANT");
     if (v && strcmp(v, "register") == 0) return LV_MATMUL_REGISTER;
     if (v && strcmp(v, "tiled") == 0) return LV_MATMUL_TILED;
+    if (v && strcmp(v, "coopmat") == 0) return LV_MATMUL_COOPMAT;
+    if (lv_ctx_precision(ctx) == LV_PRECISION_F16 && coopmat_shape(ctx) &&
+        lv_ctx_device(ctx)->vendor_id == 0x10de && lv_op_available(ctx, LV_OP_MATMUL_COOPMAT))
+        return LV_MATMUL_COOPMAT;
     return lv_ctx_device(ctx)->type == LV_DEVICE_CPU ? LV_MATMUL_REGISTER : LV_MATMUL_TILED;
 }
 
@@ -88,6 +111,27 @@ static void kernel_tiled(const lv_ctx *ctx, lv_dtype wdtype, mm_config *c) {
     c->spec[5] = tn;
     c->spec[6] = (uint32_t)wdtype;
     c->nspec = 7;
+    c->tile_m = bm;
+    c->tile_n = bn;
+}
+
+/* Tensor-core kernel (shaders/coopmat/matmul_coopmat.comp): 64 x 64 blocks per workgroup
+ * of four subgroups, each computing 32 x 32 as tiles of the device's shape, 32-deep k steps
+ * staged in shared memory as fp16. */
+static void kernel_coopmat(const lv_ctx *ctx, lv_dtype wdtype, const lv_coopmat_shape *shape, mm_config *c) {
+    uint32_t bm = 64, bn = 64, bk = 32, wm = 32, wn = 32;
+    c->op = LV_OP_MATMUL_COOPMAT;
+    c->spec[0] = lv_ctx_device(ctx)->subgroup_size * (bm / wm) * (bn / wn);
+    c->spec[1] = bm;
+    c->spec[2] = bn;
+    c->spec[3] = bk;
+    c->spec[4] = wm;
+    c->spec[5] = wn;
+    c->spec[6] = (uint32_t)wdtype;
+    c->spec[7] = shape->m;
+    c->spec[8] = shape->n;
+    c->spec[9] = shape->k;
+    c->nspec = 10;
     c->tile_m = bm;
     c->tile_n = bn;
 }
@@ -242,6 +286,11 @@ static lv_status run_chunk(lv_ctx *ctx, lv_matmul_variant variant, const mm_shap
     mm_config k;
     mm_views v;
     memset(&k, 0, sizeof k);
+    if (variant == LV_MATMUL_COOPMAT) {
+        kernel_coopmat(ctx, w->dtype, coopmat_shape(ctx), &k);
+        chunk_views(s, out, a, w, bias, c, &v);
+        return dispatch(ctx, &k, s, &v, bias != NULL, c);
+    }
     if (variant == LV_MATMUL_TILED) {
         kernel_tiled(ctx, w->dtype, &k);
         chunk_views(s, out, a, w, bias, c, &v);
@@ -315,6 +364,9 @@ lv_status lv_op_matmul_ex(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a,
     s.act = act;
     s.accumulate = accumulate;
     if (variant == LV_MATMUL_AUTO) variant = lv_matmul_auto_variant(ctx);
+    if (variant == LV_MATMUL_COOPMAT && (!coopmat_shape(ctx) || !lv_op_available(ctx, LV_OP_MATMUL_COOPMAT)))
+        return lv_error(LV_ERR_UNSUPPORTED, "matmul: the tensor-core kernel needs a device with fp16 cooperative "
+                        "matrices enabled (`longvk devices` says why not here) and a build with its shader");
     return run(ctx, variant, &s, out, a, w, bias);
 }
 

@@ -32,7 +32,18 @@ static void print_coopmat(const lv_device_info *d) {
         printf("     cooperative matrix: %d shapes, unused: this build's glslang does not know "
                "GL_KHR_cooperative_matrix (fp32 kernels; see .ci/glslang)\n", d->coopmat_count);
         break;
-    case LV_COOPMAT_ON: printf("     cooperative matrix: %d shapes\n", d->coopmat_count); break;
+    case LV_COOPMAT_OLD_LAYER:
+        printf("     cooperative matrix: %d shapes, unused with the validation layer on: it predates "
+               "VK_KHR_cooperative_matrix (fp32 kernels)\n", d->coopmat_count);
+        break;
+    case LV_COOPMAT_NO_F16:
+        printf("     cooperative matrix: %d shapes, unused: no shaderFloat16 or Vulkan memory model "
+               "(fp32 kernels)\n", d->coopmat_count);
+        break;
+    case LV_COOPMAT_ON:
+        printf("     cooperative matrix: %d shapes; used at --precision f16 (LONGVK_PRECISION=f16)\n",
+               d->coopmat_count);
+        break;
     }
     int shown = d->coopmat_count < LV_COOPMAT_MAX_SHAPES ? d->coopmat_count : LV_COOPMAT_MAX_SHAPES;
     for (int i = 0; i < shown; i++) {

@@ -191,6 +191,8 @@ static lv_status check_options(const lv_generate_options *o) {
     if (o->parallel_cfg < -1 || o->parallel_cfg > 1)
         return lv_error(LV_ERR_INVALID, "lv_generate: parallel_cfg %d (1 on, 0 off, -1 automatic)", o->parallel_cfg);
     if (o->state_path && !*o->state_path) return lv_error(LV_ERR_INVALID, "lv_generate: empty state_path");
+    if (o->precision != LV_PRECISION_AUTO && o->precision != LV_PRECISION_F32 && o->precision != LV_PRECISION_F16)
+        return lv_error(LV_ERR_INVALID, "lv_generate: precision %d (LV_PRECISION_AUTO, _F32 or _F16)", o->precision);
     if (o->text_softcap != 0 && o->text_softcap != 1)
         return lv_error(LV_ERR_INVALID, "lv_generate: text_softcap %d (0 off, 1 the config's)", o->text_softcap);
     if (o->motion_score != LV_GEN_MODEL_DEFAULT && (o->motion_score < 0 || o->motion_score > 1000))
@@ -707,6 +709,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
     lv_ctx_options_default(&copt);
     copt.device_index = o->device_index;
     copt.cpu_threads = o->cpu_threads;
+    copt.precision = o->precision;
     if (o->cpu_threads == LV_GEN_CPU_THREADS_AUTO) {
         int64_t tokens = (int64_t)((o->block_frames + cfg->patch[0] - 1) / cfg->patch[0]) * frame_tokens(r);
         copt.cpu_threads = lv_generate_auto_cpu_threads(tokens, cfg->hidden);

@@ -10,6 +10,7 @@
 #ifndef LONGVK_ENGINE_H
 #define LONGVK_ENGINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,8 +36,13 @@ typedef enum lv_coopmat_state {
     LV_COOPMAT_NONE = 0,  /* the device offers no VK_KHR_cooperative_matrix: fp32 kernels */
     LV_COOPMAT_ON,        /* offered, and this build's shaders can use it */
     LV_COOPMAT_DISABLED,  /* LONGVK_COOPMAT=0 in the environment forces the fp32 kernels */
-    LV_COOPMAT_UNBUILT    /* offered, but the build's glslang did not know
+    LV_COOPMAT_UNBUILT,   /* offered, but the build's glslang did not know
                              GL_KHR_cooperative_matrix (see .ci/glslang): fp32 kernels */
+    LV_COOPMAT_OLD_LAYER, /* a context with the validation layer on, and the layer older
+                             than the extension (1.3.255; Debian 12's is 1.3.239): it would
+                             report the extension's structures and SPIR-V as errors */
+    LV_COOPMAT_NO_F16     /* offered without shaderFloat16 or the Vulkan memory model, which
+                             the fp16 kernels need */
 } lv_coopmat_state;
 
 /* One entry of vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR: C (M x N) += A (M x K) *
@@ -98,6 +104,12 @@ typedef struct lv_ctx_options {
     uint64_t max_texel_bytes;    /* 0: maxTexelBufferElements x 16 bytes, the reach of the
                                     texel bindings into a memory block; smaller values
                                     exercise the error for tensors past it */
+    int precision;               /* the matrix products' inputs: LV_PRECISION_AUTO (also 0:
+                                    LONGVK_PRECISION=f32|f16 when set, else f32), LV_PRECISION_F32,
+                                    or LV_PRECISION_F16 (inputs rounded to fp16, fp32
+                                    accumulation, on the tensor cores where the context uses
+                                    them; elsewhere the fp32 kernels run). AUTO stays f32 until
+                                    the tensor-core kernels have been checked on a GPU. */
     int cpu_threads;             /* CPU devices (lavapipe) only. -1: lavapipe's choice (one
                                     worker per core, or LP_NUM_THREADS); 0: every dispatch
                                     runs on lavapipe's queue thread, no hand-off to workers
@@ -107,12 +119,18 @@ typedef struct lv_ctx_options {
                                     created: create such contexts from one thread. */
 } lv_ctx_options;
 
+typedef enum lv_precision { LV_PRECISION_AUTO = 0, LV_PRECISION_F32, LV_PRECISION_F16 } lv_precision;
+
 void lv_ctx_options_default(lv_ctx_options *opt);
 lv_status lv_ctx_create(const lv_ctx_options *opt, lv_ctx **out);
 /* Waits for the device, prints the profile if enabled, frees everything. */
 void lv_ctx_destroy(lv_ctx *ctx);
 
 const lv_device_info *lv_ctx_device(const lv_ctx *ctx);
+/* The context's precision (never AUTO), and whether it enabled the tensor cores
+ * (lv_ctx_device(ctx)->coopmat is then LV_COOPMAT_ON). */
+lv_precision lv_ctx_precision(const lv_ctx *ctx);
+bool lv_ctx_coopmat(const lv_ctx *ctx);
 /* The largest byte range one kernel binding may cover (device limit or override). */
 uint64_t lv_ctx_max_binding(const lv_ctx *ctx);
 /* Validation-layer errors and warnings seen so far (0 when validation is off), by this

@@ -180,6 +180,9 @@ typedef struct lv_generate_options {
     int device_index;             /* -1: automatic */
     int cpu_threads;              /* CPU devices (lavapipe): as lv_ctx_options.cpu_threads;
                                      LV_GEN_CPU_THREADS_AUTO: lv_generate_auto_cpu_threads */
+    int precision;                /* the matrix products' inputs, as lv_ctx_options.precision:
+                                     LV_PRECISION_AUTO (0), _F32, or _F16 (the tensor cores
+                                     where the device offers them) */
     int parallel_cfg;             /* CFG's unconditional passes on a second context and
                                      thread (lv_dit_twin): 1 on, 0 off, -1 auto: on for a CPU
                                      device running kernels inline (cpu_threads 0) with 2+
