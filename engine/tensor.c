@@ -1,5 +1,6 @@
 /* Tensors: shapes, views, host transfers, and half-precision conversions. */
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -182,4 +183,52 @@ uint16_t lv_float_to_bf16(float f) {
     if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */
     x += 0x7fff + ((x >> 16) & 1);
     return (uint16_t)(x >> 16);
+}
+
+/* Element i of a weight's data (f32, f16 or bf16; the mapping may be unaligned). */
+static float weight_elem(const lv_weight *w, size_t i) {
+    if (w->dtype == LV_F32) {
+        float v;
+        memcpy(&v, (const char *)w->data + 4 * i, 4);
+        return v;
+    }
+    uint16_t b;
+    memcpy(&b, (const char *)w->data + 2 * i, 2);
+    return w->dtype == LV_F16 ? lv_half_to_float(b) : lv_bf16_to_float(b);
+}
+
+static bool float_dtype(lv_dtype d) { return d == LV_F32 || d == LV_F16 || d == LV_BF16; }
+
+lv_status lv_tensor_from_weight(lv_ctx *ctx, const lv_weight *w, lv_dtype dtype, int ndim, const int64_t *shape,
+                                lv_tensor *out) {
+    if (!ctx || !w || !shape || !out) return lv_error(LV_ERR_INVALID, "lv_tensor_from_weight: a NULL argument");
+    if (!float_dtype(w->dtype) || !float_dtype(dtype))
+        return lv_error(LV_ERR_INVALID, "'%s': %s to %s: only f32, f16 and bf16 convert", w->name,
+                        lv_dtype_name(w->dtype), lv_dtype_name(dtype));
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    if ((uint64_t)n != lv_weight_numel(w))
+        return lv_error(LV_ERR_FORMAT, "model: tensor '%s' has %llu elements, expected %lld", w->name,
+                        (unsigned long long)lv_weight_numel(w), (long long)n);
+    LV_TRY(lv_tensor_create(ctx, dtype, ndim, shape, out));
+    lv_status s;
+    if (dtype == w->dtype) {
+        s = lv_tensor_write(ctx, out, w->data, w->nbytes);
+    } else {
+        size_t es = lv_dtype_size(dtype);
+        void *buf = malloc((size_t)n * es);
+        if (!buf) {
+            lv_tensor_free(ctx, out);
+            return lv_error(LV_ERR_NOMEM, "out of host memory converting '%s' to %s", w->name, lv_dtype_name(dtype));
+        }
+        for (size_t i = 0; i < (size_t)n; i++) {
+            float v = weight_elem(w, i);
+            if (dtype == LV_F32) ((float *)buf)[i] = v;
+            else ((uint16_t *)buf)[i] = dtype == LV_BF16 ? lv_float_to_bf16(v) : lv_float_to_half(v);
+        }
+        s = lv_tensor_write(ctx, out, buf, (uint64_t)n * es);
+        free(buf);
+    }
+    if (s != LV_OK) lv_tensor_free(ctx, out);
+    return s;
 }

@@ -426,3 +426,63 @@ Test(sana_dit, no_carried_state_means_chunks_alone) {
     free(b);
     close_fixture(&fx);
 }
+
+/* Matrix weights rounded to half precision at upload (lv_dit_options.weights, for f32
+ * files): the device holds exactly 2 bytes less per matrix weight element than with the
+ * f32 file as stored, counted here from the config; the output stays near the original
+ * modules'. Bound: a weight rounded to nearest even moves by a relative error of variance
+ * about eps^2 / 3 (eps = 2^-11 for f16, 2^-8 for bf16); through the tiny model's ~14 matrix
+ * products in sequence the output's NMSE is bounded by 14 x 3 x that variance with room,
+ * i.e. 14 eps^2: 3.3e-6 (f16), 2.1e-4 (bf16). A rounding that never happened (NMSE 0) or a
+ * wrong conversion (NMSE ~ 1) fails. */
+Test(sana_dit, half_precision_weights) {
+    char path[1024];
+    lv_ctx *ctx = ts_ctx();
+    lv_sana_file *model;
+    lv_weights *v;
+    snprintf(path, sizeof path, "%s/testdata/sana-video/tiny-hd32.weights.safetensors", LONGVK_ASSETS_DIR);
+    cr_assert_eq(lv_sana_file_open(path, NULL, NULL, &model), LV_OK, "%s", lv_last_error());
+    snprintf(path, sizeof path, "%s/testdata/sana-video/tiny-hd32.vectors.safetensors", LONGVK_ASSETS_DIR);
+    cr_assert_eq(lv_weights_open(path, &v), LV_OK, "%s", lv_last_error());
+    const lv_sana_config *c = lv_sana_file_config(model);
+    int64_t C = c->hidden, Fh = c->ffn_hidden, Kin = (int64_t)c->in_channels * c->patch[0] * c->patch[1] * c->patch[2];
+    int64_t Kout = (int64_t)c->out_channels * c->patch[0] * c->patch[1] * c->patch[2];
+    /* per block: qkv 3C^2, proj C^2, cross q C^2, kv 2C^2, cross proj C^2, inverted 2 Fh C, point C Fh */
+    int64_t matrix = c->depth * (8 * C * C + 3 * Fh * C) + C * Kin + C * 256 + C * C + 6 * C * C +
+                     C * c->caption_channels + C * C + Kout * C;
+    const lv_weight *x = lv_weights_find(v, "x"), *y = lv_weights_find(v, "y");
+    const lv_weight *want = lv_weights_find(v, "out_t500_full_mask");
+    int F = (int)x->shape[1], H = (int)x->shape[2], W = (int)x->shape[3], L = (int)y->shape[0];
+    size_t n = (size_t)x->shape[0] * F * H * W;
+    float *out = malloc(n * sizeof *out), ts[64];
+    for (int f = 0; f < F; f++) ts[f] = 500.0f;
+    struct { lv_dit_weights rule; double bound; } cases[] = {
+        {LV_DIT_WEIGHTS_AS_STORED, NMSE_BOUND}, {LV_DIT_WEIGHTS_F16, 14 * 0x1p-22}, {LV_DIT_WEIGHTS_BF16, 14 * 0x1p-16}};
+    uint64_t bytes[3];
+    for (int i = 0; i < 3; i++) {
+        uint64_t before = lv_ctx_memory_in_use(ctx);
+        lv_dit *dit;
+        lv_dit_options opt = {.cached_blocks = LV_CACHED_ALL, .weights = cases[i].rule};
+        cr_assert_eq(lv_dit_create(ctx, model, &opt, &dit), LV_OK, "%s", lv_last_error());
+        bytes[i] = lv_ctx_memory_in_use(ctx) - before;
+        cr_assert_eq(lv_dit_set_text(ctx, dit, 0, y->data, L, NULL), LV_OK, "%s", lv_last_error());
+        lv_dit_pass pass = {.x = x->data, .frames = F, .height = H, .width = W, .timesteps = ts};
+        cr_assert_eq(lv_dit_forward(ctx, dit, &pass, out), LV_OK, "%s", lv_last_error());
+        double e = ts_nmse(out, want->data, n);
+        cr_log_info("weights rule %d: %llu bytes, NMSE %.3g (bound %.3g)", (int)cases[i].rule,
+                    (unsigned long long)bytes[i], e, cases[i].bound);
+        cr_assert(e <= cases[i].bound, "weights rule %d: NMSE %.3g > %.3g", (int)cases[i].rule, e, cases[i].bound);
+        if (i > 0) cr_assert(e > 1e-12, "weights rule %d: the output did not change (NMSE %.3g)", (int)cases[i].rule, e);
+        lv_dit_destroy(ctx, dit);
+    }
+    for (int i = 1; i < 3; i++)
+        cr_assert_eq(bytes[0] - bytes[i], (uint64_t)(2 * matrix), "rule %d saves %lld bytes, want 2 x %lld", i,
+                     (long long)(bytes[0] - bytes[i]), (long long)matrix);
+    lv_dit_options bad = {.weights = (lv_dit_weights)7};
+    lv_dit *none;
+    cr_assert_eq(lv_dit_create(ctx, model, &bad, &none), LV_ERR_INVALID);
+    free(out);
+    lv_weights_close(v);
+    lv_sana_file_close(model);
+    ts_ctx_done(ctx);
+}

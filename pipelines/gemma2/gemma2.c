@@ -77,20 +77,9 @@ static float round_to(float v, lv_dtype dtype) {
 
 static lv_status upload_matmul(lv_gemma2 *m, const lv_weight *w, lv_tensor *out) {
     lv_dtype dst = m->opt.weight_dtype < 0 ? w->dtype : (lv_dtype)m->opt.weight_dtype;
-    LV_TRY(lv_tensor_create(m->ctx, dst, w->ndim, w->shape, out));
+    LV_TRY(lv_tensor_from_weight(m->ctx, w, dst, w->ndim, w->shape, out));
     m->weight_bytes += lv_tensor_nbytes(out);
-    if (dst == w->dtype) return lv_tensor_write(m->ctx, out, w->data, w->nbytes);
-    size_t n = (size_t)lv_weight_numel(w), es = lv_dtype_size(dst);
-    void *buf = malloc(n * es);
-    if (!buf) return lv_error(LV_ERR_NOMEM, "out of host memory converting '%s' to %s", w->name, lv_dtype_name(dst));
-    for (size_t i = 0; i < n; i++) {
-        float v = load_elem(w->data, w->dtype, i);
-        if (dst == LV_F32) ((float *)buf)[i] = v;
-        else ((uint16_t *)buf)[i] = dst == LV_BF16 ? lv_float_to_bf16(v) : lv_float_to_half(v);
-    }
-    lv_status s = lv_tensor_write(m->ctx, out, buf, (uint64_t)(n * es));
-    free(buf);
-    return s;
+    return LV_OK;
 }
 
 /* Gemma's RMSNorm scales by (1 + w), w in the parameter dtype, the sum in f32. */

@@ -193,6 +193,8 @@ static lv_status check_options(const lv_generate_options *o) {
     if (o->state_path && !*o->state_path) return lv_error(LV_ERR_INVALID, "lv_generate: empty state_path");
     if (o->precision != LV_PRECISION_AUTO && o->precision != LV_PRECISION_F32 && o->precision != LV_PRECISION_F16)
         return lv_error(LV_ERR_INVALID, "lv_generate: precision %d (LV_PRECISION_AUTO, _F32 or _F16)", o->precision);
+    if (o->weights_dtype < LV_DIT_WEIGHTS_AS_STORED || o->weights_dtype > LV_DIT_WEIGHTS_BF16)
+        return lv_error(LV_ERR_INVALID, "lv_generate: weights_dtype %d (lv_dit_weights)", o->weights_dtype);
     if (o->text_softcap != 0 && o->text_softcap != 1)
         return lv_error(LV_ERR_INVALID, "lv_generate: text_softcap %d (0 off, 1 the config's)", o->text_softcap);
     if (o->motion_score != LV_GEN_MODEL_DEFAULT && (o->motion_score < 0 || o->motion_score > 1000))
@@ -717,7 +719,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
     LV_TRY(lv_ctx_create(&copt, &r->ctx));
     if (r->use_encoder) LV_TRY(encode_text(r, progress, user));
     if (o->text_embeds_out) LV_TRY(save_text_embeds(r, o->text_embeds_out));
-    lv_dit_options dopt = {.cached_blocks = o->cached_blocks};
+    lv_dit_options dopt = {.cached_blocks = o->cached_blocks, .weights = (lv_dit_weights)o->weights_dtype};
     LV_TRY(lv_dit_create(r->ctx, r->m.file, &dopt, &r->dit));
     LV_TRY(set_texts(r, r->ctx, r->dit));
     if (use_twin(r, copt.cpu_threads)) LV_TRY(twin_open(r, &copt, &dopt));

@@ -7,39 +7,32 @@
 #include "longvk/ops.h"
 #include "sana_dit_internal.h"
 
-/* Upload tensor `name` reshaped to `shape`. Matmul weights (keep_dtype) stay f32, f16 or
- * bf16 as stored; everything else is widened to f32. */
-static lv_status upload(lv_ctx *ctx, const lv_sana_file *file, const char *name, bool keep_dtype,
-                        int ndim, const int64_t *shape, lv_tensor *out) {
+/* Upload tensor `name` reshaped to `shape` as `dtype`; -1: as stored. Matmul weights take
+ * lv_dit_options.weights (as stored by default: f32, f16 or bf16); the rest are f32. */
+static lv_status upload(lv_ctx *ctx, const lv_sana_file *file, const char *name, int dtype, int ndim,
+                        const int64_t *shape, lv_tensor *out) {
     const lv_weight *w = lv_sana_file_tensor(file, name);
     if (!w) return lv_error(LV_ERR_FORMAT, "model: tensor '%s' is missing", name);
-    int64_t n = 1, wn = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
-    for (int i = 0; i < w->ndim; i++) wn *= w->shape[i];
-    if (n != wn)
-        return lv_error(LV_ERR_FORMAT, "model: tensor '%s' has %lld elements, expected %lld", name,
-                        (long long)wn, (long long)n);
-    lv_dtype dtype = keep_dtype ? w->dtype : LV_F32;
-    LV_TRY(lv_tensor_create(ctx, dtype, ndim, shape, out));
-    if (dtype == w->dtype) return lv_tensor_write(ctx, out, w->data, w->nbytes);
-    float *f = malloc((size_t)n * sizeof *f);
-    if (!f) return lv_error(LV_ERR_NOMEM, "out of host memory for '%s'", name);
-    const uint16_t *h = w->data;
-    for (int64_t i = 0; i < n; i++) {
-        uint16_t bits;
-        memcpy(&bits, h + i, 2); /* the mapping may be unaligned */
-        f[i] = w->dtype == LV_F16 ? lv_half_to_float(bits) : lv_bf16_to_float(bits);
+    return lv_tensor_from_weight(ctx, w, dtype < 0 ? w->dtype : (lv_dtype)dtype, ndim, shape, out);
+}
+
+/* The dtype of matmul weights under lv_dit_options.weights (-1: as stored). */
+static int matmul_dtype(lv_dit_weights rule) {
+    switch (rule) {
+    case LV_DIT_WEIGHTS_F32: return LV_F32;
+    case LV_DIT_WEIGHTS_F16: return LV_F16;
+    case LV_DIT_WEIGHTS_BF16: return LV_BF16;
+    default: return -1;
     }
-    lv_status s = lv_tensor_write(ctx, out, f, (uint64_t)n * 4);
-    free(f);
-    return s;
 }
 
 #define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
 #define NDIM(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
-#define UP(keep, name, dst, ...) LV_TRY(upload(ctx, file, name, keep, NDIM(__VA_ARGS__), SHAPE(__VA_ARGS__), dst))
+/* keep: a matmul weight (dtype wdt); else f32 */
+#define UP(keep, name, dst, ...) \
+    LV_TRY(upload(ctx, file, name, (keep) ? wdt : LV_F32, NDIM(__VA_ARGS__), SHAPE(__VA_ARGS__), dst))
 
-static lv_status upload_block(lv_ctx *ctx, const lv_sana_file *file, const lv_sana_config *c,
+static lv_status upload_block(lv_ctx *ctx, const lv_sana_file *file, const lv_sana_config *c, int wdt,
                               int b, lv_dit_block *blk) {
     const int64_t C = c->hidden, Fh = c->ffn_hidden;
     char n[128];
@@ -88,6 +81,7 @@ static lv_status create_states(lv_ctx *ctx, lv_dit *dit) {
 }
 
 static lv_status create(lv_ctx *ctx, const lv_sana_file *file, lv_dit *dit) {
+    const int wdt = matmul_dtype(dit->opt.weights);
     const lv_sana_config *c = &dit->cfg;
     const int64_t C = c->hidden;
     const int64_t Kin = (int64_t)c->in_channels * c->patch[0] * c->patch[1] * c->patch[2];
@@ -110,7 +104,7 @@ static lv_status create(lv_ctx *ctx, const lv_sana_file *file, lv_dit *dit) {
     UP(false, "final_layer.scale_shift_table", &dit->final_sst, 2, C);
     dit->blocks = calloc((size_t)c->depth, sizeof *dit->blocks);
     if (!dit->blocks) return lv_error(LV_ERR_NOMEM, "out of host memory");
-    for (int b = 0; b < c->depth; b++) LV_TRY(upload_block(ctx, file, c, b, &dit->blocks[b]));
+    for (int b = 0; b < c->depth; b++) LV_TRY(upload_block(ctx, file, c, wdt, b, &dit->blocks[b]));
     LV_TRY(create_states(ctx, dit));
     int64_t checks = (1 + (int64_t)c->depth) * 4;
     LV_TRY(lv_tensor_create(ctx, LV_I32, 1, &checks, &dit->checks));
@@ -128,6 +122,11 @@ lv_status lv_dit_create(lv_ctx *ctx, const lv_sana_file *file, const lv_dit_opti
     dit->opt.cached_blocks = LV_CACHED_ALL;
     if (opt) dit->opt = *opt;
     if (dit->opt.cached_blocks < 0) dit->opt.cached_blocks = LV_CACHED_ALL;
+    if (dit->opt.weights < LV_DIT_WEIGHTS_AS_STORED || dit->opt.weights > LV_DIT_WEIGHTS_BF16) {
+        int w = (int)dit->opt.weights;
+        free(dit);
+        return lv_error(LV_ERR_INVALID, "lv_dit_create: weights %d (lv_dit_weights)", w);
+    }
     lv_status s = create(ctx, file, dit);
     if (s != LV_OK) {
         lv_dit_destroy(ctx, dit);

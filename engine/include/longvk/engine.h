@@ -16,6 +16,7 @@
 
 #include "longvk/dtype.h"
 #include "longvk/status.h"
+#include "longvk/weights.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -182,6 +183,13 @@ lv_status lv_tensor_read(lv_ctx *ctx, const lv_tensor *t, void *dst, uint64_t nb
 /* Recorded in the stream: set every byte to zero / copy src into dst (same byte size). */
 lv_status lv_tensor_zero(lv_ctx *ctx, const lv_tensor *t);
 lv_status lv_tensor_copy(lv_ctx *ctx, const lv_tensor *dst, const lv_tensor *src);
+
+/* A tensor of `dtype` (f32, f16 or bf16) and shape [ndim]shape from a weight of a model file
+ * (f32, f16 or bf16, as many elements in any shape), converted on the host when the dtypes
+ * differ (to nearest even). On error nothing is left allocated; the message names the
+ * weight. */
+lv_status lv_tensor_from_weight(lv_ctx *ctx, const lv_weight *w, lv_dtype dtype, int ndim, const int64_t *shape,
+                                lv_tensor *out);
 
 /* Host-side half conversions used by loaders, tests and references. */
 float lv_half_to_float(uint16_t h);

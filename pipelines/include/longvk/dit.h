@@ -25,14 +25,23 @@ typedef struct lv_dit lv_dit;
 
 #define LV_CACHED_ALL (-1)
 
+/* The dtype the matrix weights take on the device (every other parameter is f32). */
+typedef enum lv_dit_weights {
+    LV_DIT_WEIGHTS_AS_STORED = 0, /* the file's: f32, f16 or bf16 */
+    LV_DIT_WEIGHTS_F32,
+    LV_DIT_WEIGHTS_F16,           /* rounded to nearest even on the host: half the memory of f32 */
+    LV_DIT_WEIGHTS_BF16
+} lv_dit_weights;
+
 typedef struct lv_dit_options {
     /* Which committed chunks attention reads: LV_CACHED_ALL (< 0) every one (the additive
      * state), K > 0 the last K (a window), 0 none: no state is carried (each chunk alone,
      * and the temporal conv starts from zeros), to show what the state buys. */
     int cached_blocks;
+    lv_dit_weights weights;
 } lv_dit_options;
 
-/* Uploads every weight (matmul weights keep their dtype; the rest become f32). opt NULL:
+/* Uploads every weight (matmul weights as opt->weights says; the rest become f32). opt NULL:
  * every committed chunk is read. Functions of this header that return a status check
  * their pointers (LV_ERR_INVALID for a NULL one); the others take NULL as "none" (0, false,
  * NULL, nothing done). */

@@ -180,6 +180,8 @@ typedef struct lv_generate_options {
     int device_index;             /* -1: automatic */
     int cpu_threads;              /* CPU devices (lavapipe): as lv_ctx_options.cpu_threads;
                                      LV_GEN_CPU_THREADS_AUTO: lv_generate_auto_cpu_threads */
+    int weights_dtype;            /* the DiT's matrix weights on the device (lv_dit_weights):
+                                     0 as stored, or converted to f32, f16 or bf16 */
     int precision;                /* the matrix products' inputs, as lv_ctx_options.precision:
                                      LV_PRECISION_AUTO (0), _F32, or _F16 (the tensor cores
                                      where the device offers them) */
