@@ -339,18 +339,6 @@ static void describe_tokenizer(const lv_tokenizer *tok) {
            lv_tokenizer_vocab_size(tok), lv_tokenizer_bos_id(tok), lv_tokenizer_eos_id(tok), lv_tokenizer_pad_id(tok));
 }
 
-/* The weights file of a diffusers component folder ("vae/"): NULL when there is none. */
-static const char *component_weights(const char *dir, char *buf, size_t size) {
-    static const char *const names[] = {"diffusion_pytorch_model.safetensors.index.json",
-                                        "diffusion_pytorch_model.safetensors", "model.safetensors.index.json",
-                                        "model.safetensors"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        snprintf(buf, size, "%s/%s", dir, names[i]);
-        if (path_is_file(buf)) return buf;
-    }
-    return NULL;
-}
-
 /* A diffusers pipeline folder (model_index.json): each component found. */
 static int describe_pipeline(const char *dir, long *latent, long text_tokens, int text_tokens_given, int list) {
     char path[4096];
@@ -389,13 +377,13 @@ static int describe_pipeline(const char *dir, long *latent, long text_tokens, in
             }
             describe_sana(f, path, lat, text_tokens, text_tokens_given, list);
         } else {
-            char wpath[4096 + 64];
+            lv_pipeline_dir parts;
             lv_weights *w;
-            if (!component_weights(path, wpath, sizeof wpath)) {
-                printf("no diffusion_pytorch_model.safetensors\n");
-                failures++;
+            if (lv_pipeline_dir_open(dir, &parts) != LV_OK && !parts.vae[0]) {
+                failures += cli_fail("vae");
                 continue;
             }
+            const char *wpath = parts.vae;
             if (lv_weights_open(wpath, &w) != LV_OK) {
                 failures += cli_fail("vae");
                 continue;

@@ -36,20 +36,20 @@ lv_status lv_pipeline_dir_open(const char *dir, lv_pipeline_dir *out) {
     if (!lv_is_pipeline_dir(dir))
         return lv_error(LV_ERR_INVALID, "%s: not a diffusers pipeline folder (no model_index.json)", dir ? dir : "(null)");
     if (strlen(dir) > 4000) return lv_error(LV_ERR_INVALID, "%s: path too long", dir);
+    /* every component first, so that a caller describing them all gets each path */
     component(dir, "transformer", out->transformer, sizeof out->transformer);
-    if (!out->transformer[0])
-        return lv_error(LV_ERR_IO, "%s: a diffusers pipeline folder without transformer/ (the DiT)", dir);
     component(dir, "text_encoder", out->text_encoder, sizeof out->text_encoder);
     component(dir, "tokenizer", out->tokenizer, sizeof out->tokenizer);
-    char vae_dir[4096];
+    char vae_dir[4096], path[4200] = "";
     component(dir, "vae", vae_dir, sizeof vae_dir);
     if (vae_dir[0]) {
         /* the weights file itself (the VAE is opened as one file: lv_weights_open) */
-        char path[4200];
         snprintf(path, sizeof path, "%s/diffusion_pytorch_model.safetensors", vae_dir);
         if (lv_path_is_file(path)) keep(path, out->vae, sizeof out->vae);
-        if (!out->vae[0])
-            return lv_error(LV_ERR_IO, "%s: no diffusion_pytorch_model.safetensors (the VAE's weights)", vae_dir);
     }
+    if (vae_dir[0] && !out->vae[0])
+        return lv_error(LV_ERR_IO, "%s: no diffusion_pytorch_model.safetensors (the VAE's weights)", vae_dir);
+    if (!out->transformer[0])
+        return lv_error(LV_ERR_IO, "%s: a diffusers pipeline folder without transformer/ (the DiT)", dir);
     return LV_OK;
 }

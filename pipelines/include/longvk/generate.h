@@ -103,7 +103,7 @@ lv_status lv_model_card_tokenize(const lv_model_card *card, const char *prompt, 
  * those absent. transformer, text_encoder and tokenizer are the folders; vae is the
  * weights file in vae/ (diffusion_pytorch_model.safetensors). A folder without
  * model_index.json is LV_ERR_INVALID; transformer/ missing, or a vae/ without its file,
- * LV_ERR_IO naming it. */
+ * LV_ERR_IO naming it (every component found is filled in all the same). */
 typedef struct lv_pipeline_dir {
     char transformer[4096], text_encoder[4096], tokenizer[4096], vae[4096];
 } lv_pipeline_dir;
