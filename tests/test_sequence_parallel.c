@@ -378,6 +378,54 @@ Test(sequence_parallel, emulation_is_deterministic, .timeout = 600) {
     close_model(&md);
 }
 
+/* The carried state is the same whichever R wrote it (the conv cache is one [P, C] tensor,
+ * each band writing its rows): saved after two chunks at R = 3 and loaded into an
+ * unsplit dit, the third chunk's read pass matches an unsplit run throughout. */
+Test(sequence_parallel, state_saved_at_3_bands_continues_unsplit, .timeout = 600) {
+    model md;
+    open_model(&md, "tiny-hd32");
+    const int HW = md.H * md.W;
+    const size_t cn = (size_t)md.C * md.cf * HW;
+    const int64_t P = (int64_t)md.Hp * (md.W / lv_sana_file_config(md.file)->patch[2]);
+    const float *x = vec(md.vec, "x", -1);
+    float *xk = malloc(cn * 4), *a = malloc(cn * 4), *b = malloc(cn * 4), ts[64];
+    float *saved[2];
+    int64_t count[2];
+    for (int split = 0; split < 2; split++) {
+        lv_dit *dit = make_dit(&md, split ? 3 : 0);
+        for (int k = 0; k < 2; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "ls_chunk%d_clean", k);
+            for (int f = 0; f < md.cf; f++) ts[f] = 0.0f;
+            lv_dit_pass wp = {.x = vec(md.vec, name, (int64_t)cn), .frames = md.cf, .height = md.H, .width = md.W,
+                              .timesteps = ts, .frame_offset = k * md.cf, .commit = true};
+            cr_assert_eq(lv_dit_forward(md.ctx, dit, &wp, NULL), LV_OK, "%s", lv_last_error());
+        }
+        cr_assert_eq(lv_dit_state_save(md.ctx, dit, &saved[split], &count[split]), LV_OK, "%s", lv_last_error());
+        lv_dit_destroy(md.ctx, dit);
+    }
+    cr_assert_eq(count[0], count[1]);
+    check("state saved at R=3 vs unsplit", SPLIT_BOUND, saved[1], saved[0], (size_t)count[0]);
+    for (int c = 0; c < md.C; c++)
+        memcpy(xk + (size_t)c * md.cf * HW, x + ((size_t)c * md.F + 2 * md.cf) * HW, (size_t)md.cf * HW * 4);
+    for (int f = 0; f < md.cf; f++) ts[f] = 727.0f;
+    lv_dit_pass rp = {.x = xk, .frames = md.cf, .height = md.H, .width = md.W, .timesteps = ts,
+                      .frame_offset = 2 * md.cf};
+    for (int split = 0; split < 2; split++) {
+        lv_dit *dit = make_dit(&md, 0);
+        cr_assert_eq(lv_dit_state_load(md.ctx, dit, saved[split], count[split], 2, P), LV_OK, "%s", lv_last_error());
+        cr_assert_eq(lv_dit_forward(md.ctx, dit, &rp, split ? b : a), LV_OK, "%s", lv_last_error());
+        lv_dit_destroy(md.ctx, dit);
+        free(saved[split]);
+    }
+    check("chunk 2 after the R=3 state vs unsplit", SPLIT_BOUND, b, a, cn);
+    check("  vs reference ls_chunk2_out_t727", REF_BOUND, b, vec(md.vec, "ls_chunk2_out_t727", (int64_t)cn), cn);
+    free(xk);
+    free(a);
+    free(b);
+    close_model(&md);
+}
+
 Test(sequence_parallel, more_bands_than_rows_is_an_error) {
     model md;
     open_model(&md, "tiny-hd32");
