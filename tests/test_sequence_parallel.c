@@ -80,20 +80,24 @@ static void external_sum_matches(lv_state_rule rule) {
         lv_tensor qt = ts_tensor(ctx, LV_F32, 2, qshape, q), kt = ts_tensor(ctx, LV_F32, 2, qshape, k);
         lv_tensor vt = ts_tensor(ctx, LV_F32, 2, qshape, v);
         bool commit = blk < 2;
-        if (commit) cr_assert_eq(lv_linattn_block_write(ctx, ref, &out_ref, &qt, &kt, &vt, &rt), LV_OK, "%s", lv_last_error());
-        else cr_assert_eq(lv_linattn_block_read(ctx, ref, &out_ref, &qt, &kt, &vt, &rt), LV_OK, "%s", lv_last_error());
+        lv_status st = commit ? lv_linattn_block_write(ctx, ref, &out_ref, &qt, &kt, &vt, &rt)
+                              : lv_linattn_block_read(ctx, ref, &out_ref, &qt, &kt, &vt, &rt);
+        cr_assert_eq(st, LV_OK, "%s", lv_last_error());
         for (int p = 0; p < 3; p++) {
+            const int64_t n0 = cut[p], n = cut[p + 1] - cut[p];
             int64_t sshape[3] = {H, D, D}, zshape[2] = {H, D};
-            lv_tensor S = lv_tensor_view(&partials, p * m, 3, sshape), z = lv_tensor_view(&partials, p * m + H * D * D, 2, zshape);
-            lv_tensor kp = lv_tensor_rows(&kt, cut[p], cut[p + 1] - cut[p]), vp = lv_tensor_rows(&vt, cut[p], cut[p + 1] - cut[p]);
-            lv_tensor rp = lv_tensor_rows(&rt, cut[p], cut[p + 1] - cut[p]);
-            cr_assert_eq(lv_op_linattn_state(ctx, &S, &z, &kp, &vp, &rp, LV_PHI_RELU, false), LV_OK, "%s", lv_last_error());
+            lv_tensor S = lv_tensor_view(&partials, p * m, 3, sshape);
+            lv_tensor z = lv_tensor_view(&partials, p * m + H * D * D, 2, zshape);
+            lv_tensor kp = lv_tensor_rows(&kt, n0, n), vp = lv_tensor_rows(&vt, n0, n), rp = lv_tensor_rows(&rt, n0, n);
+            cr_assert_eq(lv_op_linattn_state(ctx, &S, &z, &kp, &vp, &rp, LV_PHI_RELU, false), LV_OK, "%s",
+                         lv_last_error());
         }
         cr_assert_eq(lv_sp_comm_state_sum(comm, ctx, &partials, &own), LV_OK, "%s", lv_last_error());
         cr_assert_eq(lv_linattn_block_begin(ctx, split, &own), LV_OK, "%s", lv_last_error());
         for (int p = 2; p >= 0; p--) { /* any order of the parts' queries */
-            lv_tensor qp = lv_tensor_rows(&qt, cut[p], cut[p + 1] - cut[p]), op = lv_tensor_rows(&out_split, cut[p], cut[p + 1] - cut[p]);
-            lv_tensor rp = lv_tensor_rows(&rt, cut[p], cut[p + 1] - cut[p]);
+            const int64_t n0 = cut[p], n = cut[p + 1] - cut[p];
+            lv_tensor qp = lv_tensor_rows(&qt, n0, n), op = lv_tensor_rows(&out_split, n0, n);
+            lv_tensor rp = lv_tensor_rows(&rt, n0, n);
             cr_assert_eq(lv_linattn_block_query(ctx, split, &op, &qp, &rp), LV_OK, "%s", lv_last_error());
         }
         if (commit) {

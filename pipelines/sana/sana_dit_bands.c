@@ -189,7 +189,8 @@ static lv_status ffn_finish(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, const b
      * rank; the halo rows' own outputs are dropped below */
     int64_t grid[4] = {bs->F, rp, bs->Wp, Fh};
     int64_t dwshape[4] = {Fh, 1, 3, 3};
-    lv_tensor dwa = lv_tensor_view(&blk->dw_w, 0, 4, dwshape), dwg = lv_tensor_view(&blk->dw_w, (int64_t)Fh * 9, 4, dwshape);
+    lv_tensor dwa = lv_tensor_view(&blk->dw_w, 0, 4, dwshape);
+    lv_tensor dwg = lv_tensor_view(&blk->dw_w, (int64_t)Fh * 9, 4, dwshape);
     lv_tensor dba = lv_tensor_view(&blk->dw_b, 0, 1, bshape), dbg = lv_tensor_view(&blk->dw_b, Fh, 1, bshape);
     lv_tensor a4 = lv_tensor_view(&b->a, 0, 4, grid), g4 = lv_tensor_view(&b->g, 0, 4, grid);
     LV_TRY(lv_op_dwconv3x3(ctx, &b->da, &a4, &dwa, &dba));
