@@ -24,6 +24,7 @@ struct lv_linattn_state {
     int64_t m;        /* floats per state slot */
     uint32_t splits;  /* token splits of the contribution kernel */
     int64_t blocks;   /* blocks committed */
+    bool begun;       /* lv_linattn_block_begin set own and eff; no commit since */
     lv_tensor own, eff, carried, ring, partial;
     uint64_t bytes;
 };
@@ -163,6 +164,7 @@ lv_status lv_linattn_block_read(lv_ctx *ctx, lv_linattn_state *st, const lv_tens
     if (!out) return lv_error(LV_ERR_INVALID, "linear attention read pass: no output tensor");
     int64_t n;
     LV_TRY(check_block(st, out, q, k, rope, &n));
+    st->begun = false;
     LV_TRY(contribution(ctx, st, k, v, rope));
     LV_TRY(effective(ctx, st));
     return query(ctx, st, out, q, rope);
@@ -173,6 +175,7 @@ lv_status lv_linattn_block_write(lv_ctx *ctx, lv_linattn_state *st, const lv_ten
                                  const lv_tensor *rope) {
     int64_t n;
     LV_TRY(check_block(st, out, q, k, rope, &n));
+    st->begun = false;
     LV_TRY(contribution(ctx, st, k, v, rope));
     if (out) {
         LV_TRY(effective(ctx, st));
@@ -195,10 +198,69 @@ lv_status lv_linattn_block_write(lv_ctx *ctx, lv_linattn_state *st, const lv_ten
     return LV_OK;
 }
 
+/* ---- a contribution summed elsewhere (the bands of sequence parallelism) ---- */
+
+int64_t lv_linattn_state_slot_floats(const lv_linattn_state *st) { return st ? st->m : 0; }
+const lv_linattn_config *lv_linattn_state_config(const lv_linattn_state *st) { return st ? &st->cfg : NULL; }
+
+lv_status lv_linattn_block_begin(lv_ctx *ctx, lv_linattn_state *st, const lv_tensor *own) {
+    if (!ctx || !st || !own)
+        return lv_error(LV_ERR_INVALID, "linear attention block begin: %s is NULL",
+                        !ctx ? "the context" : !st ? "the state" : "the contribution");
+    if (own->dtype != LV_F32 || lv_tensor_numel(own) != st->m)
+        return lv_error(LV_ERR_INVALID, "linear attention block begin: the contribution has %lld values "
+                        "(%s), a state slot of %d heads x %d dims needs %lld f32", (long long)lv_tensor_numel(own),
+                        lv_dtype_name(own->dtype), st->cfg.heads, st->cfg.head_dim, (long long)st->m);
+    /* the same buffers and kernels as a read pass, so begin + query is lv_linattn_block_read */
+    LV_TRY(lv_tensor_copy(ctx, &st->own, own));
+    LV_TRY(effective(ctx, st));
+    st->begun = true;
+    return LV_OK;
+}
+
+lv_status lv_linattn_block_query(lv_ctx *ctx, lv_linattn_state *st, const lv_tensor *out,
+                                 const lv_tensor *q, const lv_tensor *rope) {
+    if (!ctx || !st || !out || !q)
+        return lv_error(LV_ERR_INVALID, "linear attention block query: %s is NULL",
+                        !ctx ? "the context" : !st ? "the state" : !out ? "the output" : "q");
+    if (!st->begun)
+        return lv_error(LV_ERR_INVALID, "linear attention block query: no block begun "
+                        "(lv_linattn_block_begin first; a commit ends the block)");
+    const int H = st->cfg.heads, D = st->cfg.head_dim;
+    int64_t n, no;
+    LV_TRY(lv_linattn_tokens("q", q, H, D, &n));
+    LV_TRY(lv_linattn_tokens("out", out, H, D, &no));
+    if (no != n)
+        return lv_error(LV_ERR_INVALID, "linear attention block query: q has %lld tokens but out has %lld",
+                        (long long)n, (long long)no);
+    if (rope) LV_TRY(lv_linattn_check_rope(rope, n, D));
+    return query(ctx, st, out, q, rope);
+}
+
+lv_status lv_linattn_block_commit(lv_ctx *ctx, lv_linattn_state *st) {
+    if (!ctx || !st)
+        return lv_error(LV_ERR_INVALID, "linear attention block commit: %s is NULL", !ctx ? "the context" : "the state");
+    if (!st->begun)
+        return lv_error(LV_ERR_INVALID, "linear attention block commit: no block begun (lv_linattn_block_begin first)");
+    if (st->cfg.rule == LV_RULE_WINDOW) {
+        lv_tensor slot = lv_tensor_rows(&st->ring, st->blocks % st->cfg.window, 1);
+        LV_TRY(lv_tensor_copy(ctx, &slot, &st->own));
+    } else {
+        /* eff (carried (+) own) is the new carried state, as in lv_linattn_block_write */
+        lv_tensor t = st->carried;
+        st->carried = st->eff;
+        st->eff = t;
+    }
+    st->begun = false;
+    st->blocks++;
+    return LV_OK;
+}
+
 lv_status lv_linattn_state_read(lv_ctx *ctx, lv_linattn_state *st, float *S, float *z) {
     const lv_tensor *src = &st->carried;
     if (st->cfg.rule == LV_RULE_WINDOW) {
         /* the carried state is the ring's sum; eff is scratch between blocks */
+        st->begun = false;
         LV_TRY(lv_linattn_combine(ctx, &st->eff, &st->ring, st->cfg.window, 1.0f, NULL, 0.0f));
         src = &st->eff;
     }
@@ -229,6 +291,7 @@ lv_status lv_linattn_state_load(lv_ctx *ctx, lv_linattn_state *st, const float *
     if (blocks < 0) return lv_error(LV_ERR_INVALID, "linear attention state: %lld blocks", (long long)blocks);
     const lv_tensor *t = persistent(st);
     LV_TRY(lv_tensor_write(ctx, t, data, lv_tensor_nbytes(t)));
+    st->begun = false;
     st->blocks = blocks; /* the window ring's next slot is blocks % K, as when it was saved */
     return LV_OK;
 }

@@ -10,7 +10,7 @@
 
 typedef struct forward_args {
     const char *model, *config, *preset, *latents, *timestep, *text, *output;
-    long block_frames, cached, device;
+    long block_frames, cached, device, sp_emulate;
 } forward_args;
 
 static forward_args args = {.cached = LV_CACHED_ALL, .device = -1};
@@ -56,6 +56,10 @@ static cli_option options[] = {
      .help = "block-causal: chunks of B latent frames, each reading the carried state of the earlier ones"},
     {.name = "--cached-blocks", .kind = CLI_LONG, .dest = &args.cached, .metavar = "K", .min = 0, .max = 100000,
      .def = "all", .help = "with --block-frames: only the last K chunks (0: none)"},
+    {.name = "--sp-emulate", .kind = CLI_LONG, .dest = &args.sp_emulate, .metavar = "R", .min = 1, .max = 4096,
+     .def = "off",
+     .help = "sequence parallelism emulated on this device: the token rows in R bands, each computed as one "
+             "rank would, partial states summed in band order, halo rows for the 3x3 conv (R <= token rows)"},
     {.name = "--device", .kind = CLI_LONG, .dest = &args.device, .min = 0, .max = 64,
      .help = "Vulkan device (see `longvk devices`)"},
     {.name = "--output", .alias = "-o", .kind = CLI_OUTPUT, .dest = &args.output, .metavar = "OUT.npy",
@@ -141,6 +145,7 @@ int cmd_forward(int argc, char **argv) {
     const char *model = args.model, *config = args.config, *preset = args.preset, *latents = args.latents;
     const char *timestep = args.timestep, *text = args.text, *output = args.output;
     long block_frames = args.block_frames, cached = args.cached, device = args.device;
+    long sp_emulate = args.sp_emulate;
 
     lv_sana_file *file = NULL;
     lv_npy x = {0};
@@ -177,7 +182,7 @@ int cmd_forward(int argc, char **argv) {
         cli_fail(NULL);
         goto done;
     }
-    lv_dit_options dopt = {.cached_blocks = (int)cached};
+    lv_dit_options dopt = {.cached_blocks = (int)cached, .sp_bands = (int)sp_emulate};
     if (lv_dit_create(ctx, file, &dopt, &dit) != LV_OK || lv_dit_set_text(ctx, dit, 0, y, L, mask) != LV_OK) {
         cli_fail("model");
         goto done;

@@ -14,6 +14,7 @@
 #include "longvk/codec.h"
 #include "longvk/metrics.h"
 #include "longvk/dit.h"
+#include "longvk/sp_comm.h"
 #include "longvk/sampler.h"
 #include "longvk/generate.h"
 #include "longvk/vae.h"

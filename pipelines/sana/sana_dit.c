@@ -17,13 +17,9 @@
 
 /* ---- scratch tensors of one pass ------------------------------------------------------ */
 
-#define SCRATCH_MAX 48
+#define SCRATCH_MAX LV_DIT_SCRATCH_MAX
 
-typedef struct scratch {
-    lv_ctx *ctx;
-    lv_tensor t[SCRATCH_MAX];
-    int n;
-} scratch;
+typedef lv_dit_scratch scratch;
 
 static lv_status scratch_new(scratch *s, int ndim, const int64_t *shape, lv_tensor **out) {
     if (s->n == SCRATCH_MAX) return lv_error(LV_ERR_INVALID, "dit: scratch tensor table full");
@@ -77,7 +73,7 @@ static void timestep_sinusoid(const float *timesteps, int frames, float *out) {
  * [6F, C] (row j*F + f), and the final layer's shift and scale table[0/1] + temb. Taken
  * from the cache when the same timesteps were seen; else computed into the least recently
  * used entry. */
-static lv_status timestep_conditioning(lv_ctx *ctx, lv_dit *dit, scratch *s, const float *ts, int F,
+lv_status lv_dit_timestep_conditioning(lv_ctx *ctx, lv_dit *dit, lv_dit_scratch *s, const float *ts, int F,
                                        const lv_dit_cond **out) {
     const int C = dit->cfg.hidden, depth = dit->cfg.depth;
     lv_dit_cond *c = NULL;
@@ -150,7 +146,7 @@ static lv_status timestep_conditioning(lv_ctx *ctx, lv_dit *dit, scratch *s, con
 }
 
 /* x [C_in, F, H, W] -> patches [T, C_in * pt * ph * pw] in the weight's (c, o, p, q) order. */
-static void gather_patches(const lv_sana_config *cfg, const float *x, int F, int H, int W,
+void lv_dit_gather_patches(const lv_sana_config *cfg, const float *x, int F, int H, int W,
                            float *patches) {
     const int pt = cfg->patch[0], ph = cfg->patch[1], pw = cfg->patch[2];
     const int Fp = F / pt, Hp = H / ph, Wp = W / pw;
@@ -170,7 +166,7 @@ static void gather_patches(const lv_sana_config *cfg, const float *x, int F, int
 }
 
 /* Final tokens [T, C_out * pt * ph * pw] ((o, p, q, c) order) -> out [C_out, F, H, W]. */
-static void unpatchify(const lv_sana_config *cfg, const float *tokens, int F, int H, int W,
+void lv_dit_unpatchify(const lv_sana_config *cfg, const float *tokens, int F, int H, int W,
                        float *out) {
     const int pt = cfg->patch[0], ph = cfg->patch[1], pw = cfg->patch[2];
     const int Fp = F / pt, Hp = H / ph, Wp = W / pw, Co = cfg->out_channels;
@@ -276,13 +272,9 @@ static lv_status block_linear_attention(lv_ctx *ctx, lv_dit *dit, lv_dit_block *
     return lv_op_add_gated(ctx, x, x, h, t0[2]);
 }
 
-static lv_status block_cross_attention(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk,
-                                       scratch *s, const pass_geometry *g, lv_tensor *x,
+lv_status lv_dit_block_cross_attention(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk,
+                                       const lv_tensor *q, const lv_tensor *o, const lv_tensor *x,
                                        int slot) {
-    const int C = dit->cfg.hidden;
-    lv_tensor *q = NULL, *o = NULL;
-    LV_TRY(scratch_2d(s, g->T, C, &q));
-    LV_TRY(scratch_2d(s, g->T, C, &o));
     LV_TRY(lv_op_matmul(ctx, q, x, &blk->cq_w, &blk->cq_b));
     LV_TRY(lv_op_rmsnorm(ctx, q, q, &blk->cq_norm, dit->cfg.cross_norm_eps));
     LV_TRY(lv_op_softmax_attention(ctx, o, q, &blk->text_k[slot], &blk->text_v[slot], &dit->text_mask[slot],
@@ -376,15 +368,15 @@ static lv_status check_pass(const lv_dit *dit, const lv_dit_pass *p) {
  * tensor, no atomic unless a value is bad, and 16 bytes a layer read back: a NaN weight,
  * input or overflow is an error at the pass that meets it instead of black frames. */
 
-static lv_tensor check_slot(lv_dit *dit, int slot) {
+lv_tensor lv_dit_check_slot(lv_dit *dit, int slot) {
     int64_t four = 4;
     return lv_tensor_view(&dit->checks, (int64_t)slot * 4, 1, &four);
 }
 
-static lv_status count_state(lv_ctx *ctx, lv_dit *dit) {
+lv_status lv_dit_count_state(lv_ctx *ctx, lv_dit *dit) {
     for (int b = 0; b < dit->cfg.depth; b++) {
         lv_dit_block *blk = &dit->blocks[b];
-        lv_tensor slot = check_slot(dit, 1 + b);
+        lv_tensor slot = lv_dit_check_slot(dit, 1 + b);
         const lv_tensor *st = lv_linattn_state_tensor(blk->state);
         LV_TRY(lv_op_count_nonfinite(ctx, &slot, st, 0));
         if (blk->conv_valid) LV_TRY(lv_op_count_nonfinite(ctx, &slot, &blk->conv_cache, (uint32_t)lv_tensor_numel(st)));
@@ -392,7 +384,7 @@ static lv_status count_state(lv_ctx *ctx, lv_dit *dit) {
     return LV_OK;
 }
 
-static lv_status state_verdict(lv_ctx *ctx, lv_dit *dit) {
+lv_status lv_dit_state_verdict(lv_ctx *ctx, lv_dit *dit) {
     int64_t n = lv_tensor_numel(&dit->checks);
     uint32_t *c = malloc((size_t)n * sizeof *c);
     if (!c) return lv_error(LV_ERR_NOMEM, "out of host memory");
@@ -414,13 +406,16 @@ static lv_status state_verdict(lv_ctx *ctx, lv_dit *dit) {
 
 static lv_status prediction_verdict(lv_ctx *ctx, lv_dit *dit, int64_t tokens, int64_t channels) {
     uint32_t k[4];
-    lv_tensor slot = check_slot(dit, 0);
+    lv_tensor slot = lv_dit_check_slot(dit, 0);
     LV_TRY(lv_tensor_read(ctx, &slot, k, sizeof k));
-    if (k[0] + k[1] == 0) return LV_OK;
-    uint32_t first = ~k[2];
+    return lv_dit_prediction_status(k[0], k[1], k[0] + k[1] ? (int64_t)(uint32_t)~k[2] : 0, tokens, channels);
+}
+
+lv_status lv_dit_prediction_status(uint32_t nan, uint32_t inf, int64_t first, int64_t tokens, int64_t channels) {
+    if (nan + inf == 0) return LV_OK;
     return lv_error(LV_ERR_INVALID, "the DiT's output has non-finite values (%u NaN and %u infinite of %lld; the "
                     "first at token %lld, channel %lld): a weight of the model or an input holds NaN or infinity, "
-                    "or the activations overflowed", k[0], k[1], (long long)(tokens * channels),
+                    "or the activations overflowed", nan, inf, (long long)(tokens * channels),
                     (long long)(first / channels), (long long)(first % channels));
 }
 
@@ -445,7 +440,7 @@ static lv_status forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass_in, s
     {
         float *host = malloc((size_t)g.T * K * sizeof *host);
         if (!host) return lv_error(LV_ERR_NOMEM, "out of host memory");
-        gather_patches(cfg, pass->x, pass->frames, pass->height, pass->width, host);
+        lv_dit_gather_patches(cfg, pass->x, pass->frames, pass->height, pass->width, host);
         lv_status st = lv_tensor_write(ctx, patches, host, (uint64_t)g.T * K * 4);
         free(host);
         LV_TRY(st);
@@ -458,7 +453,7 @@ static lv_status forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass_in, s
     if (!ts) return lv_error(LV_ERR_NOMEM, "out of host memory");
     for (int f = 0; f < g.F; f++) ts[f] = pass->timesteps[f * cfg->patch[0]];
     const lv_dit_cond *cond = NULL;
-    lv_status st = timestep_conditioning(ctx, dit, s, ts, g.F, &cond);
+    lv_status st = lv_dit_timestep_conditioning(ctx, dit, s, ts, g.F, &cond);
     free(ts);
     LV_TRY(st);
     tap(dit, ctx, "temb", &cond->temb);
@@ -489,7 +484,12 @@ static lv_status forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass_in, s
         LV_TRY(block_linear_attention(ctx, dit, blk, s, &g, x, modp, rope, pass));
         snprintf(name, sizeof name, "block%d_after_attn", b);
         tap(dit, ctx, name, x);
-        LV_TRY(block_cross_attention(ctx, dit, blk, s, &g, x, pass->text_slot));
+        {
+            lv_tensor *q = NULL, *o = NULL;
+            LV_TRY(scratch_2d(s, g.T, C, &q));
+            LV_TRY(scratch_2d(s, g.T, C, &o));
+            LV_TRY(lv_dit_block_cross_attention(ctx, dit, blk, q, o, x, pass->text_slot));
+        }
         snprintf(name, sizeof name, "block%d_after_cross", b);
         tap(dit, ctx, name, x);
         LV_TRY(block_mix_ffn(ctx, dit, blk, s, &g, x, modp, pass));
@@ -501,8 +501,8 @@ static lv_status forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass_in, s
     }
 
     LV_TRY(lv_tensor_zero(ctx, &dit->checks));
-    if (pass->commit) LV_TRY(count_state(ctx, dit));
-    if (!out) return pass->commit ? state_verdict(ctx, dit) : LV_OK; /* a write pass that only updates the state */
+    if (pass->commit) LV_TRY(lv_dit_count_state(ctx, dit));
+    if (!out) return pass->commit ? lv_dit_state_verdict(ctx, dit) : LV_OK; /* a write pass that only updates the state */
 
     /* final layer: LN, modulation by table(2, C) + temb (shift, scale), linear */
     lv_tensor *h = NULL, *final = NULL;
@@ -513,16 +513,16 @@ static lv_status forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass_in, s
     LV_TRY(lv_op_matmul(ctx, final, h, &dit->final_w, &dit->final_b));
     tap(dit, ctx, "final_tokens", final);
 
-    lv_tensor pred_slot = check_slot(dit, 0);
+    lv_tensor pred_slot = lv_dit_check_slot(dit, 0);
     LV_TRY(lv_op_count_nonfinite(ctx, &pred_slot, final, 0));
 
     float *tokens = malloc((size_t)g.T * Ko * sizeof *tokens);
     if (!tokens) return lv_error(LV_ERR_NOMEM, "out of host memory");
     st = lv_tensor_read(ctx, final, tokens, (uint64_t)g.T * Ko * 4);
-    if (st == LV_OK) unpatchify(cfg, tokens, pass->frames, pass->height, pass->width, out);
+    if (st == LV_OK) lv_dit_unpatchify(cfg, tokens, pass->frames, pass->height, pass->width, out);
     free(tokens);
     if (st == LV_OK) st = prediction_verdict(ctx, dit, g.T, Ko);
-    if (st == LV_OK && pass->commit) st = state_verdict(ctx, dit);
+    if (st == LV_OK && pass->commit) st = lv_dit_state_verdict(ctx, dit);
     return st;
 }
 
@@ -531,7 +531,8 @@ lv_status lv_dit_forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass, floa
         return lv_error(LV_ERR_INVALID, "lv_dit_forward: %s is NULL", !ctx ? "the context" : !dit ? "the dit" : "the pass");
     LV_TRY(check_pass(dit, pass));
     scratch s = {.ctx = ctx};
-    lv_status st = forward(ctx, dit, pass, &s, out);
+    /* sp_bands > 1: the same pass as R bands, each what one rank would compute */
+    lv_status st = dit->sp ? lv_dit_forward_bands(ctx, dit, pass, &s, out) : forward(ctx, dit, pass, &s, out);
     if (st == LV_OK) st = lv_flush(ctx);
     scratch_free(&s);
     if (st == LV_OK && pass->commit) dit->chunks++;

@@ -5,6 +5,7 @@
 
 #include "longvk/dit.h"
 #include "longvk/ops_linear_attention.h"
+#include "longvk/sp_comm.h"
 
 #define LV_DIT_MAX_TEXT 4096
 #define LV_DIT_TEXT_SLOTS 2
@@ -51,11 +52,38 @@ struct lv_dit {
     void *tap_user;
     lv_dit_cond cond[LV_DIT_COND_CACHE];
     uint64_t cond_clock;
+    lv_sp_comm *sp;      /* sp_bands > 1: the bands' communicator (pipelines/sana/sana_dit_bands.c) */
     lv_tensor checks;    /* I32 [(1 + depth) x 4]: non-finite counts of a pass (lv_op_count_nonfinite):
                             slot 0 the prediction, slot 1 + b layer b's carried state */
 };
 
+/* Scratch tensors of one pass, freed at its end. */
+#define LV_DIT_SCRATCH_MAX 48
+typedef struct lv_dit_scratch {
+    lv_ctx *ctx;
+    lv_tensor t[LV_DIT_SCRATCH_MAX];
+    int n;
+} lv_dit_scratch;
+
 void lv_dit_text_free(lv_ctx *ctx, lv_dit *dit, int slot);
+
+/* Pieces of the forward (sana_dit.c) shared by the band-split forward (sana_dit_bands.c). */
+lv_status lv_dit_timestep_conditioning(lv_ctx *ctx, lv_dit *dit, lv_dit_scratch *s, const float *ts, int F,
+                                       const lv_dit_cond **out);
+/* x [C_in, F, H, W] -> patches [T, C_in * pt * ph * pw]; final tokens -> out [C_out, F, H, W] */
+void lv_dit_gather_patches(const lv_sana_config *cfg, const float *x, int F, int H, int W, float *patches);
+void lv_dit_unpatchify(const lv_sana_config *cfg, const float *tokens, int F, int H, int W, float *out);
+/* x += cross-attention of x's tokens over the text of `slot`; q, o: [T, C] scratch */
+lv_status lv_dit_block_cross_attention(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, const lv_tensor *q,
+                                       const lv_tensor *o, const lv_tensor *x, int slot);
+/* The non-finite checks: slot 0 the prediction, 1 + b layer b's carried state. */
+lv_tensor lv_dit_check_slot(lv_dit *dit, int slot);
+lv_status lv_dit_count_state(lv_ctx *ctx, lv_dit *dit);
+lv_status lv_dit_state_verdict(lv_ctx *ctx, lv_dit *dit);
+/* LV_OK when nan + inf == 0, else the error naming the first bad value (token-major index). */
+lv_status lv_dit_prediction_status(uint32_t nan, uint32_t inf, int64_t first, int64_t tokens, int64_t channels);
+/* The pass split into the bands of dit->sp (sana_dit_bands.c); pass already checked. */
+lv_status lv_dit_forward_bands(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass, lv_dit_scratch *s, float *out);
 void lv_dit_cond_free(lv_ctx *ctx, lv_dit *dit, lv_dit_cond *c);
 
 #endif

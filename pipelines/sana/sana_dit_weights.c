@@ -122,12 +122,14 @@ lv_status lv_dit_create(lv_ctx *ctx, const lv_sana_file *file, const lv_dit_opti
     dit->opt.cached_blocks = LV_CACHED_ALL;
     if (opt) dit->opt = *opt;
     if (dit->opt.cached_blocks < 0) dit->opt.cached_blocks = LV_CACHED_ALL;
-    if (dit->opt.weights < LV_DIT_WEIGHTS_AS_STORED || dit->opt.weights > LV_DIT_WEIGHTS_BF16) {
-        int w = (int)dit->opt.weights;
-        free(dit);
-        return lv_error(LV_ERR_INVALID, "lv_dit_create: weights %d (lv_dit_weights)", w);
-    }
-    lv_status s = create(ctx, file, dit);
+    lv_status s = LV_OK;
+    if (dit->opt.weights < LV_DIT_WEIGHTS_AS_STORED || dit->opt.weights > LV_DIT_WEIGHTS_BF16)
+        s = lv_error(LV_ERR_INVALID, "lv_dit_create: weights %d (lv_dit_weights)", (int)dit->opt.weights);
+    else if (dit->opt.sp_bands < 0)
+        s = lv_error(LV_ERR_INVALID, "lv_dit_create: %d sequence-parallel bands (0: off)", dit->opt.sp_bands);
+    else if (dit->opt.sp_bands > 0)
+        s = lv_sp_comm_emulated_create(dit->opt.sp_bands, &dit->sp);
+    if (s == LV_OK) s = create(ctx, file, dit);
     if (s != LV_OK) {
         lv_dit_destroy(ctx, dit);
         return s;
@@ -176,6 +178,7 @@ void lv_dit_destroy(lv_ctx *ctx, lv_dit *dit) {
                        &dit->y_fc1_w, &dit->y_fc1_b, &dit->y_fc2_w, &dit->y_fc2_b,
                        &dit->y_norm_w, &dit->final_w, &dit->final_b, &dit->final_sst, &dit->checks};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) lv_tensor_free(ctx, ts[i]);
+    lv_sp_comm_destroy(dit->sp);
     free(dit);
 }
 

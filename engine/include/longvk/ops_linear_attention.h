@@ -90,6 +90,25 @@ lv_status lv_linattn_block_read(lv_ctx *ctx, lv_linattn_state *st, const lv_tens
 lv_status lv_linattn_block_write(lv_ctx *ctx, lv_linattn_state *st, const lv_tensor *out,
                                  const lv_tensor *q, const lv_tensor *k, const lv_tensor *v,
                                  const lv_tensor *rope);
+/* A block whose contribution was summed elsewhere: sequence parallelism splits a block's
+ * tokens into bands (pipelines/parallel/README.md), each band computes its part of the
+ * contribution with lv_op_linattn_state, and the parts are summed in a fixed order. Then:
+ *
+ *   lv_linattn_block_begin(own)     the block's queries read carried (+) own from now on
+ *   lv_linattn_block_query(...)     once per band: out = its queries over that state
+ *   lv_linattn_block_commit()       write pass only: own committed by the state's rule
+ *
+ * begin + query is exactly lv_linattn_block_read, begin + query + commit exactly
+ * lv_linattn_block_write, with `own` in place of the contribution of the block's k, v.
+ * own is one state slot: lv_linattn_state_slot_floats floats, S [H, D, D] then z [H, D]
+ * (e.g. [1, M] or [M]), f32. Queries after a commit (or before a begin) are an error. */
+int64_t lv_linattn_state_slot_floats(const lv_linattn_state *st);
+const lv_linattn_config *lv_linattn_state_config(const lv_linattn_state *st);
+lv_status lv_linattn_block_begin(lv_ctx *ctx, lv_linattn_state *st, const lv_tensor *own);
+/* q and out [n, H*D] (any n: a band of the block), rope [n, D] or NULL. */
+lv_status lv_linattn_block_query(lv_ctx *ctx, lv_linattn_state *st, const lv_tensor *out,
+                                 const lv_tensor *q, const lv_tensor *rope);
+lv_status lv_linattn_block_commit(lv_ctx *ctx, lv_linattn_state *st);
 /* The carried (S, z) after the last committed block (S_b above: for the window rule the
  * sum of the ring, for decay before the next block's lambda), into host arrays of H*D*D
  * and H*D floats (either may be NULL). Flushes the stream. */

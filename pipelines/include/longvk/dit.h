@@ -39,6 +39,14 @@ typedef struct lv_dit_options {
      * and the temporal conv starts from zeros), to show what the state buys. */
     int cached_blocks;
     lv_dit_weights weights;
+    /* Sequence parallelism emulated in this process (pipelines/parallel/README.md): 0 off;
+     * R >= 1 splits every pass's token rows into R bands (the first Hp % R one row taller),
+     * each run as its own tensors, exactly what one of R ranks would compute, with the
+     * linear-attention partial states summed in band order and one halo row per side for
+     * the Mix-FFN's 3x3 conv (R = 1: one band, the band path itself). Results match the
+     * unsplit pass to rounding and are deterministic. A pass with fewer token rows than R
+     * is an LV_ERR_INVALID naming both. Taps (lv_dit_set_tap) are not called in this mode. */
+    int sp_bands;
 } lv_dit_options;
 
 /* Uploads every weight (matmul weights as opt->weights says; the rest become f32). opt NULL:

@@ -1,0 +1,54 @@
+/* Sequence parallelism: the communication between the bands of a video (pipelines/parallel/).
+ *
+ * A chunk's token grid [F, Hp, Wp] is split into R bands of contiguous token rows over all
+ * frames (lv_sp_band). Each band computes what one rank would; they exchange only
+ *   state_sum  the per-layer sum of their linear-attention partial states (S_r, z_r), in
+ *              band order: ((p_0 + p_1) + ...) + p_{R-1}, so the result never depends on
+ *              timing or on how many processes hold the bands;
+ *   halo       one token row above and below each band for the Mix-FFN's 3x3 conv.
+ * A communicator holds some of the R bands: the in-process emulation all of them
+ * (`longvk forward --sp-emulate R`), an MPI rank one (future: pipelines/parallel/README.md).
+ * Both only move data, apart from the ordered sum, which every process computes with the
+ * same kernel on the same bits. */
+#ifndef LONGVK_SP_COMM_H
+#define LONGVK_SP_COMM_H
+
+#include "longvk/engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Band r of R over Hp token rows: rows [*row0, *row0 + *rows). The first Hp % R bands get
+ * one row more than the others. LV_ERR_INVALID (naming both) when R > Hp or R < 1. */
+lv_status lv_sp_band(int Hp, int R, int r, int *row0, int *rows);
+
+typedef struct lv_sp_comm lv_sp_comm;
+
+/* The in-process emulation: one communicator holds all R bands. */
+lv_status lv_sp_comm_emulated_create(int bands, lv_sp_comm **out);
+void lv_sp_comm_destroy(lv_sp_comm *c);
+
+/* R, and the bands this process holds: [first, first + count). */
+int lv_sp_comm_bands(const lv_sp_comm *c);
+int lv_sp_comm_first(const lv_sp_comm *c);
+int lv_sp_comm_count(const lv_sp_comm *c);
+
+/* partials [count, M] f32: row i is local band first + i's partial state (one state slot:
+ * S then z). sum [M] (or [1, M]): the band-ordered sum of all R partials, the same bits on
+ * every process. sum must not overlap partials. */
+lv_status lv_sp_comm_state_sum(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *partials,
+                               const lv_tensor *sum);
+
+/* own[i] [F, rows_i, Wp, X] f32: local band i's rows. padded[i] [F, top + rows_i + bottom,
+ * Wp, X] with top = 1 when the band has a band above it (first + i > 0) and bottom = 1 when
+ * it has one below: their halo rows receive the neighbours' edge rows (the last row of the
+ * band above, the first row of the band below) of every frame. The rows in between are the
+ * caller's. */
+lv_status lv_sp_comm_halo(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *const *own,
+                          const lv_tensor *const *padded);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

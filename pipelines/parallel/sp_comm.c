@@ -1,0 +1,57 @@
+/* Band geometry and the transport-independent part of longvk/sp_comm.h: argument checks,
+ * then the transport's operation. */
+#include <stdlib.h>
+
+#include "sp_comm_internal.h"
+
+lv_status lv_sp_band(int Hp, int R, int r, int *row0, int *rows) {
+    if (R < 1 || Hp < 1 || R > Hp)
+        return lv_error(LV_ERR_INVALID, "sequence parallel: %d bands over %d token rows (each band needs at "
+                        "least one row: 1 to %d bands)", R, Hp, Hp);
+    if (r < 0 || r >= R) return lv_error(LV_ERR_INVALID, "sequence parallel: band %d of %d", r, R);
+    const int base = Hp / R, extra = Hp % R;
+    *rows = base + (r < extra ? 1 : 0);
+    *row0 = r * base + (r < extra ? r : extra);
+    return LV_OK;
+}
+
+void lv_sp_comm_destroy(lv_sp_comm *c) {
+    if (c && c->ops && c->ops->destroy) c->ops->destroy(c);
+    free(c);
+}
+
+int lv_sp_comm_bands(const lv_sp_comm *c) { return c ? c->bands : 0; }
+int lv_sp_comm_first(const lv_sp_comm *c) { return c ? c->first : 0; }
+int lv_sp_comm_count(const lv_sp_comm *c) { return c ? c->count : 0; }
+
+lv_status lv_sp_comm_state_sum(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *partials,
+                               const lv_tensor *sum) {
+    if (!c || !ctx || !partials || !sum)
+        return lv_error(LV_ERR_INVALID, "sequence parallel state sum: %s is NULL",
+                        !c ? "the communicator" : !ctx ? "the context" : !partials ? "the partials" : "the sum");
+    const int64_t m = lv_tensor_numel(sum);
+    if (partials->dtype != LV_F32 || sum->dtype != LV_F32 || partials->ndim != 2 ||
+        partials->shape[0] != c->count || partials->shape[1] != m)
+        return lv_error(LV_ERR_INVALID, "sequence parallel state sum: partials %lldx%lld for %d local bands "
+                        "and a sum of %lld values (f32)", (long long)partials->shape[0],
+                        partials->ndim > 1 ? (long long)partials->shape[1] : 0LL, c->count, (long long)m);
+    return c->ops->state_sum(c, ctx, partials, sum);
+}
+
+lv_status lv_sp_comm_halo(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *const *own,
+                          const lv_tensor *const *padded) {
+    if (!c || !ctx || !own || !padded)
+        return lv_error(LV_ERR_INVALID, "sequence parallel halo: %s is NULL",
+                        !c ? "the communicator" : !ctx ? "the context" : !own ? "the bands" : "the padded bands");
+    for (int i = 0; i < c->count; i++) {
+        const lv_tensor *o = own[i], *p = padded[i];
+        const int r = c->first + i;
+        const int64_t halo = (r > 0) + (r < c->bands - 1);
+        if (!o || !p || o->ndim != 4 || p->ndim != 4 || o->dtype != LV_F32 || p->dtype != LV_F32 ||
+            p->shape[0] != o->shape[0] || p->shape[1] != o->shape[1] + halo || p->shape[2] != o->shape[2] ||
+            p->shape[3] != o->shape[3])
+            return lv_error(LV_ERR_INVALID, "sequence parallel halo: band %d of %d needs [F, rows, W, X] f32 and "
+                            "[F, rows + %lld, W, X] f32", r, c->bands, (long long)halo);
+    }
+    return c->ops->halo(c, ctx, own, padded);
+}

@@ -1,0 +1,21 @@
+/* What a transport of longvk/sp_comm.h implements (sp_comm_emulated.c today; an MPI one
+ * later). The public functions check the arguments, then call these. */
+#ifndef LONGVK_SP_COMM_INTERNAL_H
+#define LONGVK_SP_COMM_INTERNAL_H
+
+#include "longvk/sp_comm.h"
+
+typedef struct lv_sp_comm_ops {
+    lv_status (*state_sum)(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *partials, const lv_tensor *sum);
+    lv_status (*halo)(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *const *own, const lv_tensor *const *padded);
+    void (*destroy)(lv_sp_comm *c);
+} lv_sp_comm_ops;
+
+struct lv_sp_comm {
+    const lv_sp_comm_ops *ops;
+    int bands;        /* R */
+    int first, count; /* the bands held here */
+    void *impl;
+};
+
+#endif

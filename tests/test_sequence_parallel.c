@@ -1,0 +1,501 @@
+/* Sequence parallelism emulated in one process (lv_dit_options.sp_bands, `longvk forward
+ * --sp-emulate R`; pipelines/parallel/README.md): the DiT's token rows in R bands, each
+ * computed as one rank would, the partial linear-attention states summed in band order,
+ * halo rows for the Mix-FFN's 3x3 conv.
+ *
+ * Bounds: against the unsplit pass NMSE <= 1e-10 (the issue's bound between R ranks and
+ * one; only the grouping of the state sums and the matmuls' row tiling differ, so fp32
+ * rounding: 1e-14 to 3e-13 measured on lavapipe, 0 for one band); against the reference
+ * vectors the DiT tests' 1e-8 (tests/test_sana_dit.c). Two runs at the same R are
+ * bit-identical. */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "longvk/dit.h"
+#include "longvk/ops.h"
+#include "longvk/sp_comm.h"
+#include "longvk/weights.h"
+#include "test_support.h"
+
+#define SPLIT_BOUND 1e-10
+#define REF_BOUND 1e-8
+
+static void check(const char *what, double bound, const float *got, const float *want, size_t n) {
+    double e = ts_nmse(got, want, n);
+    cr_log_info("%-36s nmse %.3g", what, e);
+    cr_assert(e <= bound, "%s: nmse %.3g > %.0e", what, e, bound);
+}
+
+/* ---- band geometry ---- */
+
+Test(sequence_parallel, bands_cover_the_rows_first_ones_taller) {
+    int row0, rows;
+    /* 30 rows (480p) in 8 bands: 30 % 8 = 6 bands of 4, then 2 of 3 */
+    int want[8] = {4, 4, 4, 4, 4, 4, 3, 3}, next = 0;
+    for (int r = 0; r < 8; r++) {
+        cr_assert_eq(lv_sp_band(30, 8, r, &row0, &rows), LV_OK, "%s", lv_last_error());
+        cr_assert_eq(row0, next, "band %d starts at %d", r, row0);
+        cr_assert_eq(rows, want[r], "band %d has %d rows", r, rows);
+        next += rows;
+    }
+    cr_assert_eq(next, 30);
+    cr_assert_eq(lv_sp_band(4, 4, 3, &row0, &rows), LV_OK);
+    cr_assert(row0 == 3 && rows == 1);
+    cr_assert_eq(lv_sp_band(4, 5, 0, &row0, &rows), LV_ERR_INVALID);
+    cr_assert(strstr(lv_last_error(), "5 bands") && strstr(lv_last_error(), "4 token rows"), "%s", lv_last_error());
+    cr_assert_eq(lv_sp_band(4, 0, 0, &row0, &rows), LV_ERR_INVALID);
+}
+
+/* ---- the linear-attention state fed an externally summed contribution ---- */
+
+/* Tokens split 3 ways, partials by lv_op_linattn_state, summed by the emulated transport,
+ * read with begin/query/commit: the same as lv_linattn_block_read/write over all tokens,
+ * for the additive and the window rule, over 3 blocks. */
+static void external_sum_matches(lv_state_rule rule) {
+    lv_ctx *ctx = ts_ctx();
+    const int H = 2, D = 8, N = 23, C = H * D;
+    lv_linattn_config cfg = {.heads = H, .head_dim = D, .phi = LV_PHI_RELU, .normalize = true, .eps = 1e-6f,
+                             .rule = rule, .window = 2, .decay = 1.0f};
+    lv_linattn_state *ref, *split;
+    cr_assert_eq(lv_linattn_state_create(ctx, &cfg, &ref), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_linattn_state_create(ctx, &cfg, &split), LV_OK, "%s", lv_last_error());
+    const int64_t m = lv_linattn_state_slot_floats(split);
+    cr_assert_eq(m, (int64_t)H * D * (D + 1));
+    lv_sp_comm *comm;
+    cr_assert_eq(lv_sp_comm_emulated_create(3, &comm), LV_OK);
+    int64_t pshape[2] = {3, m}, qshape[2] = {N, C}, rshape[2] = {N, D};
+    lv_tensor partials = ts_empty(ctx, 2, pshape), own = ts_empty(ctx, 1, &m);
+    lv_tensor out_ref = ts_empty(ctx, 2, qshape), out_split = ts_empty(ctx, 2, qshape);
+    float *rope = malloc((size_t)N * D * sizeof *rope);
+    lv_rope_table_3d(rope, 1, 1, N, 0, D, 2, 2, 4, 10000.0);
+    lv_tensor rt = ts_tensor(ctx, LV_F32, 2, rshape, rope);
+    const int cut[4] = {0, 9, 10, N}; /* uneven parts, one of a single token */
+    for (int blk = 0; blk < 3; blk++) {
+        float *q = ts_rand_alloc((size_t)N * C, 10 + blk, -1, 1), *k = ts_rand_alloc((size_t)N * C, 20 + blk, -1, 1);
+        float *v = ts_rand_alloc((size_t)N * C, 30 + blk, -1, 1);
+        lv_tensor qt = ts_tensor(ctx, LV_F32, 2, qshape, q), kt = ts_tensor(ctx, LV_F32, 2, qshape, k);
+        lv_tensor vt = ts_tensor(ctx, LV_F32, 2, qshape, v);
+        bool commit = blk < 2;
+        lv_status st = commit ? lv_linattn_block_write(ctx, ref, &out_ref, &qt, &kt, &vt, &rt)
+                              : lv_linattn_block_read(ctx, ref, &out_ref, &qt, &kt, &vt, &rt);
+        cr_assert_eq(st, LV_OK, "%s", lv_last_error());
+        for (int p = 0; p < 3; p++) {
+            const int64_t n0 = cut[p], n = cut[p + 1] - cut[p];
+            int64_t sshape[3] = {H, D, D}, zshape[2] = {H, D};
+            lv_tensor S = lv_tensor_view(&partials, p * m, 3, sshape);
+            lv_tensor z = lv_tensor_view(&partials, p * m + H * D * D, 2, zshape);
+            lv_tensor kp = lv_tensor_rows(&kt, n0, n), vp = lv_tensor_rows(&vt, n0, n), rp = lv_tensor_rows(&rt, n0, n);
+            cr_assert_eq(lv_op_linattn_state(ctx, &S, &z, &kp, &vp, &rp, LV_PHI_RELU, false), LV_OK, "%s",
+                         lv_last_error());
+        }
+        cr_assert_eq(lv_sp_comm_state_sum(comm, ctx, &partials, &own), LV_OK, "%s", lv_last_error());
+        cr_assert_eq(lv_linattn_block_begin(ctx, split, &own), LV_OK, "%s", lv_last_error());
+        for (int p = 2; p >= 0; p--) { /* any order of the parts' queries */
+            const int64_t n0 = cut[p], n = cut[p + 1] - cut[p];
+            lv_tensor qp = lv_tensor_rows(&qt, n0, n), op = lv_tensor_rows(&out_split, n0, n);
+            lv_tensor rp = lv_tensor_rows(&rt, n0, n);
+            cr_assert_eq(lv_linattn_block_query(ctx, split, &op, &qp, &rp), LV_OK, "%s", lv_last_error());
+        }
+        if (commit) {
+            cr_assert_eq(lv_linattn_block_commit(ctx, split), LV_OK, "%s", lv_last_error());
+            /* a block ends with its commit */
+            cr_assert_eq(lv_linattn_block_commit(ctx, split), LV_ERR_INVALID);
+            cr_assert_eq(lv_linattn_block_query(ctx, split, &out_split, &qt, &rt), LV_ERR_INVALID);
+        }
+        float *a = ts_read(ctx, &out_ref), *b = ts_read(ctx, &out_split);
+        char what[64];
+        snprintf(what, sizeof what, "rule %d block %d output", (int)rule, blk);
+        check(what, 1e-12, b, a, (size_t)N * C);
+        free(a);
+        free(b);
+        float *Sa = malloc((size_t)m * 4), *Sb = malloc((size_t)m * 4);
+        cr_assert_eq(lv_linattn_state_read(ctx, ref, Sa, Sa + H * D * D), LV_OK);
+        cr_assert_eq(lv_linattn_state_read(ctx, split, Sb, Sb + H * D * D), LV_OK);
+        cr_assert_eq(lv_linattn_state_blocks(split), lv_linattn_state_blocks(ref));
+        snprintf(what, sizeof what, "rule %d block %d carried", (int)rule, blk);
+        check(what, 1e-12, Sb, Sa, (size_t)m);
+        free(Sa);
+        free(Sb);
+        lv_tensor_free(ctx, &qt);
+        lv_tensor_free(ctx, &kt);
+        lv_tensor_free(ctx, &vt);
+        free(q);
+        free(k);
+        free(v);
+    }
+    /* a contribution of the wrong size */
+    lv_tensor small = lv_tensor_view(&own, 0, 1, (int64_t[]){m - 1});
+    cr_assert_eq(lv_linattn_block_begin(ctx, split, &small), LV_ERR_INVALID);
+    free(rope);
+    lv_tensor_free(ctx, &rt);
+    lv_tensor_free(ctx, &partials);
+    lv_tensor_free(ctx, &own);
+    lv_tensor_free(ctx, &out_ref);
+    lv_tensor_free(ctx, &out_split);
+    lv_sp_comm_destroy(comm);
+    lv_linattn_state_destroy(ctx, ref);
+    lv_linattn_state_destroy(ctx, split);
+    ts_ctx_done(ctx);
+}
+
+Test(sequence_parallel, external_sum_additive) { external_sum_matches(LV_RULE_ADDITIVE); }
+Test(sequence_parallel, external_sum_window) { external_sum_matches(LV_RULE_WINDOW); }
+
+/* ---- the DiT in bands ---- */
+
+typedef struct model {
+    lv_ctx *ctx;
+    lv_sana_file *file;
+    lv_weights *vec;    /* assets/vectors/sana-video-NAME (the float64 reference) */
+    lv_weights *orig;   /* assets/testdata/sana-video/NAME.vectors (the original modules) */
+    int C, F, H, W, Hp, cf, chunks;
+} model;
+
+static const float *vec(const lv_weights *w, const char *name, int64_t numel) {
+    const lv_weight *t = lv_weights_find(w, name);
+    cr_assert_not_null(t, "vector '%s' missing", name);
+    if (numel >= 0) cr_assert_eq((int64_t)lv_weight_numel(t), numel, "%s size", name);
+    return t->data;
+}
+
+static void open_model(model *md, const char *name) {
+    char path[1024];
+    memset(md, 0, sizeof *md);
+    md->ctx = ts_ctx();
+    snprintf(path, sizeof path, "%s/testdata/sana-video/%s.weights.safetensors", LONGVK_ASSETS_DIR, name);
+    cr_assert_eq(lv_sana_file_open(path, NULL, NULL, &md->file), LV_OK, "%s", lv_last_error());
+    snprintf(path, sizeof path, "%s/vectors/sana-video-%s.safetensors", LONGVK_ASSETS_DIR, name);
+    cr_assert_eq(lv_weights_open(path, &md->vec), LV_OK, "%s", lv_last_error());
+    snprintf(path, sizeof path, "%s/testdata/sana-video/%s.vectors.safetensors", LONGVK_ASSETS_DIR, name);
+    cr_assert_eq(lv_weights_open(path, &md->orig), LV_OK, "%s", lv_last_error());
+    const lv_weight *x = lv_weights_find(md->vec, "x");
+    md->C = (int)x->shape[0];
+    md->F = (int)x->shape[1];
+    md->H = (int)x->shape[2];
+    md->W = (int)x->shape[3];
+    md->Hp = md->H / lv_sana_file_config(md->file)->patch[1];
+    md->cf = atoi(lv_weights_metadata(md->vec, "chunk_frames"));
+    md->chunks = atoi(lv_weights_metadata(md->vec, "chunks"));
+}
+
+static void close_model(model *md) {
+    lv_weights_close(md->orig);
+    lv_weights_close(md->vec);
+    lv_sana_file_close(md->file);
+    ts_ctx_done(md->ctx);
+}
+
+static lv_dit *make_dit(model *md, int bands) {
+    lv_dit_options opt = {.cached_blocks = LV_CACHED_ALL, .sp_bands = bands};
+    lv_dit *dit;
+    cr_assert_eq(lv_dit_create(md->ctx, md->file, &opt, &dit), LV_OK, "%s", lv_last_error());
+    const lv_weight *y = lv_weights_find(md->vec, "y");
+    cr_assert_eq(lv_dit_set_text(md->ctx, dit, 0, y->data, (int)y->shape[0], vec(md->vec, "mask", y->shape[0])),
+                 LV_OK, "%s", lv_last_error());
+    return dit;
+}
+
+/* Everything one run produces, in order: the one-shot forward, then per LongSANA chunk
+ * the read pass at t = 727, the write pass of the clean latents and the carried state of
+ * every layer (S, z, conv cache). */
+typedef struct run {
+    float *data;
+    size_t n;
+    size_t one_shot, chunk_out, state; /* sizes of the parts */
+} run;
+
+static void do_run(model *md, int bands, run *out) {
+    const lv_sana_config *cfg = lv_sana_file_config(md->file);
+    const int HW = md->H * md->W, Hd = cfg->heads, D = cfg->head_dim;
+    const int64_t P = (int64_t)md->Hp * (md->W / cfg->patch[2]);
+    out->one_shot = (size_t)md->C * md->F * HW;
+    out->chunk_out = (size_t)md->C * md->cf * HW;
+    out->state = (size_t)cfg->depth * ((size_t)Hd * D * (D + 1) + (size_t)P * cfg->hidden);
+    out->n = out->one_shot + md->chunks * (2 * out->chunk_out + out->state);
+    out->data = malloc(out->n * sizeof *out->data);
+    float *p = out->data;
+    lv_dit *dit = make_dit(md, bands);
+    float ts[64];
+    const float *x = vec(md->vec, "x", (int64_t)out->one_shot);
+    lv_dit_pass pass = {.x = x, .frames = md->F, .height = md->H, .width = md->W,
+                        .timesteps = vec(md->vec, "fwd_timesteps", md->F)};
+    cr_assert_eq(lv_dit_forward(md->ctx, dit, &pass, p), LV_OK, "%s", lv_last_error());
+    p += out->one_shot;
+    float *xk = malloc(out->chunk_out * sizeof *xk);
+    char name[64];
+    for (int k = 0; k < md->chunks; k++) {
+        for (int c = 0; c < md->C; c++)
+            memcpy(xk + (size_t)c * md->cf * HW, x + ((size_t)c * md->F + k * md->cf) * HW, (size_t)md->cf * HW * 4);
+        for (int f = 0; f < md->cf; f++) ts[f] = 727.0f;
+        lv_dit_pass rp = {.x = xk, .frames = md->cf, .height = md->H, .width = md->W, .timesteps = ts,
+                          .frame_offset = k * md->cf};
+        cr_assert_eq(lv_dit_forward(md->ctx, dit, &rp, p), LV_OK, "%s", lv_last_error());
+        p += out->chunk_out;
+        snprintf(name, sizeof name, "ls_chunk%d_clean", k);
+        for (int f = 0; f < md->cf; f++) ts[f] = 0.0f;
+        rp.x = vec(md->vec, name, (int64_t)out->chunk_out);
+        rp.commit = true;
+        cr_assert_eq(lv_dit_forward(md->ctx, dit, &rp, p), LV_OK, "%s", lv_last_error());
+        p += out->chunk_out;
+        for (int b = 0; b < cfg->depth; b++) {
+            float *S = p, *z = S + (size_t)Hd * D * D, *conv = z + (size_t)Hd * D;
+            cr_assert_eq(lv_dit_layer_state(md->ctx, dit, b, S, z, conv, P * cfg->hidden), LV_OK, "%s", lv_last_error());
+            p += (size_t)Hd * D * (D + 1) + (size_t)P * cfg->hidden;
+        }
+    }
+    cr_assert_eq((size_t)(p - out->data), out->n);
+    free(xk);
+    lv_dit_destroy(md->ctx, dit);
+}
+
+/* The split run against the unsplit one, part by part, and against the reference vectors. */
+static void compare_runs(model *md, int bands, const run *got, const run *want) {
+    const lv_sana_config *cfg = lv_sana_file_config(md->file);
+    const int Hd = cfg->heads, D = cfg->head_dim;
+    const int64_t P = (int64_t)md->Hp * (md->W / cfg->patch[2]);
+    char what[96], name[64];
+    const float *g = got->data, *w = want->data;
+    snprintf(what, sizeof what, "R=%d one-shot vs unsplit", bands);
+    check(what, SPLIT_BOUND, g, w, got->one_shot);
+    check("  one-shot vs reference fwd_out", REF_BOUND, g, vec(md->vec, "fwd_out", (int64_t)got->one_shot), got->one_shot);
+    g += got->one_shot;
+    w += got->one_shot;
+    for (int k = 0; k < md->chunks; k++) {
+        snprintf(what, sizeof what, "R=%d chunk %d read pass vs unsplit", bands, k);
+        check(what, SPLIT_BOUND, g, w, got->chunk_out);
+        snprintf(name, sizeof name, "ls_chunk%d_out_t727", k);
+        check("  read pass vs reference", REF_BOUND, g, vec(md->vec, name, (int64_t)got->chunk_out), got->chunk_out);
+        g += got->chunk_out;
+        w += got->chunk_out;
+        snprintf(what, sizeof what, "R=%d chunk %d write pass vs unsplit", bands, k);
+        check(what, SPLIT_BOUND, g, w, got->chunk_out);
+        snprintf(name, sizeof name, "ls_chunk%d_out_t0", k);
+        check("  write pass vs reference", REF_BOUND, g, vec(md->vec, name, (int64_t)got->chunk_out), got->chunk_out);
+        g += got->chunk_out;
+        w += got->chunk_out;
+        for (int b = 0; b < cfg->depth; b++) {
+            size_t ns = (size_t)Hd * D * D, nz = (size_t)Hd * D, nc = (size_t)P * cfg->hidden;
+            snprintf(what, sizeof what, "R=%d chunk %d layer %d S, z, conv", bands, k, b);
+            check(what, SPLIT_BOUND, g, w, ns + nz + nc);
+            snprintf(name, sizeof name, "ls_chunk%d_layer%d_S", k, b);
+            check("  S vs reference", REF_BOUND, g, vec(md->vec, name, (int64_t)ns), ns);
+            snprintf(name, sizeof name, "ls_chunk%d_layer%d_conv_last", k, b);
+            check("  conv cache vs reference", REF_BOUND, g + ns + nz, vec(md->vec, name, (int64_t)nc), nc);
+            g += ns + nz + nc;
+            w += ns + nz + nc;
+        }
+    }
+}
+
+/* The original SANA-Video modules' outputs (assets/testdata, as tests/test_sana_dit.c's
+ * original_outputs): one-shot at t = 500 with the full and the partial text mask, and the
+ * LongSANA read passes at t = 727 over the carried state. */
+static void compare_original(model *md, int bands) {
+    lv_dit *dit;
+    lv_dit_options opt = {.cached_blocks = LV_CACHED_ALL, .sp_bands = bands};
+    cr_assert_eq(lv_dit_create(md->ctx, md->file, &opt, &dit), LV_OK, "%s", lv_last_error());
+    const lv_weight *x = lv_weights_find(md->orig, "x"), *y = lv_weights_find(md->orig, "y");
+    const float *mask = vec(md->orig, "mask_part", y->shape[0]);
+    cr_assert_eq(lv_dit_set_text(md->ctx, dit, 0, y->data, (int)y->shape[0], NULL), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_dit_set_text(md->ctx, dit, 1, y->data, (int)y->shape[0], mask), LV_OK, "%s", lv_last_error());
+    int C = (int)x->shape[0], F = (int)x->shape[1], H = (int)x->shape[2], W = (int)x->shape[3];
+    size_t n = (size_t)C * F * H * W;
+    float *out = malloc(n * 4), ts[64];
+    char what[96], name[64];
+    const char *one_shot[2] = {"out_t500_full_mask", "out_t500_part_mask"};
+    for (int slot = 0; slot < 2; slot++) {
+        for (int f = 0; f < F; f++) ts[f] = 500.0f;
+        lv_dit_pass pass = {.x = x->data, .frames = F, .height = H, .width = W, .timesteps = ts, .text_slot = slot};
+        cr_assert_eq(lv_dit_forward(md->ctx, dit, &pass, out), LV_OK, "%s", lv_last_error());
+        snprintf(what, sizeof what, "R=%d vs original %s", bands, one_shot[slot]);
+        check(what, REF_BOUND, out, vec(md->orig, one_shot[slot], (int64_t)n), n);
+    }
+    int cf = atoi(lv_weights_metadata(md->orig, "chunk_frames")), chunks = atoi(lv_weights_metadata(md->orig, "chunks"));
+    size_t cn = (size_t)C * cf * H * W;
+    float *xk = malloc(cn * 4);
+    for (int k = 0; k < chunks; k++) {
+        for (int c = 0; c < C; c++)
+            memcpy(xk + (size_t)c * cf * H * W, (const float *)x->data + ((size_t)c * F + k * cf) * H * W,
+                   (size_t)cf * H * W * 4);
+        for (int f = 0; f < cf; f++) ts[f] = 727.0f;
+        lv_dit_pass pass = {.x = xk, .frames = cf, .height = H, .width = W, .timesteps = ts,
+                            .frame_offset = k * cf, .text_slot = 1};
+        cr_assert_eq(lv_dit_forward(md->ctx, dit, &pass, out), LV_OK, "%s", lv_last_error());
+        snprintf(name, sizeof name, "chunk%d_out_t727", k);
+        snprintf(what, sizeof what, "R=%d vs original %s", bands, name);
+        check(what, REF_BOUND, out, vec(md->orig, name, (int64_t)cn), cn);
+        snprintf(name, sizeof name, "chunk%d_clean", k);
+        for (int f = 0; f < cf; f++) ts[f] = 0.0f;
+        pass.x = vec(md->orig, name, (int64_t)cn);
+        pass.commit = true;
+        cr_assert_eq(lv_dit_forward(md->ctx, dit, &pass, NULL), LV_OK, "%s", lv_last_error());
+    }
+    free(xk);
+    free(out);
+    lv_dit_destroy(md->ctx, dit);
+}
+
+static void bands_match_unsplit(const char *name, const int *bands, int count) {
+    model md;
+    open_model(&md, name);
+    run base;
+    do_run(&md, 0, &base);
+    for (int i = 0; i < count; i++) {
+        cr_log_info("%s: %d bands over %d token rows", name, bands[i], md.Hp);
+        run r;
+        do_run(&md, bands[i], &r);
+        compare_runs(&md, bands[i], &r, &base);
+        compare_original(&md, bands[i]);
+        free(r.data);
+    }
+    free(base.data);
+    close_model(&md);
+}
+
+/* tiny-hd32: 4 token rows. 1 band (the band path alone), 2 (2/2), 3 (2/1/1: uneven),
+ * 4 (single rows, both halos on the middle bands). */
+Test(sequence_parallel, tiny_bands_match_unsplit, .timeout = 600) {
+    const int bands[] = {1, 2, 3, 4};
+    bands_match_unsplit("tiny-hd32", bands, 4);
+}
+
+/* hd112 (SANA-Video's head_dim 112): 2 token rows, so 2 single-row bands. */
+Test(sequence_parallel, hd112_bands_match_unsplit, .timeout = 600) {
+    const int bands[] = {2};
+    bands_match_unsplit("hd112", bands, 1);
+}
+
+Test(sequence_parallel, emulation_is_deterministic, .timeout = 600) {
+    model md;
+    open_model(&md, "tiny-hd32");
+    run a, b;
+    do_run(&md, 3, &a);
+    do_run(&md, 3, &b);
+    cr_assert_eq(a.n, b.n);
+    cr_assert(memcmp(a.data, b.data, a.n * sizeof *a.data) == 0, "two runs with 3 bands differ");
+    free(a.data);
+    free(b.data);
+    close_model(&md);
+}
+
+/* The carried state is the same whichever R wrote it (the conv cache is one [P, C] tensor,
+ * each band writing its rows): saved after two chunks at R = 3 and loaded into an
+ * unsplit dit, the third chunk's read pass matches an unsplit run throughout. */
+Test(sequence_parallel, state_saved_at_3_bands_continues_unsplit, .timeout = 600) {
+    model md;
+    open_model(&md, "tiny-hd32");
+    const int HW = md.H * md.W;
+    const size_t cn = (size_t)md.C * md.cf * HW;
+    const int64_t P = (int64_t)md.Hp * (md.W / lv_sana_file_config(md.file)->patch[2]);
+    const float *x = vec(md.vec, "x", -1);
+    float *xk = malloc(cn * 4), *a = malloc(cn * 4), *b = malloc(cn * 4), ts[64];
+    float *saved[2];
+    int64_t count[2];
+    for (int split = 0; split < 2; split++) {
+        lv_dit *dit = make_dit(&md, split ? 3 : 0);
+        for (int k = 0; k < 2; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "ls_chunk%d_clean", k);
+            for (int f = 0; f < md.cf; f++) ts[f] = 0.0f;
+            lv_dit_pass wp = {.x = vec(md.vec, name, (int64_t)cn), .frames = md.cf, .height = md.H, .width = md.W,
+                              .timesteps = ts, .frame_offset = k * md.cf, .commit = true};
+            cr_assert_eq(lv_dit_forward(md.ctx, dit, &wp, NULL), LV_OK, "%s", lv_last_error());
+        }
+        cr_assert_eq(lv_dit_state_save(md.ctx, dit, &saved[split], &count[split]), LV_OK, "%s", lv_last_error());
+        lv_dit_destroy(md.ctx, dit);
+    }
+    cr_assert_eq(count[0], count[1]);
+    check("state saved at R=3 vs unsplit", SPLIT_BOUND, saved[1], saved[0], (size_t)count[0]);
+    for (int c = 0; c < md.C; c++)
+        memcpy(xk + (size_t)c * md.cf * HW, x + ((size_t)c * md.F + 2 * md.cf) * HW, (size_t)md.cf * HW * 4);
+    for (int f = 0; f < md.cf; f++) ts[f] = 727.0f;
+    lv_dit_pass rp = {.x = xk, .frames = md.cf, .height = md.H, .width = md.W, .timesteps = ts,
+                      .frame_offset = 2 * md.cf};
+    for (int split = 0; split < 2; split++) {
+        lv_dit *dit = make_dit(&md, 0);
+        cr_assert_eq(lv_dit_state_load(md.ctx, dit, saved[split], count[split], 2, P), LV_OK, "%s", lv_last_error());
+        cr_assert_eq(lv_dit_forward(md.ctx, dit, &rp, split ? b : a), LV_OK, "%s", lv_last_error());
+        lv_dit_destroy(md.ctx, dit);
+        free(saved[split]);
+    }
+    check("chunk 2 after the R=3 state vs unsplit", SPLIT_BOUND, b, a, cn);
+    check("  vs reference ls_chunk2_out_t727", REF_BOUND, b, vec(md.vec, "ls_chunk2_out_t727", (int64_t)cn), cn);
+    free(xk);
+    free(a);
+    free(b);
+    close_model(&md);
+}
+
+Test(sequence_parallel, more_bands_than_rows_is_an_error) {
+    model md;
+    open_model(&md, "tiny-hd32");
+    lv_dit *dit = make_dit(&md, md.Hp + 1);
+    float ts[64];
+    for (int f = 0; f < md.F; f++) ts[f] = 500.0f;
+    size_t n = (size_t)md.C * md.F * md.H * md.W;
+    float *out = malloc(n * 4);
+    lv_dit_pass pass = {.x = vec(md.vec, "x", (int64_t)n), .frames = md.F, .height = md.H, .width = md.W,
+                        .timesteps = ts};
+    cr_assert_eq(lv_dit_forward(md.ctx, dit, &pass, out), LV_ERR_INVALID);
+    char want_r[64], want_h[64];
+    snprintf(want_r, sizeof want_r, "%d sequence-parallel bands", md.Hp + 1);
+    snprintf(want_h, sizeof want_h, "%d token rows", md.Hp);
+    cr_assert(strstr(lv_last_error(), want_r) && strstr(lv_last_error(), want_h), "%s", lv_last_error());
+    /* the dit is still usable, and a negative count is refused at creation */
+    lv_dit_destroy(md.ctx, dit);
+    lv_dit_options bad = {.sp_bands = -2};
+    cr_assert_eq(lv_dit_create(md.ctx, md.file, &bad, &dit), LV_ERR_INVALID);
+    free(out);
+    close_model(&md);
+}
+
+/* ---- the CLI ---- */
+
+#define WEIGHTS LONGVK_ASSETS_DIR "/testdata/sana-video/tiny-hd32.weights.safetensors"
+#define VECTORS LONGVK_ASSETS_DIR "/vectors/sana-video-tiny-hd32.safetensors"
+
+static int run_cli(const char *args) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s forward %s 2>%s/sp_forward.err", LONGVK_CLI, args, LONGVK_TEST_TMP);
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+Test(sequence_parallel, cli_sp_emulate_matches, .timeout = 300) {
+    lv_weights *v;
+    cr_assert_eq(lv_weights_open(VECTORS, &v), LV_OK, "%s", lv_last_error());
+    const lv_weight *x = lv_weights_find(v, "x");
+    cr_assert_eq(lv_npy_write(LONGVK_TEST_TMP "/sp_x.npy", 4, x->shape, x->data), LV_OK);
+    lv_weight text[2] = {*lv_weights_find(v, "y"), *lv_weights_find(v, "mask")};
+    text[0].name = "y";
+    text[1].name = "mask";
+    cr_assert_eq(lv_safetensors_write(LONGVK_TEST_TMP "/sp_text.safetensors", text, 2, NULL, 0), LV_OK,
+                 "%s", lv_last_error());
+#define COMMON "--model " WEIGHTS " --latents " LONGVK_TEST_TMP "/sp_x.npy --timestep 727 --block-frames 2 " \
+               "--text-embeds " LONGVK_TEST_TMP "/sp_text.safetensors "
+    cr_assert_eq(run_cli(COMMON "-o " LONGVK_TEST_TMP "/sp_r1.npy"), 0);
+    cr_assert_eq(run_cli(COMMON "--sp-emulate 2 -o " LONGVK_TEST_TMP "/sp_r2.npy"), 0);
+    lv_npy a, b;
+    cr_assert_eq(lv_npy_read(LONGVK_TEST_TMP "/sp_r1.npy", &a), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_npy_read(LONGVK_TEST_TMP "/sp_r2.npy", &b), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_npy_numel(&a), lv_npy_numel(&b));
+    check("cli --sp-emulate 2 vs without", SPLIT_BOUND, b.data, a.data, (size_t)lv_npy_numel(&a));
+    check("cli --sp-emulate 2 vs bc_out", REF_BOUND, b.data, vec(v, "bc_out", lv_npy_numel(&b)), (size_t)lv_npy_numel(&b));
+    lv_npy_free(&a);
+    lv_npy_free(&b);
+    /* more bands than the 4 token rows: a clean error naming both, no output */
+    remove(LONGVK_TEST_TMP "/sp_r5.npy");
+    cr_assert_neq(run_cli(COMMON "--sp-emulate 5 -o " LONGVK_TEST_TMP "/sp_r5.npy"), 0);
+    FILE *err = fopen(LONGVK_TEST_TMP "/sp_forward.err", "r");
+    char msg[2048] = {0};
+    cr_assert_not_null(err);
+    size_t got = fread(msg, 1, sizeof msg - 1, err);
+    fclose(err);
+    cr_assert(got > 0 && strstr(msg, "5 sequence-parallel bands") && strstr(msg, "4 token rows"), "%s", msg);
+    cr_assert_null(fopen(LONGVK_TEST_TMP "/sp_r5.npy", "r"), "no output may be left behind");
+    lv_weights_close(v);
+}
