@@ -11,6 +11,7 @@
 typedef struct forward_args {
     const char *model, *config, *preset, *latents, *timestep, *text, *output;
     long block_frames, cached, device, sp_emulate;
+    int weights, precision;
 } forward_args;
 
 static forward_args args = {.cached = LV_CACHED_ALL, .device = -1};
@@ -56,6 +57,12 @@ static cli_option options[] = {
      .help = "block-causal: chunks of B latent frames, each reading the carried state of the earlier ones"},
     {.name = "--cached-blocks", .kind = CLI_LONG, .dest = &args.cached, .metavar = "K", .min = 0, .max = 100000,
      .def = "all", .help = "with --block-frames: only the last K chunks (0: none)"},
+    {.name = "--weights-dtype", .kind = CLI_CHOICE, .dest = &args.weights, .choices = cli_weight_dtypes,
+     .metavar = "as-stored|f32|f16|bf16", .def = "as-stored",
+     .help = "the matrix weights on the device: as stored, or converted (f16/bf16 halve an f32 file's memory)"},
+    {.name = "--precision", .kind = CLI_CHOICE, .dest = &args.precision, .choices = cli_precisions,
+     .def = "f32, or LONGVK_PRECISION",
+     .help = "the matrix products' inputs: f32, or f16 (on the tensor cores of a device that offers them)"},
     {.name = "--sp-emulate", .kind = CLI_LONG, .dest = &args.sp_emulate, .metavar = "R", .min = 1, .max = 4096,
      .def = "off",
      .help = "sequence parallelism emulated on this device: the token rows in R bands, each computed as one "
@@ -178,11 +185,13 @@ int cmd_forward(int argc, char **argv) {
     lv_ctx_options opt;
     lv_ctx_options_default(&opt);
     opt.device_index = (int)device;
+    opt.precision = args.precision;
     if (lv_ctx_create(&opt, &ctx) != LV_OK) {
         cli_fail(NULL);
         goto done;
     }
-    lv_dit_options dopt = {.cached_blocks = (int)cached, .sp_bands = (int)sp_emulate};
+    lv_dit_options dopt = {.cached_blocks = (int)cached, .sp_bands = (int)sp_emulate,
+                           .weights = (lv_dit_weights)args.weights};
     if (lv_dit_create(ctx, file, &dopt, &dit) != LV_OK || lv_dit_set_text(ctx, dit, 0, y, L, mask) != LV_OK) {
         cli_fail("model");
         goto done;

@@ -37,9 +37,6 @@ static const cli_choice samplers[] = {
 static const cli_choice sampler_aliases[] = {{"dpmpp2m", LV_GEN_DPMPP_2M}, {0}};
 static const cli_choice on_off[] = {{"on", 1}, {"off", 0}, {0}};
 static const cli_choice all_blocks[] = {{"all", LV_CACHED_ALL}, {0}};
-static const cli_choice weight_dtypes[] = {{"as-stored", LV_DIT_WEIGHTS_AS_STORED}, {"f32", LV_DIT_WEIGHTS_F32},
-                                            {"f16", LV_DIT_WEIGHTS_F16}, {"bf16", LV_DIT_WEIGHTS_BF16}, {0}};
-static const cli_choice precisions[] = {{"f32", LV_PRECISION_F32}, {"f16", LV_PRECISION_F16}, {0}};
 
 /* --help states the embedded model's real defaults (its card): prepare_help writes them here */
 static char def_fps[64], def_width[64], def_height[64], def_scale[64], def_steps[64], def_cfg[128], def_block[64],
@@ -124,11 +121,11 @@ static cli_option options[] = {
      .help = "CPU device (lavapipe) only: worker threads; 0 runs every kernel on lavapipe's own thread (default: "
              "0 for small models such as the embedded one, whose kernels are shorter than a hand-off to "
              "workers; else one per core). LP_NUM_THREADS, when set, wins"},
-    {.name = "--weights-dtype", .kind = CLI_CHOICE, .dest = &args.o.weights_dtype, .choices = weight_dtypes,
+    {.name = "--weights-dtype", .kind = CLI_CHOICE, .dest = &args.o.weights_dtype, .choices = cli_weight_dtypes,
      .def = "as-stored", .metavar = "as-stored|f32|f16|bf16",
      .help = "the DiT's matrix weights on the device: as the file stores them, or converted (f16/bf16 halve "
              "an f32 file's memory)"},
-    {.name = "--precision", .kind = CLI_CHOICE, .dest = &args.o.precision, .choices = precisions,
+    {.name = "--precision", .kind = CLI_CHOICE, .dest = &args.o.precision, .choices = cli_precisions,
      .def = "f32, or LONGVK_PRECISION",
      .help = "the matrix products' inputs: f32, or f16 (rounded to half precision, accumulated in f32; on "
              "the tensor cores of a device that offers them, see `longvk devices`; elsewhere as f32)"},

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "longvk/dit.h"
+
 #define HELP_WIDTH 90 /* --help lines wrap at this column */
 #define LABEL_MAX 28  /* longer option labels put their help on the next line */
 
@@ -435,3 +437,7 @@ void cli_help(const cli_spec *spec, FILE *out) {
         print_block(out, spec->epilog);
     }
 }
+
+const cli_choice cli_weight_dtypes[] = {{"as-stored", LV_DIT_WEIGHTS_AS_STORED}, {"f32", LV_DIT_WEIGHTS_F32},
+                                        {"f16", LV_DIT_WEIGHTS_F16}, {"bf16", LV_DIT_WEIGHTS_BF16}, {0}};
+const cli_choice cli_precisions[] = {{"f32", LV_PRECISION_F32}, {"f16", LV_PRECISION_F16}, {0}};

@@ -115,4 +115,8 @@ int cli_usage_error(const char *command, const char *fmt, ...)
 #endif
     ;
 
+/* Choices shared by commands: --weights-dtype (lv_dit_weights) and --precision (lv_precision). */
+extern const cli_choice cli_weight_dtypes[];
+extern const cli_choice cli_precisions[];
+
 #endif
