@@ -1,6 +1,7 @@
 #!/bin/bash
-# Packs longvk's CLI and the engine tests that need no codec, with every library they load, for a
-# machine that has a Vulkan driver but none of Debian's packages (a lent GPU machine, say): run
+# Packs longvk's CLI and the engine tests that need no codec (with the tensor-core kernels), with
+# every library they load, for a machine that has a Vulkan driver but none of Debian's packages
+# (a lent GPU machine, say): run
 # there with device-run.sh. FFmpeg is replaced by stub libraries whose functions trap, so
 # `longvk devices`, `bench chunks`, `bench attn`, `bench gemm` and `info` run; generate, decode
 # and metrics do not. NVIDIA's driver also needs the GL vendor-neutral dispatch libraries, which
@@ -16,8 +17,13 @@ trap 'rm -rf "$work"' EXIT
 b=$work/bundle
 mkdir -p "$b/lib" "$b/tests" "$b/layers"
 
+# The tensor-core kernels need a glslang that knows GL_KHR_cooperative_matrix: LONGVK_GLSLANG,
+# else the one .ci/glslang finds or builds (once, about 3 minutes; cached).
+glslang="${LONGVK_GLSLANG:-$(bash "$src/.ci/glslang")}"
+echo "bundle: shaders compiled with $glslang" >&2
 # --as-needed: a test that calls no FFmpeg function does not load it
-cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_EXE_LINKER_FLAGS=-Wl,--as-needed >/dev/null
+cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_EXE_LINKER_FLAGS=-Wl,--as-needed \
+    -DLONGVK_GLSLANG="$glslang" >/dev/null
 cmake --build "$build" -j"$(nproc)" >/dev/null
 cp "$build/longvk" "$b/"
 for t in "$build"/tests/test_*; do
