@@ -1,0 +1,138 @@
+/* The MPI transport of longvk/sp_comm.h (see longvk/sp_comm_mpi.h). Data goes through host
+ * buffers (a device-to-device path such as CUDA-aware MPI does not exist for Vulkan
+ * memory); per DiT layer that is one partial state (about 1 MB for SANA-Video 2B) and two
+ * halo rows. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "longvk/ops.h"
+#include "longvk/sp_comm_mpi.h"
+#include "sp_comm_internal.h"
+
+typedef struct mpi_impl {
+    MPI_Comm comm;
+    int rank, size;
+} mpi_impl;
+
+static lv_status mpi_check(int err, const char *call, int rank) {
+    if (err == MPI_SUCCESS) return LV_OK;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(err, text, &len);
+    return lv_error(LV_ERR_IO, "sequence parallel: %s on rank %d: %s", call, rank, text);
+}
+
+/* Every rank's partial [1, M] gathered into [R, M] on the device, then summed in band
+ * order as sp_comm_emulated.c does (copy, then one add per band). */
+static lv_status mpi_state_sum(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *partials, const lv_tensor *sum) {
+    mpi_impl *m = c->impl;
+    const int64_t n = lv_tensor_numel(sum);
+    float *mine = malloc((size_t)n * sizeof *mine), *all = malloc((size_t)n * c->bands * sizeof *all);
+    lv_tensor gathered = {0};
+    lv_status s = mine && all ? LV_OK : lv_error(LV_ERR_NOMEM, "out of host memory for %d partial states", c->bands);
+    if (s == LV_OK) s = lv_tensor_read(ctx, partials, mine, (uint64_t)n * sizeof *mine);
+    if (s == LV_OK)
+        s = mpi_check(MPI_Allgather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, m->comm), "MPI_Allgather",
+                      m->rank);
+    int64_t shape[2] = {c->bands, n};
+    if (s == LV_OK) s = lv_tensor_create(ctx, LV_F32, 2, shape, &gathered);
+    if (s == LV_OK) s = lv_tensor_write(ctx, &gathered, all, (uint64_t)n * c->bands * sizeof *all);
+    if (s == LV_OK) {
+        lv_tensor flat = lv_tensor_view(sum, 0, 1, &n), p0 = lv_tensor_view(&gathered, 0, 1, &n);
+        s = lv_tensor_copy(ctx, &flat, &p0);
+        for (int r = 1; s == LV_OK && r < c->bands; r++) {
+            lv_tensor pr = lv_tensor_view(&gathered, (int64_t)r * n, 1, &n);
+            s = lv_op_add(ctx, &flat, &flat, &pr);
+        }
+    }
+    lv_tensor_free(ctx, &gathered); /* released once the stream has run */
+    free(mine);
+    free(all);
+    return s;
+}
+
+/* Row `row` of every frame of t [F, rows, W, X] to the host (read) or from it (write),
+ * through one contiguous [F, W, X] tensor: one transfer, one flush, whatever F. */
+static lv_status row_io(lv_ctx *ctx, const lv_tensor *t, int64_t row, float *host, bool read) {
+    const int64_t F = t->shape[0], W = t->shape[2], X = t->shape[3];
+    int64_t shape[3] = {F, W, X}, frame[2] = {W, X};
+    lv_tensor rows = {0};
+    LV_TRY(lv_tensor_create(ctx, LV_F32, 3, shape, &rows));
+    lv_status s = read ? LV_OK : lv_tensor_write(ctx, &rows, host, (uint64_t)F * W * X * sizeof(float));
+    for (int64_t f = 0; s == LV_OK && f < F; f++) {
+        lv_tensor v = lv_tensor_view(t, (f * t->shape[1] + row) * W * X, 2, frame);
+        lv_tensor r = lv_tensor_view(&rows, f * W * X, 2, frame);
+        s = read ? lv_tensor_copy(ctx, &r, &v) : lv_tensor_copy(ctx, &v, &r);
+    }
+    if (s == LV_OK && read) s = lv_tensor_read(ctx, &rows, host, (uint64_t)F * W * X * sizeof(float));
+    lv_tensor_free(ctx, &rows);
+    return s;
+}
+
+/* The band's first row goes up, its last row down; the neighbours' edge rows come back
+ * into the padded band's halo rows. */
+static lv_status mpi_halo(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *const *own, const lv_tensor *const *padded) {
+    mpi_impl *m = c->impl;
+    const lv_tensor *o = own[0], *p = padded[0];
+    const int64_t count = o->shape[0] * o->shape[2] * o->shape[3];
+    const int up = m->rank > 0 ? m->rank - 1 : MPI_PROC_NULL, down = m->rank < m->size - 1 ? m->rank + 1 : MPI_PROC_NULL;
+    float *buf = malloc((size_t)count * 4 * sizeof *buf);
+    if (!buf) return lv_error(LV_ERR_NOMEM, "out of host memory for the halo rows");
+    float *first = buf, *last = buf + count, *from_up = buf + 2 * count, *from_down = buf + 3 * count;
+    lv_status s = row_io(ctx, o, 0, first, true);
+    if (s == LV_OK) s = row_io(ctx, o, o->shape[1] - 1, last, true);
+    /* downward: my last row to the rank below, the rank above's last row to me; then upward */
+    if (s == LV_OK)
+        s = mpi_check(MPI_Sendrecv(last, (int)count, MPI_FLOAT, down, 1, from_up, (int)count, MPI_FLOAT, up, 1, m->comm,
+                                   MPI_STATUS_IGNORE), "MPI_Sendrecv (halo down)", m->rank);
+    if (s == LV_OK)
+        s = mpi_check(MPI_Sendrecv(first, (int)count, MPI_FLOAT, up, 2, from_down, (int)count, MPI_FLOAT, down, 2,
+                                   m->comm, MPI_STATUS_IGNORE), "MPI_Sendrecv (halo up)", m->rank);
+    if (s == LV_OK && up != MPI_PROC_NULL) s = row_io(ctx, p, 0, from_up, false);
+    if (s == LV_OK && down != MPI_PROC_NULL) s = row_io(ctx, p, p->shape[1] - 1, from_down, false);
+    free(buf);
+    return s;
+}
+
+static void mpi_destroy(lv_sp_comm *c) {
+    mpi_impl *m = c->impl;
+    if (m) {
+        MPI_Comm_free(&m->comm);
+        free(m);
+    }
+    c->impl = NULL;
+}
+
+static const lv_sp_comm_ops mpi_ops = {.state_sum = mpi_state_sum, .halo = mpi_halo, .destroy = mpi_destroy};
+
+lv_status lv_sp_comm_mpi_create(MPI_Comm comm, lv_sp_comm **out) {
+    if (!out) return lv_error(LV_ERR_INVALID, "lv_sp_comm_mpi_create: out is NULL");
+    *out = NULL;
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) return lv_error(LV_ERR_INVALID, "lv_sp_comm_mpi_create: MPI_Init has not been called");
+    mpi_impl *m = calloc(1, sizeof *m);
+    lv_sp_comm *c = calloc(1, sizeof *c);
+    if (!m || !c) {
+        free(m);
+        free(c);
+        return lv_error(LV_ERR_NOMEM, "out of host memory");
+    }
+    lv_status s = mpi_check(MPI_Comm_dup(comm, &m->comm), "MPI_Comm_dup", -1);
+    if (s == LV_OK) MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+    if (s == LV_OK) MPI_Comm_rank(m->comm, &m->rank);
+    if (s == LV_OK) MPI_Comm_size(m->comm, &m->size);
+    if (s != LV_OK) {
+        free(m);
+        free(c);
+        return s;
+    }
+    c->ops = &mpi_ops;
+    c->bands = m->size;
+    c->first = m->rank;
+    c->count = 1;
+    c->impl = m;
+    *out = c;
+    return LV_OK;
+}
