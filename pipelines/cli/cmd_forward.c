@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_mpi.h"
 #include "commands.h"
 #include "longvk.h"
 #include "longvk/dit.h"
@@ -12,6 +13,7 @@ typedef struct forward_args {
     const char *model, *config, *preset, *latents, *timestep, *text, *output;
     long block_frames, cached, device, sp_emulate;
     int weights, precision;
+    bool sequence_parallel;
 } forward_args;
 
 static forward_args args = {.cached = LV_CACHED_ALL, .device = -1};
@@ -63,6 +65,10 @@ static cli_option options[] = {
     {.name = "--precision", .kind = CLI_CHOICE, .dest = &args.precision, .choices = cli_precisions,
      .def = "f32, or LONGVK_PRECISION",
      .help = "the matrix products' inputs: f32, or f16 (on the tensor cores of a device that offers them)"},
+    {.name = "--sequence-parallel", .kind = CLI_FLAG, .dest = &args.sequence_parallel,
+     .help = "run by every rank of `mpirun -np R`: one band of token rows per rank, each on its own device "
+             "(rank modulo the devices, unless --device or LONGVK_DEVICE); rank 0 writes the output, the bits of "
+             "--sp-emulate R (needs a build with -DLONGVK_MPI=ON)"},
     {.name = "--sp-emulate", .kind = CLI_LONG, .dest = &args.sp_emulate, .metavar = "R", .min = 1, .max = 4096,
      .def = "off",
      .help = "sequence parallelism emulated on this device: the token rows in R bands, each computed as one "
@@ -153,6 +159,13 @@ int cmd_forward(int argc, char **argv) {
     const char *timestep = args.timestep, *text = args.text, *output = args.output;
     long block_frames = args.block_frames, cached = args.cached, device = args.device;
     long sp_emulate = args.sp_emulate;
+    cli_mpi mpi = {.rank = 0, .ranks = 1};
+    if (args.sequence_parallel) {
+        if (sp_emulate) return cli_usage_error("forward", "--sequence-parallel and --sp-emulate: one or the other");
+        int m = cli_mpi_begin("forward", &mpi);
+        if (m) return m;
+        device = cli_mpi_device(&mpi, (int)device);
+    }
 
     lv_sana_file *file = NULL;
     lv_npy x = {0};
@@ -191,7 +204,7 @@ int cmd_forward(int argc, char **argv) {
         goto done;
     }
     lv_dit_options dopt = {.cached_blocks = (int)cached, .sp_bands = (int)sp_emulate,
-                           .weights = (lv_dit_weights)args.weights};
+                           .weights = (lv_dit_weights)args.weights, .sp_comm = mpi.comm};
     if (lv_dit_create(ctx, file, &dopt, &dit) != LV_OK || lv_dit_set_text(ctx, dit, 0, y, L, mask) != LV_OK) {
         cli_fail("model");
         goto done;
@@ -219,7 +232,7 @@ int cmd_forward(int argc, char **argv) {
             memcpy(out + ((size_t)c * F + f0) * HW, chunk_out + (size_t)c * n * HW, n * HW * sizeof(float));
     }
     int64_t shape[4] = {cfg->out_channels, F, H, W};
-    if (lv_npy_write(output, 4, shape, out) != LV_OK) {
+    if (mpi.rank == 0 && lv_npy_write(output, 4, shape, out) != LV_OK) { /* every rank has it: rank 0 writes */
         cli_fail(NULL);
         goto done;
     }
@@ -235,5 +248,6 @@ done:
     free(ts);
     free(chunk_in);
     free(chunk_out);
+    cli_mpi_end(&mpi, "forward", rc);
     return rc;
 }

@@ -55,3 +55,11 @@ lv_status lv_sp_comm_halo(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *const *ow
     }
     return c->ops->halo(c, ctx, own, padded);
 }
+
+lv_status lv_sp_comm_gather_rows(lv_sp_comm *c, float *all, int F, int H, int64_t X) {
+    if (!c || !all) return lv_error(LV_ERR_INVALID, "sequence parallel gather: %s is NULL", !c ? "the communicator" : "the rows");
+    if (F < 1 || X < 1 || H < c->bands)
+        return lv_error(LV_ERR_INVALID, "sequence parallel gather: %d frames of %d rows of %lld values for %d bands", F,
+                        H, (long long)X, c->bands);
+    return c->ops->gather_rows ? c->ops->gather_rows(c, all, F, H, X) : LV_OK;
+}

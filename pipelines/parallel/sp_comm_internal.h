@@ -8,6 +8,8 @@
 typedef struct lv_sp_comm_ops {
     lv_status (*state_sum)(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *partials, const lv_tensor *sum);
     lv_status (*halo)(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *const *own, const lv_tensor *const *padded);
+    /* NULL: every band is local (nothing to gather) */
+    lv_status (*gather_rows)(lv_sp_comm *c, float *all, int F, int H, int64_t X);
     void (*destroy)(lv_sp_comm *c);
 } lv_sp_comm_ops;
 

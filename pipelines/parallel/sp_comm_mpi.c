@@ -95,6 +95,45 @@ static lv_status mpi_halo(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *const *ow
     return s;
 }
 
+/* Each rank's band rows [F, rows_r, X] packed, MPI_Allgatherv, unpacked into all [F, H, X]. */
+static lv_status mpi_gather_rows(lv_sp_comm *c, float *all, int F, int H, int64_t X) {
+    mpi_impl *m = c->impl;
+    int *counts = calloc((size_t)c->bands, sizeof *counts), *displs = calloc((size_t)c->bands, sizeof *displs);
+    float *packed = malloc((size_t)F * H * X * sizeof *packed);
+    lv_status s = counts && displs && packed ? LV_OK : lv_error(LV_ERR_NOMEM, "out of host memory for the gather");
+    int64_t at = 0;
+    for (int r = 0; s == LV_OK && r < c->bands; r++) {
+        int row0, rows;
+        s = lv_sp_band(H, c->bands, r, &row0, &rows);
+        if (s == LV_OK && (int64_t)F * rows * X > 0x7fffffff)
+            s = lv_error(LV_ERR_LIMIT, "sequence parallel gather: %lld values for band %d exceed MPI's int count",
+                         (long long)F * rows * X, r);
+        counts[r] = (int)((int64_t)F * rows * X);
+        displs[r] = (int)at; /* the whole [F, H, X] fits an int: checked by the caller's sizes below */
+        at += counts[r];
+        if (r == m->rank)
+            for (int f = 0; s == LV_OK && f < F; f++)
+                memcpy(packed + displs[r] + (int64_t)f * rows * X, all + ((int64_t)f * H + row0) * X,
+                       (size_t)(rows * X) * sizeof *packed);
+    }
+    if (s == LV_OK && at > 0x7fffffff)
+        s = lv_error(LV_ERR_LIMIT, "sequence parallel gather: %lld values exceed MPI's int count", (long long)at);
+    if (s == LV_OK)
+        s = mpi_check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, packed, counts, displs, MPI_FLOAT, m->comm),
+                      "MPI_Allgatherv", m->rank);
+    for (int r = 0; s == LV_OK && r < c->bands; r++) {
+        int row0, rows;
+        lv_sp_band(H, c->bands, r, &row0, &rows);
+        for (int f = 0; f < F; f++)
+            memcpy(all + ((int64_t)f * H + row0) * X, packed + displs[r] + (int64_t)f * rows * X,
+                   (size_t)(rows * X) * sizeof *all);
+    }
+    free(counts);
+    free(displs);
+    free(packed);
+    return s;
+}
+
 static void mpi_destroy(lv_sp_comm *c) {
     mpi_impl *m = c->impl;
     if (m) {
@@ -104,7 +143,8 @@ static void mpi_destroy(lv_sp_comm *c) {
     c->impl = NULL;
 }
 
-static const lv_sp_comm_ops mpi_ops = {.state_sum = mpi_state_sum, .halo = mpi_halo, .destroy = mpi_destroy};
+static const lv_sp_comm_ops mpi_ops = {
+    .state_sum = mpi_state_sum, .halo = mpi_halo, .gather_rows = mpi_gather_rows, .destroy = mpi_destroy};
 
 lv_status lv_sp_comm_mpi_create(MPI_Comm comm, lv_sp_comm **out) {
     if (!out) return lv_error(LV_ERR_INVALID, "lv_sp_comm_mpi_create: out is NULL");

@@ -28,15 +28,16 @@ typedef struct band {
 
 typedef struct bands {
     int R, F, Hp, Wp;
+    int first, count;       /* the bands this process holds: b[i] is band first + i */
     band *b;
-    lv_tensor partials;     /* [R, M]: each band's partial (S, z) */
+    lv_tensor partials;     /* [count, M]: each local band's partial (S, z) */
     lv_tensor own;          /* [M]: their band-ordered sum */
     lv_tensor *h4;          /* per band: h seen as [F, rows, Wp, C], for the halo exchange */
     const lv_tensor **h4p, **hpadp;
 } bands;
 
 static void bands_free(lv_ctx *ctx, bands *bs) {
-    for (int r = 0; bs->b && r < bs->R; r++) {
+    for (int r = 0; bs->b && r < bs->count; r++) {
         band *b = &bs->b[r];
         lv_tensor *ts[] = {&b->x, &b->rope, &b->h, &b->q, &b->k, &b->v, &b->o, &b->hpad,
                            &b->a, &b->g, &b->da, &b->dg, &b->dsel, &b->u, &b->tc};
@@ -63,13 +64,14 @@ static lv_status t4(lv_ctx *ctx, int64_t a, int64_t b, int64_t c, int64_t d, lv_
 static lv_status bands_alloc(lv_ctx *ctx, const lv_dit *dit, bands *bs) {
     const lv_sana_config *cfg = &dit->cfg;
     const int64_t C = cfg->hidden, Fh = cfg->ffn_hidden, D = cfg->head_dim;
-    bs->b = calloc((size_t)bs->R, sizeof *bs->b);
-    bs->h4 = calloc((size_t)bs->R, sizeof *bs->h4);
-    bs->h4p = calloc((size_t)bs->R, sizeof *bs->h4p);
-    bs->hpadp = calloc((size_t)bs->R, sizeof *bs->hpadp);
+    bs->b = calloc((size_t)bs->count, sizeof *bs->b);
+    bs->h4 = calloc((size_t)bs->count, sizeof *bs->h4);
+    bs->h4p = calloc((size_t)bs->count, sizeof *bs->h4p);
+    bs->hpadp = calloc((size_t)bs->count, sizeof *bs->hpadp);
     if (!bs->b || !bs->h4 || !bs->h4p || !bs->hpadp) return lv_error(LV_ERR_NOMEM, "out of host memory");
-    for (int r = 0; r < bs->R; r++) {
-        band *b = &bs->b[r];
+    for (int i = 0; i < bs->count; i++) {
+        const int r = bs->first + i; /* the band's number of R */
+        band *b = &bs->b[i];
         lv_status st = lv_sp_band(bs->Hp, bs->R, r, &b->row0, &b->rows);
         if (st != LV_OK)
             return lv_error(LV_ERR_INVALID, "dit: %d sequence-parallel bands but the chunk has %d token rows "
@@ -96,12 +98,12 @@ static lv_status bands_alloc(lv_ctx *ctx, const lv_dit *dit, bands *bs) {
         LV_TRY(t2(ctx, b->T, C, &b->u));
         LV_TRY(t2(ctx, b->T, C, &b->tc));
         int64_t h4shape[4] = {bs->F, b->rows, bs->Wp, C};
-        bs->h4[r] = lv_tensor_view(&b->h, 0, 4, h4shape);
-        bs->h4p[r] = &bs->h4[r];
-        bs->hpadp[r] = &b->hpad;
+        bs->h4[i] = lv_tensor_view(&b->h, 0, 4, h4shape);
+        bs->h4p[i] = &bs->h4[i];
+        bs->hpadp[i] = &b->hpad;
     }
     const int64_t m = lv_linattn_state_slot_floats(dit->blocks[0].state);
-    LV_TRY(t2(ctx, bs->R, m, &bs->partials));
+    LV_TRY(t2(ctx, bs->count, m, &bs->partials));
     return lv_tensor_create(ctx, LV_F32, 1, &m, &bs->own);
 }
 
@@ -215,7 +217,7 @@ static lv_status ffn_finish(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, const b
 
 static lv_status layer(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, bands *bs, lv_tensor *const t0[6],
                        const lv_dit_pass *pass) {
-    const int R = bs->R;
+    const int R = bs->count; /* the local bands */
     const int64_t P = (int64_t)bs->Hp * bs->Wp;
     /* linear attention: partials, their band-ordered sum, then every band's queries */
     for (int r = 0; r < R; r++) {
@@ -237,6 +239,8 @@ static lv_status layer(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, bands *bs, l
     if (pass->commit && !blk->conv_cache.alloc) {
         int64_t cshape[2] = {P, dit->cfg.hidden};
         LV_TRY(lv_tensor_create(ctx, LV_F32, 2, cshape, &blk->conv_cache));
+        /* zeros where no local band writes (another process's rows): finite for the checks */
+        LV_TRY(lv_tensor_zero(ctx, &blk->conv_cache));
         dit->state_bytes += lv_tensor_nbytes(&blk->conv_cache);
     }
     for (int r = 0; r < R; r++) {
@@ -250,11 +254,12 @@ static lv_status layer(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, bands *bs, l
     return LV_OK;
 }
 
-/* The final layer of every band into the host tokens [T, Ko] (rows reassembled). */
+/* The final layer of every local band into the host tokens [T, Ko], then the other
+ * processes' bands gathered (rows reassembled). */
 static lv_status final_layer(lv_ctx *ctx, lv_dit *dit, bands *bs, const lv_dit_cond *cond, float *tokens) {
     const lv_sana_config *cfg = &dit->cfg;
     const int64_t Ko = (int64_t)cfg->out_channels * cfg->patch[0] * cfg->patch[1] * cfg->patch[2];
-    for (int r = 0; r < bs->R; r++) {
+    for (int r = 0; r < bs->count; r++) {
         band *b = &bs->b[r];
         lv_tensor final = {0};
         LV_TRY(t2(ctx, b->T, Ko, &final));
@@ -268,7 +273,7 @@ static lv_status final_layer(lv_ctx *ctx, lv_dit *dit, bands *bs, const lv_dit_c
         lv_tensor_free(ctx, &final);
         LV_TRY(st);
     }
-    return LV_OK;
+    return lv_sp_comm_gather_rows(dit->sp, tokens, bs->F, bs->Hp, (int64_t)bs->Wp * Ko);
 }
 
 /* The prediction's non-finite check, on the host: the tokens are here anyway, and a band's
@@ -290,11 +295,9 @@ lv_status lv_dit_forward_bands(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass
     lv_dit_pass pass = *pass_in;
     if (dit->opt.cached_blocks == 0) pass.commit = false;
     const lv_sana_config *cfg = &dit->cfg;
-    if (lv_sp_comm_first(dit->sp) != 0 || lv_sp_comm_count(dit->sp) != lv_sp_comm_bands(dit->sp))
-        return lv_error(LV_ERR_INVALID, "dit: the band-split forward needs every band in this process (%d of %d "
-                        "held): one band per process comes with the MPI transport", lv_sp_comm_count(dit->sp),
-                        lv_sp_comm_bands(dit->sp));
     bands bs = {.R = lv_sp_comm_bands(dit->sp),
+                .first = lv_sp_comm_first(dit->sp),
+                .count = lv_sp_comm_count(dit->sp),
                 .F = pass.frames / cfg->patch[0],
                 .Hp = pass.height / cfg->patch[1],
                 .Wp = pass.width / cfg->patch[2]};
@@ -313,7 +316,7 @@ lv_status lv_dit_forward_bands(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass
     lv_tensor patches = {0};
     if (st == LV_OK) {
         lv_dit_gather_patches(cfg, pass.x, pass.frames, pass.height, pass.width, host);
-        for (int r = 0; st == LV_OK && r < bs.R; r++) {
+        for (int r = 0; st == LV_OK && r < bs.count; r++) {
             band *b = &bs.b[r];
             st = t2(ctx, b->T, K, &patches);
             if (st == LV_OK) st = band_upload(ctx, host, &bs, b, K, &patches);
@@ -324,7 +327,7 @@ lv_status lv_dit_forward_bands(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass
     if (st == LV_OK) {
         lv_rope_table_3d(host, bs.F, bs.Hp, bs.Wp, pass.frame_offset / cfg->patch[0], D, cfg->rope_dims[0],
                          cfg->rope_dims[1], cfg->rope_dims[2], cfg->rope_theta);
-        for (int r = 0; st == LV_OK && r < bs.R; r++) st = band_upload(ctx, host, &bs, &bs.b[r], D, &bs.b[r].rope);
+        for (int r = 0; st == LV_OK && r < bs.count; r++) st = band_upload(ctx, host, &bs, &bs.b[r], D, &bs.b[r].rope);
     }
     free(host);
 

@@ -52,7 +52,9 @@ struct lv_dit {
     void *tap_user;
     lv_dit_cond cond[LV_DIT_COND_CACHE];
     uint64_t cond_clock;
-    lv_sp_comm *sp;      /* sp_bands > 1: the bands' communicator (pipelines/sana/sana_dit_bands.c) */
+    lv_sp_comm *sp;      /* the bands' communicator (pipelines/sana/sana_dit_bands.c): made for
+                            sp_bands, or the caller's sp_comm (sp_borrowed: not freed here) */
+    bool sp_borrowed;
     lv_tensor checks;    /* I32 [(1 + depth) x 4]: non-finite counts of a pass (lv_op_count_nonfinite):
                             slot 0 the prediction, slot 1 + b layer b's carried state */
 };

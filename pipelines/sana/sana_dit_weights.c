@@ -127,8 +127,15 @@ lv_status lv_dit_create(lv_ctx *ctx, const lv_sana_file *file, const lv_dit_opti
         s = lv_error(LV_ERR_INVALID, "lv_dit_create: weights %d (lv_dit_weights)", (int)dit->opt.weights);
     else if (dit->opt.sp_bands < 0)
         s = lv_error(LV_ERR_INVALID, "lv_dit_create: %d sequence-parallel bands (0: off)", dit->opt.sp_bands);
+    else if (dit->opt.sp_bands > 0 && dit->opt.sp_comm)
+        s = lv_error(LV_ERR_INVALID, "lv_dit_create: sp_bands (%d) and sp_comm both set: one or the other",
+                     dit->opt.sp_bands);
     else if (dit->opt.sp_bands > 0)
         s = lv_sp_comm_emulated_create(dit->opt.sp_bands, &dit->sp);
+    else if (dit->opt.sp_comm) {
+        dit->sp = dit->opt.sp_comm;
+        dit->sp_borrowed = true;
+    }
     if (s == LV_OK) s = create(ctx, file, dit);
     if (s != LV_OK) {
         lv_dit_destroy(ctx, dit);
@@ -178,7 +185,7 @@ void lv_dit_destroy(lv_ctx *ctx, lv_dit *dit) {
                        &dit->y_fc1_w, &dit->y_fc1_b, &dit->y_fc2_w, &dit->y_fc2_b,
                        &dit->y_norm_w, &dit->final_w, &dit->final_b, &dit->final_sst, &dit->checks};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) lv_tensor_free(ctx, ts[i]);
-    lv_sp_comm_destroy(dit->sp);
+    if (!dit->sp_borrowed) lv_sp_comm_destroy(dit->sp);
     free(dit);
 }
 

@@ -47,6 +47,11 @@ typedef struct lv_dit_options {
      * unsplit pass to rounding and are deterministic. A pass with fewer token rows than R
      * is an LV_ERR_INVALID naming both. Taps (lv_dit_set_tap) are not called in this mode. */
     int sp_bands;
+    /* Sequence parallelism over processes: a communicator holding some of the bands (an MPI
+     * rank's one: longvk/sp_comm_mpi.h), which the dit uses and never frees; sp_bands must
+     * then be 0. Every process runs every pass with the same inputs; each computes its
+     * bands, and the prediction's rows are gathered so that every process gets all of it. */
+    struct lv_sp_comm *sp_comm;
 } lv_dit_options;
 
 /* Uploads every weight (matmul weights as opt->weights says; the rest become f32). opt NULL:

@@ -48,6 +48,12 @@ lv_status lv_sp_comm_state_sum(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *part
 lv_status lv_sp_comm_halo(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *const *own,
                           const lv_tensor *const *padded);
 
+/* all [F, H, X] f32 on the host, H token rows of X values, with the rows of this process's
+ * bands filled: on return every band's rows are there, on every process (the prediction,
+ * which the replicated sampler needs whole). Nothing to do when one process holds every
+ * band. */
+lv_status lv_sp_comm_gather_rows(lv_sp_comm *c, float *all, int F, int H, int64_t X);
+
 #ifdef __cplusplus
 }
 #endif

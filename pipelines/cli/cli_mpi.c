@@ -1,0 +1,68 @@
+/* `--sequence-parallel`: a command run by every rank of `mpirun`, one band of token rows per
+ * rank (pipelines/parallel/README.md). Only a build with -DLONGVK_MPI=ON has MPI; elsewhere
+ * the flag is a clear error. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli_mpi.h"
+#include "longvk.h"
+
+#ifdef LONGVK_HAVE_MPI
+#include <mpi.h>
+
+#include "longvk/sp_comm_mpi.h"
+
+static int started;
+
+int cli_mpi_begin(const char *command, cli_mpi *m) {
+    MPI_Init(NULL, NULL);
+    started = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &m->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &m->ranks);
+    m->comm = NULL;
+    if (lv_sp_comm_mpi_create(MPI_COMM_WORLD, &m->comm) != LV_OK) {
+        fprintf(stderr, "longvk %s (rank %d of %d): %s\n", command, m->rank, m->ranks, lv_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return 0;
+}
+
+int cli_mpi_device(const cli_mpi *m, int requested) {
+    if (requested >= 0 || getenv("LONGVK_DEVICE")) return requested; /* the user's choice wins */
+    int n = 0;
+    if (lv_list_devices(NULL, 0, &n) != LV_OK || n < 1) return -1;
+    return m->rank % n;
+}
+
+void cli_mpi_end(cli_mpi *m, const char *command, int rc) {
+    if (!started) return;
+    lv_sp_comm_destroy(m->comm);
+    m->comm = NULL;
+    if (rc != 0) { /* the others may wait in a collective for this rank: stop them all */
+        fprintf(stderr, "longvk %s: rank %d of %d failed (its message is above): stopping every rank\n", command,
+                m->rank, m->ranks);
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, rc);
+    }
+    MPI_Finalize();
+    started = 0;
+}
+#else
+int cli_mpi_begin(const char *command, cli_mpi *m) {
+    (void)m;
+    fprintf(stderr, "longvk %s: --sequence-parallel needs a build with MPI (cmake -DLONGVK_MPI=ON, with Debian's "
+            "openmpi-bin and libopenmpi-dev), run under mpirun; this one has none\n", command);
+    return 2;
+}
+
+int cli_mpi_device(const cli_mpi *m, int requested) {
+    (void)m;
+    return requested;
+}
+
+void cli_mpi_end(cli_mpi *m, const char *command, int rc) {
+    (void)m;
+    (void)command;
+    (void)rc;
+}
+#endif

@@ -1,0 +1,21 @@
+/* `--sequence-parallel` under mpirun (pipelines/cli/cli_mpi.c). */
+#ifndef LONGVK_CLI_MPI_H
+#define LONGVK_CLI_MPI_H
+
+#include "longvk/sp_comm.h"
+
+typedef struct cli_mpi {
+    int rank, ranks;
+    lv_sp_comm *comm; /* one band per rank */
+} cli_mpi;
+
+/* MPI_Init and the communicator; 2 (after a message) in a build without MPI. */
+int cli_mpi_begin(const char *command, cli_mpi *m);
+/* The Vulkan device of this rank: `requested` (>= 0) or LONGVK_DEVICE when set (-1 then),
+ * else rank modulo the devices this process sees. */
+int cli_mpi_device(const cli_mpi *m, int requested);
+/* The communicator freed; rc != 0: every rank stopped (MPI_Abort) after saying which failed;
+ * else MPI_Finalize. Nothing when cli_mpi_begin did not start MPI. */
+void cli_mpi_end(cli_mpi *m, const char *command, int rc);
+
+#endif
