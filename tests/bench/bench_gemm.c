@@ -238,7 +238,7 @@ static double load_average(void) {
 typedef enum gemm_set { SET_DEFAULT = 0, SET_DIT, SET_4096 } gemm_set;
 
 typedef struct gemm_args {
-    int variant, runs, shapes;
+    int variant, runs, shapes, tokens;
     bool json, no_c, have_custom;
     gemm_case custom;
 } gemm_args;
@@ -284,6 +284,8 @@ static cli_option options[] = {
              "  4096: 4096^3\n"
              "dit and 4096 run each shape with f32, f16 and bf16 weights, report TFLOP/s and the fraction of "
              "the device's fp32 and fp16/bf16 tensor peaks, and skip the C loop"},
+    {.name = "--tokens", .kind = CLI_INT, .dest = &args.tokens, .metavar = "M", .min = 1, .max = 65536,
+     .def = "15600", .help = "M of --shapes dit (fewer for a CPU device)"},
     {.name = "--variant", .kind = CLI_CHOICE, .dest = &args.variant, .choices = variants, .def = "auto",
      .help = "the matmul kernel"},
     {.name = "--runs", .kind = CLI_INT, .dest = &args.runs, .min = 1, .max = 16,
@@ -296,7 +298,7 @@ static cli_option options[] = {
 
 const cli_spec bench_gemm_spec = {
     .command = "bench gemm",
-    .usage = "[--json] [--shapes default|dit|4096] [--variant auto|register|tiled] [--runs N]\n"
+    .usage = "[--json] [--shapes default|dit|4096] [--tokens M] [--variant auto|register|tiled] [--runs N]\n"
              "       [--shape MxNxK[:f32|f16|bf16]] [--no-c]",
     .about = "GFLOP/s of lv_op_matmul. By default fp32 1024 x 1024 x 1024 and DiT-shaped products (512\n"
              "tokens x 2240 -> 6720, with f32 and bf16 weights), each beside a plain one-thread C loop timed\n"
@@ -369,7 +371,7 @@ static int run_set(lv_ctx *ctx, lv_matmul_variant variant, const char *vname, ge
 }
 
 int bench_gemm(int argc, char **argv) {
-    args = (gemm_args){.variant = LV_MATMUL_AUTO, .shapes = SET_DEFAULT};
+    args = (gemm_args){.variant = LV_MATMUL_AUTO, .shapes = SET_DEFAULT, .tokens = 15600};
     int r = cli_parse(&bench_gemm_spec, argc, argv);
     if (r >= 0) return r;
     lv_matmul_variant variant = (lv_matmul_variant)args.variant;
@@ -394,7 +396,7 @@ int bench_gemm(int argc, char **argv) {
         for (int s = 0; s < nshapes; s++)
             for (int d = 0; d < 3; d++) {
                 gemm_case *c = &cases[ncases++];
-                *c = (gemm_case){.M = set == SET_DIT ? 15600 : 4096, .K = set == SET_DIT ? dit[s][0] : 4096,
+                *c = (gemm_case){.M = set == SET_DIT ? args.tokens : 4096, .K = set == SET_DIT ? dit[s][0] : 4096,
                                  .N = set == SET_DIT ? dit[s][1] : 4096, .wdtype = dts[d], .runs = 5, .c_runs = 0};
                 snprintf(c->name, sizeof c->name, "%lldx%lldx%lld %s", (long long)c->M, (long long)c->N,
                          (long long)c->K, lv_dtype_name(dts[d]));

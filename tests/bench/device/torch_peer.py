@@ -192,7 +192,9 @@ def main():
     ap.add_argument("--text-tokens", type=int, default=300)
     ap.add_argument("--runs", type=int, default=3, help="timed chunks after the warm-up one (default 3)")
     ap.add_argument("--gemm-runs", type=int, default=10)
-    ap.add_argument("--gemm", choices=["dit", "4096", "both", "none"], default="both")
+    ap.add_argument("--gemm", choices=["dit", "4096", "both", "none"], default="both",
+                    help="which products (default both: M = 15600 with the DiT's K x N, and 4096^3)")
+    ap.add_argument("--gemm-tokens", type=int, default=15600, help="M of the DiT's products (default 15600)")
     ap.add_argument("--no-dit", action="store_true")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--dtype", choices=["bf16", "f32"], default="bf16", help="the DiT's dtype (default bf16)")
@@ -216,7 +218,7 @@ def main():
 
     shapes = []
     if a.gemm in ("dit", "both"):
-        shapes += TINY_GEMMS if a.tiny else DIT_GEMMS
+        shapes += TINY_GEMMS if a.tiny else [(a.gemm_tokens, k, n) for _, k, n in DIT_GEMMS]
     if a.gemm in ("4096", "both"):
         shapes += [(128, 128, 128)] if a.tiny else [(4096, 4096, 4096)]
     res["gemm"] = run_gemms(shapes, a.gemm_runs, device, timer, gen)
