@@ -160,13 +160,16 @@ def run_dit(cfg, W, latent, frames, L, runs, device, timer, gen, dtype):
             x = torch.randn(cfg.in_ch, frames, lh, lw, device=device, generator=gen).to(dtype)
             marks = [timer.mark()]
             for k, t in enumerate(STEPS):
-                v = ref.chunk_pass(W, cfg, state, x, t, y, mask, f0, commit=False)
+                # the timestep as a tensor on the device: every tensor the reference makes from it
+                # stays there (no host-device copy, whatever the default device)
+                tt = torch.tensor(float(t), device=device)
+                v = ref.chunk_pass(W, cfg, state, x, tt, y, mask, f0, commit=False)
                 x0 = x - (t / 1000.0) * v
                 if k + 1 < len(STEPS):
                     s = STEPS[k + 1] / 1000.0
                     x = (1.0 - s) * x0 + s * torch.randn(x.shape, device=device, generator=gen).to(dtype)
                 marks.append(timer.mark())
-            ref.chunk_pass(W, cfg, state, x0, 0, y, mask, f0, commit=True)
+            ref.chunk_pass(W, cfg, state, x0, torch.tensor(0.0, device=device), y, mask, f0, commit=True)
             marks.append(timer.mark())
             if c == 0:
                 warm = timer.seconds(marks[0], marks[-1])
@@ -203,8 +206,7 @@ def main():
 
     device = torch.device(a.device)
     if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False  # fp32 products in fp32, as longvk's
-        torch.backends.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")  # fp32 products in fp32 (no TF32), as longvk's
         # the reference makes its index, zero and RoPE tensors with factory calls that name no
         # device: make them on the GPU (torch >= 2.0)
         torch.set_default_device(device)
