@@ -260,8 +260,8 @@ int bench_dit(int argc, char **argv) {
                warm_s);
         printf("  per forward: %.3f s on average; read pass %.3f s, write pass %.3f s (medians)\n",
                chunk / (STEPS + 1), read, write);
-        printf("  DiT frames/s: %.2f (%.0f pixel frames a chunk)", fps, pixel_frames);
-        if (scale != 1) printf("; the %d-block model at this rate: about %.2f", full_depth, fps / scale);
+        printf("  DiT frames/s: %.3g (%.0f pixel frames a chunk)", fps, pixel_frames);
+        if (scale != 1) printf("; the %d-block model at this rate: about %.3g", full_depth, fps / scale);
         printf("\n  FLOPs: %.3f GFLOP per token per read pass (%.1f MFLOP per token per block), %.2f TFLOP a chunk\n",
                fl.read_pass / (double)T / 1e9, fl.layer_per_token / 1e6, chunk_flop / 1e12);
         if (pk)

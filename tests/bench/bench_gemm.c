@@ -311,9 +311,9 @@ const cli_spec bench_gemm_spec = {
 
 #define COOPMAT_NA "n/a (no cooperative matrix kernel yet)"
 
-/* "12.3%" or "peak unknown" */
+/* "12.3%", or "-" when the peak is unknown (the table's header says so) */
 static const char *percent(char *buf, size_t size, double fraction) {
-    if (fraction < 0) snprintf(buf, size, "peak unknown");
+    if (fraction < 0) snprintf(buf, size, "-");
     else snprintf(buf, size, "%.1f%%", 100 * fraction);
     return buf;
 }

@@ -18,6 +18,8 @@ static const bench_peak peaks[] = {
     {"H100 NVL", "NVIDIA H100 NVL", 60.0, 835.5, "NVIDIA H100 datasheet (NVL)"},
     /* NVIDIA H200 datasheet: H200 NVL FP32 60 TF, BF16/FP16 1,671 TF sparse */
     {"H200 NVL", "NVIDIA H200 NVL", 60.0, 835.5, "NVIDIA H200 datasheet (NVL)"},
+    /* NVIDIA GH200 datasheet: the Hopper GPU's FP32 67 TF, BF16/FP16 tensor 990 TF dense */
+    {"GH200", "NVIDIA GH200", 67.0, 989.4, "NVIDIA GH200 datasheet"},
     /* H100 datasheet: SXM5 FP32 67 TF, BF16/FP16 1,979 TF sparse (989.4 dense); Vulkan calls the
      * SXM part "NVIDIA H100 80GB HBM3" */
     {"H100", "NVIDIA H100 SXM", 67.0, 989.4, "NVIDIA H100 datasheet (SXM5)"},
