@@ -7,7 +7,10 @@
  * are made in host memory (bench_dit_model.c: no file read or written), uploaded as a real
  * model's are (matmul weights stay bf16, the rest f32), and the text is 300 random caption
  * vectors. The first chunk is the warm-up (pipeline creation, no carried state to read);
- * the next --runs chunks are timed and their median reported.
+ * the next --runs chunks are timed and their median reported. A chunk's time is what
+ * `generate` spends in it: besides the kernels, the noise drawn on the host, the latents'
+ * uploads and read-backs, and each pass's check for non-finite values (a few MB and a
+ * synchronisation per pass, small beside 57.6 TFLOP a pass at 480p).
  *
  * FLOPs are counted from the shapes (dit_flops below): per token and layer the products
  * 36 C^2 (qkv 6, proj 2, cross q 2, cross proj 2, inverted conv 12, point conv 6, temporal
