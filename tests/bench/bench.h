@@ -15,9 +15,10 @@ int bench_encode(int argc, char **argv);
 int bench_chunks(int argc, char **argv);
 int bench_vae(int argc, char **argv);
 int bench_text(int argc, char **argv);
+int bench_dit(int argc, char **argv);
 
 extern const cli_spec bench_gemm_spec, bench_attn_spec, bench_encode_spec, bench_chunks_spec, bench_vae_spec,
-    bench_text_spec;
+    bench_text_spec, bench_dit_spec;
 
 /* Every benchmark, in the order `longvk bench --help` lists them (bench_main.c). */
 typedef struct bench_entry {
@@ -36,5 +37,20 @@ double bench_median(double *values, int n);
 /* Peak and current resident set size of this process in bytes (VmHWM, VmRSS), 0 if unknown. */
 long long bench_peak_rss(void);
 long long bench_rss(void);
+
+/* A known device's dense arithmetic peaks in TFLOP/s (bench_peak.c, each with its source). */
+typedef struct bench_peak {
+    const char *match; /* a substring of the Vulkan device name */
+    const char *label; /* the part it stands for */
+    double fp32;       /* plain fp32 FMA rate */
+    double half;       /* fp16 / bf16 tensor cores, fp32 accumulation, dense */
+    const char *source;
+} bench_peak;
+/* NULL when the device is not in the table (then print "peak unknown"). */
+const bench_peak *bench_peak_of(const char *device_name);
+/* tflops / peak, or -1 when the peak is unknown (peak <= 0). */
+double bench_peak_fraction(double tflops, double peak_tflops);
+/* A fraction for JSON: "0.1234", or "null" when negative (unknown); buf of 16 bytes or more. */
+const char *bench_json_fraction(char *buf, unsigned size, double fraction);
 
 #endif

@@ -1,14 +1,26 @@
-/* `longvk bench gemm [--json] [--variant auto|register|tiled] [--runs N] [--shape MxNxK[:dtype]]`
+/* `longvk bench gemm [--json] [--shapes default|dit|4096] [--variant auto|register|tiled] [--runs N]
+ *                    [--shape MxNxK[:dtype]] [--no-c]`
  *
- * GFLOP/s of lv_op_matmul (out = a w^T, a f32 [M, K], w [N, K]) for fp32 1024 x 1024 x 1024
- * and for DiT-shaped products (512 tokens x 2240 -> 6720, the SANA-Video FFN width, with f32
- * and bf16 weights), each beside a plain one-thread C loop timed in the same run. Device
- * times are medians of several runs after a warm-up (pipeline creation excluded), measured
- * from the first dispatch to the end of lv_flush. The C loop is blocked over 16 rows of w so
- * that they stay in cache (16-bit weights are widened once per block), and built for
- * AVX2+FMA when the CPU has it (the compiler then vectorises its 8 partial sums), like a
- * -O3 -march=native triple loop. The machine is often shared: besides wall-clock GFLOP/s
- * the table shows GFLOP per CPU-second ("per core"), which contention barely changes. */
+ * GFLOP/s of lv_op_matmul (out = a w^T, a f32 [M, K], w [N, K]).
+ *
+ * --shapes default (for lavapipe): fp32 1024 x 1024 x 1024 and DiT-shaped products (512 tokens
+ * x 2240 -> 6720, the SANA-Video FFN width, with f32 and bf16 weights), each beside a plain
+ * one-thread C loop timed in the same run. The C loop is blocked over 16 rows of w so that
+ * they stay in cache (16-bit weights are widened once per block), and built for AVX2+FMA when
+ * the CPU has it (the compiler then vectorises its 8 partial sums), like a -O3 -march=native
+ * triple loop. The machine is often shared: besides wall-clock GFLOP/s the table shows GFLOP
+ * per CPU-second ("per core"), which contention barely changes.
+ *
+ * --shapes dit / 4096 (for a GPU): the products of a SANA-Video 2B forward over one 480p
+ * LongSANA chunk (M = 15600 tokens; K x N = 2240 x 6720, 2240 x 13440, 6720 x 2240), or
+ * 4096^3, each with f32, f16 and bf16 weights, in TFLOP/s and as a fraction of the device's
+ * peak from a table of known GPUs (bench_peak.c); no C loop (it would take minutes). Every
+ * kernel today computes in fp32 whatever the weights' dtype, so the fraction is given of the
+ * fp32 peak and of the fp16/bf16 tensor peak (the issue's goal: half of the latter); the
+ * cooperative-matrix column stays "n/a" until such a kernel exists.
+ *
+ * Device times are medians of several runs after a warm-up (pipeline creation excluded),
+ * measured from the first dispatch to the end of lv_flush. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,12 +142,13 @@ static void fill_random(float *x, size_t n, uint64_t seed) {
 static int run_case(lv_ctx *ctx, gemm_case *c, lv_matmul_variant variant, bool do_c) {
     int64_t M = c->M, N = c->N, K = c->K;
     size_t na = (size_t)(M * K), nw = (size_t)(N * K), no = (size_t)(M * N);
-    float *a = malloc(na * 4), *wf = malloc(nw * 4), *got = malloc(no * 4), *want = malloc(no * 4);
+    float *a = malloc(na * 4), *wf = malloc(nw * 4), *got = do_c ? malloc(no * 4) : NULL;
+    float *want = do_c ? malloc(no * 4) : NULL;
     uint16_t *wh = malloc(nw * 2);
-    float *scratch = malloc((size_t)(CLOOP_BLOCK * K) * 4);
+    float *scratch = do_c ? malloc((size_t)(CLOOP_BLOCK * K) * 4) : NULL;
     int rc = 1;
     lv_tensor ta = {0}, tw = {0}, to = {0};
-    if (!a || !wf || !got || !want || !wh || !scratch) {
+    if (!a || !wf || !wh || (do_c && (!got || !want || !scratch))) {
         fprintf(stderr, "longvk bench gemm: out of host memory\n");
         goto done;
     }
@@ -171,13 +184,13 @@ static int run_case(lv_ctx *ctx, gemm_case *c, lv_matmul_variant variant, bool d
     }
     c->ms = 1e3 * bench_median(t, c->runs);
     c->cpu_s = bench_median(cpu, c->runs);
-    if (lv_tensor_read(ctx, &to, got, no * 4) != LV_OK) {
-        fprintf(stderr, "longvk bench gemm: %s\n", lv_last_error());
-        goto done;
-    }
     c->c_ms = 0;
     c->max_rel_err = 0;
     if (do_c) {
+        if (lv_tensor_read(ctx, &to, got, no * 4) != LV_OK) {
+            fprintf(stderr, "longvk bench gemm: %s\n", lv_last_error());
+            goto done;
+        }
         for (int r = 0; r < c->c_runs; r++) {
             double t0 = bench_now(), c0 = cpu_now();
             cloop(want, a, wf, wh, scratch, c->wdtype, M, N, K);
@@ -222,8 +235,10 @@ static double load_average(void) {
     return l;
 }
 
+typedef enum gemm_set { SET_DEFAULT = 0, SET_DIT, SET_4096 } gemm_set;
+
 typedef struct gemm_args {
-    int variant, runs;
+    int variant, runs, shapes, tokens;
     bool json, no_c, have_custom;
     gemm_case custom;
 } gemm_args;
@@ -258,45 +273,134 @@ static const char *parse_shape(const char *s, void *dest) {
 
 static const cli_choice variants[] = {
     {"auto", LV_MATMUL_AUTO}, {"register", LV_MATMUL_REGISTER}, {"tiled", LV_MATMUL_TILED}, {0}};
+static const cli_choice shape_sets[] = {{"default", SET_DEFAULT}, {"dit", SET_DIT}, {"4096", SET_4096}, {0}};
 
 static cli_option options[] = {
     {.name = "--json", .kind = CLI_FLAG, .dest = &args.json, .help = "one JSON object with the same figures"},
+    {.name = "--shapes", .kind = CLI_CHOICE, .dest = &args.shapes, .choices = shape_sets, .def = "default",
+     .help = "which products:\n"
+             "  default: 1024^3 (f32 weights) and 512 x 2240 -> 6720 (f32, bf16 weights) beside a C loop\n"
+             "  dit: M = 15600 (a 480p LongSANA chunk), K x N = 2240 x 6720, 2240 x 13440, 6720 x 2240\n"
+             "  4096: 4096^3\n"
+             "dit and 4096 run each shape with f32, f16 and bf16 weights, report TFLOP/s and the fraction of "
+             "the device's fp32 and fp16/bf16 tensor peaks, and skip the C loop"},
+    {.name = "--tokens", .kind = CLI_INT, .dest = &args.tokens, .metavar = "M", .min = 1, .max = 65536,
+     .def = "15600", .help = "M of --shapes dit (fewer for a CPU device)"},
     {.name = "--variant", .kind = CLI_CHOICE, .dest = &args.variant, .choices = variants, .def = "auto",
      .help = "the matmul kernel"},
     {.name = "--runs", .kind = CLI_INT, .dest = &args.runs, .min = 1, .max = 16,
-     .def = "5 for 1024^3 (its C loop 3), 3 for the others and --shape", .help = "timed runs of each product (and of the C loop)"},
+     .def = "5 for 1024^3 (its C loop 3) and for --shapes dit and 4096, 3 for the others and --shape",
+     .help = "timed runs of each product (and of the C loop)"},
     {.name = "--shape", .kind = CLI_CUSTOM, .dest = &args, .parse = parse_shape, .metavar = "MxNxK[:f32|f16|bf16]",
-     .def = "the three products above", .help = "one product of this shape instead, weights of this dtype"},
+     .def = "those of --shapes", .help = "one product of this shape instead, weights of this dtype"},
     {.name = "--no-c", .kind = CLI_FLAG, .dest = &args.no_c, .help = "skip the C loop"},
 };
 
 const cli_spec bench_gemm_spec = {
     .command = "bench gemm",
-    .usage = "[--json] [--variant auto|register|tiled] [--runs N] [--shape MxNxK[:f32|f16|bf16]] [--no-c]",
-    .about = "GFLOP/s of lv_op_matmul for fp32 1024 x 1024 x 1024 and for DiT-shaped products (512 tokens\n"
-             "x 2240 -> 6720, with f32 and bf16 weights), each beside a plain one-thread C loop timed in\n"
-             "the same run.\n",
+    .usage = "[--json] [--shapes default|dit|4096] [--tokens M] [--variant auto|register|tiled] [--runs N]\n"
+             "       [--shape MxNxK[:f32|f16|bf16]] [--no-c]",
+    .about = "GFLOP/s of lv_op_matmul. By default fp32 1024 x 1024 x 1024 and DiT-shaped products (512\n"
+             "tokens x 2240 -> 6720, with f32 and bf16 weights), each beside a plain one-thread C loop timed\n"
+             "in the same run. --shapes dit and 4096 give the GPU's figures: TFLOP/s and the fraction of\n"
+             "the device's peak (a table of known GPUs; \"peak unknown\" elsewhere). Every kernel today\n"
+             "computes in fp32 whatever the weights' dtype; there is no cooperative-matrix kernel yet.\n",
     .options = options,
     .count = CLI_COUNT(options),
 };
 
+#define COOPMAT_NA "n/a (no cooperative matrix kernel yet)"
+
+/* "12.3%", or "-" when the peak is unknown (the table's header says so) */
+static const char *percent(char *buf, size_t size, double fraction) {
+    if (fraction < 0) snprintf(buf, size, "-");
+    else snprintf(buf, size, "%.1f%%", 100 * fraction);
+    return buf;
+}
+
+/* --shapes dit | 4096: TFLOP/s and fractions of peak, no C loop. */
+static int run_set(lv_ctx *ctx, lv_matmul_variant variant, const char *vname, gemm_case *cases, int ncases,
+                   bool json) {
+    const char *dev = lv_ctx_device(ctx)->name;
+    const bench_peak *pk = bench_peak_of(dev);
+    if (!json) {
+        printf("matmul on %s (%s variant, fp32 compute; weights widened in the kernel); medians\n", dev, vname);
+        if (pk)
+            printf("peak: fp32 %.1f, fp16/bf16 tensor (dense, fp32 accumulate) %.1f TFLOP/s: %s, %s\n", pk->fp32,
+                   pk->half, pk->label, pk->source);
+        else
+            printf("peak unknown: \"%s\" is not in the table of known devices (tests/bench/bench_peak.c)\n", dev);
+        printf("%-22s %-5s %10s %9s %12s %12s  %s\n", "M x K -> N", "w", "ms", "TFLOP/s", "% fp32 peak",
+               "% half peak", "coopmat");
+    }
+    int rc = 0;
+    for (int i = 0; i < ncases && rc == 0; i++) {
+        gemm_case *c = &cases[i];
+        rc = run_case(ctx, c, variant, false);
+        if (rc == 0 && !json) {
+            double tf = gflops(c, c->ms) / 1e3;
+            char shape[32], p1[24], p2[24];
+            snprintf(shape, sizeof shape, "%lld x %lld -> %lld", (long long)c->M, (long long)c->K, (long long)c->N);
+            printf("%-22s %-5s %10.2f %9.3f %12s %12s  %s\n", shape, lv_dtype_name(c->wdtype), c->ms, tf,
+                   percent(p1, sizeof p1, bench_peak_fraction(tf, pk ? pk->fp32 : 0)),
+                   percent(p2, sizeof p2, bench_peak_fraction(tf, pk ? pk->half : 0)), COOPMAT_NA);
+        }
+        fflush(stdout);
+    }
+    if (rc == 0 && json) {
+        printf("{\"bench\": \"gemm\", \"device\": \"%s\", \"variant\": \"%s\", \"compute\": \"f32\", ", dev, vname);
+        if (pk)
+            printf("\"peak\": {\"part\": \"%s\", \"fp32_tflops\": %.2f, \"half_tflops\": %.2f, \"source\": \"%s\"}, ",
+                   pk->label, pk->fp32, pk->half, pk->source);
+        else
+            printf("\"peak\": null, ");
+        printf("\"coopmat\": null, \"cases\": [");
+        for (int i = 0; i < ncases; i++) {
+            gemm_case *c = &cases[i];
+            double tf = gflops(c, c->ms) / 1e3;
+            char j1[16], j2[16];
+            printf("%s{\"M\": %lld, \"K\": %lld, \"N\": %lld, \"w_dtype\": \"%s\", \"runs\": %d, \"ms\": %.3f, "
+                   "\"tflops\": %.4f, \"fraction_fp32_peak\": %s, \"fraction_half_peak\": %s}",
+                   i ? ", " : "", (long long)c->M, (long long)c->K, (long long)c->N, lv_dtype_name(c->wdtype), c->runs,
+                   c->ms, tf, bench_json_fraction(j1, sizeof j1, bench_peak_fraction(tf, pk ? pk->fp32 : 0)),
+                   bench_json_fraction(j2, sizeof j2, bench_peak_fraction(tf, pk ? pk->half : 0)));
+        }
+        printf("]}\n");
+    }
+    return rc;
+}
+
 int bench_gemm(int argc, char **argv) {
-    args = (gemm_args){.variant = LV_MATMUL_AUTO};
+    args = (gemm_args){.variant = LV_MATMUL_AUTO, .shapes = SET_DEFAULT, .tokens = 15600};
     int r = cli_parse(&bench_gemm_spec, argc, argv);
     if (r >= 0) return r;
     lv_matmul_variant variant = (lv_matmul_variant)args.variant;
     int runs = args.runs;
     bool do_c = !args.no_c, json = args.json, have_custom = args.have_custom;
+    gemm_set set = have_custom ? SET_DEFAULT : (gemm_set)args.shapes;
     gemm_case custom = args.custom;
-    gemm_case cases[4];
+    gemm_case cases[9];
     int ncases = 0;
     if (have_custom) {
         custom.runs = custom.c_runs = 3;
         cases[ncases++] = custom;
-    } else {
+    } else if (set == SET_DEFAULT) {
         cases[ncases++] = (gemm_case){"fp32 1024x1024x1024", 1024, 1024, 1024, LV_F32, 5, 3, 0, 0, 0, 0, 0};
         cases[ncases++] = (gemm_case){"FFN 512 tok 2240->6720 f32 w", 512, 6720, 2240, LV_F32, 3, 3, 0, 0, 0, 0, 0};
         cases[ncases++] = (gemm_case){"FFN 512 tok 2240->6720 bf16 w", 512, 6720, 2240, LV_BF16, 3, 3, 0, 0, 0, 0, 0};
+    } else {
+        /* {K, N}: qkv-sized (and the FFN's point conv input width), the inverted conv, the point conv */
+        static const int64_t dit[3][2] = {{2240, 6720}, {2240, 13440}, {6720, 2240}};
+        static const lv_dtype dts[3] = {LV_F32, LV_F16, LV_BF16};
+        int nshapes = set == SET_DIT ? 3 : 1;
+        for (int s = 0; s < nshapes; s++)
+            for (int d = 0; d < 3; d++) {
+                gemm_case *c = &cases[ncases++];
+                *c = (gemm_case){.M = set == SET_DIT ? args.tokens : 4096, .K = set == SET_DIT ? dit[s][0] : 4096,
+                                 .N = set == SET_DIT ? dit[s][1] : 4096, .wdtype = dts[d], .runs = 5, .c_runs = 0};
+                snprintf(c->name, sizeof c->name, "%lldx%lldx%lld %s", (long long)c->M, (long long)c->N,
+                         (long long)c->K, lv_dtype_name(dts[d]));
+            }
     }
     if (runs)
         for (int i = 0; i < ncases; i++) cases[i].runs = cases[i].c_runs = runs;
@@ -308,6 +412,11 @@ int bench_gemm(int argc, char **argv) {
     }
     lv_matmul_variant used = variant == LV_MATMUL_AUTO ? lv_matmul_auto_variant(ctx) : variant;
     const char *vname = used == LV_MATMUL_TILED ? "tiled" : "register";
+    if (set != SET_DEFAULT) {
+        int rc = run_set(ctx, variant, vname, cases, ncases, json);
+        lv_ctx_destroy(ctx);
+        return rc;
+    }
     const char *cname = cloop_avx2() ? "C loop, 1 thread, AVX2+FMA" : "C loop, 1 thread";
     double load = load_average();
     if (!json)

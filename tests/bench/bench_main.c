@@ -7,12 +7,13 @@
 #include "bench.h"
 
 const bench_entry bench_entries[] = {
-    {"gemm", bench_gemm, &bench_gemm_spec, "matrix multiply GFLOP/s (1024^3 and model shapes) vs a C loop"},
+    {"gemm", bench_gemm, &bench_gemm_spec, "matrix multiply GFLOP/s vs a C loop; TFLOP/s and % of peak at the DiT's shapes"},
     {"attn", bench_attn, &bench_attn_spec, "linear attention time per block at block 1, 10, 100, 1000"},
     {"encode", bench_encode, &bench_encode_spec, "encoder frames/s (libx264, ffv1) and memory for 10 vs 1000 frames"},
     {"chunks", bench_chunks, &bench_chunks_spec, "DiT chunks: time and memory per chunk at chunk 2, 20, 200"},
     {"vae", bench_vae, &bench_vae_spec, "VAE decode time per latent frame and memory"},
     {"text", bench_text, &bench_text_spec, "Gemma-2 text encoder seconds per 300-token prompt and per layer"},
+    {"dit", bench_dit, &bench_dit_spec, "one LongSANA chunk of SANA-Video 2B: s/forward, frames/s, TFLOP/s, memory"},
 };
 const int bench_count = (int)(sizeof bench_entries / sizeof bench_entries[0]);
 
@@ -67,6 +68,6 @@ int cmd_bench(int argc, char **argv) {
     }
     for (int i = 0; i < bench_count; i++)
         if (strcmp(argv[1], bench_entries[i].name) == 0) return bench_entries[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "longvk bench: unknown benchmark '%s' (gemm, attn, encode, chunks, vae, text)\n", argv[1]);
+    fprintf(stderr, "longvk bench: unknown benchmark '%s' (gemm, attn, encode, chunks, vae, text, dit)\n", argv[1]);
     return 2;
 }

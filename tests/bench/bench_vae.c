@@ -166,9 +166,11 @@ static lv_status count_frame(void *user, int64_t index, const float *rgb, int he
 typedef struct vae_bench_args {
     bool json;
     const char *vae;
-    int dim, frames;
+    int dim, frames, preset;
     long latent[2];
 } vae_bench_args;
+
+static const cli_choice vae_presets[] = {{"small", 0}, {"480p", 1}, {0}};
 
 static vae_bench_args args;
 
@@ -182,17 +184,20 @@ static cli_option options[] = {
      .def = "random weights of the Wan2.1 structure", .help = "decoder weights"},
     {.name = "--dim", .kind = CLI_INT, .dest = &args.dim, .metavar = "D", .min = 4, .max = 512,
      .def = "96, Wan2.1's", .help = "base width of the random decoder, a multiple of 4"},
+    {.name = "--preset", .kind = CLI_CHOICE, .dest = &args.preset, .choices = vae_presets, .def = "small",
+     .help = "the latent size: small 4x6 (32 x 48 pixels, for lavapipe), 480p 60x104 (480 x 832, SANA-Video's; "
+             "5.9 GB of device memory, 13.6 TFLOP a latent frame: a GPU's)"},
     {.name = "--latent", .kind = CLI_CUSTOM, .dest = args.latent, .parse = parse_latent, .metavar = "HxW",
-     .def = "4x6: 32 x 48 pixels", .help = "latent size"},
+     .def = "the preset's", .help = "latent size instead"},
     {.name = "--frames", .kind = CLI_INT, .dest = &args.frames, .min = 2, .max = 64,
      .def = "4: frame 0, then 3 timed ones", .help = "latent frames"},
 };
 
 const cli_spec bench_vae_spec = {
     .command = "bench vae",
-    .usage = "[--json] [--vae FILE | --dim D] [--latent HxW] [--frames N]",
-    .about = "The Wan VAE decoder's time per latent frame and its memory: by default the real Wan2.1\n"
-             "decoder structure with random weights at a small latent.\n",
+    .usage = "[--json] [--vae FILE | --dim D] [--preset small|480p] [--latent HxW] [--frames N]",
+    .about = "The Wan VAE decoder's time per latent frame, pixel frames/s and its memory: by default the real\n"
+             "Wan2.1 decoder structure with random weights at a small latent; --preset 480p at SANA-Video's.\n",
     .options = options,
     .count = CLI_COUNT(options),
 };
@@ -207,6 +212,10 @@ int bench_vae(int argc, char **argv) {
     args = (vae_bench_args){.dim = 96, .frames = 4, .latent = {4, 6}};
     int r = cli_parse(&bench_vae_spec, argc, argv);
     if (r >= 0) return r;
+    if (args.preset == 1 && !cli_given(&bench_vae_spec, "--latent")) {
+        args.latent[0] = 60;
+        args.latent[1] = 104;
+    }
     const bool json = args.json;
     const char *vae = args.vae;
     const int dim = args.dim, h = (int)args.latent[0], w = (int)args.latent[1], frames = args.frames;
@@ -287,12 +296,13 @@ int bench_vae(int argc, char **argv) {
     if (json) {
         printf("{\"device\": \"%s\", \"weights\": \"%s\", \"trunk\": %d, \"head\": %d, \"z\": %d, "
                "\"latent\": [%d, %d], \"pixels\": [%d, %d], \"latent_frames\": %d, \"pixel_frames\": %lld, "
-               "\"first_frame_ms\": %.1f, \"ms_per_latent_frame\": %.1f, \"gflop_per_latent_frame\": %.3f, "
+               "\"first_frame_ms\": %.1f, \"ms_per_latent_frame\": %.1f, \"pixel_frames_per_s\": %.3f, "
+               "\"gflop_per_latent_frame\": %.3f, "
                "\"gflops\": %.2f, \"device_peak_bytes\": %llu, \"device_estimate_bytes\": %llu, "
                "\"host_peak_rss_bytes\": %lld, \"estimate_480p_bytes\": %llu, "
                "\"estimate_480p\": {\"weights\": %llu, \"history\": %llu, \"work\": %llu}}\n",
                dev->name, tmp_made ? "random" : vae, arch->trunk, arch->head_ch, z, h, w, up * h,
-               up * w, frames, (long long)fc.frames, first_ms, med, gflop, gflop / (med / 1e3),
+               up * w, frames, (long long)fc.frames, first_ms, med, 4e3 / med, gflop, gflop / (med / 1e3),
                (unsigned long long)peak, (unsigned long long)est, bench_peak_rss(),
                (unsigned long long)lv_vae_memory_estimate(60, 104), (unsigned long long)m480.weights,
                (unsigned long long)m480.history, (unsigned long long)m480.work);
@@ -303,6 +313,7 @@ int bench_vae(int argc, char **argv) {
         printf("  latent frame 0 (1 pixel frame, pipelines created): %.1f ms\n", first_ms);
         printf("  later latent frames (4 pixel frames each), median of %d: %.1f ms  (%.2f GFLOP, %.2f GFLOP/s)\n",
                frames - 1, med, gflop, gflop / (med / 1e3));
+        printf("  pixel frames/s: %.3f\n", 4e3 / med);
         printf("  device memory: peak %.1f MiB, decoder estimate %.1f MiB; host peak RSS %.1f MiB\n",
                peak / 1048576.0, est / 1048576.0, bench_peak_rss() / 1048576.0);
         printf("  480x832 (latent 60x104) needs %.2f GB of device memory: weights %.2f, conv history "

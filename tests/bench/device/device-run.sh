@@ -2,11 +2,23 @@
 # On the machine with the GPU, from the unpacked bundle (bundle.sh) inside a copy of the repository:
 #   tar xJf longvk-bundle.tar.xz && bash bundle/device-run.sh [REPO]     (REPO: that copy's root)
 # Finds the Vulkan driver, lists the devices, runs `longvk bench chunks` and `bench attn`, then
-# every test executable under the validation layer (logs in $OUT, or /tmp when unset).
+# every test executable under the validation layer, then the benchmarks of issue 46 beside their
+# PyTorch peer on the same GPU (tests/bench/device/torch_peer.py, with the python3 that has torch):
+#   longvk bench gemm --shapes dit and 4096        torch.matmul bf16 and fp32 at the same shapes
+#   longvk bench dit --preset sana-video-2b-480p   the reference DiT in bf16, same chunk and depth
+#   longvk bench dit --preset sana-video-2b-720p   the same at 720p
+#   longvk bench vae --preset 480p
+# and prints longvk / PyTorch ratios (ratios.py). Logs in $OUT (or /tmp when unset): tests.log,
+# bench.log (everything the benchmarks printed), bench.json (every figure, one object).
+# ONLY=tests or ONLY=bench runs one half; DIT_RUNS timed chunks per DiT bench (default 2, after a
+# warm-up chunk); SMOKE=1 runs every benchmark at a toy size (depth 1, one 4x4 frame, 8 text tokens, M = 16,
+# the peer in fp32), to check this script and the pairing in a minute or two, on lavapipe too. Each benchmark has its own time limit, so one slow kernel cannot eat the lease;
+# on an H100 the benchmarks are expected to take 3 to 6 minutes with today's fp32 kernels.
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "${1:-$here/..}" && pwd)
 . "$here/paths"
-log=${OUT:-/tmp}/tests.log
+out=${OUT:-/tmp}
+log=$out/tests.log
 export LD_LIBRARY_PATH=$here/lib VK_LAYER_PATH=$here/layers
 icd=$(find / -xdev -path '*vulkan/icd.d/*' -name '*nvidia*.json' 2>/dev/null | head -1)
 [ -n "$icd" ] && export VK_DRIVER_FILES=$icd
@@ -16,9 +28,59 @@ echo "driver manifest: ${icd:-none found, the loader searches its default places
 mkdir -p "$build/tests/tmp" && cp "$here/longvk" "$build/longvk"
 cd "$here"
 ./longvk devices || exit 1
-for b in chunks attn; do echo "== bench $b"; timeout 120 ./longvk bench $b; done
-export LONGVK_VALIDATE=1
-for t in tests/*; do
-    timeout 120 "$t" --jobs 1 >>"$log" 2>&1
-    echo "$(basename "$t") rc=$? $(grep Synthesis "$log" | tail -1)"
-done
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv 2>/dev/null
+
+run_tests() {
+    for b in chunks attn; do echo "== bench $b"; timeout 120 ./longvk bench $b; done
+    for t in tests/*; do
+        LONGVK_VALIDATE=1 timeout 120 "$t" --jobs 1 >>"$log" 2>&1
+        echo "$(basename "$t") rc=$? $(grep Synthesis "$log" | tail -1)"
+    done
+}
+
+# one benchmark: NAME LIMIT COMMAND...; its JSON (the last line of stdout) into $json/NAME.json
+bench() {
+    local name=$1 limit=$2
+    shift 2
+    echo "== $name: $*" | tee -a "$out/bench.log"
+    local t0=$SECONDS
+    timeout "$limit" "$@" >"$json/$name.json" 2>>"$out/bench.log"
+    local rc=$?
+    cat "$json/$name.json" >>"$out/bench.log"
+    echo "   rc=$rc, $((SECONDS - t0)) s" | tee -a "$out/bench.log"
+}
+
+# the PyTorch peer: NAME LIMIT ARGS...; it writes its JSON itself, its lines go to the log
+peer() {
+    local name=$1 limit=$2
+    shift 2
+    echo "== $name: torch_peer.py $*" | tee -a "$out/bench.log"
+    local t0=$SECONDS
+    timeout "$limit" python3 "$repo/tests/bench/device/torch_peer.py" "$@" --json "$json/$name.json" \
+        >>"$out/bench.log" 2>&1
+    echo "   rc=$?, $((SECONDS - t0)) s" | tee -a "$out/bench.log"
+}
+
+run_bench() {
+    json=$(mktemp -d)
+    local runs=${DIT_RUNS:-2}
+    export PYTHONPATH="$repo/tests/reference:$repo/assets/default-model" PYTHONUNBUFFERED=1
+    if [ "${SMOKE:-0}" = 1 ]; then
+        local small=(--depth 1 --frames 1 --latent 4x4 --text-tokens 8) gemm=(--tokens 16) vae=(--dim 8 --latent 2x2)
+        local pdtype=(--dtype f32) pgemm=(--gemm dit --gemm-tokens 16 --gemm-runs 3)
+    else
+        local small=() gemm=() vae=(--preset 480p) pdtype=() pgemm=()
+    fi
+    bench gemm_dit 150 ./longvk bench gemm --shapes dit "${gemm[@]}" --json
+    [ "${SMOKE:-0}" = 1 ] || bench gemm_4096 60 ./longvk bench gemm --shapes 4096 --json
+    bench dit_480p 300 ./longvk bench dit --preset sana-video-2b-480p "${small[@]}" --runs "$runs" --json
+    bench dit_720p 180 ./longvk bench dit --preset sana-video-2b-720p "${small[@]}" --runs "$runs" --json
+    bench vae_480p 150 ./longvk bench vae "${vae[@]}" --json
+    peer peer_480p 180 --preset sana-video-2b-480p "${small[@]}" "${pdtype[@]}" "${pgemm[@]}" --runs "$runs"
+    peer peer_720p 120 --preset sana-video-2b-720p "${small[@]}" "${pdtype[@]}" --runs "$runs" --gemm none
+    python3 "$repo/tests/bench/device/ratios.py" "$json" --out "$out/bench.json" | tee -a "$out/bench.log"
+    rm -rf "$json"
+}
+
+[ "${ONLY:-}" = bench ] || run_tests
+[ "${ONLY:-}" = tests ] || run_bench

@@ -1,0 +1,287 @@
+/* `longvk bench dit --preset sana-video-2b-480p|sana-video-2b-720p [--depth N] [--frames N]
+ *                   [--latent HxW] [--runs N] [--json]`
+ *
+ * One LongSANA chunk of SANA-Video 2B at the real shape: the 4 read passes at t = 1000, 960,
+ * 889, 727 (LongSANA's steps, prompt only) and the write pass that commits the chunk to the
+ * carried state, through lv_longsana_chunk, the call `generate` makes. Random bf16 weights
+ * are made in host memory (bench_dit_model.c: no file read or written), uploaded as a real
+ * model's are (matmul weights stay bf16, the rest f32), and the text is 300 random caption
+ * vectors. The first chunk is the warm-up (pipeline creation, no carried state to read);
+ * the next --runs chunks are timed and their median reported. A chunk's time is what
+ * `generate` spends in it: besides the kernels, the noise drawn on the host, the latents'
+ * uploads and read-backs, and each pass's check for non-finite values (a few MB and a
+ * synchronisation per pass, small beside 57.6 TFLOP a pass at 480p).
+ *
+ * FLOPs are counted from the shapes (dit_flops below): per token and layer the products
+ * 36 C^2 (qkv 6, proj 2, cross q 2, cross proj 2, inverted conv 12, point conv 6, temporal
+ * conv 6, in units of C^2 with the FFN width 3 C), the linear attention 4 C d, the
+ * cross-attention 4 L C, the depthwise 3x3 conv 36 F; then the patch embedder and, in the
+ * read passes, the final layer. The cross-attention's key/value projections of the text
+ * are made once per prompt (lv_dit_set_text) and are not counted; nor are norms and
+ * element-wise work (under 1% of the FLOPs). At 480p this gives 3.69 GFLOP per token per
+ * forward, the issue's figure. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "bench_dit_model.h"
+#include "longvk.h"
+#include "longvk/dit.h"
+#include "longvk/sampler.h"
+
+#define STEPS 4
+#define MAX_RUNS 16
+
+/* What a preset's chunk is made of, besides the DiT's config. */
+typedef struct dit_shape {
+    const char *preset;
+    int latent_h, latent_w;   /* the latent grid of one frame */
+    int pixel_h, pixel_w;     /* the frames it decodes to */
+    int pixels_per_latent;    /* pixel frames per latent frame in a chunk (the VAE's stride in time) */
+    const char *vae;
+} dit_shape;
+
+static const dit_shape shapes[] = {
+    /* Wan2.1 VAE: stride (4, 8, 8); patch 1x2x2 makes 30 x 52 = 1560 tokens a frame */
+    {"sana-video-2b-480p", 60, 104, 480, 832, 4, "Wan2.1"},
+    /* LTX-2 VAE: stride (8, 32, 32); SANA's 720p release decodes 704 x 1280; patch 1 makes
+     * 22 x 40 = 880 tokens a frame */
+    {"sana-video-2b-720p", 22, 40, 704, 1280, 8, "LTX-2"},
+};
+
+typedef struct dit_bench_args {
+    bool json;
+    int preset, depth, frames, runs, text_tokens;
+    long latent[2];
+    bool have_latent;
+} dit_bench_args;
+
+static dit_bench_args args;
+
+static const char *parse_latent(const char *s, void *dest) {
+    dit_bench_args *a = dest;
+    if (!cli_parse_dims(s, 2, 1, 4096, a->latent)) return "is not HxW with sizes in [1, 4096]";
+    a->have_latent = true;
+    return NULL;
+}
+
+static const cli_choice presets[] = {{"sana-video-2b-480p", 0}, {"sana-video-2b-720p", 1}, {0}};
+
+static cli_option options[] = {
+    {.name = "--json", .kind = CLI_FLAG, .dest = &args.json, .help = "one JSON object with the same figures"},
+    {.name = "--preset", .kind = CLI_CHOICE, .dest = &args.preset, .choices = presets, .def = "sana-video-2b-480p",
+     .help = "the model and its chunk:\n"
+             "  sana-video-2b-480p: 480 x 832, Wan2.1 latents 60 x 104, 1560 tokens a frame\n"
+             "  sana-video-2b-720p: 704 x 1280, LTX-2 latents 22 x 40 (patch 1), 880 tokens a frame"},
+    {.name = "--depth", .kind = CLI_INT, .dest = &args.depth, .metavar = "N", .min = 1, .max = 20,
+     .def = "20, the model's: 4.1 GB of bf16 weights in host memory while they upload",
+     .help = "DiT blocks (about 0.2 GB of weights each); fewer for a CPU device"},
+    {.name = "--frames", .kind = CLI_INT, .dest = &args.frames, .metavar = "N", .min = 1, .max = 64,
+     .def = "10, LongSANA's chunk", .help = "latent frames in the chunk"},
+    {.name = "--latent", .kind = CLI_CUSTOM, .dest = &args, .parse = parse_latent, .metavar = "HxW",
+     .def = "the preset's", .help = "latent grid of a frame instead (a multiple of the patch: 2 at 480p)"},
+    {.name = "--text-tokens", .kind = CLI_INT, .dest = &args.text_tokens, .metavar = "L", .min = 1, .max = 1024,
+     .def = "300, SANA-Video's text length", .help = "caption tokens the cross-attention reads"},
+    {.name = "--runs", .kind = CLI_INT, .dest = &args.runs, .metavar = "N", .min = 1, .max = MAX_RUNS, .def = "3",
+     .help = "timed chunks after the warm-up chunk (the median is reported)"},
+};
+
+const cli_spec bench_dit_spec = {
+    .command = "bench dit",
+    .usage = "[--json] [--preset P] [--depth N] [--frames N] [--latent HxW] [--text-tokens L] [--runs N]",
+    .about = "One LongSANA chunk of SANA-Video 2B (4 read passes and the write pass) at the real shape with\n"
+             "random bf16 weights made in host memory: time per chunk and per forward, frames/s of the DiT\n"
+             "alone (pixel frames: 10 latent frames are 40 at 480p), TFLOP/s counted from the shapes (3.69\n"
+             "GFLOP per token per forward at 480p), the fraction of the device's peak and its memory. The\n"
+             "whole model needs a GPU: on lavapipe use e.g. --depth 1 --frames 1 --latent 16x26.\n",
+    .options = options,
+    .count = CLI_COUNT(options),
+};
+
+/* FLOPs of one forward over T tokens (F frames), per the file's comment. */
+typedef struct dit_flops {
+    double layer_per_token; /* one block, per token */
+    double read_pass;       /* a whole read pass */
+    double write_pass;      /* the write pass (no final layer) */
+} dit_flops;
+
+static dit_flops count_flops(const lv_sana_config *c, int64_t T, int L) {
+    double C = c->hidden, F = c->ffn_hidden, d = c->head_dim;
+    double P = (double)c->patch[0] * c->patch[1] * c->patch[2];
+    double products = 2 * C * 3 * C + 2 * C * C   /* qkv, proj */
+                      + 2 * C * C + 2 * C * C     /* cross-attention q, proj */
+                      + 2 * C * 2 * F + 2 * F * C /* inverted conv (value and gate), point conv */
+                      + 2 * 3 * C * C;            /* temporal conv, 3 taps */
+    double attn = 4 * C * d                       /* S += v k^T, then S q */
+                  + 4 * (double)L * C;            /* cross-attention scores and weighted sum */
+    double dw = 2 * 9 * 2 * F;                    /* depthwise 3x3 over 2F channels */
+    dit_flops f;
+    f.layer_per_token = products + attn + dw;
+    double embed = 2 * c->in_channels * P * C, final = 2 * C * c->out_channels * P;
+    f.write_pass = (double)T * (c->depth * f.layer_per_token + embed);
+    f.read_pass = f.write_pass + (double)T * final;
+    return f;
+}
+
+typedef struct pass_clock {
+    double start, times[STEPS + 1];
+} pass_clock;
+
+/* step_done: each read pass (step 0..3) and the write pass (step 4) ends here */
+static void pass_done(void *user, int step, int passes) {
+    (void)passes;
+    pass_clock *pc = user;
+    double now = bench_now();
+    if (step >= 0 && step <= STEPS) pc->times[step] = now - pc->start;
+    pc->start = now;
+}
+
+static void rand_fill(float *x, size_t n, uint64_t seed) {
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((double)(seed >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
+    }
+}
+
+#define FAIL(...)                                                                            \
+    do {                                                                                     \
+        fprintf(stderr, "longvk bench dit: " __VA_ARGS__);                                   \
+        goto done;                                                                           \
+    } while (0)
+
+int bench_dit(int argc, char **argv) {
+    args = (dit_bench_args){.depth = 20, .frames = 10, .runs = 3, .text_tokens = 300};
+    int r = cli_parse(&bench_dit_spec, argc, argv);
+    if (r >= 0) return r;
+    const dit_shape *shp = &shapes[args.preset];
+    lv_sana_config cfg;
+    if (lv_sana_config_preset(shp->preset, &cfg) != LV_OK) {
+        fprintf(stderr, "longvk bench dit: %s\n", lv_last_error());
+        return 1;
+    }
+    const int full_depth = cfg.depth;
+    cfg.depth = args.depth;
+    const int frames = args.frames, runs = args.runs, L = args.text_tokens;
+    const int lh = args.have_latent ? (int)args.latent[0] : shp->latent_h;
+    const int lw = args.have_latent ? (int)args.latent[1] : shp->latent_w;
+    if (lh % cfg.patch[1] || lw % cfg.patch[2])
+        return cli_usage_error("bench dit", "--latent %dx%d is not a multiple of the patch %dx%d", lh, lw,
+                               cfg.patch[1], cfg.patch[2]);
+    const int64_t T = (int64_t)frames * (lh / cfg.patch[1]) * (lw / cfg.patch[2]);
+    const bool json = args.json;
+
+    int rc = 1;
+    bench_dit_model model = {0};
+    lv_ctx *ctx = NULL;
+    lv_dit *dit = NULL;
+    float *y = NULL, *x0 = NULL;
+    double chunk_s[MAX_RUNS], read_s[MAX_RUNS * STEPS], write_s[MAX_RUNS];
+
+    double t0 = bench_now();
+    if (bench_dit_model_make(&cfg, 42, &model) != LV_OK) FAIL("%s\n", lv_last_error());
+    double make_s = bench_now() - t0;
+    lv_ctx_options opt;
+    lv_ctx_options_default(&opt);
+    if (lv_ctx_create(&opt, &ctx) != LV_OK) FAIL("%s\n", lv_last_error());
+    const lv_device_info *dev = lv_ctx_device(ctx);
+    uint64_t base = lv_ctx_memory_in_use(ctx);
+    lv_dit_options dopt = {.cached_blocks = LV_CACHED_ALL};
+    t0 = bench_now();
+    if (lv_dit_create(ctx, model.file, &dopt, &dit) != LV_OK) FAIL("%s\n", lv_last_error());
+    double upload_s = bench_now() - t0;
+    uint64_t weight_bytes = lv_ctx_memory_in_use(ctx) - base;
+    const uint64_t params = model.params;
+    bench_dit_model_free(&model); /* the weights are on the device now */
+
+    size_t ny = (size_t)L * cfg.caption_channels;
+    size_t nx = (size_t)cfg.out_channels * frames * lh * lw;
+    y = malloc(ny * sizeof *y);
+    x0 = malloc(nx * sizeof *x0);
+    if (!y || !x0) FAIL("out of host memory\n");
+    rand_fill(y, ny, 7);
+    if (lv_dit_set_text(ctx, dit, 0, y, L, NULL) != LV_OK) FAIL("%s\n", lv_last_error());
+
+    if (!json)
+        fprintf(stderr, "%s on %s: depth %d of %d, %d latent frames of %dx%d (%lld tokens), %d text tokens; "
+                        "weights made in %.1f s, uploaded in %.1f s; warm-up chunk, then %d timed...\n",
+                shp->preset, dev->name, cfg.depth, full_depth, frames, lh, lw, (long long)T, L, make_s, upload_s,
+                runs);
+    static const float steps[STEPS] = {1000, 960, 889, 727};
+    pass_clock pc;
+    lv_chunk_options copt = {.timesteps = steps, .steps = STEPS, .seed = 1, .cfg_scale = 1.0,
+                             .step_done = pass_done, .step_user = &pc};
+    double warm_s = 0;
+    for (int c = 0; c <= runs; c++) {
+        pc.start = t0 = bench_now();
+        if (lv_longsana_chunk(ctx, dit, &copt, c, c * frames, frames, lh, lw, x0) != LV_OK)
+            FAIL("chunk %d: %s\n", c, lv_last_error());
+        double dt = bench_now() - t0;
+        if (c == 0) {
+            warm_s = dt;
+            continue;
+        }
+        chunk_s[c - 1] = dt;
+        for (int k = 0; k < STEPS; k++) read_s[(c - 1) * STEPS + k] = pc.times[k];
+        write_s[c - 1] = pc.times[STEPS];
+    }
+    double chunk = bench_median(chunk_s, runs), read = bench_median(read_s, runs * STEPS);
+    double write = bench_median(write_s, runs);
+    dit_flops fl = count_flops(&cfg, T, L);
+    double chunk_flop = STEPS * fl.read_pass + fl.write_pass;
+    double tflops = chunk_flop / chunk / 1e12;
+    double pixel_frames = (double)frames * shp->pixels_per_latent;
+    double fps = pixel_frames / chunk;
+    /* what the whole model would take at this rate, when --depth is below the model's */
+    double scale = (double)full_depth / cfg.depth;
+    const bench_peak *pk = bench_peak_of(dev->name);
+    double f32_frac = bench_peak_fraction(tflops, pk ? pk->fp32 : 0);
+    double half_frac = bench_peak_fraction(tflops, pk ? pk->half : 0);
+    uint64_t peak_mem = lv_ctx_memory_peak(ctx);
+    if (json) {
+        char j1[16], j2[16];
+        printf("{\"bench\": \"dit\", \"device\": \"%s\", \"preset\": \"%s\", \"depth\": %d, \"model_depth\": %d, "
+               "\"frames\": %d, \"latent\": [%d, %d], \"tokens\": %lld, \"text_tokens\": %d, \"params\": %llu, "
+               "\"weights_dtype\": \"bf16\", \"runs\": %d, \"warmup_chunk_s\": %.4f, \"chunk_s\": %.4f, "
+               "\"forward_s\": %.4f, \"read_pass_s\": %.4f, \"write_pass_s\": %.4f, \"pixel_frames\": %.0f, "
+               "\"frames_per_s\": %.3f, \"gflop_per_token_forward\": %.4f, \"tflop_per_chunk\": %.4f, "
+               "\"tflops\": %.4f, \"fraction_fp32_peak\": %s, \"fraction_half_peak\": %s, "
+               "\"device_memory_peak_bytes\": %llu, \"device_weight_bytes\": %llu, \"state_bytes\": %llu, "
+               "\"host_peak_rss_bytes\": %lld}\n",
+               dev->name, shp->preset, cfg.depth, full_depth, frames, lh, lw, (long long)T, L,
+               (unsigned long long)params, runs, warm_s, chunk, chunk / (STEPS + 1), read, write, pixel_frames, fps,
+               fl.read_pass / (double)T / 1e9, chunk_flop / 1e12, tflops, bench_json_fraction(j1, sizeof j1, f32_frac),
+               bench_json_fraction(j2, sizeof j2, half_frac),
+               (unsigned long long)peak_mem, (unsigned long long)weight_bytes,
+               (unsigned long long)lv_dit_state_bytes(dit), bench_peak_rss());
+    } else {
+        printf("DiT on %s: %s, depth %d of %d, %d latent frames of %dx%d = %lld tokens (%s, %.0f pixel frames), "
+               "%d text tokens, bf16 weights (%.2f G parameters)\n",
+               dev->name, shp->preset, cfg.depth, full_depth, frames, lh, lw, (long long)T, shp->vae, pixel_frames, L,
+               (double)params / 1e9);
+        printf("  chunk (4 read passes + write pass), median of %d: %.3f s (warm-up chunk %.3f s)\n", runs, chunk,
+               warm_s);
+        printf("  per forward: %.3f s on average; read pass %.3f s, write pass %.3f s (medians)\n",
+               chunk / (STEPS + 1), read, write);
+        printf("  DiT frames/s: %.3g (%.0f pixel frames a chunk)", fps, pixel_frames);
+        if (scale != 1) printf("; the %d-block model at this rate: about %.3g", full_depth, fps / scale);
+        printf("\n  FLOPs: %.3f GFLOP per token per read pass (%.1f MFLOP per token per block), %.2f TFLOP a chunk\n",
+               fl.read_pass / (double)T / 1e9, fl.layer_per_token / 1e6, chunk_flop / 1e12);
+        if (pk)
+            printf("  %.3f TFLOP/s: %.1f%% of the fp32 peak, %.1f%% of the fp16/bf16 tensor peak (%s)\n", tflops,
+                   100 * f32_frac, 100 * half_frac, pk->label);
+        else
+            printf("  %.3f TFLOP/s (peak unknown: the device is not in tests/bench/bench_peak.c)\n", tflops);
+        printf("  device memory: peak %.2f GiB (weights %.2f GiB, state %.1f MiB); host peak RSS %.2f GiB\n",
+               (double)peak_mem / (1 << 30), (double)weight_bytes / (1 << 30),
+               (double)lv_dit_state_bytes(dit) / (1 << 20), (double)bench_peak_rss() / (1 << 30));
+    }
+    rc = 0;
+done:
+    if (dit) lv_dit_destroy(ctx, dit);
+    if (ctx) lv_ctx_destroy(ctx);
+    bench_dit_model_free(&model);
+    free(y);
+    free(x0);
+    return rc;
+}
