@@ -15,9 +15,10 @@
  * LongSANA chunk (M = 15600 tokens; K x N = 2240 x 6720, 2240 x 13440, 6720 x 2240), or
  * 4096^3, each with f32, f16 and bf16 weights, in TFLOP/s and as a fraction of the device's
  * peak from a table of known GPUs (bench_peak.c); no C loop (it would take minutes). Every
- * kernel today computes in fp32 whatever the weights' dtype, so the fraction is given of the
+ * fp32 kernel computes in fp32 whatever the weights' dtype, so its fraction is given of the
  * fp32 peak and of the fp16/bf16 tensor peak (the issue's goal: half of the latter); the
- * cooperative-matrix column stays "n/a" until such a kernel exists.
+ * cooperative-matrix column times the tensor-core kernel (LV_MATMUL_COOPMAT: fp16 inputs,
+ * fp32 accumulation) on the same product where the context has it, else says why not.
  *
  * Device times are medians of several runs after a warm-up (pipeline creation excluded),
  * measured from the first dispatch to the end of lv_flush. */
@@ -272,7 +273,8 @@ static const char *parse_shape(const char *s, void *dest) {
 }
 
 static const cli_choice variants[] = {
-    {"auto", LV_MATMUL_AUTO}, {"register", LV_MATMUL_REGISTER}, {"tiled", LV_MATMUL_TILED}, {0}};
+    {"auto", LV_MATMUL_AUTO}, {"register", LV_MATMUL_REGISTER}, {"tiled", LV_MATMUL_TILED},
+    {"coopmat", LV_MATMUL_COOPMAT}, {0}};
 static const cli_choice shape_sets[] = {{"default", SET_DEFAULT}, {"dit", SET_DIT}, {"4096", SET_4096}, {0}};
 
 static cli_option options[] = {
@@ -303,13 +305,23 @@ const cli_spec bench_gemm_spec = {
     .about = "GFLOP/s of lv_op_matmul. By default fp32 1024 x 1024 x 1024 and DiT-shaped products (512\n"
              "tokens x 2240 -> 6720, with f32 and bf16 weights), each beside a plain one-thread C loop timed\n"
              "in the same run. --shapes dit and 4096 give the GPU's figures: TFLOP/s and the fraction of\n"
-             "the device's peak (a table of known GPUs; \"peak unknown\" elsewhere). Every kernel today\n"
-             "computes in fp32 whatever the weights' dtype; there is no cooperative-matrix kernel yet.\n",
+             "the device's peak (a table of known GPUs; \"peak unknown\" elsewhere), and beside the fp32\n"
+             "kernel the tensor-core one (fp16 inputs, fp32 accumulation) where the device has it.\n",
     .options = options,
     .count = CLI_COUNT(options),
 };
 
-#define COOPMAT_NA "n/a (no cooperative matrix kernel yet)"
+/* Why the context runs no tensor-core kernel (lv_device_info.coopmat). */
+static const char *coopmat_absent(const lv_ctx *ctx) {
+    switch (lv_ctx_device(ctx)->coopmat) {
+    case LV_COOPMAT_NONE: return "n/a: none on this device";
+    case LV_COOPMAT_DISABLED: return "n/a: LONGVK_COOPMAT=0";
+    case LV_COOPMAT_UNBUILT: return "n/a: this build has no coopmat shaders (.ci/glslang)";
+    case LV_COOPMAT_OLD_LAYER: return "n/a: off with this validation layer";
+    case LV_COOPMAT_NO_F16: return "n/a: no fp16 or Vulkan memory model";
+    default: return "n/a";
+    }
+}
 
 /* "12.3%", or "-" when the peak is unknown (the table's header says so) */
 static const char *percent(char *buf, size_t size, double fraction) {
@@ -334,16 +346,30 @@ static int run_set(lv_ctx *ctx, lv_matmul_variant variant, const char *vname, ge
                "% half peak", "coopmat");
     }
     int rc = 0;
+    const bool cm = lv_ctx_coopmat(ctx) && variant != LV_MATMUL_COOPMAT;
+    double cm_ms[9] = {0};
     for (int i = 0; i < ncases && rc == 0; i++) {
         gemm_case *c = &cases[i];
         rc = run_case(ctx, c, variant, false);
+        if (rc == 0 && cm) { /* the same product on the tensor cores */
+            gemm_case t = *c;
+            rc = run_case(ctx, &t, LV_MATMUL_COOPMAT, false);
+            cm_ms[i] = t.ms;
+        }
         if (rc == 0 && !json) {
             double tf = gflops(c, c->ms) / 1e3;
-            char shape[32], p1[24], p2[24];
+            char shape[32], p1[24], p2[24], col[96];
             snprintf(shape, sizeof shape, "%lld x %lld -> %lld", (long long)c->M, (long long)c->K, (long long)c->N);
+            if (cm) {
+                double ct = gflops(c, cm_ms[i]) / 1e3;
+                snprintf(col, sizeof col, "%.3f TFLOP/s, %s of the half peak", ct,
+                         percent(p2, sizeof p2, bench_peak_fraction(ct, pk ? pk->half : 0)));
+            } else {
+                snprintf(col, sizeof col, "%s", coopmat_absent(ctx));
+            }
             printf("%-22s %-5s %10.2f %9.3f %12s %12s  %s\n", shape, lv_dtype_name(c->wdtype), c->ms, tf,
                    percent(p1, sizeof p1, bench_peak_fraction(tf, pk ? pk->fp32 : 0)),
-                   percent(p2, sizeof p2, bench_peak_fraction(tf, pk ? pk->half : 0)), COOPMAT_NA);
+                   percent(p2, sizeof p2, bench_peak_fraction(tf, pk ? pk->half : 0)), col);
         }
         fflush(stdout);
     }
@@ -354,16 +380,18 @@ static int run_set(lv_ctx *ctx, lv_matmul_variant variant, const char *vname, ge
                    pk->label, pk->fp32, pk->half, pk->source);
         else
             printf("\"peak\": null, ");
-        printf("\"coopmat\": null, \"cases\": [");
+        if (cm) printf("\"coopmat\": true, \"cases\": [");
+        else printf("\"coopmat\": \"%s\", \"cases\": [", coopmat_absent(ctx));
         for (int i = 0; i < ncases; i++) {
             gemm_case *c = &cases[i];
             double tf = gflops(c, c->ms) / 1e3;
-            char j1[16], j2[16];
+            char j1[16], j2[16], j3[24];
             printf("%s{\"M\": %lld, \"K\": %lld, \"N\": %lld, \"w_dtype\": \"%s\", \"runs\": %d, \"ms\": %.3f, "
-                   "\"tflops\": %.4f, \"fraction_fp32_peak\": %s, \"fraction_half_peak\": %s}",
+                   "\"tflops\": %.4f, \"fraction_fp32_peak\": %s, \"fraction_half_peak\": %s, \"coopmat_tflops\": %s}",
                    i ? ", " : "", (long long)c->M, (long long)c->K, (long long)c->N, lv_dtype_name(c->wdtype), c->runs,
                    c->ms, tf, bench_json_fraction(j1, sizeof j1, bench_peak_fraction(tf, pk ? pk->fp32 : 0)),
-                   bench_json_fraction(j2, sizeof j2, bench_peak_fraction(tf, pk ? pk->half : 0)));
+                   bench_json_fraction(j2, sizeof j2, bench_peak_fraction(tf, pk ? pk->half : 0)),
+                   cm ? (snprintf(j3, sizeof j3, "%.4f", gflops(c, cm_ms[i]) / 1e3), j3) : "null");
         }
         printf("]}\n");
     }
@@ -411,7 +439,7 @@ int bench_gemm(int argc, char **argv) {
         return 1;
     }
     lv_matmul_variant used = variant == LV_MATMUL_AUTO ? lv_matmul_auto_variant(ctx) : variant;
-    const char *vname = used == LV_MATMUL_TILED ? "tiled" : "register";
+    const char *vname = used == LV_MATMUL_TILED ? "tiled" : used == LV_MATMUL_COOPMAT ? "coopmat" : "register";
     if (set != SET_DEFAULT) {
         int rc = run_set(ctx, variant, vname, cases, ncases, json);
         lv_ctx_destroy(ctx);
