@@ -348,6 +348,6 @@ Test(cli_options, unknown_options_are_usage_errors) {
     /* a choice outside its list names the option and the choices */
     expect_usage_error(run("attn", "--q", "q", "--k", "k", "--v", "v", "-o", "o", "--mode", "sideways", NULL),
                        "--mode|full, causal or block", "--mode sideways");
-    expect_usage_error(run("bench", "gemm", "--variant", "fast", NULL), "--variant|auto, register or tiled",
+    expect_usage_error(run("bench", "gemm", "--variant", "fast", NULL), "--variant|auto, register, tiled or coopmat",
                        "--variant fast");
 }
