@@ -72,17 +72,16 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(
     return VK_FALSE;
 }
 
-static bool layer_available(const char *name) {
-    uint32_t n = 0;
-    if (vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS || n == 0) return false;
+uint32_t lv_instance_layer_version(const char *name) {
+    uint32_t n = 0, version = 0;
+    if (vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS || n == 0) return 0;
     VkLayerProperties *props = calloc(n, sizeof *props);
-    if (!props) return false;
-    bool found = false;
+    if (!props) return 0;
     if (vkEnumerateInstanceLayerProperties(&n, props) == VK_SUCCESS)
         for (uint32_t i = 0; i < n; i++)
-            if (strcmp(props[i].layerName, name) == 0) found = true;
+            if (strcmp(props[i].layerName, name) == 0) version = props[i].specVersion;
     free(props);
-    return found;
+    return version;
 }
 
 static bool instance_extension_available(const char *name) {
@@ -111,7 +110,7 @@ static lv_status create_instance(bool validation, lv_ctx *ctx, VkInstance *out) 
     uint32_t nlayers = 0, nextensions = 0;
     VkInstanceCreateFlags flags = 0;
     if (validation) {
-        if (!layer_available("VK_LAYER_KHRONOS_validation"))
+        if (!lv_instance_layer_version("VK_LAYER_KHRONOS_validation"))
             return lv_error(LV_ERR_DEVICE,
                             "LONGVK_VALIDATE is set but VK_LAYER_KHRONOS_validation is not "
                             "installed (apt-get install vulkan-validationlayers)");

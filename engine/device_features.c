@@ -110,25 +110,12 @@ void lv_describe_features(VkInstance instance, VkPhysicalDevice pd, lv_device_in
     else info->coopmat = LONGVK_HAVE_COOPMAT_SHADERS ? LV_COOPMAT_ON : LV_COOPMAT_UNBUILT;
 }
 
-/* The validation layer's version when it is on: a layer older than an extension reports
- * its structures in pNext chains and its SPIR-V capabilities as errors. */
-static uint32_t validation_layer_version(void) {
-    uint32_t n = 0, version = 0;
-    if (vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS || n == 0) return 0;
-    VkLayerProperties *props = calloc(n, sizeof *props);
-    if (!props) return 0;
-    if (vkEnumerateInstanceLayerProperties(&n, props) == VK_SUCCESS)
-        for (uint32_t i = 0; i < n; i++)
-            if (strcmp(props[i].layerName, "VK_LAYER_KHRONOS_validation") == 0) version = props[i].specVersion;
-    free(props);
-    return version;
-}
-
 bool lv_coopmat_prepare(VkPhysicalDevice pd, bool validation, lv_device_info *info, lv_coopmat_enable *e) {
     memset(e, 0, sizeof *e);
     if (info->coopmat != LV_COOPMAT_ON) return false;
-    /* VK_KHR_cooperative_matrix entered the headers (and the layer) at 1.3.255 */
-    if (validation && validation_layer_version() < VK_MAKE_API_VERSION(0, 1, 3, 255)) {
+    /* VK_KHR_cooperative_matrix entered the headers (and the layer) at 1.3.255; an older
+     * layer reports its structures in pNext chains and its SPIR-V capabilities as errors */
+    if (validation && lv_instance_layer_version("VK_LAYER_KHRONOS_validation") < VK_MAKE_API_VERSION(0, 1, 3, 255)) {
         info->coopmat = LV_COOPMAT_OLD_LAYER;
         return false;
     }

@@ -146,6 +146,9 @@ typedef struct lv_coopmat_enable {
     uint32_t extension_count;
 } lv_coopmat_enable;
 
+/* device.c: the spec version of an instance layer, 0 when it is not installed. */
+uint32_t lv_instance_layer_version(const char *name);
+
 /* When info->coopmat is LV_COOPMAT_ON and the device and the validation layer allow it,
  * fills `e` and returns true; otherwise sets info->coopmat to the reason and returns false. */
 bool lv_coopmat_prepare(VkPhysicalDevice pd, bool validation, lv_device_info *info, lv_coopmat_enable *e);
