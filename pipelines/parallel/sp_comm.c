@@ -15,6 +15,23 @@ lv_status lv_sp_band(int Hp, int R, int r, int *row0, int *rows) {
     return LV_OK;
 }
 
+lv_status lv_sp_copy_rows(lv_ctx *ctx, const lv_tensor *dst, int64_t d0, const lv_tensor *src, int64_t r0,
+                           int64_t n) {
+    if (!ctx || !dst || !src || dst->ndim != 4 || src->ndim != 4 || dst->shape[0] != src->shape[0] ||
+        dst->shape[2] != src->shape[2] || dst->shape[3] != src->shape[3] || r0 < 0 || d0 < 0 || n < 0 ||
+        r0 + n > src->shape[1] || d0 + n > dst->shape[1])
+        return lv_error(LV_ERR_INVALID, "sequence parallel row copy: rows %lld+%lld into %lld+%lld of tensors that are "
+                        "not [F, rows, W, X] alike", (long long)r0, (long long)n, (long long)d0, (long long)n);
+    const int64_t F = src->shape[0], WX = src->shape[2] * src->shape[3];
+    int64_t shape[2] = {n * src->shape[2], src->shape[3]};
+    for (int64_t f = 0; f < F; f++) {
+        lv_tensor s = lv_tensor_view(src, (f * src->shape[1] + r0) * WX, 2, shape);
+        lv_tensor d = lv_tensor_view(dst, (f * dst->shape[1] + d0) * WX, 2, shape);
+        LV_TRY(lv_tensor_copy(ctx, &d, &s));
+    }
+    return LV_OK;
+}
+
 void lv_sp_comm_destroy(lv_sp_comm *c) {
     if (c && c->ops && c->ops->destroy) c->ops->destroy(c);
     free(c);

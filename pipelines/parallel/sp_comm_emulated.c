@@ -20,23 +20,11 @@ static lv_status emulated_state_sum(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor 
     return LV_OK;
 }
 
-/* Row `row` of every frame of src [F, R1, W, X] into row `to` of every frame of dst [F, R2, W, X]. */
-static lv_status copy_row(lv_ctx *ctx, const lv_tensor *dst, int64_t to, const lv_tensor *src, int64_t row) {
-    const int64_t F = src->shape[0], W = src->shape[2], X = src->shape[3];
-    int64_t shape[2] = {W, X};
-    for (int64_t f = 0; f < F; f++) {
-        lv_tensor s = lv_tensor_view(src, (f * src->shape[1] + row) * W * X, 2, shape);
-        lv_tensor d = lv_tensor_view(dst, (f * dst->shape[1] + to) * W * X, 2, shape);
-        LV_TRY(lv_tensor_copy(ctx, &d, &s));
-    }
-    return LV_OK;
-}
-
 static lv_status emulated_halo(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *const *own,
                                const lv_tensor *const *padded) {
     for (int r = 0; r < c->bands; r++) {
-        if (r > 0) LV_TRY(copy_row(ctx, padded[r], 0, own[r - 1], own[r - 1]->shape[1] - 1));
-        if (r < c->bands - 1) LV_TRY(copy_row(ctx, padded[r], padded[r]->shape[1] - 1, own[r + 1], 0));
+        if (r > 0) LV_TRY(lv_sp_copy_rows(ctx, padded[r], 0, own[r - 1], own[r - 1]->shape[1] - 1, 1));
+        if (r < c->bands - 1) LV_TRY(lv_sp_copy_rows(ctx, padded[r], padded[r]->shape[1] - 1, own[r + 1], 0, 1));
     }
     return LV_OK;
 }

@@ -53,19 +53,15 @@ static lv_status mpi_state_sum(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *part
 }
 
 /* Row `row` of every frame of t [F, rows, W, X] to the host (read) or from it (write),
- * through one contiguous [F, W, X] tensor: one transfer, one flush, whatever F. */
+ * through one contiguous [F, 1, W, X] tensor: one transfer, one flush, whatever F. */
 static lv_status row_io(lv_ctx *ctx, const lv_tensor *t, int64_t row, float *host, bool read) {
     const int64_t F = t->shape[0], W = t->shape[2], X = t->shape[3];
-    int64_t shape[3] = {F, W, X}, frame[2] = {W, X};
+    int64_t shape[4] = {F, 1, W, X};
+    const uint64_t bytes = (uint64_t)F * W * X * sizeof(float);
     lv_tensor rows = {0};
-    LV_TRY(lv_tensor_create(ctx, LV_F32, 3, shape, &rows));
-    lv_status s = read ? LV_OK : lv_tensor_write(ctx, &rows, host, (uint64_t)F * W * X * sizeof(float));
-    for (int64_t f = 0; s == LV_OK && f < F; f++) {
-        lv_tensor v = lv_tensor_view(t, (f * t->shape[1] + row) * W * X, 2, frame);
-        lv_tensor r = lv_tensor_view(&rows, f * W * X, 2, frame);
-        s = read ? lv_tensor_copy(ctx, &r, &v) : lv_tensor_copy(ctx, &v, &r);
-    }
-    if (s == LV_OK && read) s = lv_tensor_read(ctx, &rows, host, (uint64_t)F * W * X * sizeof(float));
+    LV_TRY(lv_tensor_create(ctx, LV_F32, 4, shape, &rows));
+    lv_status s = read ? lv_sp_copy_rows(ctx, &rows, 0, t, row, 1) : lv_tensor_write(ctx, &rows, host, bytes);
+    if (s == LV_OK) s = read ? lv_tensor_read(ctx, &rows, host, bytes) : lv_sp_copy_rows(ctx, t, row, &rows, 0, 1);
     lv_tensor_free(ctx, &rows);
     return s;
 }

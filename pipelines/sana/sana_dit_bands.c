@@ -131,19 +131,6 @@ static lv_status band_upload(lv_ctx *ctx, const float *all, const bands *bs, con
     return st;
 }
 
-/* rows [r0, r0 + n) of every frame of src [F, Rs, W, X] into rows [d0, d0 + n) of dst [F, Rd, W, X] */
-static lv_status copy_rows(lv_ctx *ctx, const lv_tensor *dst, int64_t d0, const lv_tensor *src, int64_t r0,
-                           int64_t n) {
-    const int64_t F = src->shape[0], WX = src->shape[2] * src->shape[3];
-    int64_t shape[2] = {n * src->shape[2], src->shape[3]};
-    for (int64_t f = 0; f < F; f++) {
-        lv_tensor s = lv_tensor_view(src, (f * src->shape[1] + r0) * WX, 2, shape);
-        lv_tensor d = lv_tensor_view(dst, (f * dst->shape[1] + d0) * WX, 2, shape);
-        LV_TRY(lv_tensor_copy(ctx, &d, &s));
-    }
-    return LV_OK;
-}
-
 /* ---- one layer, band by band ---------------------------------------------------------- */
 
 /* adaLN, q, k, v with their norms, and the band's partial (S_r, z_r) into `partial` */
@@ -199,7 +186,7 @@ static lv_status ffn_finish(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, const b
     LV_TRY(lv_op_dwconv3x3(ctx, &b->dg, &g4, &dwg, &dbg));
     LV_TRY(lv_op_mul_silu(ctx, &b->da, &b->da, &b->dg));
     lv_tensor sel4 = lv_tensor_view(&b->dsel, 0, 4, (int64_t[]){bs->F, b->rows, bs->Wp, Fh});
-    LV_TRY(copy_rows(ctx, &sel4, 0, &b->da, b->top, b->rows));
+    LV_TRY(lv_sp_copy_rows(ctx, &sel4, 0, &b->da, b->top, b->rows));
     LV_TRY(lv_op_matmul(ctx, &b->u, &b->dsel, &blk->point_w, NULL));
     /* temporal conv over frames with the band's slice of the carried last frame */
     int64_t fpc[3] = {bs->F, b->P, C};
@@ -246,7 +233,7 @@ static lv_status layer(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, bands *bs, l
     for (int r = 0; r < R; r++) {
         band *b = &bs->b[r];
         LV_TRY(lv_op_layernorm_modulate(ctx, &b->h, &b->x, t0[3], t0[4], dit->cfg.ln_eps));
-        LV_TRY(copy_rows(ctx, &b->hpad, b->top, &bs->h4[r], 0, b->rows));
+        LV_TRY(lv_sp_copy_rows(ctx, &b->hpad, b->top, &bs->h4[r], 0, b->rows));
     }
     LV_TRY(lv_sp_comm_halo(dit->sp, ctx, bs->h4p, bs->hpadp));
     for (int r = 0; r < R; r++) LV_TRY(ffn_finish(ctx, dit, blk, bs, &bs->b[r], t0, pass->commit));

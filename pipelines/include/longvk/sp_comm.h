@@ -23,6 +23,11 @@ extern "C" {
  * one row more than the others. LV_ERR_INVALID (naming both) when R > Hp or R < 1. */
 lv_status lv_sp_band(int Hp, int R, int r, int *row0, int *rows);
 
+/* Rows [r0, r0 + n) of every frame of src [F, Rs, W, X] into rows [d0, d0 + n) of dst
+ * [F, Rd, W, X] (recorded: one copy per frame): how bands, halos and their transfers move
+ * rows. */
+lv_status lv_sp_copy_rows(lv_ctx *ctx, const lv_tensor *dst, int64_t d0, const lv_tensor *src, int64_t r0, int64_t n);
+
 typedef struct lv_sp_comm lv_sp_comm;
 
 /* The in-process emulation: one communicator holds all R bands. */
