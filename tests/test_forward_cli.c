@@ -21,13 +21,7 @@ static int run(const char *args) {
 }
 
 static void write_inputs(lv_weights *v) {
-    const lv_weight *x = lv_weights_find(v, "x");
-    cr_assert_eq(lv_npy_write(LONGVK_TEST_TMP "/fwd_x.npy", 4, x->shape, x->data), LV_OK);
-    lv_weight text[2] = {*lv_weights_find(v, "y"), *lv_weights_find(v, "mask")};
-    text[0].name = "y";
-    text[1].name = "mask";
-    cr_assert_eq(lv_safetensors_write(LONGVK_TEST_TMP "/fwd_text.safetensors", text, 2, NULL, 0), LV_OK,
-                 "%s", lv_last_error());
+    ts_forward_inputs(v, LONGVK_TEST_TMP "/fwd_x.npy", LONGVK_TEST_TMP "/fwd_text.safetensors");
 }
 
 static void compare(lv_weights *v, const char *out, const char *want) {

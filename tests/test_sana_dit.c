@@ -297,15 +297,24 @@ Test(sana_dit, state_memory_does_not_grow) {
 
 /* Straight against the ORIGINAL SANA-Video modules' outputs (shared testdata, copied to
  * assets/testdata): one-shot forwards and LongSANA read passes over the carried state. */
+/* A model of assets/testdata/sana-video and a vectors file, both paths under assets/. */
+static void open_files(const char *weights, const char *vectors, lv_sana_file **model, lv_weights **v) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", LONGVK_ASSETS_DIR, weights);
+    cr_assert_eq(lv_sana_file_open(path, NULL, NULL, model), LV_OK, "%s", lv_last_error());
+    snprintf(path, sizeof path, "%s/%s", LONGVK_ASSETS_DIR, vectors);
+    cr_assert_eq(lv_weights_open(path, v), LV_OK, "%s", lv_last_error());
+}
+
 static void original_outputs(const char *name) {
     char path[1024];
     lv_ctx *ctx = ts_ctx();
     lv_sana_file *model;
     lv_weights *v;
-    snprintf(path, sizeof path, "%s/testdata/sana-video/%s.weights.safetensors", LONGVK_ASSETS_DIR, name);
-    cr_assert_eq(lv_sana_file_open(path, NULL, NULL, &model), LV_OK, "%s", lv_last_error());
-    snprintf(path, sizeof path, "%s/testdata/sana-video/%s.vectors.safetensors", LONGVK_ASSETS_DIR, name);
-    cr_assert_eq(lv_weights_open(path, &v), LV_OK, "%s", lv_last_error());
+    char wname[256], vname[256];
+    snprintf(wname, sizeof wname, "testdata/sana-video/%s.weights.safetensors", name);
+    snprintf(vname, sizeof vname, "testdata/sana-video/%s.vectors.safetensors", name);
+    open_files(wname, vname, &model, &v);
     lv_dit *dit;
     cr_assert_eq(lv_dit_create(ctx, model, NULL, &dit), LV_OK, "%s", lv_last_error());
     const lv_weight *x = lv_weights_find(v, "x"), *y = lv_weights_find(v, "y");
@@ -363,10 +372,8 @@ Test(sana_dit, tiny_single_clip_samplers) {
     lv_ctx *ctx = ts_ctx();
     lv_sana_file *model;
     lv_weights *v;
-    snprintf(path, sizeof path, "%s/testdata/sana-video/tiny-hd32.weights.safetensors", LONGVK_ASSETS_DIR);
-    cr_assert_eq(lv_sana_file_open(path, NULL, NULL, &model), LV_OK, "%s", lv_last_error());
-    snprintf(path, sizeof path, "%s/vectors/sana-video-tiny-hd32-clip.safetensors", LONGVK_ASSETS_DIR);
-    cr_assert_eq(lv_weights_open(path, &v), LV_OK, "%s", lv_last_error());
+    open_files("testdata/sana-video/tiny-hd32.weights.safetensors", "vectors/sana-video-tiny-hd32-clip.safetensors",
+               &model, &v);
     lv_dit *dit;
     cr_assert_eq(lv_dit_create(ctx, model, NULL, &dit), LV_OK, "%s", lv_last_error());
     const lv_weight *y = lv_weights_find(v, "clip_y"), *noise = lv_weights_find(v, "clip_noise");
@@ -436,14 +443,11 @@ Test(sana_dit, no_carried_state_means_chunks_alone) {
  * i.e. 14 eps^2: 3.3e-6 (f16), 2.1e-4 (bf16). A rounding that never happened (NMSE 0) or a
  * wrong conversion (NMSE ~ 1) fails. */
 Test(sana_dit, half_precision_weights) {
-    char path[1024];
     lv_ctx *ctx = ts_ctx();
     lv_sana_file *model;
     lv_weights *v;
-    snprintf(path, sizeof path, "%s/testdata/sana-video/tiny-hd32.weights.safetensors", LONGVK_ASSETS_DIR);
-    cr_assert_eq(lv_sana_file_open(path, NULL, NULL, &model), LV_OK, "%s", lv_last_error());
-    snprintf(path, sizeof path, "%s/testdata/sana-video/tiny-hd32.vectors.safetensors", LONGVK_ASSETS_DIR);
-    cr_assert_eq(lv_weights_open(path, &v), LV_OK, "%s", lv_last_error());
+    open_files("testdata/sana-video/tiny-hd32.weights.safetensors", "testdata/sana-video/tiny-hd32.vectors.safetensors",
+               &model, &v);
     const lv_sana_config *c = lv_sana_file_config(model);
     int64_t C = c->hidden, Fh = c->ffn_hidden, Kin = (int64_t)c->in_channels * c->patch[0] * c->patch[1] * c->patch[2];
     int64_t Kout = (int64_t)c->out_channels * c->patch[0] * c->patch[1] * c->patch[2];

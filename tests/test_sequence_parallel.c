@@ -468,13 +468,7 @@ static int run_cli(const char *args) {
 Test(sequence_parallel, cli_sp_emulate_matches, .timeout = 300) {
     lv_weights *v;
     cr_assert_eq(lv_weights_open(VECTORS, &v), LV_OK, "%s", lv_last_error());
-    const lv_weight *x = lv_weights_find(v, "x");
-    cr_assert_eq(lv_npy_write(LONGVK_TEST_TMP "/sp_x.npy", 4, x->shape, x->data), LV_OK);
-    lv_weight text[2] = {*lv_weights_find(v, "y"), *lv_weights_find(v, "mask")};
-    text[0].name = "y";
-    text[1].name = "mask";
-    cr_assert_eq(lv_safetensors_write(LONGVK_TEST_TMP "/sp_text.safetensors", text, 2, NULL, 0), LV_OK,
-                 "%s", lv_last_error());
+    ts_forward_inputs(v, LONGVK_TEST_TMP "/sp_x.npy", LONGVK_TEST_TMP "/sp_text.safetensors");
 #define COMMON "--model " WEIGHTS " --latents " LONGVK_TEST_TMP "/sp_x.npy --timestep 727 --block-frames 2 " \
                "--text-embeds " LONGVK_TEST_TMP "/sp_text.safetensors "
     cr_assert_eq(run_cli(COMMON "-o " LONGVK_TEST_TMP "/sp_r1.npy"), 0);

@@ -22,21 +22,19 @@
  * unsplit pass. 5 ranks for 4 rows: every rank stops, the message says why, no output. */
 #define WEIGHTS LONGVK_ASSETS_DIR "/testdata/sana-video/tiny-hd32.weights.safetensors"
 #define VECTORS LONGVK_ASSETS_DIR "/vectors/sana-video-tiny-hd32.safetensors"
+/* root (in containers) needs the first two; more ranks than cores, oversubscribed; the ranks
+ * talk through shared memory only, without the single-copy mechanism that a container's ptrace
+ * rules may forbid: nothing depends on the network */
 #define MPIRUN "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " \
                "OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun "
 
 static void forward_inputs(char *common, size_t size) {
     lv_weights *v;
     cr_assert_eq(lv_weights_open(VECTORS, &v), LV_OK, "%s", lv_last_error());
-    const lv_weight *x = lv_weights_find(v, "x");
     char xp[1100], tp[1100];
     snprintf(xp, sizeof xp, "%s", ts_tmp("mpi_x.npy"));
     snprintf(tp, sizeof tp, "%s", ts_tmp("mpi_text.safetensors"));
-    cr_assert_eq(lv_npy_write(xp, 4, x->shape, x->data), LV_OK);
-    lv_weight text[2] = {*lv_weights_find(v, "y"), *lv_weights_find(v, "mask")};
-    text[0].name = "y";
-    text[1].name = "mask";
-    cr_assert_eq(lv_safetensors_write(tp, text, 2, NULL, 0), LV_OK, "%s", lv_last_error());
+    ts_forward_inputs(v, xp, tp);
     lv_weights_close(v);
     snprintf(common, size, "forward --model %s --latents %s --timestep 727 --block-frames 2 --text-embeds %s", WEIGHTS,
              xp, tp);
@@ -56,13 +54,7 @@ static void check_ranks(int R) {
     char dir[1024], cmd[4096];
     snprintf(dir, sizeof dir, "%s", ts_tmp("sp-mpi"));
     mkdir(dir, 0755);
-    /* root (in containers) needs the first two; more ranks than cores, oversubscribed; the
-     * ranks talk through shared memory only, without the single-copy mechanism that a
-     * container's ptrace rules may forbid: nothing depends on the network */
-    snprintf(cmd, sizeof cmd,
-             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
-             "OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun -np %d %s %s",
-             R, LONGVK_SP_CHECK, dir);
+    snprintf(cmd, sizeof cmd, MPIRUN "-np %d %s %s", R, LONGVK_SP_CHECK, dir);
     char *out;
     int rc = ts_run(cmd, &out);
     cr_assert_eq(rc, 0, "%s: exit %d\n%s", cmd, rc, out);

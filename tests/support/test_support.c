@@ -129,3 +129,13 @@ float *ts_read(lv_ctx *ctx, const lv_tensor *t) {
     cr_assert_eq(lv_tensor_read(ctx, t, x, n * 4), LV_OK, "%s", lv_last_error());
     return x;
 }
+
+void ts_forward_inputs(const lv_weights *v, const char *x_path, const char *text_path) {
+    const lv_weight *x = lv_weights_find(v, "x"), *y = lv_weights_find(v, "y"), *mask = lv_weights_find(v, "mask");
+    cr_assert(x && y && mask, "the vectors lack x, y or mask");
+    cr_assert_eq(lv_npy_write(x_path, 4, x->shape, x->data), LV_OK, "%s", lv_last_error());
+    lv_weight text[2] = {*y, *mask};
+    text[0].name = "y";
+    text[1].name = "mask";
+    cr_assert_eq(lv_safetensors_write(text_path, text, 2, NULL, 0), LV_OK, "%s", lv_last_error());
+}

@@ -37,5 +37,8 @@ lv_tensor ts_empty(lv_ctx *ctx, int ndim, const int64_t *shape);
 float *ts_read(lv_ctx *ctx, const lv_tensor *t);
 /* Round f32 values through a 16-bit dtype in place, as the device will see them. */
 void ts_round_to(lv_dtype dtype, float *x, size_t n);
+/* The inputs of `longvk forward` from a vectors file of the DiT tests: its 'x' as a .npy at
+ * x_path, its 'y' and 'mask' as the --text-embeds safetensors at text_path. */
+void ts_forward_inputs(const lv_weights *v, const char *x_path, const char *text_path);
 
 #endif
