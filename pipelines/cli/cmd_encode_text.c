@@ -235,20 +235,17 @@ int cmd_encode_text(int argc, char **argv) {
         goto done;
     }
     int rows = sana ? LV_SANA_PROMPT_ROWS : n;
-    hidden = malloc((size_t)(sana ? n + rows : n) * (size_t)H * sizeof *hidden);
+    hidden = malloc((size_t)rows * (size_t)H * sizeof *hidden);
     if (!hidden) {
-        fprintf(stderr, "longvk: out of host memory for %d x %d floats\n", n, H);
+        fprintf(stderr, "longvk: out of host memory for %d x %d floats\n", rows, H);
         goto done;
     }
-    if (lv_gemma2_encode(enc, ids, n, hidden) != LV_OK) {
+    /* sana-video: the rows the DiT receives, as generate computes them */
+    if ((sana ? lv_sana_prompt_encode(enc, &sp, hidden, NULL) : lv_gemma2_encode(enc, ids, n, hidden)) != LV_OK) {
         cli_fail("encode");
         goto done;
     }
     float *out = hidden;
-    if (sana) {
-        out = hidden + (size_t)n * H;
-        lv_sana_prompt_select(&sp, hidden, H, out);
-    }
     int64_t shape[2] = {rows, H};
     if (lv_npy_write(args.output, 2, shape, out) != LV_OK) {
         cli_fail(NULL);
