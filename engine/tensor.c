@@ -185,8 +185,7 @@ uint16_t lv_float_to_bf16(float f) {
     return (uint16_t)(x >> 16);
 }
 
-/* Element i of a weight's data (f32, f16 or bf16; the mapping may be unaligned). */
-static float weight_elem(const lv_weight *w, size_t i) {
+float lv_weight_float(const lv_weight *w, size_t i) {
     if (w->dtype == LV_F32) {
         float v;
         memcpy(&v, (const char *)w->data + 4 * i, 4);
@@ -222,7 +221,7 @@ lv_status lv_tensor_from_weight(lv_ctx *ctx, const lv_weight *w, lv_dtype dtype,
             return lv_error(LV_ERR_NOMEM, "out of host memory converting '%s' to %s", w->name, lv_dtype_name(dtype));
         }
         for (size_t i = 0; i < (size_t)n; i++) {
-            float v = weight_elem(w, i);
+            float v = lv_weight_float(w, i);
             if (dtype == LV_F32) ((float *)buf)[i] = v;
             else ((uint16_t *)buf)[i] = dtype == LV_BF16 ? lv_float_to_bf16(v) : lv_float_to_half(v);
         }

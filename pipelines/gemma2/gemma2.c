@@ -55,17 +55,6 @@ void lv_gemma2_options_default(lv_gemma2_options *opt) {
 
 /* ---- host conversions ------------------------------------------------------------------ */
 
-static float load_elem(const void *data, lv_dtype dtype, size_t i) {
-    if (dtype == LV_F32) {
-        float v;
-        memcpy(&v, (const char *)data + 4 * i, 4);
-        return v;
-    }
-    uint16_t b;
-    memcpy(&b, (const char *)data + 2 * i, 2);
-    return dtype == LV_F16 ? lv_half_to_float(b) : lv_bf16_to_float(b);
-}
-
 /* v rounded to dtype and back */
 static float round_to(float v, lv_dtype dtype) {
     if (dtype == LV_BF16) return lv_bf16_to_float(lv_float_to_bf16(v));
@@ -88,7 +77,7 @@ static lv_status upload_norm(lv_gemma2 *m, const lv_weight *w, lv_tensor *out) {
     lv_dtype param = m->opt.weight_dtype < 0 ? w->dtype : (lv_dtype)m->opt.weight_dtype;
     float *buf = malloc(n * sizeof *buf);
     if (!buf) return lv_error(LV_ERR_NOMEM, "out of host memory for '%s'", w->name);
-    for (size_t i = 0; i < n; i++) buf[i] = 1.0f + round_to(load_elem(w->data, w->dtype, i), param);
+    for (size_t i = 0; i < n; i++) buf[i] = 1.0f + round_to(lv_weight_float(w, i), param);
     int64_t shape[1] = {(int64_t)n};
     lv_status s = lv_tensor_create(m->ctx, LV_F32, 1, shape, out);
     if (s == LV_OK) {
@@ -241,7 +230,7 @@ static lv_status embed(lv_gemma2 *m, const int32_t *ids, int n, const lv_tensor 
         float *dst = m->host_rows + (size_t)i * H;
         size_t base = (size_t)ids[i] * (size_t)H;
         for (int64_t j = 0; j < H; j++) {
-            float v = load_elem(e->data, e->dtype, base + (size_t)j);
+            float v = lv_weight_float(e, base + (size_t)j);
             if (round) v = round_to(v, m->embed_dtype);
             dst[j] = v * m->normalizer;
         }

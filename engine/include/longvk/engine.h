@@ -191,6 +191,9 @@ lv_status lv_tensor_copy(lv_ctx *ctx, const lv_tensor *dst, const lv_tensor *src
 lv_status lv_tensor_from_weight(lv_ctx *ctx, const lv_weight *w, lv_dtype dtype, int ndim, const int64_t *shape,
                                 lv_tensor *out);
 
+/* Element i of an f32, f16 or bf16 weight as a float (the file's mapping may be unaligned). */
+float lv_weight_float(const lv_weight *w, size_t i);
+
 /* Host-side half conversions used by loaders, tests and references. */
 float lv_half_to_float(uint16_t h);
 uint16_t lv_float_to_half(float f);
