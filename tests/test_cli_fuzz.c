@@ -312,6 +312,13 @@ static fuzz_target targets[] = {
      .samples = {{"--latent", {"4x4", "60x104", "3x4", "0x4", "4x4x4", "4097x1"}},
                  {"--preset", {"sana-video-2b-480p", "sana-video-2b-720p", "nope"}}},
      .usage_runs = 5},
+    /* no free runs either: the same weights, once per rank */
+    {.argv0 = {"bench", "sp"},
+     .spec = &bench_sp_spec,
+     .samples = {{"--ranks", {"2,4", "1", "2,,4", "65", "2,4,", "x"}},
+                 {"--link", {"12.5,5", "0,5", "5", "a,b", "1,-1", "1,inf"}},
+                 {"--latent", {"4x4", "3x4", "0x4"}}},
+     .usage_runs = 5},
     {.argv0 = {"bench", "encode"},
      .spec = &bench_encode_spec,
      .files = {{"--out", ".mp4"}},

@@ -10,6 +10,7 @@
  * bit-identical. */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "longvk/sp_comm.h"
 #include "longvk/weights.h"
 #include "test_support.h"
+#include "ts_files.h"
 
 #define SPLIT_BOUND 1e-10
 #define REF_BOUND 1e-8
@@ -453,6 +455,110 @@ Test(sequence_parallel, more_bands_than_rows_is_an_error) {
     close_model(&md);
 }
 
+/* ---- what the bands send (lv_sp_comm_stats), and one rank measured alone ---- */
+
+/* One read pass of the vectors' x (all frames) through `comm`, into out [C, F, H, W]. */
+static void forward_through(model *md, lv_sp_comm *comm, float *out) {
+    lv_dit *dit = make_dit(md, 0);
+    cr_assert_eq(lv_dit_set_sp_comm(dit, comm), LV_OK, "%s", lv_last_error());
+    float ts[64];
+    for (int f = 0; f < md->F; f++) ts[f] = 500.0f;
+    const size_t n = (size_t)md->C * md->F * md->H * md->W;
+    lv_dit_pass pass = {.x = vec(md->vec, "x", (int64_t)n), .frames = md->F, .height = md->H, .width = md->W,
+                        .timesteps = ts};
+    cr_assert_eq(lv_dit_forward(md->ctx, dit, &pass, out), LV_OK, "%s", lv_last_error());
+    lv_dit_destroy(md->ctx, dit);
+}
+
+/* The sizes the counts are checked against, from the config alone. */
+typedef struct sizes {
+    uint64_t state, row, pred_row; /* bytes: one partial state; one token row of h (all frames); of the output */
+    int depth;
+} sizes;
+
+static sizes sizes_of(const model *md) {
+    const lv_sana_config *c = lv_sana_file_config(md->file);
+    const uint64_t Fp = (uint64_t)(md->F / c->patch[0]), Wp = (uint64_t)(md->W / c->patch[2]);
+    const uint64_t Ko = (uint64_t)c->out_channels * c->patch[0] * c->patch[1] * c->patch[2];
+    return (sizes){.state = (uint64_t)c->heads * c->head_dim * (c->head_dim + 1) * 4,
+                   .row = Fp * Wp * (uint64_t)c->hidden * 4, .pred_row = Fp * Wp * Ko * 4, .depth = c->depth};
+}
+
+/* 3 bands of tiny-hd32's 4 token rows (2/1/1) in one process: the counts are what the
+ * bands would send each other as ranks. */
+Test(sequence_parallel, stats_count_what_the_bands_send, .timeout = 300) {
+    model md;
+    open_model(&md, "tiny-hd32");
+    cr_assert_eq(md.Hp, 4);
+    const sizes z = sizes_of(&md);
+    lv_sp_comm *comm;
+    cr_assert_eq(lv_sp_comm_emulated_create(3, &comm), LV_OK);
+    float *out = malloc((size_t)md.C * md.F * md.H * md.W * sizeof *out);
+    forward_through(&md, comm, out);
+    lv_sp_comm_stats st;
+    lv_sp_comm_stats_get(comm, &st);
+    const uint64_t L = (uint64_t)z.depth;
+    /* per layer: each band's partial to the 2 others; edge rows: bands 0 and 2 one, band 1 two */
+    cr_assert_eq(st.calls[LV_SP_STATE_SUM], L);
+    cr_assert_eq(st.bytes_sent[LV_SP_STATE_SUM], L * 3 * 2 * z.state);
+    cr_assert_eq(st.messages[LV_SP_STATE_SUM], L * 3 * 2);
+    cr_assert_eq(st.calls[LV_SP_HALO], L);
+    cr_assert_eq(st.bytes_sent[LV_SP_HALO], L * 4 * z.row);
+    cr_assert_eq(st.messages[LV_SP_HALO], L * 4);
+    /* the prediction once: every band's rows (4 in all) to the 2 others */
+    cr_assert_eq(st.calls[LV_SP_GATHER_ROWS], 1);
+    cr_assert_eq(st.bytes_sent[LV_SP_GATHER_ROWS], 2 * 4 * z.pred_row);
+    cr_assert_eq(st.messages[LV_SP_GATHER_ROWS], 3 * 2);
+    cr_assert_str_eq(lv_sp_op_name(LV_SP_HALO), "halo");
+    lv_sp_comm_stats_reset(comm);
+    lv_sp_comm_stats_get(comm, &st);
+    for (int op = 0; op < LV_SP_OPS; op++) cr_assert(st.calls[op] == 0 && st.bytes_sent[op] == 0 && st.seconds[op] == 0);
+    lv_sp_comm_destroy(comm);
+    free(out);
+    close_model(&md);
+}
+
+/* The solo transport (bench sp): band 1 of 3 alone, with both neighbours stood in for,
+ * runs its rows and counts what that rank sends; the other bands' rows are zeros. */
+Test(sequence_parallel, solo_rank_runs_its_band_alone, .timeout = 300) {
+    model md;
+    open_model(&md, "tiny-hd32");
+    const sizes z = sizes_of(&md);
+    const int ph = lv_sana_file_config(md.file)->patch[1];
+    lv_sp_comm *comm;
+    cr_assert_eq(lv_sp_comm_solo_create(3, 3, &comm), LV_ERR_INVALID);
+    cr_assert(strstr(lv_last_error(), "band 3 of 3"), "%s", lv_last_error());
+    cr_assert_eq(lv_sp_comm_solo_create(3, 1, &comm), LV_OK, "%s", lv_last_error());
+    cr_assert(lv_sp_comm_first(comm) == 1 && lv_sp_comm_count(comm) == 1 && lv_sp_comm_bands(comm) == 3);
+    lv_sp_comm_set_timing(comm, true);
+    const size_t n = (size_t)md.C * md.F * md.H * md.W;
+    float *out = malloc(n * sizeof *out);
+    forward_through(&md, comm, out);
+    /* band 1 of 3 over 4 rows is token row 2: pixel rows [2 ph, 3 ph) */
+    size_t inside = 0, nonzero_inside = 0;
+    for (size_t i = 0; i < n; i++) {
+        const int y = (int)(i / (size_t)md.W % (size_t)md.H);
+        cr_assert(isfinite(out[i]), "value %zu is %g", i, out[i]);
+        if (y >= 2 * ph && y < 3 * ph) {
+            inside++;
+            nonzero_inside += out[i] != 0;
+        } else {
+            cr_assert_eq(out[i], 0.0f, "value %zu (pixel row %d) outside the band is %g", i, y, out[i]);
+        }
+    }
+    cr_assert(nonzero_inside > inside / 2, "%zu of %zu values of the band are zero", inside - nonzero_inside, inside);
+    lv_sp_comm_stats st;
+    lv_sp_comm_stats_get(comm, &st);
+    const uint64_t L = (uint64_t)z.depth;
+    cr_assert_eq(st.bytes_sent[LV_SP_STATE_SUM], L * 2 * z.state);
+    cr_assert_eq(st.bytes_sent[LV_SP_HALO], L * 2 * z.row);
+    cr_assert_eq(st.bytes_sent[LV_SP_GATHER_ROWS], 2 * z.pred_row);
+    cr_assert(st.seconds[LV_SP_STATE_SUM] > 0 && st.seconds[LV_SP_HALO] > 0);
+    lv_sp_comm_destroy(comm);
+    free(out);
+    close_model(&md);
+}
+
 /* ---- the CLI ---- */
 
 #define WEIGHTS LONGVK_ASSETS_DIR "/testdata/sana-video/tiny-hd32.weights.safetensors"
@@ -492,4 +598,29 @@ Test(sequence_parallel, cli_sp_emulate_matches, .timeout = 300) {
     cr_assert(got > 0 && strstr(msg, "5 sequence-parallel bands") && strstr(msg, "4 token rows"), "%s", msg);
     cr_assert_null(fopen(LONGVK_TEST_TMP "/sp_r5.npy", "r"), "no output may be left behind");
     lv_weights_close(v);
+}
+
+/* `longvk bench sp` on the 2B shape cut to one block and a 4 x 4 token grid: the bytes it
+ * counts are the design's (pipelines/parallel/README.md, section 3): a partial state is
+ * 20 heads x 112 x (112 + 1) floats = 1,012,480 B, sent to each of the R - 1 other ranks;
+ * a halo row is 1 frame x 4 columns x 2240 channels x 4 B = 35,840 B per neighbour. */
+Test(sequence_parallel, bench_sp_counts_the_design_bytes, .timeout = 600) {
+    char cmd[4096], path[1024];
+    snprintf(path, sizeof path, "%s/bench_sp.json", LONGVK_TEST_TMP);
+    snprintf(cmd, sizeof cmd, "%s bench sp --depth 1 --frames 1 --latent 8x8 --ranks 2,4 --json >%s 2>%s.err",
+             LONGVK_CLI, path, path);
+    int rc = system(cmd);
+    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "%s failed", cmd);
+    size_t len;
+    char *json = (char *)ts_slurp(path, &len);
+    cr_assert_not_null(json);
+    const char *want[] = {
+        "\"ranks\": 2, \"bands\": [{\"band\": 0, \"rows\": 2, \"halo_rows\": 1,",
+        "\"state_sum_bytes_per_layer\": 1012480, \"halo_bytes_per_layer\": 35840,",
+        "\"ranks\": 4,",
+        "\"state_sum_bytes_per_layer\": 3037440, \"halo_bytes_per_layer\": 71680,", /* R = 4, inner band */
+        "\"link\": \"InfiniBand 100 Gb/s\"",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) cr_assert(strstr(json, want[i]), "no %s in %s", want[i], json);
+    free(json);
 }

@@ -1,8 +1,59 @@
 /* Band geometry and the transport-independent part of longvk/sp_comm.h: argument checks,
- * then the transport's operation. */
+ * the byte counts and clocks of the statistics, then the transport's operation; and the
+ * host staging that the MPI and solo transports share. */
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
+#include "longvk/ops.h"
 #include "sp_comm_internal.h"
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Runs one operation under the statistics: bytes as the header defines them, the clock
+ * around it (with timing on, between two flushes). */
+typedef struct op_clock {
+    double start;
+} op_clock;
+
+static lv_status op_begin(lv_sp_comm *c, lv_ctx *ctx, op_clock *k) {
+    if (c->timing && ctx) LV_TRY(lv_flush(ctx));
+    k->start = now_seconds();
+    return LV_OK;
+}
+
+static lv_status op_end(lv_sp_comm *c, lv_ctx *ctx, const op_clock *k, lv_sp_op op, uint64_t bytes,
+                        uint64_t messages, lv_status s) {
+    if (s == LV_OK && c->timing && ctx) s = lv_flush(ctx);
+    c->stats.calls[op]++;
+    c->stats.bytes_sent[op] += bytes;
+    c->stats.messages[op] += messages;
+    c->stats.seconds[op] += now_seconds() - k->start;
+    return s;
+}
+
+const char *lv_sp_op_name(lv_sp_op op) {
+    static const char *const names[LV_SP_OPS] = {"state sum", "halo", "gather rows"};
+    return op >= 0 && op < LV_SP_OPS ? names[op] : "?";
+}
+
+void lv_sp_comm_stats_get(const lv_sp_comm *c, lv_sp_comm_stats *out) {
+    if (!out) return;
+    if (c) *out = c->stats;
+    else memset(out, 0, sizeof *out);
+}
+
+void lv_sp_comm_stats_reset(lv_sp_comm *c) {
+    if (c) memset(&c->stats, 0, sizeof c->stats);
+}
+
+void lv_sp_comm_set_timing(lv_sp_comm *c, bool on) {
+    if (c) c->timing = on;
+}
 
 lv_status lv_sp_band(int Hp, int R, int r, int *row0, int *rows) {
     if (R < 1 || Hp < 1 || R > Hp)
@@ -52,7 +103,12 @@ lv_status lv_sp_comm_state_sum(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *part
         return lv_error(LV_ERR_INVALID, "sequence parallel state sum: partials %lldx%lld for %d local bands "
                         "and a sum of %lld values (f32)", (long long)partials->shape[0],
                         partials->ndim > 1 ? (long long)partials->shape[1] : 0LL, c->count, (long long)m);
-    return c->ops->state_sum(c, ctx, partials, sum);
+    op_clock k;
+    LV_TRY(op_begin(c, ctx, &k));
+    /* every local band's partial to each of the R - 1 others */
+    const uint64_t bytes = (uint64_t)c->count * (uint64_t)(c->bands - 1) * (uint64_t)m * sizeof(float);
+    return op_end(c, ctx, &k, LV_SP_STATE_SUM, bytes, (uint64_t)c->count * (uint64_t)(c->bands - 1),
+                  c->ops->state_sum(c, ctx, partials, sum));
 }
 
 lv_status lv_sp_comm_halo(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *const *own,
@@ -70,7 +126,17 @@ lv_status lv_sp_comm_halo(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *const *ow
             return lv_error(LV_ERR_INVALID, "sequence parallel halo: band %d of %d needs [F, rows, W, X] f32 and "
                             "[F, rows + %lld, W, X] f32", r, c->bands, (long long)halo);
     }
-    return c->ops->halo(c, ctx, own, padded);
+    uint64_t bytes = 0, messages = 0; /* each band's edge row of every frame to each neighbour */
+    for (int i = 0; i < c->count; i++) {
+        const int r = c->first + i;
+        const lv_tensor *o = own[i];
+        const uint64_t neighbours = (uint64_t)((r > 0) + (r < c->bands - 1));
+        messages += neighbours;
+        bytes += neighbours * (uint64_t)(o->shape[0] * o->shape[2] * o->shape[3]) * sizeof(float);
+    }
+    op_clock k;
+    LV_TRY(op_begin(c, ctx, &k));
+    return op_end(c, ctx, &k, LV_SP_HALO, bytes, messages, c->ops->halo(c, ctx, own, padded));
 }
 
 lv_status lv_sp_comm_gather_rows(lv_sp_comm *c, float *all, int F, int H, int64_t X) {
@@ -78,5 +144,43 @@ lv_status lv_sp_comm_gather_rows(lv_sp_comm *c, float *all, int F, int H, int64_
     if (F < 1 || X < 1 || H < c->bands)
         return lv_error(LV_ERR_INVALID, "sequence parallel gather: %d frames of %d rows of %lld values for %d bands", F,
                         H, (long long)X, c->bands);
-    return c->ops->gather_rows ? c->ops->gather_rows(c, all, F, H, X) : LV_OK;
+    uint64_t bytes = 0; /* each local band's rows to each of the R - 1 others */
+    for (int i = 0; i < c->count; i++) {
+        int row0, rows;
+        LV_TRY(lv_sp_band(H, c->bands, c->first + i, &row0, &rows));
+        bytes += (uint64_t)(c->bands - 1) * (uint64_t)F * (uint64_t)rows * (uint64_t)X * sizeof(float);
+    }
+    op_clock k;
+    LV_TRY(op_begin(c, NULL, &k)); /* host memory only */
+    return op_end(c, NULL, &k, LV_SP_GATHER_ROWS, bytes, (uint64_t)c->count * (uint64_t)(c->bands - 1),
+                  c->ops->gather_rows ? c->ops->gather_rows(c, all, F, H, X) : LV_OK);
+}
+
+lv_status lv_sp_stage_row(lv_ctx *ctx, const lv_tensor *t, int64_t row, float *host, bool read) {
+    const int64_t F = t->shape[0], W = t->shape[2], X = t->shape[3];
+    int64_t shape[4] = {F, 1, W, X};
+    const uint64_t bytes = (uint64_t)F * W * X * sizeof(float);
+    lv_tensor rows = {0};
+    LV_TRY(lv_tensor_create(ctx, LV_F32, 4, shape, &rows));
+    lv_status s = read ? lv_sp_copy_rows(ctx, &rows, 0, t, row, 1) : lv_tensor_write(ctx, &rows, host, bytes);
+    if (s == LV_OK) s = read ? lv_tensor_read(ctx, &rows, host, bytes) : lv_sp_copy_rows(ctx, t, row, &rows, 0, 1);
+    lv_tensor_free(ctx, &rows);
+    return s;
+}
+
+lv_status lv_sp_sum_host_partials(lv_ctx *ctx, const float *all, int R, int64_t n, const lv_tensor *sum) {
+    int64_t shape[2] = {R, n};
+    lv_tensor gathered = {0};
+    LV_TRY(lv_tensor_create(ctx, LV_F32, 2, shape, &gathered));
+    lv_status s = lv_tensor_write(ctx, &gathered, all, (uint64_t)n * R * sizeof *all);
+    if (s == LV_OK) {
+        lv_tensor flat = lv_tensor_view(sum, 0, 1, &n), p0 = lv_tensor_view(&gathered, 0, 1, &n);
+        s = lv_tensor_copy(ctx, &flat, &p0);
+        for (int r = 1; s == LV_OK && r < R; r++) {
+            lv_tensor pr = lv_tensor_view(&gathered, (int64_t)r * n, 1, &n);
+            s = lv_op_add(ctx, &flat, &flat, &pr);
+        }
+    }
+    lv_tensor_free(ctx, &gathered); /* released once the stream has run */
+    return s;
 }

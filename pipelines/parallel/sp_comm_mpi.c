@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "longvk/ops.h"
 #include "longvk/sp_comm_mpi.h"
 #include "sp_comm_internal.h"
 
@@ -23,46 +22,20 @@ static lv_status mpi_check(int err, const char *call, int rank) {
     return lv_error(LV_ERR_IO, "sequence parallel: %s on rank %d: %s", call, rank, text);
 }
 
-/* Every rank's partial [1, M] gathered into [R, M] on the device, then summed in band
+/* Every rank's partial [1, M] gathered on the host, then summed on the device in band
  * order as sp_comm_emulated.c does (copy, then one add per band). */
 static lv_status mpi_state_sum(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *partials, const lv_tensor *sum) {
     mpi_impl *m = c->impl;
     const int64_t n = lv_tensor_numel(sum);
     float *mine = malloc((size_t)n * sizeof *mine), *all = malloc((size_t)n * c->bands * sizeof *all);
-    lv_tensor gathered = {0};
     lv_status s = mine && all ? LV_OK : lv_error(LV_ERR_NOMEM, "out of host memory for %d partial states", c->bands);
     if (s == LV_OK) s = lv_tensor_read(ctx, partials, mine, (uint64_t)n * sizeof *mine);
     if (s == LV_OK)
         s = mpi_check(MPI_Allgather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, m->comm), "MPI_Allgather",
                       m->rank);
-    int64_t shape[2] = {c->bands, n};
-    if (s == LV_OK) s = lv_tensor_create(ctx, LV_F32, 2, shape, &gathered);
-    if (s == LV_OK) s = lv_tensor_write(ctx, &gathered, all, (uint64_t)n * c->bands * sizeof *all);
-    if (s == LV_OK) {
-        lv_tensor flat = lv_tensor_view(sum, 0, 1, &n), p0 = lv_tensor_view(&gathered, 0, 1, &n);
-        s = lv_tensor_copy(ctx, &flat, &p0);
-        for (int r = 1; s == LV_OK && r < c->bands; r++) {
-            lv_tensor pr = lv_tensor_view(&gathered, (int64_t)r * n, 1, &n);
-            s = lv_op_add(ctx, &flat, &flat, &pr);
-        }
-    }
-    lv_tensor_free(ctx, &gathered); /* released once the stream has run */
+    if (s == LV_OK) s = lv_sp_sum_host_partials(ctx, all, c->bands, n, sum);
     free(mine);
     free(all);
-    return s;
-}
-
-/* Row `row` of every frame of t [F, rows, W, X] to the host (read) or from it (write),
- * through one contiguous [F, 1, W, X] tensor: one transfer, one flush, whatever F. */
-static lv_status row_io(lv_ctx *ctx, const lv_tensor *t, int64_t row, float *host, bool read) {
-    const int64_t F = t->shape[0], W = t->shape[2], X = t->shape[3];
-    int64_t shape[4] = {F, 1, W, X};
-    const uint64_t bytes = (uint64_t)F * W * X * sizeof(float);
-    lv_tensor rows = {0};
-    LV_TRY(lv_tensor_create(ctx, LV_F32, 4, shape, &rows));
-    lv_status s = read ? lv_sp_copy_rows(ctx, &rows, 0, t, row, 1) : lv_tensor_write(ctx, &rows, host, bytes);
-    if (s == LV_OK) s = read ? lv_tensor_read(ctx, &rows, host, bytes) : lv_sp_copy_rows(ctx, t, row, &rows, 0, 1);
-    lv_tensor_free(ctx, &rows);
     return s;
 }
 
@@ -76,8 +49,8 @@ static lv_status mpi_halo(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *const *ow
     float *buf = malloc((size_t)count * 4 * sizeof *buf);
     if (!buf) return lv_error(LV_ERR_NOMEM, "out of host memory for the halo rows");
     float *first = buf, *last = buf + count, *from_up = buf + 2 * count, *from_down = buf + 3 * count;
-    lv_status s = row_io(ctx, o, 0, first, true);
-    if (s == LV_OK) s = row_io(ctx, o, o->shape[1] - 1, last, true);
+    lv_status s = lv_sp_stage_row(ctx, o, 0, first, true);
+    if (s == LV_OK) s = lv_sp_stage_row(ctx, o, o->shape[1] - 1, last, true);
     /* downward: my last row to the rank below, the rank above's last row to me; then upward */
     if (s == LV_OK)
         s = mpi_check(MPI_Sendrecv(last, (int)count, MPI_FLOAT, down, 1, from_up, (int)count, MPI_FLOAT, up, 1, m->comm,
@@ -85,8 +58,8 @@ static lv_status mpi_halo(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *const *ow
     if (s == LV_OK)
         s = mpi_check(MPI_Sendrecv(first, (int)count, MPI_FLOAT, up, 2, from_down, (int)count, MPI_FLOAT, down, 2,
                                    m->comm, MPI_STATUS_IGNORE), "MPI_Sendrecv (halo up)", m->rank);
-    if (s == LV_OK && up != MPI_PROC_NULL) s = row_io(ctx, p, 0, from_up, false);
-    if (s == LV_OK && down != MPI_PROC_NULL) s = row_io(ctx, p, p->shape[1] - 1, from_down, false);
+    if (s == LV_OK && up != MPI_PROC_NULL) s = lv_sp_stage_row(ctx, p, 0, from_up, false);
+    if (s == LV_OK && down != MPI_PROC_NULL) s = lv_sp_stage_row(ctx, p, p->shape[1] - 1, from_down, false);
     free(buf);
     return s;
 }

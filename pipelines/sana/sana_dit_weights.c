@@ -218,6 +218,16 @@ void lv_dit_set_tap(lv_dit *dit, lv_dit_tap tap, void *user) {
     dit->tap_user = user;
 }
 
+lv_status lv_dit_set_sp_comm(lv_dit *dit, struct lv_sp_comm *comm) {
+    if (!dit) return lv_error(LV_ERR_INVALID, "lv_dit_set_sp_comm: the dit is NULL");
+    if (!dit->sp_borrowed) lv_sp_comm_destroy(dit->sp);
+    dit->sp = comm;
+    dit->sp_borrowed = true;
+    dit->opt.sp_bands = 0;
+    dit->opt.sp_comm = comm;
+    return LV_OK;
+}
+
 lv_status lv_dit_layer_state(lv_ctx *ctx, lv_dit *dit, int layer, float *S, float *z,
                              float *conv_last, int64_t conv_last_count) {
     if (!ctx || !dit)

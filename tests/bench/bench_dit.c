@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "bench_dit_model.h"
+#include "bench_dit_setup.h"
 #include "longvk.h"
 #include "longvk/dit.h"
 #include "longvk/sampler.h"
@@ -33,55 +33,26 @@
 #define STEPS 4
 #define MAX_RUNS 16
 
-/* What a preset's chunk is made of, besides the DiT's config. */
-typedef struct dit_shape {
-    const char *preset;
-    int latent_h, latent_w;   /* the latent grid of one frame */
-    int pixel_h, pixel_w;     /* the frames it decodes to */
-    int pixels_per_latent;    /* pixel frames per latent frame in a chunk (the VAE's stride in time) */
-    const char *vae;
-} dit_shape;
-
-static const dit_shape shapes[] = {
-    /* Wan2.1 VAE: stride (4, 8, 8); patch 1x2x2 makes 30 x 52 = 1560 tokens a frame */
-    {"sana-video-2b-480p", 60, 104, 480, 832, 4, "Wan2.1"},
-    /* LTX-2 VAE: stride (8, 32, 32); SANA's 720p release decodes 704 x 1280; patch 1 makes
-     * 22 x 40 = 880 tokens a frame */
-    {"sana-video-2b-720p", 22, 40, 704, 1280, 8, "LTX-2"},
-};
-
 typedef struct dit_bench_args {
+    bench_dit_args shape;
     bool json;
-    int preset, depth, frames, runs, text_tokens;
-    long latent[2];
-    bool have_latent;
+    int runs;
 } dit_bench_args;
 
 static dit_bench_args args;
 
-static const char *parse_latent(const char *s, void *dest) {
-    dit_bench_args *a = dest;
-    if (!cli_parse_dims(s, 2, 1, 4096, a->latent)) return "is not HxW with sizes in [1, 4096]";
-    a->have_latent = true;
-    return NULL;
-}
-
-static const cli_choice presets[] = {{"sana-video-2b-480p", 0}, {"sana-video-2b-720p", 1}, {0}};
-
 static cli_option options[] = {
     {.name = "--json", .kind = CLI_FLAG, .dest = &args.json, .help = "one JSON object with the same figures"},
-    {.name = "--preset", .kind = CLI_CHOICE, .dest = &args.preset, .choices = presets, .def = "sana-video-2b-480p",
-     .help = "the model and its chunk:\n"
-             "  sana-video-2b-480p: 480 x 832, Wan2.1 latents 60 x 104, 1560 tokens a frame\n"
-             "  sana-video-2b-720p: 704 x 1280, LTX-2 latents 22 x 40 (patch 1), 880 tokens a frame"},
-    {.name = "--depth", .kind = CLI_INT, .dest = &args.depth, .metavar = "N", .min = 1, .max = 20,
+    {.name = "--preset", .kind = CLI_CHOICE, .dest = &args.shape.preset, .choices = bench_dit_presets,
+     .def = "sana-video-2b-480p", .help = BENCH_DIT_PRESET_HELP},
+    {.name = "--depth", .kind = CLI_INT, .dest = &args.shape.depth, .metavar = "N", .min = 1, .max = 20,
      .def = "20, the model's: 4.1 GB of bf16 weights in host memory while they upload",
      .help = "DiT blocks (about 0.2 GB of weights each); fewer for a CPU device"},
-    {.name = "--frames", .kind = CLI_INT, .dest = &args.frames, .metavar = "N", .min = 1, .max = 64,
+    {.name = "--frames", .kind = CLI_INT, .dest = &args.shape.frames, .metavar = "N", .min = 1, .max = 64,
      .def = "10, LongSANA's chunk", .help = "latent frames in the chunk"},
-    {.name = "--latent", .kind = CLI_CUSTOM, .dest = &args, .parse = parse_latent, .metavar = "HxW",
+    {.name = "--latent", .kind = CLI_CUSTOM, .dest = &args.shape, .parse = bench_dit_parse_latent, .metavar = "HxW",
      .def = "the preset's", .help = "latent grid of a frame instead (a multiple of the patch: 2 at 480p)"},
-    {.name = "--text-tokens", .kind = CLI_INT, .dest = &args.text_tokens, .metavar = "L", .min = 1, .max = 1024,
+    {.name = "--text-tokens", .kind = CLI_INT, .dest = &args.shape.text_tokens, .metavar = "L", .min = 1, .max = 1024,
      .def = "300, SANA-Video's text length", .help = "caption tokens the cross-attention reads"},
     {.name = "--runs", .kind = CLI_INT, .dest = &args.runs, .metavar = "N", .min = 1, .max = MAX_RUNS, .def = "3",
      .help = "timed chunks after the warm-up chunk (the median is reported)"},
@@ -137,13 +108,6 @@ static void pass_done(void *user, int step, int passes) {
     pc->start = now;
 }
 
-static void rand_fill(float *x, size_t n, uint64_t seed) {
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        x[i] = (float)((double)(seed >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
-    }
-}
-
 #define FAIL(...)                                                                            \
     do {                                                                                     \
         fprintf(stderr, "longvk bench dit: " __VA_ARGS__);                                   \
@@ -151,56 +115,28 @@ static void rand_fill(float *x, size_t n, uint64_t seed) {
     } while (0)
 
 int bench_dit(int argc, char **argv) {
-    args = (dit_bench_args){.depth = 20, .frames = 10, .runs = 3, .text_tokens = 300};
+    args = (dit_bench_args){.shape = BENCH_DIT_ARGS_DEFAULT, .runs = 3};
     int r = cli_parse(&bench_dit_spec, argc, argv);
     if (r >= 0) return r;
-    const dit_shape *shp = &shapes[args.preset];
-    lv_sana_config cfg;
-    if (lv_sana_config_preset(shp->preset, &cfg) != LV_OK) {
-        fprintf(stderr, "longvk bench dit: %s\n", lv_last_error());
-        return 1;
-    }
-    const int full_depth = cfg.depth;
-    cfg.depth = args.depth;
-    const int frames = args.frames, runs = args.runs, L = args.text_tokens;
-    const int lh = args.have_latent ? (int)args.latent[0] : shp->latent_h;
-    const int lw = args.have_latent ? (int)args.latent[1] : shp->latent_w;
-    if (lh % cfg.patch[1] || lw % cfg.patch[2])
-        return cli_usage_error("bench dit", "--latent %dx%d is not a multiple of the patch %dx%d", lh, lw,
-                               cfg.patch[1], cfg.patch[2]);
-    const int64_t T = (int64_t)frames * (lh / cfg.patch[1]) * (lw / cfg.patch[2]);
+    bench_dit_run run;
+    if ((r = bench_dit_open("bench dit", &args.shape, NULL, NULL, &run)) != 0) return r;
+    const bench_dit_shape *shp = run.shape;
+    const lv_sana_config cfg = run.cfg;
+    const int full_depth = run.full_depth, frames = args.shape.frames, runs = args.runs, L = args.shape.text_tokens;
+    const int lh = run.lh, lw = run.lw;
+    const int64_t T = run.T;
     const bool json = args.json;
+    lv_ctx *ctx = run.ctx;
+    lv_dit *dit = run.dit;
+    const lv_device_info *dev = lv_ctx_device(ctx);
+    const uint64_t params = run.params, weight_bytes = run.weight_bytes;
+    const double make_s = run.make_s, upload_s = run.upload_s;
 
     int rc = 1;
-    bench_dit_model model = {0};
-    lv_ctx *ctx = NULL;
-    lv_dit *dit = NULL;
-    float *y = NULL, *x0 = NULL;
-    double chunk_s[MAX_RUNS], read_s[MAX_RUNS * STEPS], write_s[MAX_RUNS];
-
-    double t0 = bench_now();
-    if (bench_dit_model_make(&cfg, 42, &model) != LV_OK) FAIL("%s\n", lv_last_error());
-    double make_s = bench_now() - t0;
-    lv_ctx_options opt;
-    lv_ctx_options_default(&opt);
-    if (lv_ctx_create(&opt, &ctx) != LV_OK) FAIL("%s\n", lv_last_error());
-    const lv_device_info *dev = lv_ctx_device(ctx);
-    uint64_t base = lv_ctx_memory_in_use(ctx);
-    lv_dit_options dopt = {.cached_blocks = LV_CACHED_ALL};
-    t0 = bench_now();
-    if (lv_dit_create(ctx, model.file, &dopt, &dit) != LV_OK) FAIL("%s\n", lv_last_error());
-    double upload_s = bench_now() - t0;
-    uint64_t weight_bytes = lv_ctx_memory_in_use(ctx) - base;
-    const uint64_t params = model.params;
-    bench_dit_model_free(&model); /* the weights are on the device now */
-
-    size_t ny = (size_t)L * cfg.caption_channels;
+    float *x0 = NULL;
+    double chunk_s[MAX_RUNS], read_s[MAX_RUNS * STEPS], write_s[MAX_RUNS], t0;
     size_t nx = (size_t)cfg.out_channels * frames * lh * lw;
-    y = malloc(ny * sizeof *y);
-    x0 = malloc(nx * sizeof *x0);
-    if (!y || !x0) FAIL("out of host memory\n");
-    rand_fill(y, ny, 7);
-    if (lv_dit_set_text(ctx, dit, 0, y, L, NULL) != LV_OK) FAIL("%s\n", lv_last_error());
+    if (!(x0 = malloc(nx * sizeof *x0))) FAIL("out of host memory\n");
 
     if (!json)
         fprintf(stderr, "%s on %s: depth %d of %d, %d latent frames of %dx%d (%lld tokens), %d text tokens; "
@@ -278,10 +214,7 @@ int bench_dit(int argc, char **argv) {
     }
     rc = 0;
 done:
-    if (dit) lv_dit_destroy(ctx, dit);
-    if (ctx) lv_ctx_destroy(ctx);
-    bench_dit_model_free(&model);
-    free(y);
+    bench_dit_close(&run);
     free(x0);
     return rc;
 }

@@ -14,6 +14,7 @@ const bench_entry bench_entries[] = {
     {"vae", bench_vae, &bench_vae_spec, "VAE decode time per latent frame and memory"},
     {"text", bench_text, &bench_text_spec, "Gemma-2 text encoder seconds per 300-token prompt and per layer"},
     {"dit", bench_dit, &bench_dit_spec, "one LongSANA chunk of SANA-Video 2B: s/forward, frames/s, TFLOP/s, memory"},
+    {"sp", bench_sp, &bench_sp_spec, "sequence parallelism: bytes, compute and communication per rank; modelled speed-up"},
 };
 const int bench_count = (int)(sizeof bench_entries / sizeof bench_entries[0]);
 
@@ -68,6 +69,8 @@ int cmd_bench(int argc, char **argv) {
     }
     for (int i = 0; i < bench_count; i++)
         if (strcmp(argv[1], bench_entries[i].name) == 0) return bench_entries[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "longvk bench: unknown benchmark '%s' (gemm, attn, encode, chunks, vae, text, dit)\n", argv[1]);
+    fprintf(stderr, "longvk bench: unknown benchmark '%s' (", argv[1]);
+    for (int i = 0; i < bench_count; i++) fprintf(stderr, "%s%s", i ? ", " : "", bench_entries[i].name);
+    fprintf(stderr, ")\n");
     return 2;
 }

@@ -117,6 +117,12 @@ typedef struct lv_dit_state_size {
     uint64_t memory;
 } lv_dit_state_size;
 lv_dit_state_size lv_dit_state_size_of(const lv_sana_config *cfg, int cached_blocks, int64_t tokens_per_frame);
+/* The sequence-parallel communicator of the passes from now on, borrowed like
+ * lv_dit_options.sp_comm (NULL: unsplit passes); an emulation the dit made for sp_bands is
+ * freed. The carried state is the same object either way (`longvk bench sp` runs one dit
+ * as each rank in turn). */
+lv_status lv_dit_set_sp_comm(lv_dit *dit, struct lv_sp_comm *comm);
+
 /* Chunks committed so far. */
 int64_t lv_dit_chunks(const lv_dit *dit);
 

@@ -5,11 +5,13 @@
  *   state_sum  the per-layer sum of their linear-attention partial states (S_r, z_r), in
  *              band order: ((p_0 + p_1) + ...) + p_{R-1}, so the result never depends on
  *              timing or on how many processes hold the bands;
- *   halo       one token row above and below each band for the Mix-FFN's 3x3 conv.
+ *   halo       one token row above and below each band for the Mix-FFN's 3x3 conv;
+ *   gather_rows the prediction's rows, to every process (the sampler is replicated).
  * A communicator holds some of the R bands: the in-process emulation all of them
- * (`longvk forward --sp-emulate R`), an MPI rank one (future: pipelines/parallel/README.md).
- * Both only move data, apart from the ordered sum, which every process computes with the
- * same kernel on the same bits. */
+ * (`longvk forward --sp-emulate R`), an MPI rank one (longvk/sp_comm_mpi.h), the solo
+ * transport one without peers (for measuring a rank: `longvk bench sp`). They only move
+ * data, apart from the ordered sum, which every process computes with the same kernel on
+ * the same bits. */
 #ifndef LONGVK_SP_COMM_H
 #define LONGVK_SP_COMM_H
 
@@ -32,6 +34,12 @@ typedef struct lv_sp_comm lv_sp_comm;
 
 /* The in-process emulation: one communicator holds all R bands. */
 lv_status lv_sp_comm_emulated_create(int bands, lv_sp_comm **out);
+/* One rank's work alone, for measuring it (`longvk bench sp`): band `band` of R, with the
+ * same device work and host staging as an MPI rank (sp_comm_mpi.c) but no peer: its own
+ * partial state stands in for every other band's, its own edge rows for the neighbours'
+ * halo rows, zeros for the other bands' prediction rows. The time is a rank's; the values
+ * are not a video's. */
+lv_status lv_sp_comm_solo_create(int bands, int band, lv_sp_comm **out);
 void lv_sp_comm_destroy(lv_sp_comm *c);
 
 /* R, and the bands this process holds: [first, first + count). */
@@ -58,6 +66,32 @@ lv_status lv_sp_comm_halo(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *const *ow
  * which the replicated sampler needs whole). Nothing to do when one process holds every
  * band. */
 lv_status lv_sp_comm_gather_rows(lv_sp_comm *c, float *all, int F, int H, int64_t X);
+
+/* ---- what the communication costs (longvk bench sp) ---- */
+
+typedef enum lv_sp_op { LV_SP_STATE_SUM = 0, LV_SP_HALO, LV_SP_GATHER_ROWS, LV_SP_OPS } lv_sp_op;
+
+/* Per operation since creation or the last reset: the calls; the bytes this process's
+ * bands send to other bands, as separate ranks would (whichever transport: the emulation
+ * counts what its R bands would send each other), with MPI_Allgather(v) counted as each
+ * band's payload sent to each of the R - 1 others (the ring and pairwise algorithms), a
+ * halo as the edge rows sent to each neighbour; and the wall time spent in the operation.
+ * With timing on (lv_sp_comm_set_timing), the device work recorded before an operation is
+ * finished before its clock starts, and its own device work before it stops, so the time
+ * is the operation's alone; off (the default), nothing is waited for that the transport
+ * does not wait for itself, and the seconds include whatever the operation waits on. */
+typedef struct lv_sp_comm_stats {
+    uint64_t calls[LV_SP_OPS];
+    uint64_t bytes_sent[LV_SP_OPS];
+    uint64_t messages[LV_SP_OPS]; /* the sends behind those bytes, counted the same way */
+    double seconds[LV_SP_OPS];
+} lv_sp_comm_stats;
+
+/* "state sum", "halo", "gather rows" */
+const char *lv_sp_op_name(lv_sp_op op);
+void lv_sp_comm_stats_get(const lv_sp_comm *c, lv_sp_comm_stats *out);
+void lv_sp_comm_stats_reset(lv_sp_comm *c);
+void lv_sp_comm_set_timing(lv_sp_comm *c, bool on);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
 #   longvk bench dit --preset sana-video-2b-480p   the reference DiT in bf16, same chunk and depth
 #   longvk bench dit --preset sana-video-2b-720p   the same at 720p
 #   longvk bench vae --preset 480p
+#   longvk bench sp --preset sana-video-2b-480p --depth 4   (issue 45: each rank alone; no peer)
 # and prints longvk / PyTorch ratios (ratios.py). Logs in $OUT (or /tmp when unset): tests.log,
 # bench.log (everything the benchmarks printed), bench.json (every figure, one object).
 # ONLY=tests or ONLY=bench runs one half; DIT_RUNS timed chunks per DiT bench (default 2, after a
@@ -76,6 +77,9 @@ run_bench() {
     bench dit_480p 300 ./longvk bench dit --preset sana-video-2b-480p "${small[@]}" --runs "$runs" --json
     bench dit_720p 180 ./longvk bench dit --preset sana-video-2b-720p "${small[@]}" --runs "$runs" --json
     bench vae_480p 150 ./longvk bench vae "${vae[@]}" --json
+    # every rank of R = 2, 4, 8 alone: 15 chunks of 4 blocks (2 ranks in the smoke run's 2 rows)
+    bench sp_480p 150 ./longvk bench sp --preset sana-video-2b-480p --depth 4 "${small[@]}" \
+        $([ "${SMOKE:-0}" = 1 ] && echo --ranks 2) --json
     peer peer_480p 180 --preset sana-video-2b-480p "${small[@]}" "${pdtype[@]}" "${pgemm[@]}" --runs "$runs"
     peer peer_720p 120 --preset sana-video-2b-720p "${small[@]}" "${pdtype[@]}" --runs "$runs" --gemm none
     python3 "$repo/tests/bench/device/ratios.py" "$json" --out "$out/bench.json" | tee -a "$out/bench.log"

@@ -5,7 +5,7 @@
 DIR holds the --json outputs device-run.sh writes: gemm_dit.json and gemm_4096.json
 (`longvk bench gemm --shapes dit|4096 --json`), dit_480p.json and dit_720p.json (`longvk bench
 dit --json`), vae_480p.json (`longvk bench vae --preset 480p --json`), peer_480p.json and
-peer_720p.json (torch_peer.py --json). A missing or unreadable file is reported and skipped.
+peer_720p.json (torch_peer.py --json), sp_480p.json (`longvk bench sp --json`). A missing or unreadable file is reported and skipped.
 Every ratio is a ratio of speeds, longvk over PyTorch: above 1, longvk is faster. --out
 gathers every file's object into one JSON object keyed by the file's name (so that one file
 comes back from the GPU machine).
@@ -81,7 +81,7 @@ def main():
     ap.add_argument("dir")
     ap.add_argument("--out")
     a = ap.parse_args()
-    names = ["gemm_dit", "gemm_4096", "dit_480p", "dit_720p", "vae_480p", "peer_480p", "peer_720p"]
+    names = ["gemm_dit", "gemm_4096", "dit_480p", "dit_720p", "vae_480p", "peer_480p", "peer_720p", "sp_480p"]
     got = {n: load(a.dir, n + ".json") for n in names}
     peer_gemm = got["peer_480p"]
     gemm_table(got["gemm_dit"], peer_gemm)
@@ -97,6 +97,13 @@ def main():
     if d and v:  # DiT and VAE one after the other on one GPU, encoder not counted
         both = 1 / (1 / d["frames_per_s"] + 1 / v["pixel_frames_per_s"])
         print(f"DiT + VAE at 480p, one after the other: {both:.2f} frames/s (goal 27.5; the encoder not counted)")
+    sp = got["sp_480p"]
+    if sp:  # issue 45: each rank measured alone, the network modelled
+        print(f"sequence parallelism at 480p on {sp['device']}, depth {sp['depth']} (measured per rank; "
+              f"speed-ups modelled): one rank {sp['one_rank_chunk_s']:.3f} s a chunk")
+        for rc in sp["rank_counts"]:
+            links = ", ".join(f"{m['link']} x{m['speedup']:.2f}" for m in rc["modelled"])
+            print(f"  R = {rc['ranks']}: compute alone x{rc['speedup_compute_only']:.2f}, {links}")
     if a.out:
         with open(a.out, "w") as f:
             json.dump(got, f, indent=1)

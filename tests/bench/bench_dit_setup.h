@@ -1,0 +1,62 @@
+/* What `bench dit` and `bench sp` share (bench_dit_setup.c): the SANA-Video 2B presets and
+ * their chunk shapes, the options that pick a shape, and the set-up of a DiT with random
+ * bf16 weights (bench_dit_model.c) on a new context, its text set. */
+#ifndef LONGVK_BENCH_DIT_SETUP_H
+#define LONGVK_BENCH_DIT_SETUP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "longvk.h"
+#include "longvk/dit.h"
+#include "options.h"
+
+/* What a preset's chunk is made of, besides the DiT's config. */
+typedef struct bench_dit_shape {
+    const char *preset;
+    int latent_h, latent_w;   /* the latent grid of one frame */
+    int pixel_h, pixel_w;     /* the frames it decodes to */
+    int pixels_per_latent;    /* pixel frames per latent frame in a chunk (the VAE's stride in time) */
+    const char *vae;
+} bench_dit_shape;
+
+extern const bench_dit_shape bench_dit_shapes[];
+extern const cli_choice bench_dit_presets[];
+#define BENCH_DIT_PRESET_HELP                                                                       \
+    "the model and its chunk:\n"                                                                    \
+    "  sana-video-2b-480p: 480 x 832, Wan2.1 latents 60 x 104, 1560 tokens a frame\n"               \
+    "  sana-video-2b-720p: 704 x 1280, LTX-2 latents 22 x 40 (patch 1), 880 tokens a frame"
+
+/* The shape options' values (--preset, --depth, --frames, --latent, --text-tokens). */
+typedef struct bench_dit_args {
+    int preset, depth, frames, text_tokens;
+    long latent[2];
+    bool have_latent;
+} bench_dit_args;
+#define BENCH_DIT_ARGS_DEFAULT {.depth = 20, .frames = 10, .text_tokens = 300}
+
+/* CLI_CUSTOM parser of --latent HxW; dest is the bench_dit_args. */
+const char *bench_dit_parse_latent(const char *s, void *dest);
+
+/* A DiT set up for timing. */
+typedef struct bench_dit_run {
+    const bench_dit_shape *shape;
+    lv_sana_config cfg;       /* depth as asked */
+    int full_depth;           /* the preset's */
+    int lh, lw;               /* latent grid of a frame */
+    int64_t T;                /* tokens in the chunk */
+    uint64_t params, weight_bytes;
+    double make_s, upload_s;  /* making the random weights, uploading them */
+    lv_ctx *ctx;
+    lv_dit *dit;
+} bench_dit_run;
+
+/* Resolves the shape, makes the weights, creates the context (ctx_opt, or the defaults) and
+ * the dit (dit_opt, or every chunk cached), sets 300 (--text-tokens) random caption vectors
+ * in slot 0. Returns 0, or prints "longvk BENCH: ..." and returns the exit status (2: a
+ * usage error); *run is then closed. */
+int bench_dit_open(const char *bench, const bench_dit_args *a, const lv_ctx_options *ctx_opt,
+                   const lv_dit_options *dit_opt, bench_dit_run *run);
+void bench_dit_close(bench_dit_run *run);
+
+#endif

@@ -1,0 +1,352 @@
+/* `longvk bench sp [--preset P] [--depth N] [--frames N] [--latent HxW] [--text-tokens L]
+ *                  [--ranks LIST] [--link GBPS,US] [--runs N] [--json]`
+ *
+ * What sequence parallelism over R ranks (pipelines/parallel/README.md) costs and gains for
+ * one LongSANA chunk of SANA-Video 2B at the real shape, random bf16 weights (bench dit's
+ * set-up): per rank and per layer, the bytes each rank sends, the time in compute and in
+ * communication, and the chunk's speed-up at R ranks modelled from those measurements and
+ * a link.
+ *
+ * How: one DiT on this device runs the chunk unsplit (one rank), then as each rank r of R in
+ * turn through the solo transport (lv_sp_comm_solo_create): exactly the band's device work
+ * and the host staging an MPI rank does (partials read back, the gathered [R, M] written and
+ * summed, the halo rows read and written, the prediction's rows), with the network left
+ * out. Its statistics (lv_sp_comm_stats, timing on) give the bytes, counted per operation,
+ * and the time inside the operations (staging); compute is the rest of the chunk. The
+ * network is modelled: per message the link's latency, per byte its bandwidth, with the
+ * MPI_Allgather of the state and of the prediction's rows as R - 1 ring steps. The transport
+ * blocks (nothing overlaps yet), so a rank's modelled chunk is its measured chunk plus its
+ * network time, and R ranks take as long as the slowest. Measured: the one-rank chunk, each
+ * rank's chunk, staging and compute, the bytes; modelled: the network and the speed-ups.
+ * The carried state goes on from one rank's runs to the next (a rank's values are no
+ * video's), so every timed chunk reads a carried state, as in a long video. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "bench_dit_setup.h"
+#include "longvk/sampler.h"
+#include "longvk/sp_comm.h"
+
+#define STEPS 4
+#define PASSES (STEPS + 1)
+#define MAX_RUNS 16
+#define MAX_RANK_COUNTS 8
+#define MAX_RANKS 64
+#define MAX_LINKS 4
+
+typedef struct link {
+    const char *name;
+    double gbytes_per_s, latency_us;
+} link;
+
+/* The design note's links (section 6), without NVLink: MPI moves host memory, which
+ * Vulkan allocations reach only through the host. */
+static const link default_links[] = {
+    {"PCIe host-staged", 25, 30},
+    {"InfiniBand 100 Gb/s", 12.5, 5},
+    {"InfiniBand 400 Gb/s", 50, 5},
+};
+
+typedef struct sp_bench_args {
+    bench_dit_args shape;
+    bool json;
+    int runs;
+    int ranks[MAX_RANK_COUNTS], nranks;
+    link given;
+    bool have_link;
+} sp_bench_args;
+
+static sp_bench_args args;
+
+static const char *parse_ranks(const char *s, void *dest) {
+    sp_bench_args *a = dest;
+    char buf[128];
+    if (strlen(s) >= sizeof buf) return "is too long";
+    snprintf(buf, sizeof buf, "%s", s);
+    a->nranks = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        long v;
+        if (a->nranks == MAX_RANK_COUNTS || !cli_parse_long(tok, 2, MAX_RANKS, &v))
+            return "is not a list of up to 8 rank counts in [2, 64], e.g. 2,4,8";
+        a->ranks[a->nranks++] = (int)v;
+    }
+    if (!a->nranks || s[strlen(s) - 1] == ',') return "is not a list of up to 8 rank counts in [2, 64], e.g. 2,4,8";
+    return NULL;
+}
+
+static const char *parse_link(const char *s, void *dest) {
+    sp_bench_args *a = dest;
+    const char *comma = strchr(s, ',');
+    char bw[64];
+    if (!comma || (size_t)(comma - s) >= sizeof bw) return "is not GBPS,US (e.g. 12.5,5: 12.5 GB/s, 5 us a message)";
+    memcpy(bw, s, (size_t)(comma - s));
+    bw[comma - s] = '\0';
+    double g, us;
+    if (!cli_parse_finite(bw, &g) || !cli_parse_finite(comma + 1, &us) || g <= 0 || us < 0)
+        return "is not GBPS,US with GB/s > 0 and microseconds >= 0 (e.g. 12.5,5)";
+    a->given = (link){"given", g, us};
+    a->have_link = true;
+    return NULL;
+}
+
+static cli_option options[] = {
+    {.name = "--json", .kind = CLI_FLAG, .dest = &args.json, .help = "one JSON object with the same figures"},
+    {.name = "--preset", .kind = CLI_CHOICE, .dest = &args.shape.preset, .choices = bench_dit_presets,
+     .def = "sana-video-2b-480p", .help = BENCH_DIT_PRESET_HELP},
+    {.name = "--depth", .kind = CLI_INT, .dest = &args.shape.depth, .metavar = "N", .min = 1, .max = 20,
+     .def = "20, the model's", .help = "DiT blocks (about 0.2 GB of weights each); fewer for a CPU device"},
+    {.name = "--frames", .kind = CLI_INT, .dest = &args.shape.frames, .metavar = "N", .min = 1, .max = 64,
+     .def = "10, LongSANA's chunk", .help = "latent frames in the chunk"},
+    {.name = "--latent", .kind = CLI_CUSTOM, .dest = &args.shape, .parse = bench_dit_parse_latent, .metavar = "HxW",
+     .def = "the preset's", .help = "latent grid of a frame instead (a multiple of the patch: 2 at 480p)"},
+    {.name = "--text-tokens", .kind = CLI_INT, .dest = &args.shape.text_tokens, .metavar = "L", .min = 1, .max = 1024,
+     .def = "300, SANA-Video's text length", .help = "caption tokens the cross-attention reads"},
+    {.name = "--ranks", .kind = CLI_CUSTOM, .dest = &args, .parse = parse_ranks, .metavar = "LIST", .def = "2,4,8",
+     .help = "rank counts to measure and model (each at most the chunk's token rows)"},
+    {.name = "--link", .kind = CLI_CUSTOM, .dest = &args, .parse = parse_link, .metavar = "GBPS,US",
+     .def = "PCIe host-staged 25,30; InfiniBand 100 Gb/s 12.5,5; 400 Gb/s 50,5",
+     .help = "the link to model instead: GB/s per direction and microseconds a message"},
+    {.name = "--runs", .kind = CLI_INT, .dest = &args.runs, .metavar = "N", .min = 1, .max = MAX_RUNS, .def = "1",
+     .help = "timed chunks per rank and for one rank, after one warm-up chunk (medians reported)"},
+};
+
+const cli_spec bench_sp_spec = {
+    .command = "bench sp",
+    .usage = "[--json] [--preset P] [--depth N] [--frames N] [--latent HxW] [--text-tokens L] [--ranks LIST]\n"
+             "                [--link GBPS,US] [--runs N]",
+    .about = "Sequence parallelism for one LongSANA chunk of SANA-Video 2B (random bf16 weights): each rank of\n"
+             "R measured alone on this device (its band's work and host staging, no network), the bytes it\n"
+             "sends per layer, its time in compute and in communication; then the chunk's time and speed-up\n"
+             "at R ranks, modelled from those measurements and a link. On lavapipe use e.g. --depth 1\n"
+             "--frames 1 --latent 16x26.\n",
+    .options = options,
+    .count = CLI_COUNT(options),
+};
+
+/* One rank's measurements, per chunk. */
+typedef struct rank_figures {
+    int rows, halo_rows;
+    double chunk_s, staging_s, compute_s;
+    lv_sp_comm_stats per_chunk; /* one chunk's calls, bytes and messages; seconds averaged over the runs */
+} rank_figures;
+
+/* A link's time for a rank's chunk: per message its latency, per byte its bandwidth. */
+static double network_s(const lv_sp_comm_stats *st, const link *l) {
+    double t = 0;
+    for (int op = 0; op < LV_SP_OPS; op++)
+        t += (double)st->messages[op] * l->latency_us * 1e-6 + (double)st->bytes_sent[op] / (l->gbytes_per_s * 1e9);
+    return t;
+}
+
+static double per_call(const lv_sp_comm_stats *st, lv_sp_op op) {
+    return st->calls[op] ? (double)st->bytes_sent[op] / (double)st->calls[op] : 0;
+}
+
+typedef struct chunk_runner {
+    lv_ctx *ctx;
+    lv_dit *dit;
+    lv_chunk_options opt;
+    int64_t next;  /* chunk index: positions go on, as in a long video */
+    int frames, lh, lw;
+    float *x0;
+} chunk_runner;
+
+static lv_status run_chunk(chunk_runner *cr, double *seconds) {
+    double t0 = bench_now();
+    lv_status s = lv_longsana_chunk(cr->ctx, cr->dit, &cr->opt, (int)cr->next, (int)(cr->next * cr->frames),
+                                    cr->frames, cr->lh, cr->lw, cr->x0);
+    cr->next++;
+    *seconds = bench_now() - t0;
+    return s;
+}
+
+/* Rank r of R alone: `runs` chunks through the solo transport. */
+static lv_status measure_rank(chunk_runner *cr, int R, int r, int Hp, int runs, rank_figures *out) {
+    int row0;
+    LV_TRY(lv_sp_band(Hp, R, r, &row0, &out->rows));
+    out->halo_rows = (r > 0) + (r < R - 1);
+    lv_sp_comm *comm = NULL;
+    LV_TRY(lv_sp_comm_solo_create(R, r, &comm));
+    lv_sp_comm_set_timing(comm, true);
+    lv_status s = lv_dit_set_sp_comm(cr->dit, comm);
+    double chunk[MAX_RUNS], staging = 0;
+    lv_sp_comm_stats st = {0};
+    for (int k = 0; s == LV_OK && k < runs; k++) {
+        lv_sp_comm_stats_reset(comm);
+        s = run_chunk(cr, &chunk[k]);
+        lv_sp_comm_stats_get(comm, &st);
+        for (int op = 0; op < LV_SP_OPS; op++) staging += st.seconds[op];
+    }
+    lv_dit_set_sp_comm(cr->dit, NULL);
+    lv_sp_comm_destroy(comm);
+    LV_TRY(s);
+    out->chunk_s = bench_median(chunk, runs);
+    out->staging_s = staging / runs;
+    out->compute_s = out->chunk_s - out->staging_s;
+    out->per_chunk = st;
+    for (int op = 0; op < LV_SP_OPS; op++) out->per_chunk.seconds[op] = 0;
+    return LV_OK;
+}
+
+static void print_rank_count(int R, const rank_figures *rf, const link *links, int nlinks, double one_rank_s,
+                             int depth) {
+    printf("\nR = %d, bands of", R);
+    for (int r = 0; r < R; r++) printf("%s%d", r ? "/" : " ", rf[r].rows);
+    printf(" token rows\n");
+    printf("  rank rows halo | measured: chunk s  staging s  compute s | counted, sent: state sum MB/layer"
+           "  halo MB/layer  rows MB/read pass\n");
+    for (int r = 0; r < R; r++) {
+        const lv_sp_comm_stats *st = &rf[r].per_chunk;
+        printf("  %4d %4d %4d | %17.4f %10.4f %10.4f | %33.3f %14.3f %18.3f\n", r, rf[r].rows, rf[r].halo_rows,
+               rf[r].chunk_s, rf[r].staging_s, rf[r].compute_s, per_call(st, LV_SP_STATE_SUM) / 1e6,
+               per_call(st, LV_SP_HALO) / 1e6, per_call(st, LV_SP_GATHER_ROWS) / 1e6);
+    }
+    double slowest_compute = 0, slowest_chunk = 0;
+    for (int r = 0; r < R; r++) {
+        if (rf[r].compute_s > slowest_compute) slowest_compute = rf[r].compute_s;
+        if (rf[r].chunk_s > slowest_chunk) slowest_chunk = rf[r].chunk_s;
+    }
+    printf("  per layer: %.1f ms of compute on the slowest rank (a pass's compute over its %d block%s, the "
+           "embedding and final layer counted in)\n", 1e3 * slowest_compute / PASSES / depth, depth,
+           depth == 1 ? "" : "s");
+    printf("  modelled chunk (the slowest rank's measured chunk + its network time, nothing overlapped):\n");
+    for (int l = 0; l < nlinks; l++) {
+        double worst = 0;
+        for (int r = 0; r < R; r++) {
+            double t = rf[r].chunk_s + network_s(&rf[r].per_chunk, &links[l]);
+            if (t > worst) worst = t;
+        }
+        printf("    %-20s %5.1f GB/s %4.0f us: %.4f s, speed-up x%.2f\n", links[l].name, links[l].gbytes_per_s,
+               links[l].latency_us, worst, one_rank_s / worst);
+    }
+    printf("    no network at all: x%.2f (staging included); compute alone: x%.2f\n", one_rank_s / slowest_chunk,
+           one_rank_s / slowest_compute);
+}
+
+static void json_rank_count(int R, const rank_figures *rf, const link *links, int nlinks, double one_rank_s,
+                            bool first) {
+    printf("%s{\"ranks\": %d, \"bands\": [", first ? "" : ", ", R);
+    double slowest_compute = 0, slowest_chunk = 0;
+    for (int r = 0; r < R; r++) {
+        const lv_sp_comm_stats *st = &rf[r].per_chunk;
+        printf("%s{\"band\": %d, \"rows\": %d, \"halo_rows\": %d, \"chunk_s\": %.6f, \"staging_s\": %.6f, "
+               "\"compute_s\": %.6f, \"state_sum_bytes_per_layer\": %.0f, \"halo_bytes_per_layer\": %.0f, "
+               "\"rows_bytes_per_read_pass\": %.0f, \"calls\": [%llu, %llu, %llu], \"bytes_per_chunk\": [%llu, %llu, "
+               "%llu], \"messages_per_chunk\": [%llu, %llu, %llu]}",
+               r ? ", " : "", r, rf[r].rows, rf[r].halo_rows, rf[r].chunk_s, rf[r].staging_s, rf[r].compute_s,
+               per_call(st, LV_SP_STATE_SUM), per_call(st, LV_SP_HALO), per_call(st, LV_SP_GATHER_ROWS),
+               (unsigned long long)st->calls[0], (unsigned long long)st->calls[1], (unsigned long long)st->calls[2],
+               (unsigned long long)st->bytes_sent[0], (unsigned long long)st->bytes_sent[1],
+               (unsigned long long)st->bytes_sent[2], (unsigned long long)st->messages[0],
+               (unsigned long long)st->messages[1], (unsigned long long)st->messages[2]);
+        if (rf[r].compute_s > slowest_compute) slowest_compute = rf[r].compute_s;
+        if (rf[r].chunk_s > slowest_chunk) slowest_chunk = rf[r].chunk_s;
+    }
+    printf("], \"modelled\": [");
+    for (int l = 0; l < nlinks; l++) {
+        double worst = 0;
+        for (int r = 0; r < R; r++) {
+            double t = rf[r].chunk_s + network_s(&rf[r].per_chunk, &links[l]);
+            if (t > worst) worst = t;
+        }
+        printf("%s{\"link\": \"%s\", \"chunk_s\": %.6f, \"speedup\": %.4f}", l ? ", " : "", links[l].name, worst,
+               one_rank_s / worst);
+    }
+    printf("], \"speedup_no_network\": %.4f, \"speedup_compute_only\": %.4f}", one_rank_s / slowest_chunk,
+           one_rank_s / slowest_compute);
+}
+
+int bench_sp(int argc, char **argv) {
+    args = (sp_bench_args){.shape = BENCH_DIT_ARGS_DEFAULT, .runs = 1, .ranks = {2, 4, 8}, .nranks = 3};
+    int r = cli_parse(&bench_sp_spec, argc, argv);
+    if (r >= 0) return r;
+    const link *links = args.have_link ? &args.given : default_links;
+    const int nlinks = args.have_link ? 1 : (int)(sizeof default_links / sizeof default_links[0]);
+    /* the rank counts against the token rows first: making the weights takes seconds */
+    lv_sana_config pc;
+    const bench_dit_shape *shp = &bench_dit_shapes[args.shape.preset];
+    if (lv_sana_config_preset(shp->preset, &pc) != LV_OK) {
+        fprintf(stderr, "longvk bench sp: %s\n", lv_last_error());
+        return 1;
+    }
+    const int lh = args.shape.have_latent ? (int)args.shape.latent[0] : shp->latent_h;
+    const int Hp = lh / pc.patch[1];
+    for (int i = 0; i < args.nranks; i++)
+        if (args.ranks[i] > Hp)
+            return cli_usage_error("bench sp", "--ranks: %d ranks but the chunk has %d token rows (latent height %d "
+                                   "/ patch %d): at most %d", args.ranks[i], Hp, lh, pc.patch[1], Hp);
+    bench_dit_run run;
+    if ((r = bench_dit_open("bench sp", &args.shape, NULL, NULL, &run)) != 0) return r;
+    const lv_device_info *dev = lv_ctx_device(run.ctx);
+    int rc = 1;
+    static const float steps[STEPS] = {1000, 960, 889, 727};
+    chunk_runner cr = {.ctx = run.ctx, .dit = run.dit, .frames = args.shape.frames, .lh = run.lh, .lw = run.lw,
+                       .opt = {.timesteps = steps, .steps = STEPS, .seed = 1, .cfg_scale = 1.0}};
+    rank_figures *rf = calloc(MAX_RANKS, sizeof *rf);
+    cr.x0 = malloc((size_t)run.cfg.out_channels * args.shape.frames * run.lh * run.lw * sizeof *cr.x0);
+    if (!rf || !cr.x0) {
+        fprintf(stderr, "longvk bench sp: out of host memory\n");
+        goto done;
+    }
+    if (!args.json)
+        fprintf(stderr, "%s on %s: depth %d of %d, %d latent frames of %dx%d (%lld tokens, %d token rows); weights "
+                        "made in %.1f s, uploaded in %.1f s; a warm-up chunk, then %d timed per rank...\n",
+                run.shape->preset, dev->name, run.cfg.depth, run.full_depth, args.shape.frames, run.lh, run.lw,
+                (long long)run.T, Hp, run.make_s, run.upload_s, args.runs);
+    double t, one[MAX_RUNS];
+    if (run_chunk(&cr, &t) != LV_OK) {
+        fprintf(stderr, "longvk bench sp: the warm-up chunk: %s\n", lv_last_error());
+        goto done;
+    }
+    for (int k = 0; k < args.runs; k++)
+        if (run_chunk(&cr, &one[k]) != LV_OK) {
+            fprintf(stderr, "longvk bench sp: one rank: %s\n", lv_last_error());
+            goto done;
+        }
+    const double one_rank_s = bench_median(one, args.runs);
+    if (args.json)
+        printf("{\"bench\": \"sp\", \"device\": \"%s\", \"preset\": \"%s\", \"depth\": %d, \"model_depth\": %d, "
+               "\"frames\": %d, \"latent\": [%d, %d], \"tokens\": %lld, \"token_rows\": %d, \"runs\": %d, "
+               "\"passes_per_chunk\": %d, \"one_rank_chunk_s\": %.6f, \"ops\": [\"%s\", \"%s\", \"%s\"], "
+               "\"rank_counts\": [",
+               dev->name, run.shape->preset, run.cfg.depth, run.full_depth, args.shape.frames, run.lh, run.lw,
+               (long long)run.T, Hp, args.runs, PASSES, one_rank_s, lv_sp_op_name(LV_SP_STATE_SUM),
+               lv_sp_op_name(LV_SP_HALO), lv_sp_op_name(LV_SP_GATHER_ROWS));
+    else
+        printf("sequence parallelism on %s: %s, depth %d of %d, %d latent frames of %dx%d = %lld tokens, %d token "
+               "rows\none rank, unsplit (measured): %.4f s a chunk (%d passes), %.1f ms a layer\n",
+               dev->name, run.shape->preset, run.cfg.depth, run.full_depth, args.shape.frames, run.lh, run.lw,
+               (long long)run.T, Hp, one_rank_s, PASSES, 1e3 * one_rank_s / PASSES / run.cfg.depth);
+    for (int i = 0; i < args.nranks; i++) {
+        const int R = args.ranks[i];
+        for (int b = 0; b < R; b++)
+            if (measure_rank(&cr, R, b, Hp, args.runs, &rf[b]) != LV_OK) {
+                if (args.json) printf("]}\n");
+                fprintf(stderr, "longvk bench sp: rank %d of %d: %s\n", b, R, lv_last_error());
+                goto done;
+            }
+        if (args.json) json_rank_count(R, rf, links, nlinks, one_rank_s, i == 0);
+        else print_rank_count(R, rf, links, nlinks, one_rank_s, run.cfg.depth);
+        fflush(stdout);
+    }
+    if (args.json) {
+        printf("], \"links\": [");
+        for (int l = 0; l < nlinks; l++)
+            printf("%s{\"name\": \"%s\", \"gbytes_per_s\": %g, \"latency_us\": %g}", l ? ", " : "", links[l].name,
+                   links[l].gbytes_per_s, links[l].latency_us);
+        printf("]}\n");
+    } else {
+        printf("\nmeasured: the chunks, staging (host copies and device syncs of the transport) and compute (the "
+               "rest);\ncounted: bytes and messages; modelled: the network and the speed-ups (no overlap: the "
+               "transport blocks).\n");
+    }
+    rc = 0;
+done:
+    bench_dit_close(&run);
+    free(cr.x0);
+    free(rf);
+    return rc;
+}
