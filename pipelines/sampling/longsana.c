@@ -37,6 +37,18 @@ static lv_status forward_beside(lv_ctx *ctx, lv_dit *dit, lv_dit_twin *twin, con
     return s;
 }
 
+/* A guided step with a CFG partner: this process's pass, then the swap; *uncond_failed when
+ * the unconditional pass was this process's and failed. */
+static lv_status guided_with_partner(lv_ctx *ctx, lv_dit *dit, const lv_cfg_partner *partner, const lv_dit_pass *cond,
+                                     const lv_dit_pass *uncond, float *v, float *vu, size_t n, bool *uncond_failed) {
+    const bool mine_cond = partner->role == LV_CFG_COND;
+    float *mine = mine_cond ? v : vu, *theirs = mine_cond ? vu : v;
+    lv_status s = lv_dit_forward(ctx, dit, mine_cond ? cond : uncond, mine);
+    *uncond_failed = s != LV_OK && !mine_cond;
+    if (s == LV_OK) s = partner->swap(partner->user, mine, theirs, n);
+    return s;
+}
+
 /* A stage that failed: "step 2 of 2[ (the unconditional pass)]: <its message>". */
 static lv_status step_error(lv_status s, int k, int steps, bool uncond_failed) {
     return lv_error_prefix(s, "step %d of %d%s", k + 1, steps, uncond_failed ? " (the unconditional pass)" : "");
@@ -58,6 +70,10 @@ static lv_status check_chunk_args(lv_ctx *ctx, lv_dit *dit, const lv_chunk_optio
         return lv_error(LV_ERR_INVALID, "lv_longsana_chunk: cfg_scale %g is not finite", opt->cfg_scale);
     if (opt->cfg_last_steps < 0)
         return lv_error(LV_ERR_INVALID, "lv_longsana_chunk: cfg_last_steps %d", opt->cfg_last_steps);
+    if (opt->cfg_partner && (opt->twin || !opt->cfg_partner->swap ||
+                             (opt->cfg_partner->role != LV_CFG_COND && opt->cfg_partner->role != LV_CFG_UNCOND)))
+        return lv_error(LV_ERR_INVALID, "lv_longsana_chunk: a CFG partner %s", opt->twin ? "and a twin: one or the other"
+                        : !opt->cfg_partner->swap ? "without a swap" : "with an unknown role");
     if (opt->sampler != LV_CHUNK_RENOISE && opt->sampler != LV_CHUNK_EULER)
         return lv_error(LV_ERR_INVALID, "lv_longsana_chunk: unknown sampler %d", (int)opt->sampler);
     if (opt->noise) /* the draws the chunk makes: the initial noise, and re-noise before steps 1.. */
@@ -102,7 +118,10 @@ lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *op
         lv_dit_pass uncond = pass;
         uncond.text_slot = 1;
         bool uncond_failed;
-        s = forward_beside(ctx, dit, opt->twin, &pass, v, cfg_here ? &uncond : NULL, vu, &uncond_failed);
+        if (cfg_here && opt->cfg_partner)
+            s = guided_with_partner(ctx, dit, opt->cfg_partner, &pass, &uncond, v, vu, n, &uncond_failed);
+        else
+            s = forward_beside(ctx, dit, opt->twin, &pass, v, cfg_here ? &uncond : NULL, vu, &uncond_failed);
         if (s != LV_OK) {
             step_error(s, k, opt->steps, uncond_failed);
             break;
