@@ -18,6 +18,7 @@
 
 #include <mpi.h>
 
+#include "longvk/sampler.h"
 #include "longvk/sp_comm.h"
 
 #ifdef __cplusplus
@@ -27,6 +28,15 @@ extern "C" {
 /* `comm` is duplicated (the transport's messages never mix with the caller's) and set to
  * return errors instead of aborting. */
 lv_status lv_sp_comm_mpi_create(MPI_Comm comm, lv_sp_comm **out);
+
+/* CFG parallelism (`--cfg-parallel`): the ranks of `world` (an even number W) in two groups,
+ * ranks [0, W/2) running the conditional passes of the guided steps and [W/2, W) the
+ * unconditional ones. *bands: this rank's group as a new communicator (band rank = world
+ * rank modulo W/2; give it to lv_sp_comm_mpi_create; MPI_Comm_free it), *partner: the
+ * swap with the same band of the other group (lv_chunk_options.cfg_partner;
+ * lv_cfg_partner_mpi_destroy it). An odd W is LV_ERR_INVALID. */
+lv_status lv_cfg_split_mpi(MPI_Comm world, MPI_Comm *bands, lv_cfg_partner **partner);
+void lv_cfg_partner_mpi_destroy(lv_cfg_partner *partner);
 
 #ifdef __cplusplus
 }
