@@ -312,6 +312,11 @@ static fuzz_target targets[] = {
      .samples = {{"--latent", {"4x4", "60x104", "3x4", "0x4", "4x4x4", "4097x1"}},
                  {"--preset", {"sana-video-2b-480p", "sana-video-2b-720p", "nope"}}},
      .usage_runs = 5},
+    /* no free runs: a model file of 0.2 GB or more */
+    {.argv0 = {"bench", "generate"},
+     .spec = &bench_generate_spec,
+     .samples = {{"--latent", {"8x8", "3x4", "0x4"}}, {"--codec", {"ffv1", "nope", ""}}, {"--vae-dim", {"8", "6"}}},
+     .usage_runs = 5},
     /* no free runs either: the same weights, once per rank */
     {.argv0 = {"bench", "sp"},
      .spec = &bench_sp_spec,

@@ -13,6 +13,7 @@
 #include "longvk.h"
 #include "longvk/generate.h"
 #include "test_support.h"
+#include "ts_files.h"
 
 #define PROMPT "two red balls bouncing on a blue background"
 
@@ -500,4 +501,19 @@ Test(generate, non_finite_values_stop_the_run, .timeout = 600) {
         cr_assert(strstr(lv_last_error(), "the DiT's output has non-finite values") != NULL, "%s", lv_last_error());
     }
     remove(model);
+}
+
+/* `longvk bench generate` runs the real loop (lv_generate on files it writes): 3 blocks of 2
+ * latent frames are 1 + 4 x 5 = 21 pixel frames in the video, and it cleans up after itself. */
+Test(generate, bench_generate_runs_the_block_loop, .timeout = 600) {
+    char *out = NULL;
+    int rc = ts_run("TMPDIR=" LONGVK_TEST_TMP " " LONGVK_CLI " bench generate --depth 1 --frames 2 --latent 8x8 "
+                    "--vae-dim 8 --text-tokens 8 --codec ffv1 --json", &out);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_assert(strstr(out, "\"blocks\": 3,") && strstr(out, "\"pixel_frames\": 21,") &&
+              strstr(out, "\"pixels\": [64, 64]") && strstr(out, "\"frames_per_s\": "), "%s", out);
+    free(out);
+    rc = ts_run("ls -d " LONGVK_TEST_TMP "/longvk-bench-generate-* 2>/dev/null | wc -l", &out);
+    cr_assert(rc == 0 && atoi(out) == 0, "temporary folders left: %s", out);
+    free(out);
 }

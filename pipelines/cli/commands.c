@@ -11,6 +11,6 @@ const cli_command cli_commands[] = {
     {"decode", cmd_decode, &cmd_decode_spec, "decode latents to a video with a VAE"},
     {"convert", cmd_convert, &cmd_convert_spec, "convert a PyTorch checkpoint to safetensors"},
     {"metrics", cmd_metrics, &cmd_metrics_spec, "temporal-consistency metrics of a video"},
-    {"bench", cmd_bench, NULL, "benchmarks: gemm, attn, encode, chunks, vae, text, dit, sp"},
+    {"bench", cmd_bench, NULL, "benchmarks: gemm, attn, encode, chunks, vae, text, dit, generate, sp"},
 };
 const int cli_command_count = (int)(sizeof cli_commands / sizeof cli_commands[0]);

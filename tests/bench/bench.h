@@ -17,9 +17,10 @@ int bench_vae(int argc, char **argv);
 int bench_text(int argc, char **argv);
 int bench_dit(int argc, char **argv);
 int bench_sp(int argc, char **argv);
+int bench_generate(int argc, char **argv);
 
 extern const cli_spec bench_gemm_spec, bench_attn_spec, bench_encode_spec, bench_chunks_spec, bench_vae_spec,
-    bench_text_spec, bench_dit_spec, bench_sp_spec;
+    bench_text_spec, bench_dit_spec, bench_sp_spec, bench_generate_spec;
 
 /* Every benchmark, in the order `longvk bench --help` lists them (bench_main.c). */
 typedef struct bench_entry {

@@ -14,6 +14,7 @@ const bench_entry bench_entries[] = {
     {"vae", bench_vae, &bench_vae_spec, "VAE decode time per latent frame and memory"},
     {"text", bench_text, &bench_text_spec, "Gemma-2 text encoder seconds per 300-token prompt and per layer"},
     {"dit", bench_dit, &bench_dit_spec, "one LongSANA chunk of SANA-Video 2B: s/forward, frames/s, TFLOP/s, memory"},
+    {"generate", bench_generate, &bench_generate_spec, "the whole block loop at 480p (DiT, VAE, encoder): frames/s end to end"},
     {"sp", bench_sp, &bench_sp_spec, "sequence parallelism: bytes, compute and communication per rank; modelled speed-up"},
 };
 const int bench_count = (int)(sizeof bench_entries / sizeof bench_entries[0]);

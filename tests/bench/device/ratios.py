@@ -5,7 +5,8 @@
 DIR holds the --json outputs device-run.sh writes: gemm_dit.json and gemm_4096.json
 (`longvk bench gemm --shapes dit|4096 --json`), dit_480p.json and dit_720p.json (`longvk bench
 dit --json`), vae_480p.json (`longvk bench vae --preset 480p --json`), peer_480p.json and
-peer_720p.json (torch_peer.py --json), sp_480p.json (`longvk bench sp --json`). A missing or unreadable file is reported and skipped.
+peer_720p.json (torch_peer.py --json), sp_480p.json (`longvk bench sp --json`), generate_480p.json
+(`longvk bench generate --json`). A missing or unreadable file is reported and skipped.
 Every ratio is a ratio of speeds, longvk over PyTorch: above 1, longvk is faster. --out
 gathers every file's object into one JSON object keyed by the file's name (so that one file
 comes back from the GPU machine).
@@ -81,7 +82,7 @@ def main():
     ap.add_argument("dir")
     ap.add_argument("--out")
     a = ap.parse_args()
-    names = ["gemm_dit", "gemm_4096", "dit_480p", "dit_720p", "vae_480p", "peer_480p", "peer_720p", "sp_480p"]
+    names = ["gemm_dit", "gemm_4096", "dit_480p", "dit_720p", "vae_480p", "peer_480p", "peer_720p", "sp_480p", "generate_480p"]
     got = {n: load(a.dir, n + ".json") for n in names}
     peer_gemm = got["peer_480p"]
     gemm_table(got["gemm_dit"], peer_gemm)
@@ -97,6 +98,10 @@ def main():
     if d and v:  # DiT and VAE one after the other on one GPU, encoder not counted
         both = 1 / (1 / d["frames_per_s"] + 1 / v["pixel_frames_per_s"])
         print(f"DiT + VAE at 480p, one after the other: {both:.2f} frames/s (goal 27.5; the encoder not counted)")
+    g = got["generate_480p"]
+    if g:
+        print(f"generate at 480p on {g['device']}, depth {g['depth']} (DiT, VAE, encoder; measured): "
+              f"{g['block_s']:.2f} s a block, {g['frames_per_s']:.2f} frames/s end to end (goal 27.5)")
     sp = got["sp_480p"]
     if sp:  # issue 45: each rank measured alone, the network modelled
         print(f"sequence parallelism at 480p on {sp['device']}, depth {sp['depth']} (measured per rank; "
