@@ -8,7 +8,6 @@
 #   longvk bench dit --preset sana-video-2b-480p   the reference DiT in bf16, same chunk and depth
 #   longvk bench dit --preset sana-video-2b-720p   the same at 720p
 #   longvk bench vae --preset 480p
-#   longvk bench generate --blocks 2                   the whole block loop at 480p: frames/s end to end
 #   longvk bench sp --preset sana-video-2b-480p --depth 4   (issue 45: each rank alone; no peer)
 # and prints longvk / PyTorch ratios (ratios.py). Logs in $OUT (or /tmp when unset): tests.log,
 # bench.log (everything the benchmarks printed), bench.json (every figure, one object).
@@ -78,12 +77,7 @@ run_bench() {
     bench dit_480p 300 ./longvk bench dit --preset sana-video-2b-480p "${small[@]}" --runs "$runs" --json
     bench dit_720p 180 ./longvk bench dit --preset sana-video-2b-720p "${small[@]}" --runs "$runs" --json
     bench vae_480p 150 ./longvk bench vae "${vae[@]}" --json
-    # the whole loop (DiT, VAE, encoder), 2 blocks: the second is the steady rate (a 4.1 GB file first)
-    if [ "${SMOKE:-0}" = 1 ]; then
-        bench generate_480p 120 ./longvk bench generate --depth 1 --frames 2 --latent 8x8 --vae-dim 8 --json
-    else
-        bench generate_480p 240 ./longvk bench generate --blocks 2 --json
-    fi
+    # not `bench generate`: the bundle's FFmpeg is a stub that traps (bundle.sh), and it encodes
     # every rank of R = 2, 4, 8 alone: 15 chunks of 4 blocks (2 ranks in the smoke run's 2 rows)
     bench sp_480p 150 ./longvk bench sp --preset sana-video-2b-480p --depth 4 "${small[@]}" \
         $([ "${SMOKE:-0}" = 1 ] && echo --ranks 2) --json
