@@ -34,6 +34,11 @@ int cli_mpi_device(const cli_mpi *m, int requested) {
     return m->rank % n;
 }
 
+void cli_mpi_barrier(const cli_mpi *m) {
+    (void)m;
+    if (started) MPI_Barrier(MPI_COMM_WORLD);
+}
+
 void cli_mpi_end(cli_mpi *m, const char *command, int rc) {
     if (!started) return;
     lv_sp_comm_destroy(m->comm);
@@ -59,6 +64,8 @@ int cli_mpi_device(const cli_mpi *m, int requested) {
     (void)m;
     return requested;
 }
+
+void cli_mpi_barrier(const cli_mpi *m) { (void)m; }
 
 void cli_mpi_end(cli_mpi *m, const char *command, int rc) {
     (void)m;

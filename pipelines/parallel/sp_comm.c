@@ -80,3 +80,15 @@ lv_status lv_sp_comm_gather_rows(lv_sp_comm *c, float *all, int F, int H, int64_
                         H, (long long)X, c->bands);
     return c->ops->gather_rows ? c->ops->gather_rows(c, all, F, H, X) : LV_OK;
 }
+
+lv_status lv_sp_comm_broadcast(lv_sp_comm *c, void *data, uint64_t bytes) {
+    if (!c || (!data && bytes > 0))
+        return lv_error(LV_ERR_INVALID, "sequence parallel broadcast: %s is NULL", !c ? "the communicator" : "the data");
+    return c->ops->broadcast && bytes > 0 ? c->ops->broadcast(c, data, bytes) : LV_OK;
+}
+
+lv_status lv_sp_comm_agree_max(lv_sp_comm *c, int *value) {
+    if (!c || !value)
+        return lv_error(LV_ERR_INVALID, "sequence parallel agreement: %s is NULL", !c ? "the communicator" : "the value");
+    return c->ops->agree_max ? c->ops->agree_max(c, value) : LV_OK;
+}
