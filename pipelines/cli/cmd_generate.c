@@ -13,6 +13,8 @@
 #include "longvk/generate.h"
 
 static volatile sig_atomic_t interrupted = 0;
+/* what a stop signal prints (set before the handler is installed: async-signal-safe) */
+static char stop_message[1400] = "\nlongvk generate: stopping after the current block (Ctrl-C again stops at once)\n";
 
 /* SIGINT, SIGTERM and SIGUSR1 (which mpirun forwards to every rank: how a run over ranks is
  * stopped after a block) */
@@ -20,8 +22,7 @@ static void on_sigint(int sig) {
     (void)sig;
     if (interrupted) _exit(130); /* a second Ctrl-C: stop now (flushed blocks still play) */
     interrupted = 1;
-    static const char msg[] = "\nlongvk generate: stopping after the current block (Ctrl-C again stops at once)\n";
-    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1); /* async-signal-safe */
+    ssize_t w = write(STDERR_FILENO, stop_message, strlen(stop_message)); /* async-signal-safe */
     (void)w;
 }
 
@@ -314,6 +315,13 @@ int cmd_generate(int argc, char **argv) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
+    /* under mpirun a SIGTERM is mpirun ending the job (Ctrl-C, or a rank that failed or was
+     * killed, which mpirun names): rank 0 says what is left; the others print only errors */
+    if (args.sequence_parallel && mpi.rank != 0) stop_message[0] = 0;
+    else if (args.sequence_parallel)
+        snprintf(stop_message, sizeof stop_message, "\nlongvk generate (rank 0 of %d): stopping after the current "
+                 "block; when mpirun ends the job (Ctrl-C, or a rank that died: mpirun names it), %s plays up to the "
+                 "last block written and --resume continues from %s.longvk-state\n", mpi.ranks, o.output, o.output);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
 
