@@ -12,7 +12,8 @@
  * --sp-emulate 2 and 3 (latents) and the same frames (video); a rank killed after a block
  * (LONGVK_TEST_KILL, test only) leaves a video that plays that block and a resume file equal
  * byte for byte to the one --sp-emulate 2 leaves at the same block, which --resume completes
- * at 2 ranks, 3 ranks and in one process into the uninterrupted run's frames. */
+ * at 2 ranks, 3 ranks and in one process into the uninterrupted run's frames; a stop
+ * signal that reaches one rank stops every rank after the same block (LONGVK_TEST_STOP). */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <stdio.h>
@@ -274,6 +275,41 @@ Test(sp_generate, killed_rank_resumes_at_any_count, .timeout = 900) {
         snprintf(st, sizeof st, "%s.longvk-state", done[i]);
         cr_assert_neq(access(st, F_OK), 0, "a finished run leaves no resume file (%s)", how[i]);
     }
+    free(want);
+}
+
+/* Started by mpirun without --sequence-parallel, every copy would write the same file. */
+Test(sp_generate, ranks_without_the_flag_refuse, .timeout = 300) {
+    char o[1100];
+    snprintf(o, sizeof o, "%s", ts_tmp("spg_noflag.mkv"));
+    remove(o);
+    char *out = generate_video(TS_MPIRUN "-np 2", "", o, true);
+    cr_assert(strstr(out, "without --sequence-parallel"), "%s", out);
+    free(out);
+    cr_assert_neq(access(o, F_OK), 0, "%s was written", o);
+}
+
+/* SIGUSR1 (what `kill -USR1 <mpirun>` forwards) reaching rank 1 alone after block 3: the
+ * stop flag is agreed at the block boundary, so both ranks stop after block 3 (without the
+ * agreement rank 0 would wait for rank 1 forever), rank 0 says so, and --resume completes. */
+Test(sp_generate, a_stop_on_one_rank_stops_every_rank, .timeout = 600) {
+    char ref[1100], k[1100];
+    snprintf(ref, sizeof ref, "%s", ts_tmp("spg_sref.mkv"));
+    free(generate_video("", "--sp-emulate 2", ref, false));
+    uint8_t *want = frames_of(ref, PIXEL_FRAMES);
+    snprintf(k, sizeof k, "%s", ts_tmp("spg_s2.mkv"));
+    remove(k);
+    char *out = generate_video("LONGVK_TEST_STOP=1:3 " TS_MPIRUN "-np 2", "--sequence-parallel", k, true);
+    cr_assert(strstr(out, "interrupted after block 3 of 5") && strstr(out, "--resume"), "%s", out);
+    free(out);
+    uint8_t *part = frames_of(k, 4);
+    cr_assert_eq(memcmp(part, want, 4 * FRAME_BYTES), 0, "the stopped video is not the run's first block");
+    free(part);
+    free(generate_video(TS_MPIRUN "-np 2", "--sequence-parallel --resume", k, false));
+    uint8_t *got = frames_of(k, PIXEL_FRAMES);
+    cr_assert_eq(memcmp(got, want, PIXEL_FRAMES * FRAME_BYTES), 0, "resumed: frames differ from the uninterrupted "
+                 "run's");
+    free(got);
     free(want);
 }
 #else

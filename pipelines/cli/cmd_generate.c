@@ -226,6 +226,7 @@ typedef struct cli_state {
     char device[256]; /* last.device points into the context, gone after lv_generate */
     const cli_mpi *mpi;
     int kill_rank, kill_block; /* LONGVK_TEST_KILL (test only), -1: none */
+    int stop_rank, stop_block; /* LONGVK_TEST_STOP (test only), -1: none */
 } cli_state;
 
 static const char *mib(uint64_t bytes, char *buf, size_t size) {
@@ -245,13 +246,21 @@ static void on_text(cli_state *st, const lv_generate_progress *p) {
     fflush(stderr);
 }
 
-/* Test only (tests/test_sp_mpi.c): LONGVK_TEST_KILL=RANK:BLOCK makes rank RANK raise SIGKILL
- * once block BLOCK is made, after a barrier, so that rank 0 has written that block's frames
- * and resume file: a rank dying at a known point. */
-static void test_kill(const cli_state *st, int block) {
+/* Test only (tests/test_sp_generate.c), the faults of a run over ranks at a known point:
+ * LONGVK_TEST_KILL=RANK:BLOCK makes rank RANK raise SIGKILL once block BLOCK is made, after
+ * a barrier, so that rank 0 has written that block's frames and resume file (a rank dying);
+ * LONGVK_TEST_STOP=RANK:BLOCK makes rank RANK alone raise SIGUSR1 then (a stop that reached
+ * one rank: all must stop after that block). Without MPI, rank 0 is the process. */
+static void test_faults(const cli_state *st, int block) {
+    if (st->stop_rank == st->mpi->rank && block == st->stop_block) raise(SIGUSR1);
     if (st->kill_rank < 0 || block != st->kill_block) return;
     cli_mpi_barrier(st->mpi);
     if (st->mpi->rank == st->kill_rank) raise(SIGKILL);
+}
+
+static void test_fault_at(const char *name, int *rank, int *block) {
+    const char *v = getenv(name);
+    if (!v || sscanf(v, "%d:%d", rank, block) != 2) *rank = *block = -1;
 }
 
 static void on_progress(void *user, const lv_generate_progress *p) {
@@ -260,7 +269,7 @@ static void on_progress(void *user, const lv_generate_progress *p) {
         on_text(st, p);
         return;
     }
-    test_kill(st, p->block);
+    test_faults(st, p->block);
     st->last = *p;
     snprintf(st->device, sizeof st->device, "%s", p->device ? p->device : "?");
     if (st->quiet) return;
@@ -297,6 +306,7 @@ int cmd_generate(int argc, char **argv) {
     o.resume = args.resume;
     o.motion_score = cli_given(&cmd_generate_spec, "--motion-score") ? args.motion_score : LV_GEN_MODEL_DEFAULT;
     if (!check_state_file(&o)) return 2;
+    if (cli_mpi_check_launch("generate", args.sequence_parallel)) return 2;
     cli_mpi mpi = {.rank = 0, .ranks = 1};
     if (args.sequence_parallel) {
         if (o.sp_bands) return cli_usage_error("generate", "--sequence-parallel and --sp-emulate: one or the other");
@@ -307,9 +317,9 @@ int cmd_generate(int argc, char **argv) {
     }
     /* rank 0 alone prints progress and the summary; every rank prints its errors */
     cli_state st = {.tty = isatty(STDERR_FILENO), .last_decile = -1, .quiet = args.quiet || mpi.rank != 0,
-                    .mpi = &mpi, .kill_rank = -1, .kill_block = -1};
-    const char *kill = getenv("LONGVK_TEST_KILL");
-    if (kill && sscanf(kill, "%d:%d", &st.kill_rank, &st.kill_block) != 2) st.kill_rank = -1;
+                    .mpi = &mpi};
+    test_fault_at("LONGVK_TEST_KILL", &st.kill_rank, &st.kill_block);
+    test_fault_at("LONGVK_TEST_STOP", &st.stop_rank, &st.stop_block);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
