@@ -136,7 +136,8 @@ static cli_option options[] = {
     {.name = "--parallel-cfg", .kind = CLI_CHOICE, .dest = &args.o.parallel_cfg, .choices = on_off,
      .help = "run CFG's unconditional passes on a second context and thread, beside the conditional ones "
              "(default: on for a CPU device with 2+ cores running kernels inline, see --cpu-threads); the "
-             "frames are the same either way, the model's device memory twice"},
+             "frames are the same either way, the model's device memory twice; off with --sp-emulate and "
+             "--sequence-parallel"},
     {.name = "--sequence-parallel", .kind = CLI_FLAG, .dest = &args.sequence_parallel,
      .help = "run by every rank of `mpirun -np R`: one band of token rows per rank, each on its own device "
              "(rank modulo the devices, unless --device or LONGVK_DEVICE); rank 0 writes the video and the "
