@@ -336,13 +336,16 @@ static lv_status load_text_embeds(gen_run *r, const char *path, int cap) {
 
 static lv_status prepare_text(gen_run *r, void (*warn)(void *, const char *), void *user) {
     int cap = lv_sana_file_config(r->m.file)->caption_channels;
-    if (r->use_encoder) { /* tokenized now; encoded once the device is up (encode_text) */
+    /* tokenized now; encoded once the device is up (encode_text); with processes of a
+     * sequence-parallel run, by rank 0 alone, which hands the rows on (share_text) */
+    if (r->use_encoder) {
         const lv_generate_options *o = &r->o;
         const char *negative = !r->uncond ? NULL : o->negative_prompt ? o->negative_prompt
                                                                       : lv_sana_video_negative_prompt;
         int motion = o->motion_score == LV_GEN_MODEL_DEFAULT ? LV_SANA_VIDEO_MOTION_SCORE : o->motion_score;
-        LV_TRY(lv_gen_text_open(&r->text, o->text_encoder_path, o->tokenizer_path, o->prompt, negative, motion, cap,
-                                warn, user));
+        if (r->root)
+            LV_TRY(lv_gen_text_open(&r->text, o->text_encoder_path, o->tokenizer_path, o->prompt, negative, motion,
+                                    cap, warn, user));
         r->text_len = LV_SANA_PROMPT_ROWS;
         r->y = calloc((size_t)2 * r->text_len * cap, sizeof *r->y);
         r->mask = calloc((size_t)2 * r->text_len, sizeof *r->mask);
@@ -372,6 +375,14 @@ static lv_status save_text_embeds(const gen_run *r, const char *path) {
         {.name = "negative_mask", .dtype = LV_F32, .ndim = 1, .shape = {L}, .data = r->mask + L,
          .nbytes = (uint64_t)L * sizeof(float)}};
     return lv_safetensors_write(path, t, r->uncond ? 4 : 2, NULL, 0);
+}
+
+/* Sequence parallelism over processes: the Gemma-2 encoder runs on rank 0 alone (the others
+ * need neither its files nor its memory), which hands the rows and masks on. */
+static lv_status share_text(gen_run *r) {
+    const int cap = lv_sana_file_config(r->m.file)->caption_channels;
+    LV_TRY(lv_sp_comm_broadcast(r->sp, r->y, (uint64_t)2 * r->text_len * cap * sizeof *r->y));
+    return lv_sp_comm_broadcast(r->sp, r->mask, (uint64_t)2 * r->text_len * sizeof *r->mask);
 }
 
 /* The text encoder's pass: uploaded, run on the prompts and freed before the DiT is
@@ -787,7 +798,8 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         copt.cpu_threads = lv_generate_auto_cpu_threads(tokens, cfg->hidden);
     }
     LV_TRY(lv_ctx_create(&copt, &r->ctx));
-    if (r->use_encoder) LV_TRY(encode_text(r, progress, user));
+    if (r->use_encoder && r->root) LV_TRY(encode_text(r, progress, user));
+    if (r->use_encoder && r->sp) LV_TRY(share_text(r));
     if (o->text_embeds_out && r->root) LV_TRY(save_text_embeds(r, o->text_embeds_out));
     lv_dit_options dopt = {.cached_blocks = o->cached_blocks, .weights = (lv_dit_weights)o->weights_dtype,
                            .sp_bands = o->sp_bands, .sp_comm = o->sp_comm};

@@ -200,8 +200,9 @@ typedef struct lv_generate_options {
      * sp_bands R, bit for bit. The process holding band 0 alone writes the video, the
      * .npy and the resume file, reads the resume file (and hands its state to the others)
      * and gets warnings; progress comes to every process (print it on one). The stop flag
-     * is agreed at every block boundary, so all processes stop after the same block. With
-     * a VAE, the process holding band 0 decodes. At most one of the two. */
+     * is agreed at every block boundary, so all processes stop after the same block. It
+     * alone runs a Gemma-2 text encoder (and hands the rows on) and a VAE. At most one of
+     * sp_bands and sp_comm. */
     int sp_bands;
     struct lv_sp_comm *sp_comm;
 } lv_generate_options;
