@@ -36,6 +36,7 @@
 
 #include "longvk.h"
 #include "test_support.h"
+#include "ts_files.h"
 
 #define PROMPT "two red balls bouncing on a blue background"
 
@@ -146,28 +147,6 @@ static const char *line_at(const proc *p, int i, char *buf, size_t size) {
     return buf;
 }
 
-/* Decodes every frame of `path` into one malloc'd RGB buffer. */
-static uint8_t *decode_all(const char *path, int64_t *frames, size_t *frame_bytes) {
-    lv_decoder *dec;
-    cr_assert_eq(lv_decoder_open(path, &dec), LV_OK, "%s", lv_last_error());
-    const lv_video_info *info = lv_decoder_info(dec);
-    *frame_bytes = (size_t)info->width * info->height * 3;
-    size_t cap = 64;
-    uint8_t *all = malloc(cap * *frame_bytes);
-    int64_t n = 0;
-    for (;;) {
-        if ((size_t)n == cap) all = realloc(all, (cap *= 2) * *frame_bytes);
-        int end = 0;
-        cr_assert_eq(lv_decoder_next(dec, all + (size_t)n * *frame_bytes, NULL, &end), LV_OK, "%s: %s", path,
-                     lv_last_error());
-        if (end) break;
-        n++;
-    }
-    lv_decoder_close(dec);
-    *frames = n;
-    return all;
-}
-
 /* The video, its resume file, and what a kill can leave beside them: the temporary video
  * (OUT.resume-part) and a resume file's temporary copy (OUT.longvk-state.tmp-XXXXXX,
  * lv_safetensors_write's, left by a kill while it was written). */
@@ -196,7 +175,7 @@ static void remove_outputs(const char *out) {
 static void expect_frames(const char *out, const uint8_t *ref, int64_t ref_frames, int64_t want, const char *what) {
     int64_t n;
     size_t fb;
-    uint8_t *got = decode_all(out, &n, &fb);
+    uint8_t *got = ts_decode_all(out, &n, &fb);
     if (want >= 0) cr_assert_eq(n, want, "%s: %lld frames, %lld expected", what, (long long)n, (long long)want);
     cr_assert(n >= 1 && n <= ref_frames, "%s: %lld frames (the run makes %lld)", what, (long long)n,
               (long long)ref_frames);
@@ -281,7 +260,7 @@ Test(generate_cli, progress_eta_and_ctrl_c, .timeout = 600) {
     check_summary(&p, 8);
     int64_t ref_frames;
     size_t fb;
-    uint8_t *ref = decode_all(out, &ref_frames, &fb);
+    uint8_t *ref = ts_decode_all(out, &ref_frames, &fb);
     cr_assert_eq(ref_frames, 8);
 
     /* Ctrl-C after the first burn-in block: answered at once, stopped within a block */
@@ -355,7 +334,7 @@ static int64_t check_left(const char *out, const uint8_t *ref, int64_t ref_frame
     if (!exists(out)) return 0;
     int64_t n;
     size_t fb;
-    free(decode_all(out, &n, &fb));
+    free(ts_decode_all(out, &n, &fb));
     cr_assert_geq(n, 1, "%s: %s exists but holds no frame", what, out);
     expect_frames(out, ref, ref_frames, n, what);
     cr_assert(exists(state) || n == ref_frames, "%s: a video of %lld frames without a resume file", what,
@@ -384,7 +363,7 @@ Test(generate_cli, sigkill_anywhere, .timeout = 900) {
     cr_assert_gt(t_written, t_first, "%s", p.text);
     int64_t ref_frames;
     size_t fb;
-    uint8_t *ref = decode_all(out, &ref_frames, &fb);
+    uint8_t *ref = ts_decode_all(out, &ref_frames, &fb);
     cr_assert_eq(ref_frames, 32);
     cr_log_info("uninterrupted: first block at %.2f s, first written block at %.2f s, end at %.2f s", t_first,
                 t_written, t_end);

@@ -9,7 +9,8 @@
  * is checked against its original elsewhere (test_gemma2, test_sana_dit, test_vae); this
  * test checks that generate feeds the DiT exactly what `encode-text` computes, that the same
  * rows given as --text-embeds make the same frames, the original release layout, and the
- * errors of a pipeline that does not fit together. */
+ * errors of a pipeline that does not fit together. With MPI: the pipeline over 2 ranks
+ * (rank 0 encodes the text and decodes) makes the frames of --sp-emulate 2. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include "longvk.h"
 #include "test_support.h"
 #include "ts_files.h"
+#include "ts_mpi.h"
 
 #define G2 LONGVK_ASSETS_DIR "/testdata/gemma2"
 #define SANA LONGVK_ASSETS_DIR "/testdata/sana-video/tiny-hd32.weights.safetensors"
@@ -296,3 +298,27 @@ Test(generate_pipeline, pieces_that_do_not_fit_are_named, .timeout = 300) {
     free(out);
     cr_assert_neq(access(o, F_OK), 0, "a failed run left %s", o);
 }
+
+#ifdef LONGVK_HAVE_MPI
+/* 32 pixel rows = 4 latent rows = 2 token rows: a band of one row per rank. Rank 0 alone runs
+ * the text encoder (the rows are broadcast) and the VAE; the frames are --sp-emulate 2's. */
+Test(generate_pipeline, two_ranks_make_the_frames_of_two_bands, .timeout = 600) {
+    const char *dir = make_pipeline("pipe-mpi");
+    char cmd[4096], e[1024], m[1024];
+    snprintf(e, sizeof e, "%s", ts_tmp("pipe-e2.mkv"));
+    snprintf(m, sizeof m, "%s", ts_tmp("pipe-m2.mkv"));
+    snprintf(cmd, sizeof cmd, "%s generate --model %s -p '" PROMPT "' " GEN_ARGS " --sp-emulate 2 -o %s 2>&1",
+             LONGVK_CLI, dir, e);
+    free(run(cmd, 0));
+    snprintf(cmd, sizeof cmd, TS_MPIRUN "-np 2 %s generate --model %s -p '" PROMPT "' --frames 9 -W 48 -H 32 "
+             "--block-frames 1 --codec ffv1 --sequence-parallel -o %s 2>&1", LONGVK_CLI, dir, m);
+    char *out = run(cmd, 0);
+    const char *enc = strstr(out, "text encoder: encoding");
+    cr_assert(enc && !strstr(enc + 1, "text encoder: encoding"), "rank 0 alone encodes and says so:\n%s", out);
+    free(out);
+    char *a = framemd5(e), *b = framemd5(m);
+    cr_assert_str_eq(a, b, "2 ranks: frames differ from --sp-emulate 2's");
+    free(a);
+    free(b);
+}
+#endif

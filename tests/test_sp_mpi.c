@@ -14,6 +14,7 @@
 #include "longvk.h"
 #include "test_support.h"
 #include "ts_files.h"
+#include "ts_mpi.h"
 
 /* ---- `longvk forward --sequence-parallel` under mpirun ----
  * The tiny model's chunks of 2 latent frames (a read pass, then the write pass that carries
@@ -22,12 +23,6 @@
  * unsplit pass. 5 ranks for 4 rows: every rank stops, the message says why, no output. */
 #define WEIGHTS LONGVK_ASSETS_DIR "/testdata/sana-video/tiny-hd32.weights.safetensors"
 #define VECTORS LONGVK_ASSETS_DIR "/vectors/sana-video-tiny-hd32.safetensors"
-/* root (in containers) needs the first two; more ranks than cores, oversubscribed; the ranks
- * talk through shared memory only, without the single-copy mechanism that a container's ptrace
- * rules may forbid: nothing depends on the network */
-#define MPIRUN "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " \
-               "OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun "
-
 static void forward_inputs(char *common, size_t size) {
     lv_weights *v;
     cr_assert_eq(lv_weights_open(VECTORS, &v), LV_OK, "%s", lv_last_error());
@@ -54,7 +49,7 @@ static void check_ranks(int R) {
     char dir[1024], cmd[4096];
     snprintf(dir, sizeof dir, "%s", ts_tmp("sp-mpi"));
     mkdir(dir, 0755);
-    snprintf(cmd, sizeof cmd, MPIRUN "-np %d %s %s", R, LONGVK_SP_CHECK, dir);
+    snprintf(cmd, sizeof cmd, TS_MPIRUN "-np %d %s %s", R, LONGVK_SP_CHECK, dir);
     char *out;
     int rc = ts_run(cmd, &out);
     cr_assert_eq(rc, 0, "%s: exit %d\n%s", cmd, rc, out);
@@ -150,7 +145,7 @@ Test(sp_mpi, forward_ranks_equal_the_emulation, .timeout = 300) {
         snprintf(b, sizeof b, "%s", ts_tmp(R == 2 ? "mpi_m2.npy" : "mpi_m3.npy"));
         snprintf(cmd, sizeof cmd, "%s %s --sp-emulate %d -o %s", LONGVK_CLI, common, R, a);
         free(run(cmd, 0));
-        snprintf(cmd, sizeof cmd, MPIRUN "-np %d %s %s --sequence-parallel -o %s", R, LONGVK_CLI, common, b);
+        snprintf(cmd, sizeof cmd, TS_MPIRUN "-np %d %s %s --sequence-parallel -o %s", R, LONGVK_CLI, common, b);
         free(run(cmd, 0));
         size_t la, lb;
         uint8_t *ba = ts_slurp(a, &la), *bb = ts_slurp(b, &lb);
@@ -173,7 +168,7 @@ Test(sp_mpi, forward_more_ranks_than_rows_stops_every_rank, .timeout = 300) {
     forward_inputs(common, sizeof common);
     snprintf(o, sizeof o, "%s", ts_tmp("mpi_r5.npy"));
     remove(o);
-    snprintf(cmd, sizeof cmd, MPIRUN "-np 5 %s %s --sequence-parallel -o %s", LONGVK_CLI, common, o);
+    snprintf(cmd, sizeof cmd, TS_MPIRUN "-np 5 %s %s --sequence-parallel -o %s", LONGVK_CLI, common, o);
     char *out = run(cmd, 1);
     cr_assert(strstr(out, "5 sequence-parallel bands") && strstr(out, "4 token rows"), "%s", out);
     cr_assert(strstr(out, "stopping every rank"), "%s", out);

@@ -7,6 +7,21 @@
 #include "cli_mpi.h"
 #include "longvk.h"
 
+int cli_mpi_check_launch(const char *command, bool sequence_parallel) {
+    if (sequence_parallel) return 0;
+    const char *names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+    for (int i = 0; i < 2; i++) {
+        const char *v = getenv(names[i]);
+        if (v && atoi(v) > 1) {
+            fprintf(stderr, "longvk %s: started as one of %d processes (%s) without --sequence-parallel: each would "
+                    "make the whole output and write the same file; add --sequence-parallel to split the work "
+                    "over them\n", command, atoi(v), names[i]);
+            return 2;
+        }
+    }
+    return 0;
+}
+
 #ifdef LONGVK_HAVE_MPI
 #include <mpi.h>
 
@@ -34,6 +49,11 @@ int cli_mpi_device(const cli_mpi *m, int requested) {
     return m->rank % n;
 }
 
+void cli_mpi_barrier(const cli_mpi *m) {
+    (void)m;
+    if (started) MPI_Barrier(MPI_COMM_WORLD);
+}
+
 void cli_mpi_end(cli_mpi *m, const char *command, int rc) {
     if (!started) return;
     lv_sp_comm_destroy(m->comm);
@@ -59,6 +79,8 @@ int cli_mpi_device(const cli_mpi *m, int requested) {
     (void)m;
     return requested;
 }
+
+void cli_mpi_barrier(const cli_mpi *m) { (void)m; }
 
 void cli_mpi_end(cli_mpi *m, const char *command, int rc) {
     (void)m;

@@ -2,6 +2,8 @@
 #ifndef LONGVK_CLI_MPI_H
 #define LONGVK_CLI_MPI_H
 
+#include <stdbool.h>
+
 #include "longvk/sp_comm.h"
 
 typedef struct cli_mpi {
@@ -9,11 +11,17 @@ typedef struct cli_mpi {
     lv_sp_comm *comm; /* one band per rank */
 } cli_mpi;
 
+/* 0, or 2 after a message when this process is one of several that mpirun (or another
+ * launcher: PMI_SIZE) started but --sequence-parallel was not given: each would write the
+ * same output. */
+int cli_mpi_check_launch(const char *command, bool sequence_parallel);
 /* MPI_Init and the communicator; 2 (after a message) in a build without MPI. */
 int cli_mpi_begin(const char *command, cli_mpi *m);
 /* The Vulkan device of this rank: `requested` (>= 0) or LONGVK_DEVICE when set (-1 then),
  * else rank modulo the devices this process sees. */
 int cli_mpi_device(const cli_mpi *m, int requested);
+/* Every rank waits for every other (nothing without MPI). */
+void cli_mpi_barrier(const cli_mpi *m);
 /* The communicator freed; rc != 0: every rank stopped (MPI_Abort) after saying which failed;
  * else MPI_Finalize. Nothing when cli_mpi_begin did not start MPI. */
 void cli_mpi_end(cli_mpi *m, const char *command, int rc);

@@ -159,6 +159,7 @@ int cmd_forward(int argc, char **argv) {
     const char *timestep = args.timestep, *text = args.text, *output = args.output;
     long block_frames = args.block_frames, cached = args.cached, device = args.device;
     long sp_emulate = args.sp_emulate;
+    if (cli_mpi_check_launch("forward", args.sequence_parallel)) return 2;
     cli_mpi mpi = {.rank = 0, .ranks = 1};
     if (args.sequence_parallel) {
         if (sp_emulate) return cli_usage_error("forward", "--sequence-parallel and --sp-emulate: one or the other");

@@ -7,18 +7,22 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_mpi.h"
 #include "commands.h"
 #include "longvk.h"
 #include "longvk/generate.h"
 
 static volatile sig_atomic_t interrupted = 0;
+/* what a stop signal prints (set before the handler is installed: async-signal-safe) */
+static char stop_message[1400] = "\nlongvk generate: stopping after the current block (Ctrl-C again stops at once)\n";
 
+/* SIGINT, SIGTERM and SIGUSR1 (which mpirun forwards to every rank: how a run over ranks is
+ * stopped after a block) */
 static void on_sigint(int sig) {
     (void)sig;
     if (interrupted) _exit(130); /* a second Ctrl-C: stop now (flushed blocks still play) */
     interrupted = 1;
-    static const char msg[] = "\nlongvk generate: stopping after the current block (Ctrl-C again stops at once)\n";
-    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1); /* async-signal-safe */
+    ssize_t w = write(STDERR_FILENO, stop_message, strlen(stop_message)); /* async-signal-safe */
     (void)w;
 }
 
@@ -27,7 +31,7 @@ typedef struct generate_args {
     long seed;
     int sampler;
     int motion_score;
-    bool quiet, resume;
+    bool quiet, resume, sequence_parallel;
 } generate_args;
 
 static generate_args args;
@@ -132,7 +136,20 @@ static cli_option options[] = {
     {.name = "--parallel-cfg", .kind = CLI_CHOICE, .dest = &args.o.parallel_cfg, .choices = on_off,
      .help = "run CFG's unconditional passes on a second context and thread, beside the conditional ones "
              "(default: on for a CPU device with 2+ cores running kernels inline, see --cpu-threads); the "
-             "frames are the same either way, the model's device memory twice"},
+             "frames are the same either way, the model's device memory twice; off with --sp-emulate and "
+             "--sequence-parallel"},
+    {.name = "--sequence-parallel", .kind = CLI_FLAG, .dest = &args.sequence_parallel,
+     .help = "run by every rank of `mpirun -np R`: one band of token rows per rank, each on its own device "
+             "(rank modulo the devices, unless --device or LONGVK_DEVICE); rank 0 writes the video and the "
+             "resume file and prints progress, the others print only errors; the frames of --sp-emulate R. "
+             "`kill -USR1` to mpirun stops every rank after the same block (Ctrl-C on mpirun kills the job: "
+             "--resume continues from the last block). --parallel-cfg is off (needs a build with "
+             "-DLONGVK_MPI=ON)"},
+    {.name = "--sp-emulate", .kind = CLI_INT, .dest = &args.o.sp_bands, .metavar = "R", .min = 1, .max = 4096,
+     .def = "off",
+     .help = "sequence parallelism emulated on this device: every pass's token rows in R bands, each computed "
+             "as one rank would (R <= the token rows, height / 4 for the default model); the reference for "
+             "--sequence-parallel. --parallel-cfg is off"},
     {.name = "--quiet", .alias = "-q", .kind = CLI_FLAG, .dest = &args.quiet, .help = "no progress on stderr"},
     {.name = "--output", .alias = "-o", .kind = CLI_OUTPUT, .dest = &args.o.output, .required = true,
      .help = ".mp4, .mkv or .webm (.npy for the latents of a latent-space model without --vae)"},
@@ -208,6 +225,9 @@ typedef struct cli_state {
     double last_line;    /* lv_generate_progress.seconds of the last line printed */
     lv_generate_progress last;
     char device[256]; /* last.device points into the context, gone after lv_generate */
+    const cli_mpi *mpi;
+    int kill_rank, kill_block; /* LONGVK_TEST_KILL (test only), -1: none */
+    int stop_rank, stop_block; /* LONGVK_TEST_STOP (test only), -1: none */
 } cli_state;
 
 static const char *mib(uint64_t bytes, char *buf, size_t size) {
@@ -227,12 +247,30 @@ static void on_text(cli_state *st, const lv_generate_progress *p) {
     fflush(stderr);
 }
 
+/* Test only (tests/test_sp_generate.c), the faults of a run over ranks at a known point:
+ * LONGVK_TEST_KILL=RANK:BLOCK makes rank RANK raise SIGKILL once block BLOCK is made, after
+ * a barrier, so that rank 0 has written that block's frames and resume file (a rank dying);
+ * LONGVK_TEST_STOP=RANK:BLOCK makes rank RANK alone raise SIGUSR1 then (a stop that reached
+ * one rank: all must stop after that block). Without MPI, rank 0 is the process. */
+static void test_faults(const cli_state *st, int block) {
+    if (st->stop_rank == st->mpi->rank && block == st->stop_block) raise(SIGUSR1);
+    if (st->kill_rank < 0 || block != st->kill_block) return;
+    cli_mpi_barrier(st->mpi);
+    if (st->mpi->rank == st->kill_rank) raise(SIGKILL);
+}
+
+static void test_fault_at(const char *name, int *rank, int *block) {
+    const char *v = getenv(name);
+    if (!v || sscanf(v, "%d:%d", rank, block) != 2) *rank = *block = -1;
+}
+
 static void on_progress(void *user, const lv_generate_progress *p) {
     cli_state *st = user;
     if (p->phase != LV_GEN_PHASE_BLOCK) {
         on_text(st, p);
         return;
     }
+    test_faults(st, p->block);
     st->last = *p;
     snprintf(st->device, sizeof st->device, "%s", p->device ? p->device : "?");
     if (st->quiet) return;
@@ -269,21 +307,49 @@ int cmd_generate(int argc, char **argv) {
     o.resume = args.resume;
     o.motion_score = cli_given(&cmd_generate_spec, "--motion-score") ? args.motion_score : LV_GEN_MODEL_DEFAULT;
     if (!check_state_file(&o)) return 2;
-    cli_state st = {.tty = isatty(STDERR_FILENO), .last_decile = -1, .quiet = args.quiet};
+    if (cli_mpi_check_launch("generate", args.sequence_parallel)) return 2;
+    cli_mpi mpi = {.rank = 0, .ranks = 1};
+    if (args.sequence_parallel) {
+        if (o.sp_bands) return cli_usage_error("generate", "--sequence-parallel and --sp-emulate: one or the other");
+        int m = cli_mpi_begin("generate", &mpi);
+        if (m) return m;
+        o.device_index = cli_mpi_device(&mpi, o.device_index);
+        o.sp_comm = mpi.comm;
+    }
+    /* rank 0 alone prints progress and the summary; every rank prints its errors */
+    cli_state st = {.tty = isatty(STDERR_FILENO), .last_decile = -1, .quiet = args.quiet || mpi.rank != 0,
+                    .mpi = &mpi};
+    test_fault_at("LONGVK_TEST_KILL", &st.kill_rank, &st.kill_block);
+    test_fault_at("LONGVK_TEST_STOP", &st.stop_rank, &st.stop_block);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
+    /* under mpirun a SIGTERM is mpirun ending the job (Ctrl-C, or a rank that failed or was
+     * killed, which mpirun names): rank 0 says what is left; the others print only errors */
+    if (args.sequence_parallel && mpi.rank != 0) stop_message[0] = 0;
+    else if (args.sequence_parallel)
+        snprintf(stop_message, sizeof stop_message, "\nlongvk generate (rank 0 of %d): stopping after the current "
+                 "block; when mpirun ends the job (Ctrl-C, or a rank that died: mpirun names it), %s plays up to the "
+                 "last block written and --resume continues from %s.longvk-state\n", mpi.ranks, o.output, o.output);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
 
     lv_status s = lv_generate(&o, on_progress, on_warning, &st, &interrupted);
     if (!st.quiet && st.last_len && st.tty) fputc('\n', stderr);
-    if (s == LV_ERR_INTERRUPTED) {
-        fprintf(stderr, "longvk generate: %s.\nresume with the same command and --resume\n", lv_last_error());
+    if (s == LV_ERR_INTERRUPTED) { /* every rank stopped after the same block: a clean end */
+        if (mpi.rank == 0)
+            fprintf(stderr, "longvk generate: %s.\nresume with the same command and --resume\n", lv_last_error());
+        cli_mpi_end(&mpi, "generate", 0);
         return 130;
     }
-    if (s != LV_OK) return cli_fail("generate");
+    if (s != LV_OK) {
+        int rc = cli_fail("generate");
+        cli_mpi_end(&mpi, "generate", rc);
+        return rc;
+    }
+    cli_mpi_end(&mpi, "generate", 0);
     if (!st.quiet) {
         char state[64] = "no carried state";
         if (st.last.state_bytes) snprintf(state, sizeof state, "state memory %.1f KiB", (double)st.last.state_bytes / 1024);

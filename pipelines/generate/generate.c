@@ -13,6 +13,7 @@
 #include "longvk/dit.h"
 #include "longvk/npy.h"
 #include "longvk/sampler.h"
+#include "longvk/sp_comm.h"
 #include "longvk/vae.h"
 #include "longvk/weights.h"
 
@@ -127,6 +128,8 @@ typedef struct gen_run {
     double t_start, warm_end, warm_work, work_done;
     int blocks_made;         /* by this run */
     bool wrote_start_state;  /* a fresh run's resume file, written before its first block */
+    lv_sp_comm *sp;          /* sequence parallelism over processes (o.sp_comm), or NULL */
+    bool root;               /* this process writes the video and the resume file (band 0's) */
 } gen_run;
 
 static bool ends_with(const char *s, const char *suffix) {
@@ -202,6 +205,15 @@ static lv_status check_options(const lv_generate_options *o) {
                         o->motion_score);
     if (o->text_embeds_out && !*o->text_embeds_out)
         return lv_error(LV_ERR_INVALID, "lv_generate: empty text_embeds_out");
+    if (o->sp_bands < 0 || o->sp_bands > 4096)
+        return lv_error(LV_ERR_INVALID, "lv_generate: %d sequence-parallel bands (--sp-emulate): 1 to 4096, or 0 "
+                        "for none", o->sp_bands);
+    if (o->sp_bands > 0 && o->sp_comm)
+        return lv_error(LV_ERR_INVALID, "lv_generate: sp_bands (--sp-emulate) and sp_comm (--sequence-parallel) "
+                        "both set: one or the other");
+    if ((o->sp_bands > 0 || o->sp_comm) && o->parallel_cfg == 1)
+        return lv_error(LV_ERR_INVALID, "lv_generate: --parallel-cfg on with sequence parallelism: CFG's twin is "
+                        "not split into bands (leave --parallel-cfg out: it is off with bands)");
     return LV_OK;
 }
 
@@ -324,13 +336,16 @@ static lv_status load_text_embeds(gen_run *r, const char *path, int cap) {
 
 static lv_status prepare_text(gen_run *r, void (*warn)(void *, const char *), void *user) {
     int cap = lv_sana_file_config(r->m.file)->caption_channels;
-    if (r->use_encoder) { /* tokenized now; encoded once the device is up (encode_text) */
+    /* tokenized now; encoded once the device is up (encode_text); with processes of a
+     * sequence-parallel run, by rank 0 alone, which hands the rows on (share_text) */
+    if (r->use_encoder) {
         const lv_generate_options *o = &r->o;
         const char *negative = !r->uncond ? NULL : o->negative_prompt ? o->negative_prompt
                                                                       : lv_sana_video_negative_prompt;
         int motion = o->motion_score == LV_GEN_MODEL_DEFAULT ? LV_SANA_VIDEO_MOTION_SCORE : o->motion_score;
-        LV_TRY(lv_gen_text_open(&r->text, o->text_encoder_path, o->tokenizer_path, o->prompt, negative, motion, cap,
-                                warn, user));
+        if (r->root)
+            LV_TRY(lv_gen_text_open(&r->text, o->text_encoder_path, o->tokenizer_path, o->prompt, negative, motion,
+                                    cap, warn, user));
         r->text_len = LV_SANA_PROMPT_ROWS;
         r->y = calloc((size_t)2 * r->text_len * cap, sizeof *r->y);
         r->mask = calloc((size_t)2 * r->text_len, sizeof *r->mask);
@@ -360,6 +375,14 @@ static lv_status save_text_embeds(const gen_run *r, const char *path) {
         {.name = "negative_mask", .dtype = LV_F32, .ndim = 1, .shape = {L}, .data = r->mask + L,
          .nbytes = (uint64_t)L * sizeof(float)}};
     return lv_safetensors_write(path, t, r->uncond ? 4 : 2, NULL, 0);
+}
+
+/* Sequence parallelism over processes: the Gemma-2 encoder runs on rank 0 alone (the others
+ * need neither its files nor its memory), which hands the rows and masks on. */
+static lv_status share_text(gen_run *r) {
+    const int cap = lv_sana_file_config(r->m.file)->caption_channels;
+    LV_TRY(lv_sp_comm_broadcast(r->sp, r->y, (uint64_t)2 * r->text_len * cap * sizeof *r->y));
+    return lv_sp_comm_broadcast(r->sp, r->mask, (uint64_t)2 * r->text_len * sizeof *r->mask);
 }
 
 /* The text encoder's pass: uploaded, run on the prompts and freed before the DiT is
@@ -396,15 +419,29 @@ static lv_status on_vae_frame(void *user, int64_t index, const float *rgb, int h
     return encode_frames(user, rgb, 1, height, width);
 }
 
-/* A finished chunk of n model frames, starting at model frame f0, to the output. */
+/* A finished latent chunk of n frames through the VAE into the encoder (on_vae_frame),
+ * on the process that writes. With sequence parallelism the chunk x0 is whole and the same
+ * on every process, and this process decodes all of it for now; the VAE over the DiT's bands
+ * (pipelines/parallel/README.md, "VAE, same bands") replaces this function: each process
+ * decodes its rows with halos, and the pixel rows are gathered here. */
+static lv_status decode_chunk(gen_run *r, int n) {
+    return lv_vae_decode_frames_cb(r->ctx, r->vae, r->x0, n, r->grid_h, r->grid_w, on_vae_frame, r);
+}
+
+/* A finished chunk of n model frames, starting at model frame f0, to the output. The other
+ * processes of a sequence-parallel run only count the frames. */
 static lv_status emit_chunk(gen_run *r, int f0, int n) {
     const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
+    if (!r->root) { /* pixel frames, or latent frames; the VAE makes 4 of each, the first 1 */
+        r->frames_done += r->m.card.pixel || !r->o.vae_path ? n : f0 == 0 ? 1 + 4 * (n - 1) : 4 * n;
+        return LV_OK;
+    }
     if (r->m.card.pixel) {
         LV_TRY(encode_frames(r, r->x0, n, r->grid_h, r->grid_w));
         return lv_encoder_flush_block(r->enc);
     }
     if (r->vae) {
-        LV_TRY(lv_vae_decode_frames_cb(r->ctx, r->vae, r->x0, n, r->grid_h, r->grid_w, on_vae_frame, r));
+        LV_TRY(decode_chunk(r, n));
         return lv_encoder_flush_block(r->enc);
     }
     size_t plane = (size_t)r->grid_h * r->grid_w;
@@ -454,6 +491,7 @@ static lv_status alloc_buffers(gen_run *r) {
     size_t chunk = (size_t)cfg->in_channels * maxf * r->grid_h * r->grid_w;
     r->x0 = malloc(chunk * sizeof *r->x0);
     if (!r->x0) return lv_error(LV_ERR_NOMEM, "out of host memory for a block of %d frames", maxf);
+    if (!r->root) return LV_OK; /* the rest is the output's: the writing process's alone */
     if (!r->m.card.pixel && !r->o.vae_path) {
         r->latents = malloc((size_t)cfg->in_channels * r->units * r->grid_h * r->grid_w * sizeof *r->latents);
         return r->latents ? LV_OK : lv_error(LV_ERR_NOMEM, "out of host memory for the latents");
@@ -534,6 +572,7 @@ static void run_free(gen_run *r) {
  * or more, block-by-block sampling with some CFG. Elsewhere it only doubles the memory. */
 static bool use_twin(const gen_run *r, int cpu_threads) {
     if (r->o.parallel_cfg == 0 || !r->uncond || r->o.sampler != LV_GEN_LONGSANA) return false;
+    if (r->o.sp_bands > 0 || r->sp) return false; /* not split into bands (check_options) */
     if (r->o.parallel_cfg == 1) return true;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     return cpu_threads == 0 && cores >= 2 && lv_ctx_device(r->ctx)->type == LV_DEVICE_CPU;
@@ -619,10 +658,19 @@ static double eta_seconds(const gen_run *r, int next, int total) {
     return rate * work_of(r, next, total);
 }
 
+/* The resume file after chunks_done blocks. Every process takes part in reading the carried
+ * state (with bands on other processes lv_dit_state_save gathers the conv caches' rows);
+ * the writing process alone writes it: whole, the same file whatever the bands. */
 static lv_status save_state(gen_run *r, int chunks_done, int64_t frames_done) {
     if (!r->m.card.pixel || r->o.sampler != LV_GEN_LONGSANA) return LV_OK; /* resume: block-wise, pixel space */
-    return lv_gen_resume_save(r->ctx, chunks_done ? r->dit : NULL, r->state_path, &r->o, &r->m, chunks_done,
-                              frames_done, r->last_frame, r->frame_values);
+    float *state = NULL;
+    int64_t count = 0;
+    if (chunks_done) LV_TRY(lv_dit_state_save(r->ctx, r->dit, &state, &count)); /* 0: before the first block */
+    lv_status s = !r->root ? LV_OK
+                           : lv_gen_resume_save(r->state_path, &r->o, &r->m, chunks_done, frames_done, state, count,
+                                                r->last_frame, r->frame_values);
+    free(state);
+    return s;
 }
 
 /* Frames written once `chunks_done` chunks (burn-in included) are made. */
@@ -633,10 +681,40 @@ static int64_t frames_after(const gen_run *r, int chunks_done) {
     return f;
 }
 
+/* Sequence parallelism over processes: the writing process reads the resume file (the
+ * others may not see its folder: cluster nodes need not share the output's) and hands it
+ * on: its verdict first, so that every process stops when it is refused, then the carried
+ * state and the last frame. */
+static lv_status share_resume(gen_run *r, lv_status read, lv_gen_resume *res, float **state, int64_t *count) {
+    int64_t head[4] = {read, res->chunks_done, res->frames_done, *count};
+    LV_TRY(lv_sp_comm_broadcast(r->sp, head, sizeof head));
+    if (head[0] != LV_OK)
+        return r->root ? read : lv_error((lv_status)head[0], "the resume file %s was refused by the process that "
+                                         "reads it (rank 0: its message says why)", r->state_path);
+    res->chunks_done = (int)head[1];
+    res->frames_done = head[2];
+    *count = head[3];
+    if (!r->root && *count > 0 && !(*state = malloc((size_t)*count * sizeof **state)))
+        return lv_error(LV_ERR_NOMEM, "out of host memory for the carried state (%lld values)", (long long)*count);
+    LV_TRY(lv_sp_comm_broadcast(r->sp, *state, (uint64_t)*count * sizeof **state));
+    return lv_sp_comm_broadcast(r->sp, r->last_frame, (uint64_t)r->frame_values * sizeof *r->last_frame);
+}
+
 /* --resume: the state of the interrupted run (into the dit, its twin and last_frame). */
 static lv_status load_resume(gen_run *r, int *first_chunk) {
-    lv_gen_resume resume;
-    LV_TRY(lv_gen_resume_load(r->ctx, r->dit, r->state_path, &r->o, &r->m, &resume, r->last_frame, r->frame_values));
+    lv_gen_resume resume = {0};
+    float *state = NULL;
+    int64_t count = 0;
+    lv_status s = LV_OK;
+    if (r->root)
+        s = lv_gen_resume_read(r->state_path, &r->o, &r->m, &resume, &state, &count, r->last_frame, r->frame_values);
+    if (r->sp) s = share_resume(r, s, &resume, &state, &count);
+    if (s == LV_OK && resume.chunks_done > 0) {
+        s = lv_dit_state_load(r->ctx, r->dit, state, count, resume.chunks_done, frame_tokens(r));
+        if (s != LV_OK) lv_error_prefix(s, "%s", r->state_path);
+    }
+    free(state);
+    LV_TRY(s);
     int total = r->o.burn_in_blocks + r->chunks;
     if (resume.chunks_done < 0 || resume.chunks_done > total || resume.frames_done != frames_after(r, resume.chunks_done))
         return lv_error(LV_ERR_FORMAT, "%s: %d blocks made and %lld frames written do not fit this run (%d blocks, "
@@ -690,16 +768,19 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
     else if (snprintf(r->state_path, sizeof r->state_path, "%s.longvk-state", o->output) >= (int)sizeof r->state_path)
         return lv_error(LV_ERR_INVALID, "output path too long: %s", o->output);
 
+    r->sp = o->sp_comm;
+    r->root = !r->sp || lv_sp_comm_first(r->sp) == 0;
+    if (!r->root) warn = NULL; /* the same words on every process: said once */
     LV_TRY(prepare_text(r, warn, user));
     int burn = o->burn_in_blocks, total = burn + r->chunks;
     r->frames_total = r->m.card.pixel || !o->vae_path ? r->units : 1 + 4 * (int64_t)(r->units - 1);
     r->frame_values = (int64_t)cfg->in_channels * r->grid_h * r->grid_w;
     if (!(r->last_frame = calloc((size_t)r->frame_values, sizeof *r->last_frame)))
         return lv_error(LV_ERR_NOMEM, "out of host memory");
-    if (o->resume && access(r->state_path, F_OK) != 0) /* before the device is set up */
+    if (r->root && o->resume && access(r->state_path, F_OK) != 0) /* before the device is set up */
         return lv_error(LV_ERR_IO, "--resume needs the state file an interrupted run left (%s): there is none",
                         r->state_path);
-    if (!o->resume) {
+    if (r->root && !o->resume) {
         /* before the device: a bad codec fails at once; then the resume file says the run
          * has started (see "what a killed run leaves") */
         if (writes_video(r)) LV_TRY(probe_output(r));
@@ -717,9 +798,11 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         copt.cpu_threads = lv_generate_auto_cpu_threads(tokens, cfg->hidden);
     }
     LV_TRY(lv_ctx_create(&copt, &r->ctx));
-    if (r->use_encoder) LV_TRY(encode_text(r, progress, user));
-    if (o->text_embeds_out) LV_TRY(save_text_embeds(r, o->text_embeds_out));
-    lv_dit_options dopt = {.cached_blocks = o->cached_blocks, .weights = (lv_dit_weights)o->weights_dtype};
+    if (r->use_encoder && r->root) LV_TRY(encode_text(r, progress, user));
+    if (r->use_encoder && r->sp) LV_TRY(share_text(r));
+    if (o->text_embeds_out && r->root) LV_TRY(save_text_embeds(r, o->text_embeds_out));
+    lv_dit_options dopt = {.cached_blocks = o->cached_blocks, .weights = (lv_dit_weights)o->weights_dtype,
+                           .sp_bands = o->sp_bands, .sp_comm = o->sp_comm};
     LV_TRY(lv_dit_create(r->ctx, r->m.file, &dopt, &r->dit));
     LV_TRY(set_texts(r, r->ctx, r->dit));
     if (use_twin(r, copt.cpu_threads)) LV_TRY(twin_open(r, &copt, &dopt));
@@ -727,7 +810,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
     int first_chunk = 0;
     if (o->resume) LV_TRY(load_resume(r, &first_chunk));
     LV_TRY(alloc_buffers(r));
-    if (writes_video(r) && o->resume) {
+    if (r->root && writes_video(r) && o->resume) {
         if (r->frames_done > 0) LV_TRY(open_video(r, r->frames_done, &r->enc)); /* checks the old video */
         else LV_TRY(probe_output(r));
     }
@@ -740,7 +823,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
                                 .solver = o->sampler == LV_GEN_EULER ? LV_SOLVER_EULER : LV_SOLVER_DPMPP_2M,
                                 .seed = o->seed};
         LV_TRY(lv_sample_clip(r->ctx, r->dit, &clip, r->units, r->grid_h, r->grid_w, r->x0));
-        if (writes_video(r) && !r->enc) LV_TRY(open_video(r, 0, &r->enc));
+        if (r->root && writes_video(r) && !r->enc) LV_TRY(open_video(r, 0, &r->enc));
         LV_TRY(emit_chunk(r, 0, r->units));
         if (progress) {
             double t = now() - r->t_start;
@@ -761,7 +844,10 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
      * counts every frame made, the burn-in's too. A stop is honoured after any block. */
     int64_t done_units = r->frames_done;
     for (int c = first_chunk; c < total; c++) {
-        if (stop && *stop) return interrupted(r, c);
+        /* every process stops after the same block: a stop reaching any of them counts */
+        int stop_now = stop && *stop;
+        if (r->sp) LV_TRY(lv_sp_comm_agree_max(r->sp, &stop_now));
+        if (stop_now) return interrupted(r, c);
         bool shown = c >= burn;
         int n = shown ? lv_generate_chunk_frames(r->units, o->block_frames, c - burn) : o->block_frames;
         int position = shown ? (int)((int64_t)burn * o->block_frames + done_units) : c * o->block_frames;
@@ -784,7 +870,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         r->work_done += recipe_work(r, rec);
         keep_last_frame(r, n);
         if (shown) {
-            if (writes_video(r) && !r->enc) LV_TRY(open_video(r, 0, &r->enc));
+            if (r->root && writes_video(r) && !r->enc) LV_TRY(open_video(r, 0, &r->enc));
             LV_TRY(emit_chunk(r, (int)done_units, n));
             done_units += n;
         }
@@ -808,7 +894,7 @@ lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback pr
     LV_TRY(lv_gen_model_open(opt_in->model_path, &r.m));
     lv_status s = run(&r, opt_in, progress, warn, user, stop);
     s = close_output(&r, s);
-    if (s == LV_OK && r.state_path[0]) remove(r.state_path); /* finished: nothing to resume */
+    if (s == LV_OK && r.root && r.state_path[0]) remove(r.state_path); /* finished: nothing to resume */
     /* a start that failed leaves nothing: not even the resume file it began with */
     if (s != LV_OK && s != LV_ERR_INTERRUPTED && r.wrote_start_state && r.blocks_made == 0) remove(r.state_path);
     run_free(&r);

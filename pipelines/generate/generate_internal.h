@@ -29,16 +29,20 @@ typedef struct lv_gen_resume {
     int64_t frames_done;
 } lv_gen_resume;
 
-/* Write the resume file (atomically) after `chunks_done` chunks; last_frame [frame_values]
- * is the last chunk's last frame (model space), which a warm-started chunk starts from.
- * chunks_done 0 (ctx and dit may be NULL): the run is starting, nothing is carried yet. */
-lv_status lv_gen_resume_save(lv_ctx *ctx, lv_dit *dit, const char *path, const lv_generate_options *o,
-                             const lv_gen_model *m, int chunks_done, int64_t frames_done,
+/* Write the resume file (atomically) after `chunks_done` chunks: state [state_count] is the
+ * dit's carried state (lv_dit_state_save; ignored when chunks_done is 0: the run is starting,
+ * nothing is carried yet), last_frame [frame_values] the last chunk's last frame (model
+ * space), which a warm-started chunk starts from. The file does not depend on how many
+ * sequence-parallel bands made the state (the state is whole). */
+lv_status lv_gen_resume_save(const char *path, const lv_generate_options *o, const lv_gen_model *m,
+                             int chunks_done, int64_t frames_done, const float *state, int64_t state_count,
                              const float *last_frame, int64_t frame_values);
-/* Read it back into the dit's carried state and last_frame [frame_values], checking that
- * it belongs to the same run (model, prompt, seed, sizes, schedule). */
-lv_status lv_gen_resume_load(lv_ctx *ctx, lv_dit *dit, const char *path, const lv_generate_options *o,
-                             const lv_gen_model *m, lv_gen_resume *out, float *last_frame,
+/* Read it back, checking that it belongs to the same run (model, prompt, seed, sizes,
+ * schedule): the position, the carried state into *state (malloc'd; NULL and 0 when no
+ * block was made), for lv_dit_state_load, and last_frame [frame_values]. Host only: one
+ * process reads it and hands it to the others. */
+lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, const lv_gen_model *m,
+                             lv_gen_resume *out, float **state, int64_t *state_count, float *last_frame,
                              int64_t frame_values);
 
 /* ---- the prompt through a Gemma-2 text encoder (pipelines/generate/gen_text.c) ---- */

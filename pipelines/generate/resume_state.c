@@ -74,20 +74,19 @@ static uint32_t state_checksum(const char *run, const char *position, const lv_w
     return (uint32_t)crc;
 }
 
-lv_status lv_gen_resume_save(lv_ctx *ctx, lv_dit *dit, const char *path, const lv_generate_options *o,
-                             const lv_gen_model *m, int chunks_done, int64_t frames_done,
+lv_status lv_gen_resume_save(const char *path, const lv_generate_options *o, const lv_gen_model *m,
+                             int chunks_done, int64_t frames_done, const float *state, int64_t state_count,
                              const float *last_frame, int64_t frame_values) {
-    float *data = NULL;
-    int64_t count = 0;
-    if (dit) LV_TRY(lv_dit_state_save(ctx, dit, &data, &count)); /* NULL: before the first block */
-    else if (chunks_done != 0) return lv_error(LV_ERR_INVALID, "lv_gen_resume_save: no dit after %d blocks", chunks_done);
+    if (chunks_done != 0 && !state)
+        return lv_error(LV_ERR_INVALID, "lv_gen_resume_save: no carried state after %d blocks", chunks_done);
+    if (chunks_done == 0) state_count = 0; /* before the first block: nothing carried */
     cJSON *id = run_identity(o, m);
     char *run = cJSON_PrintUnformatted(id);
     cJSON_Delete(id);
     char pos[128];
     snprintf(pos, sizeof pos, "{\"chunks_done\": %d, \"frames_done\": %lld}", chunks_done, (long long)frames_done);
-    lv_weight t[2] = {{.name = "carried_state", .dtype = LV_F32, .ndim = 1, .shape = {count},
-                       .data = data, .nbytes = (uint64_t)count * 4},
+    lv_weight t[2] = {{.name = "carried_state", .dtype = LV_F32, .ndim = 1, .shape = {state_count},
+                       .data = (void *)state, .nbytes = (uint64_t)state_count * 4},
                       {.name = "last_frame", .dtype = LV_F32, .ndim = 1, .shape = {frame_values},
                        .data = (void *)last_frame, .nbytes = (uint64_t)frame_values * 4}};
     const lv_weight *const tensors[2] = {&t[0], &t[1]};
@@ -97,13 +96,14 @@ lv_status lv_gen_resume_save(lv_ctx *ctx, lv_dit *dit, const char *path, const l
     lv_status s = run ? lv_safetensors_write(path, t, 2, meta, 3) : lv_error(LV_ERR_NOMEM, "out of host memory");
     if (s != LV_OK) lv_error_prefix(s, "writing the resume file %s", path);
     free(run);
-    free(data);
     return s;
 }
 
-lv_status lv_gen_resume_load(lv_ctx *ctx, lv_dit *dit, const char *path, const lv_generate_options *o,
-                             const lv_gen_model *m, lv_gen_resume *out, float *last_frame,
+lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, const lv_gen_model *m,
+                             lv_gen_resume *out, float **state, int64_t *state_count, float *last_frame,
                              int64_t frame_values) {
+    *state = NULL;
+    *state_count = 0;
     lv_weights *w;
     lv_status s = lv_weights_open(path, &w);
     if (s != LV_OK)
@@ -161,15 +161,17 @@ lv_status lv_gen_resume_load(lv_ctx *ctx, lv_dit *dit, const char *path, const l
             out->frames_done = (int64_t)f->valuedouble;
         }
     }
-    if (s == LV_OK && out->chunks_done == 0) { /* written as the run started: nothing carried yet */
-        memcpy(last_frame, lf->data, (size_t)frame_values * sizeof *last_frame);
-    } else if (s == LV_OK) {
-        const lv_sana_config *cfg = lv_sana_file_config(m->file);
-        int64_t P = (int64_t)(o->height / cfg->patch[1]) * (o->width / cfg->patch[2]);
-        s = lv_dit_state_load(ctx, dit, t->data, (int64_t)lv_weight_numel(t), out->chunks_done, P);
-        if (s != LV_OK) lv_error_prefix(s, "%s", path);
-        else memcpy(last_frame, lf->data, (size_t)frame_values * sizeof *last_frame);
+    /* chunks_done 0: written as the run started, nothing carried yet */
+    if (s == LV_OK && out->chunks_done > 0) {
+        const int64_t n = (int64_t)lv_weight_numel(t);
+        if (!(*state = malloc((size_t)(n ? n : 1) * sizeof **state)))
+            s = lv_error(LV_ERR_NOMEM, "out of host memory for the carried state of %s", path);
+        else {
+            memcpy(*state, t->data, (size_t)n * sizeof **state);
+            *state_count = n;
+        }
     }
+    if (s == LV_OK) memcpy(last_frame, lf->data, (size_t)frame_values * sizeof *last_frame);
     cJSON_Delete(want);
     cJSON_Delete(got);
     cJSON_Delete(p);

@@ -184,3 +184,15 @@ lv_status lv_sp_sum_host_partials(lv_ctx *ctx, const float *all, int R, int64_t 
     lv_tensor_free(ctx, &gathered); /* released once the stream has run */
     return s;
 }
+
+lv_status lv_sp_comm_broadcast(lv_sp_comm *c, void *data, uint64_t bytes) {
+    if (!c || (!data && bytes > 0))
+        return lv_error(LV_ERR_INVALID, "sequence parallel broadcast: %s is NULL", !c ? "the communicator" : "the data");
+    return c->ops->broadcast && bytes > 0 ? c->ops->broadcast(c, data, bytes) : LV_OK;
+}
+
+lv_status lv_sp_comm_agree_max(lv_sp_comm *c, int *value) {
+    if (!c || !value)
+        return lv_error(LV_ERR_INVALID, "sequence parallel agreement: %s is NULL", !c ? "the communicator" : "the value");
+    return c->ops->agree_max ? c->ops->agree_max(c, value) : LV_OK;
+}

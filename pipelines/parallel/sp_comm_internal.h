@@ -12,6 +12,11 @@ typedef struct lv_sp_comm_ops {
     /* NULL: every band is local (nothing to gather) */
     lv_status (*gather_rows)(lv_sp_comm *c, float *all, int F, int H, int64_t X);
     void (*destroy)(lv_sp_comm *c);
+
+    /* between processes, outside the model (generate's block loop); NULL: one process
+     * holds every band, nothing to do */
+    lv_status (*broadcast)(lv_sp_comm *c, void *data, uint64_t bytes);
+    lv_status (*agree_max)(lv_sp_comm *c, int *value);
 } lv_sp_comm_ops;
 
 struct lv_sp_comm {

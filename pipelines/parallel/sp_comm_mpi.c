@@ -103,6 +103,23 @@ static lv_status mpi_gather_rows(lv_sp_comm *c, float *all, int F, int H, int64_
     return s;
 }
 
+/* From rank 0 to every rank, in pieces MPI's int count can take. */
+static lv_status mpi_broadcast(lv_sp_comm *c, void *data, uint64_t bytes) {
+    mpi_impl *m = c->impl;
+    for (uint64_t at = 0; at < bytes;) {
+        const uint64_t piece = bytes - at > (1u << 30) ? (1u << 30) : bytes - at;
+        LV_TRY(mpi_check(MPI_Bcast((char *)data + at, (int)piece, MPI_BYTE, 0, m->comm), "MPI_Bcast", m->rank));
+        at += piece;
+    }
+    return LV_OK;
+}
+
+/* MPI_MAX of an int: exact, whatever order MPI combines in (D1 forbids only float sums). */
+static lv_status mpi_agree_max(lv_sp_comm *c, int *value) {
+    mpi_impl *m = c->impl;
+    return mpi_check(MPI_Allreduce(MPI_IN_PLACE, value, 1, MPI_INT, MPI_MAX, m->comm), "MPI_Allreduce (MAX)", m->rank);
+}
+
 static void mpi_destroy(lv_sp_comm *c) {
     mpi_impl *m = c->impl;
     if (m) {
@@ -113,7 +130,9 @@ static void mpi_destroy(lv_sp_comm *c) {
 }
 
 static const lv_sp_comm_ops mpi_ops = {
-    .state_sum = mpi_state_sum, .halo = mpi_halo, .gather_rows = mpi_gather_rows, .destroy = mpi_destroy};
+    .state_sum = mpi_state_sum, .halo = mpi_halo, .gather_rows = mpi_gather_rows, .destroy = mpi_destroy,
+    /* generate's block loop */
+    .broadcast = mpi_broadcast, .agree_max = mpi_agree_max};
 
 lv_status lv_sp_comm_mpi_create(MPI_Comm comm, lv_sp_comm **out) {
     if (!out) return lv_error(LV_ERR_INVALID, "lv_sp_comm_mpi_create: out is NULL");

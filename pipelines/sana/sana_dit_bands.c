@@ -339,6 +339,7 @@ lv_status lv_dit_forward_bands(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass
 
     if (st == LV_OK) st = lv_tensor_zero(ctx, &dit->checks);
     if (st == LV_OK && pass.commit) st = lv_dit_count_state(ctx, dit);
+    if (st == LV_OK && pass.commit) dit->conv_rows = bs.Hp; /* the local bands' rows of the caches */
     if (st == LV_OK && out) {
         const int64_t Ko = (int64_t)cfg->out_channels * cfg->patch[0] * cfg->patch[1] * cfg->patch[2];
         float *tokens = malloc((size_t)T * Ko * sizeof *tokens);

@@ -55,6 +55,9 @@ struct lv_dit {
     lv_sp_comm *sp;      /* the bands' communicator (pipelines/sana/sana_dit_bands.c): made for
                             sp_bands, or the caller's sp_comm (sp_borrowed: not freed here) */
     bool sp_borrowed;
+    int conv_rows;       /* token rows of the conv caches' frame when the bands last wrote
+                            them: with bands on other processes each holds only its rows,
+                            which lv_dit_state_save gathers; 0 when they are whole (loaded) */
     lv_tensor checks;    /* I32 [(1 + depth) x 4]: non-finite counts of a pass (lv_op_count_nonfinite):
                             slot 0 the prediction, slot 1 + b layer b's carried state */
 };

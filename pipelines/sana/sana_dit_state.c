@@ -20,6 +20,30 @@ lv_dit_state_size lv_dit_state_size_of(const lv_sana_config *cfg, int cached_blo
     return size;
 }
 
+/* Bands on other processes (an MPI rank's dit): each process's conv caches hold only the
+ * rows its bands wrote. Every layer's cache [P, C] is read, seen as frame l of
+ * [depth, conv_rows, P / conv_rows * C], and the rows gathered in one collective, so that
+ * the saved state is whole and independent of the number of bands. Every process must
+ * call lv_dit_state_save then (it is a collective); the emulation has nothing to gather. */
+static lv_status gather_conv_caches(lv_ctx *ctx, lv_dit *dit, float *buf) {
+    const int depth = dit->cfg.depth;
+    const int64_t m = lv_tensor_numel(&dit->blocks[0].conv_cache);
+    float *all = malloc((size_t)depth * m * sizeof *all);
+    if (!all) return lv_error(LV_ERR_NOMEM, "out of host memory for the conv caches");
+    lv_status s = LV_OK;
+    for (int b = 0; s == LV_OK && b < depth; b++)
+        s = lv_tensor_read(ctx, &dit->blocks[b].conv_cache, all + (size_t)b * m, (uint64_t)m * 4);
+    if (s == LV_OK) s = lv_sp_comm_gather_rows(dit->sp, all, depth, dit->conv_rows, m / dit->conv_rows);
+    float *p = buf;
+    for (int b = 0; s == LV_OK && b < depth; b++) {
+        p += lv_linattn_state_saved_floats(dit->blocks[b].state);
+        memcpy(p, all + (size_t)b * m, (size_t)m * sizeof *p);
+        p += m;
+    }
+    free(all);
+    return s;
+}
+
 lv_status lv_dit_state_save(lv_ctx *ctx, lv_dit *dit, float **data, int64_t *count) {
     if (!ctx || !dit || !data || !count)
         return lv_error(LV_ERR_INVALID, "lv_dit_state_save: %s is NULL",
@@ -48,6 +72,13 @@ lv_status lv_dit_state_save(lv_ctx *ctx, lv_dit *dit, float **data, int64_t *cou
             return s;
         }
     }
+    if (dit->sp && dit->conv_rows > 0 && dit->blocks[0].conv_valid) {
+        lv_status s = gather_conv_caches(ctx, dit, buf);
+        if (s != LV_OK) {
+            free(buf);
+            return s;
+        }
+    }
     *data = buf;
     *count = n;
     return LV_OK;
@@ -68,6 +99,7 @@ lv_status lv_dit_state_load(lv_ctx *ctx, lv_dit *dit, const float *data, int64_t
         return lv_error(LV_ERR_FORMAT, "the saved state holds %lld values, this model and size need %lld",
                         (long long)count, (long long)need);
     LV_TRY(lv_dit_reset(ctx, dit));
+    dit->conv_rows = 0; /* every process now holds the whole caches */
     const float *p = data;
     for (int b = 0; b < dit->cfg.depth; b++) {
         lv_dit_block *blk = &dit->blocks[b];

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "longvk.h"
+
 uint8_t *ts_slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     cr_assert_not_null(f, "cannot open %s", path);
@@ -61,4 +63,25 @@ int ts_run(const char *command, char **output) {
     int status = pclose(p);
     *output = out;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+uint8_t *ts_decode_all(const char *path, int64_t *frames, size_t *frame_bytes) {
+    lv_decoder *dec;
+    cr_assert_eq(lv_decoder_open(path, &dec), LV_OK, "%s", lv_last_error());
+    const lv_video_info *info = lv_decoder_info(dec);
+    *frame_bytes = (size_t)info->width * info->height * 3;
+    size_t cap = 64;
+    uint8_t *all = malloc(cap * *frame_bytes);
+    int64_t n = 0;
+    for (;;) {
+        if ((size_t)n == cap) all = realloc(all, (cap *= 2) * *frame_bytes);
+        int end = 0;
+        cr_assert_eq(lv_decoder_next(dec, all + (size_t)n * *frame_bytes, NULL, &end), LV_OK, "%s: %s", path,
+                     lv_last_error());
+        if (end) break;
+        n++;
+    }
+    lv_decoder_close(dec);
+    *frames = n;
+    return all;
 }

@@ -15,5 +15,8 @@ const char *ts_tmp_in(const char *dir, const char *name);
 #define ts_tmp(name) ts_tmp_in(LONGVK_TEST_TMP, (name))
 /* Runs a shell command; returns its exit status and its stdout+stderr in *output (malloc'd). */
 int ts_run(const char *command, char **output);
+/* Every frame of the video at `path` decoded into one malloc'd packed RGB buffer: *frames
+ * frames of *frame_bytes bytes. */
+uint8_t *ts_decode_all(const char *path, int64_t *frames, size_t *frame_bytes);
 
 #endif

@@ -139,7 +139,10 @@ lv_status lv_dit_layer_state(lv_ctx *ctx, lv_dit *dit, int layer, float *S, floa
                              float *conv_last, int64_t conv_last_count);
 
 /* The whole carried state as host floats (every layer's linear-attention state with the
- * window ring, then the conv caches), for resume files: save allocates *data (free()). */
+ * window ring, then the conv caches), for resume files: save allocates *data (free()).
+ * With bands on other processes (lv_dit_options.sp_comm) each process holds only its rows
+ * of the conv caches: save gathers them, so every process must call it together, and each
+ * gets the whole state, the same as one process or any number of bands would save. */
 lv_status lv_dit_state_save(lv_ctx *ctx, lv_dit *dit, float **data, int64_t *count);
 /* Restore it into a dit made with the same model and options, after `chunks` chunks of
  * `tokens_per_frame` tokens per frame. */

@@ -188,7 +188,23 @@ typedef struct lv_generate_options {
     int parallel_cfg;             /* CFG's unconditional passes on a second context and
                                      thread (lv_dit_twin): 1 on, 0 off, -1 auto: on for a CPU
                                      device running kernels inline (cpu_threads 0) with 2+
-                                     cores. Same frames either way. */
+                                     cores. Same frames either way. Off with sequence
+                                     parallelism (1 is then an error): the twin's passes
+                                     would run beside the bands' collectives. */
+    /* Sequence parallelism (pipelines/parallel/README.md), passed to the DiT
+     * (lv_dit_options): sp_bands R > 0 splits every pass into R bands of token rows in this
+     * process (the reference); sp_comm, borrowed and never freed, is an MPI rank's
+     * communicator (longvk/sp_comm_mpi.h), one band per process, every process calling
+     * lv_generate with the same options. The sampler stays replicated: every process
+     * draws the same noise and gets the whole prediction, so the frames are those of
+     * sp_bands R, bit for bit. The process holding band 0 alone writes the video, the
+     * .npy and the resume file, reads the resume file (and hands its state to the others)
+     * and gets warnings; progress comes to every process (print it on one). The stop flag
+     * is agreed at every block boundary, so all processes stop after the same block. It
+     * alone runs a Gemma-2 text encoder (and hands the rows on) and a VAE. At most one of
+     * sp_bands and sp_comm. */
+    int sp_bands;
+    struct lv_sp_comm *sp_comm;
 } lv_generate_options;
 
 #define LV_GEN_CPU_THREADS_AUTO (-2)

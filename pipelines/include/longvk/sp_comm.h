@@ -67,6 +67,17 @@ lv_status lv_sp_comm_halo(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *const *ow
  * band. */
 lv_status lv_sp_comm_gather_rows(lv_sp_comm *c, float *all, int F, int H, int64_t X);
 
+/* Between the processes of a run, outside the model's arithmetic (`longvk generate`'s
+ * block loop): nothing to do when one process holds every band. */
+
+/* bytes of data from the process holding band 0 to every other process (a resume file's
+ * state, which only that process reads). */
+lv_status lv_sp_comm_broadcast(lv_sp_comm *c, void *data, uint64_t bytes);
+
+/* *value becomes the largest of every process's *value: an exact integer maximum, so every
+ * process gets the same answer (the stop flag agreed at a block boundary). */
+lv_status lv_sp_comm_agree_max(lv_sp_comm *c, int *value);
+
 /* ---- what the communication costs (longvk bench sp) ---- */
 
 typedef enum lv_sp_op { LV_SP_STATE_SUM = 0, LV_SP_HALO, LV_SP_GATHER_ROWS, LV_SP_OPS } lv_sp_op;
