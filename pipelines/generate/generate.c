@@ -211,6 +211,11 @@ static lv_status check_options(const lv_generate_options *o) {
     if (o->sp_bands > 0 && o->sp_comm)
         return lv_error(LV_ERR_INVALID, "lv_generate: sp_bands (--sp-emulate) and sp_comm (--sequence-parallel) "
                         "both set: one or the other");
+    if (o->cfg_partner && (!o->cfg_partner->swap || !o->cfg_partner->share || !o->cfg_partner->agree_max))
+        return lv_error(LV_ERR_INVALID, "lv_generate: a CFG partner without its swap, share or agree_max");
+    if (o->cfg_partner && o->parallel_cfg == 1)
+        return lv_error(LV_ERR_INVALID, "lv_generate: --parallel-cfg on with --cfg-parallel: the twin or the partner "
+                        "process runs the unconditional passes, not both");
     if ((o->sp_bands > 0 || o->sp_comm) && o->parallel_cfg == 1)
         return lv_error(LV_ERR_INVALID, "lv_generate: --parallel-cfg on with sequence parallelism: CFG's twin is "
                         "not split into bands (leave --parallel-cfg out: it is off with bands)");
@@ -377,12 +382,24 @@ static lv_status save_text_embeds(const gen_run *r, const char *path) {
     return lv_safetensors_write(path, t, r->uncond ? 4 : 2, NULL, 0);
 }
 
+/* More than one process makes this video: bands (sp_comm), a CFG partner, or both. */
+static bool several(const gen_run *r) { return r->sp || r->o.cfg_partner; }
+
+/* data from the writing process to every other: within its group of bands from band 0,
+ * then from each conditional process to its partner (the unconditional group's band 0
+ * reads nothing: what its own broadcast spreads is overwritten by the partner's) */
+static lv_status share(gen_run *r, void *data, uint64_t bytes) {
+    if (r->sp) LV_TRY(lv_sp_comm_broadcast(r->sp, data, bytes));
+    const lv_cfg_partner *p = r->o.cfg_partner;
+    return p ? p->share(p->user, data, bytes) : LV_OK;
+}
+
 /* Sequence parallelism over processes: the Gemma-2 encoder runs on rank 0 alone (the others
  * need neither its files nor its memory), which hands the rows and masks on. */
 static lv_status share_text(gen_run *r) {
     const int cap = lv_sana_file_config(r->m.file)->caption_channels;
-    LV_TRY(lv_sp_comm_broadcast(r->sp, r->y, (uint64_t)2 * r->text_len * cap * sizeof *r->y));
-    return lv_sp_comm_broadcast(r->sp, r->mask, (uint64_t)2 * r->text_len * sizeof *r->mask);
+    LV_TRY(share(r, r->y, (uint64_t)2 * r->text_len * cap * sizeof *r->y));
+    return share(r, r->mask, (uint64_t)2 * r->text_len * sizeof *r->mask);
 }
 
 /* The text encoder's pass: uploaded, run on the prompts and freed before the DiT is
@@ -572,7 +589,7 @@ static void run_free(gen_run *r) {
  * or more, block-by-block sampling with some CFG. Elsewhere it only doubles the memory. */
 static bool use_twin(const gen_run *r, int cpu_threads) {
     if (r->o.parallel_cfg == 0 || !r->uncond || r->o.sampler != LV_GEN_LONGSANA) return false;
-    if (r->o.sp_bands > 0 || r->sp) return false; /* not split into bands (check_options) */
+    if (r->o.sp_bands > 0 || r->sp || r->o.cfg_partner) return false; /* check_options */
     if (r->o.parallel_cfg == 1) return true;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     return cpu_threads == 0 && cores >= 2 && lv_ctx_device(r->ctx)->type == LV_DEVICE_CPU;
@@ -687,7 +704,7 @@ static int64_t frames_after(const gen_run *r, int chunks_done) {
  * state and the last frame. */
 static lv_status share_resume(gen_run *r, lv_status read, lv_gen_resume *res, float **state, int64_t *count) {
     int64_t head[4] = {read, res->chunks_done, res->frames_done, *count};
-    LV_TRY(lv_sp_comm_broadcast(r->sp, head, sizeof head));
+    LV_TRY(share(r, head, sizeof head));
     if (head[0] != LV_OK)
         return r->root ? read : lv_error((lv_status)head[0], "the resume file %s was refused by the process that "
                                          "reads it (rank 0: its message says why)", r->state_path);
@@ -696,8 +713,8 @@ static lv_status share_resume(gen_run *r, lv_status read, lv_gen_resume *res, fl
     *count = head[3];
     if (!r->root && *count > 0 && !(*state = malloc((size_t)*count * sizeof **state)))
         return lv_error(LV_ERR_NOMEM, "out of host memory for the carried state (%lld values)", (long long)*count);
-    LV_TRY(lv_sp_comm_broadcast(r->sp, *state, (uint64_t)*count * sizeof **state));
-    return lv_sp_comm_broadcast(r->sp, r->last_frame, (uint64_t)r->frame_values * sizeof *r->last_frame);
+    LV_TRY(share(r, *state, (uint64_t)*count * sizeof **state));
+    return share(r, r->last_frame, (uint64_t)r->frame_values * sizeof *r->last_frame);
 }
 
 /* --resume: the state of the interrupted run (into the dit, its twin and last_frame). */
@@ -708,7 +725,7 @@ static lv_status load_resume(gen_run *r, int *first_chunk) {
     lv_status s = LV_OK;
     if (r->root)
         s = lv_gen_resume_read(r->state_path, &r->o, &r->m, &resume, &state, &count, r->last_frame, r->frame_values);
-    if (r->sp) s = share_resume(r, s, &resume, &state, &count);
+    if (several(r)) s = share_resume(r, s, &resume, &state, &count);
     if (s == LV_OK && resume.chunks_done > 0) {
         s = lv_dit_state_load(r->ctx, r->dit, state, count, resume.chunks_done, frame_tokens(r));
         if (s != LV_OK) lv_error_prefix(s, "%s", r->state_path);
@@ -769,7 +786,12 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         return lv_error(LV_ERR_INVALID, "output path too long: %s", o->output);
 
     r->sp = o->sp_comm;
-    r->root = !r->sp || lv_sp_comm_first(r->sp) == 0;
+    r->root = (!r->sp || lv_sp_comm_first(r->sp) == 0) && (!o->cfg_partner || o->cfg_partner->role == LV_CFG_COND);
+    if (o->cfg_partner && (!r->uncond || o->sampler != LV_GEN_LONGSANA))
+        return lv_error(LV_ERR_INVALID, "--cfg-parallel: %s", o->sampler != LV_GEN_LONGSANA
+                        ? "block-wise generation only (the LongSANA sampler), not a single clip"
+                        : "this run uses no CFG (a CFG scale of 1 at every block): nothing to share between the groups; "
+                          "give every rank a band instead (--sequence-parallel alone)");
     if (!r->root) warn = NULL; /* the same words on every process: said once */
     LV_TRY(prepare_text(r, warn, user));
     int burn = o->burn_in_blocks, total = burn + r->chunks;
@@ -799,7 +821,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
     }
     LV_TRY(lv_ctx_create(&copt, &r->ctx));
     if (r->use_encoder && r->root) LV_TRY(encode_text(r, progress, user));
-    if (r->use_encoder && r->sp) LV_TRY(share_text(r));
+    if (r->use_encoder && several(r)) LV_TRY(share_text(r));
     if (o->text_embeds_out && r->root) LV_TRY(save_text_embeds(r, o->text_embeds_out));
     lv_dit_options dopt = {.cached_blocks = o->cached_blocks, .weights = (lv_dit_weights)o->weights_dtype,
                            .sp_bands = o->sp_bands, .sp_comm = o->sp_comm};
@@ -847,6 +869,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         /* every process stops after the same block: a stop reaching any of them counts */
         int stop_now = stop && *stop;
         if (r->sp) LV_TRY(lv_sp_comm_agree_max(r->sp, &stop_now));
+        if (o->cfg_partner) LV_TRY(o->cfg_partner->agree_max(o->cfg_partner->user, &stop_now));
         if (stop_now) return interrupted(r, c);
         bool shown = c >= burn;
         int n = shown ? lv_generate_chunk_frames(r->units, o->block_frames, c - burn) : o->block_frames;
@@ -856,7 +879,8 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
                                       .cfg_scale = rec->cfg_scale, .sampler = rec->sampler,
                                       .cfg_last_steps = rec->cfg_last_steps,
                                       .warm = rec->warm_start ? r->last_frame : NULL,
-                                      .twin = r->twin, .step_done = on_step, .step_user = r};
+                                      .twin = r->twin, .cfg_partner = o->cfg_partner, .step_done = on_step,
+                                      .step_user = r};
         lv_status s = lv_longsana_chunk(r->ctx, r->dit, &chunk_opt, c, position, n, r->grid_h, r->grid_w, r->x0);
         if (s != LV_OK) { /* "block 17 of 160 (burn-in), step 2 of 2: the DiT's output ..." */
             char msg[1024];

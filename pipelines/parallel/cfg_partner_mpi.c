@@ -34,6 +34,23 @@ static lv_status swap_predictions(void *user, const float *mine, float *theirs, 
     return LV_OK;
 }
 
+static lv_status share_bytes(void *user, void *data, uint64_t bytes) {
+    mpi_partner *m = user;
+    for (uint64_t at = 0; at < bytes;) {
+        const int count = bytes - at > (uint64_t)INT_MAX ? INT_MAX : (int)(bytes - at);
+        int err = MPI_Bcast((char *)data + at, count, MPI_BYTE, 0, m->pair);
+        if (err != MPI_SUCCESS) return mpi_failed(err, "MPI_Bcast (to the CFG partner)", m->world_rank);
+        at += (uint64_t)count;
+    }
+    return LV_OK;
+}
+
+static lv_status agree_max(void *user, int *value) {
+    mpi_partner *m = user;
+    int err = MPI_Allreduce(MPI_IN_PLACE, value, 1, MPI_INT, MPI_MAX, m->pair);
+    return err == MPI_SUCCESS ? LV_OK : mpi_failed(err, "MPI_Allreduce (the CFG partners' agreement)", m->world_rank);
+}
+
 lv_status lv_cfg_split_mpi(MPI_Comm world, MPI_Comm *bands, lv_cfg_partner **partner) {
     if (!bands || !partner) return lv_error(LV_ERR_INVALID, "lv_cfg_split_mpi: %s is NULL", !bands ? "bands" : "partner");
     *bands = MPI_COMM_NULL;
@@ -48,7 +65,8 @@ lv_status lv_cfg_split_mpi(MPI_Comm world, MPI_Comm *bands, lv_cfg_partner **par
     if (!m) return lv_error(LV_ERR_NOMEM, "out of host memory");
     const int half = size / 2, group = rank / half, band = rank % half;
     m->world_rank = rank;
-    m->partner = (lv_cfg_partner){.role = group == 0 ? LV_CFG_COND : LV_CFG_UNCOND, .swap = swap_predictions, .user = m};
+    m->partner = (lv_cfg_partner){.role = group == 0 ? LV_CFG_COND : LV_CFG_UNCOND, .swap = swap_predictions,
+                                  .share = share_bytes, .agree_max = agree_max, .user = m};
     int err = MPI_Comm_split(world, group, rank, bands);
     if (err == MPI_SUCCESS) err = MPI_Comm_split(world, band, group, &m->pair);
     if (err == MPI_SUCCESS) err = MPI_Comm_set_errhandler(m->pair, MPI_ERRORS_RETURN);

@@ -205,6 +205,15 @@ typedef struct lv_generate_options {
      * sp_bands and sp_comm. */
     int sp_bands;
     struct lv_sp_comm *sp_comm;
+    /* CFG parallelism (lv_cfg_partner in longvk/sampler.h; over MPI lv_cfg_split_mpi),
+     * borrowed: this process runs one of the two passes of every guided step, its partner
+     * the other, and they swap predictions; sp_comm is then this process's group of bands.
+     * The conditional group's band 0 alone writes, reads the resume file and runs the text
+     * encoder; what it reads goes to its group and from each conditional process to its
+     * partner (share); the stop flag is agreed across both groups. The frames are those of
+     * one process running both passes (with sp_comm: of sp_bands R), bit for bit.
+     * Block-wise generation with CFG at some block only; not with the CFG twin. */
+    const lv_cfg_partner *cfg_partner;
 } lv_generate_options;
 
 #define LV_GEN_CPU_THREADS_AUTO (-2)

@@ -87,6 +87,11 @@ typedef struct lv_cfg_partner {
     /* Sends mine [n] to the partner and receives its prediction into theirs [n]; on failure
      * returns the error with its message set. */
     lv_status (*swap)(void *user, const float *mine, float *theirs, size_t n);
+    /* For lv_generate's block loop (lv_longsana_chunk needs neither): bytes of data from the
+     * conditional process to the unconditional one (what the first read or encoded), and
+     * *value becoming the larger of the two processes' (the stop flag, agreed). */
+    lv_status (*share)(void *user, void *data, uint64_t bytes);
+    lv_status (*agree_max)(void *user, int *value);
     void *user;
 } lv_cfg_partner;
 
