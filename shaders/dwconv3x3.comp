@@ -19,6 +19,7 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint X_BLOCK = 4;
 layout(constant_id = 2) const uint VEC = 0;
+layout(constant_id = 3) const uint XDT = LV_DTYPE_F32; // x: f32, or f16 / bf16 in 32-bit words
 
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
 layout(std430, binding = 0) writeonly buffer Out4 { vec4 out4[]; };
@@ -27,6 +28,16 @@ layout(binding = 2) uniform utextureBuffer Wt;
 layout(binding = 3) uniform utextureBuffer Bias;
 
 const uint CPI = VEC != 0u ? 4u : 1u; // channels per invocation
+
+// element e of x, and e .. e + 3 (e a multiple of 4)
+float load_x(uint e) {
+    return XDT == LV_DTYPE_F32 ? lv_texel_f32(X, e) : lv_half_at(lv_texel_u32(X, e >> 1), e, XDT);
+}
+vec4 load_x4(uint e) {
+    if (XDT == LV_DTYPE_F32) return lv_texel_f32x4(X, e / 4u);
+    uvec4 t = lv_texel_u32x4(X, e >> 3);
+    return lv_half4((e & 4u) != 0u ? t.zw : t.xy, XDT);
+}
 
 void main() {
     uint i = lv_group_index() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
@@ -73,7 +84,7 @@ void main() {
             int xx = int(x0 + b) - 1;
             bool inside = xx >= 0 && xx < int(W);
             uint e = base + uint(inside ? xx : 0) * C;
-            vec4 val = VEC != 0u ? lv_texel_f32x4(X, e / 4u) : vec4(lv_texel_f32(X, e), 0.0, 0.0, 0.0);
+            vec4 val = VEC != 0u ? load_x4(e) : vec4(load_x(e), 0.0, 0.0, 0.0);
             v[b] = inside ? val : vec4(0.0);
         }
         [[unroll]] for (uint b = 0; b < X_BLOCK; b++)

@@ -26,7 +26,13 @@ typedef struct operand_part {
 /* Output and first operand: same shape, f32, rows small enough for the dispatch math. */
 static lv_status check_main(const char *op, const lv_tensor *out, const char *a_name,
                             const lv_tensor *a, int64_t *R, int64_t *C) {
-    LV_TRY(lv_check_f32(op, "out", out));
+    /* out may be a 16-bit activation (f16 / bf16, written in 32-bit words): then it shares
+     * no memory with the inputs */
+    if (out && out->alloc && (out->dtype == LV_F16 || out->dtype == LV_BF16)) {
+        if (a && a->alloc) LV_TRY(lv_check_alias(op, out, a_name, a, false));
+    } else {
+        LV_TRY(lv_check_f32(op, "out", out));
+    }
     LV_TRY(lv_check_f32(op, a_name, a));
     if (!lv_tensor_same_shape(out, a)) {
         char d1[96], d2[96];
@@ -138,10 +144,10 @@ static lv_status elementwise(lv_ctx *ctx, const char *op, uint32_t kind, const l
             .alpha = alpha,
             .beta = beta,
         };
-        uint32_t spec[2] = {kind, use_vec4(bind, 3, C, ob.mode != LV_BCAST_FULL)};
+        uint32_t spec[3] = {kind, use_vec4(bind, 3, C, ob.mode != LV_BCAST_FULL), (uint32_t)out->dtype};
         uint32_t gx, gy;
         grid_for(ctx, (uint64_t)(nr * C), spec[1] ? 4 : 1, &gx, &gy);
-        LV_TRY(lv_dispatch(ctx, LV_OP_ELEMENTWISE, spec, 2, bind, 3, &pc, sizeof pc, gx, gy, 1));
+        LV_TRY(lv_dispatch(ctx, LV_OP_ELEMENTWISE, spec, 3, bind, 3, &pc, sizeof pc, gx, gy, 1));
     }
     return LV_OK;
 }
