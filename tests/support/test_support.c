@@ -124,10 +124,21 @@ lv_tensor ts_empty(lv_ctx *ctx, int ndim, const int64_t *shape) {
 
 float *ts_read(lv_ctx *ctx, const lv_tensor *t) {
     size_t n = (size_t)lv_tensor_numel(t);
-    float *x = malloc(n * 4);
+    float *x = malloc(n * 4 + 4);
     cr_assert_not_null(x);
-    cr_assert_eq(lv_tensor_read(ctx, t, x, n * 4), LV_OK, "%s", lv_last_error());
+    if (t->dtype == LV_F32) {
+        cr_assert_eq(lv_tensor_read(ctx, t, x, n * 4), LV_OK, "%s", lv_last_error());
+        return x;
+    }
+    cr_assert(t->dtype == LV_F16 || t->dtype == LV_BF16, "ts_read: dtype %d", (int)t->dtype);
+    uint16_t *h = (uint16_t *)x; /* the 16-bit values in the first half, widened from the back */
+    cr_assert_eq(lv_tensor_read(ctx, t, h, n * 2), LV_OK, "%s", lv_last_error());
+    for (size_t i = n; i-- > 0;) x[i] = t->dtype == LV_F16 ? lv_half_to_float(h[i]) : lv_bf16_to_float(h[i]);
     return x;
+}
+
+double ts_half_rel(lv_dtype dtype) {
+    return dtype == LV_F16 ? 0x1p-10 : dtype == LV_BF16 ? 0x1p-7 : 0.0;
 }
 
 void ts_forward_inputs(const lv_weights *v, const char *x_path, const char *text_path) {
