@@ -244,8 +244,8 @@ typedef lv_status (*gated_op)(lv_ctx *, const lv_tensor *, const lv_tensor *, co
 
 /* a * act(b) against the C reference of act: the activation's bound (activation_tol, above)
  * scaled by |a|, plus one rounding of the product; also with b broadcast per channel. */
-static void check_gated(const char *name, gated_op op, void (*ref)(float *, const float *, int64_t), int gelu,
-                        uint64_t seed) {
+static void check_gated_to(lv_dtype odt, const char *name, gated_op op, void (*ref)(float *, const float *, int64_t),
+                           int gelu, uint64_t seed) {
     lv_ctx *ctx = ts_ctx();
     const int64_t shapes[][2] = {{1, 1}, {7, 13}, {33, 257}, {64, 288}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -259,14 +259,18 @@ static void check_gated(const char *name, gated_op op, void (*ref)(float *, cons
                 int64_t j = bcast ? i % C : i;
                 want[i] = (float)((double)a[i] * (double)sb[j]);
                 tol[i] = fabs((double)a[i]) * activation_tol(gelu, b[j], sb[j]) + fabs((double)want[i]) * U;
+                /* a 16-bit out: one more rounding (ts_half_rel), and f16's subnormal spacing */
+                tol[i] += ts_half_rel(odt) * fabs((double)want[i]) + (odt == LV_F16 ? 0x1p-25 : 0.0);
             }
             int64_t shape[2] = {R, C}, bshape[2] = {bcast ? 1 : R, C};
             lv_tensor ta = ts_tensor(ctx, LV_F32, 2, shape, a), tb = ts_tensor(ctx, LV_F32, 2, bshape, b);
-            lv_tensor to = ts_empty(ctx, 2, shape);
+            lv_tensor to;
+            cr_assert_eq(lv_tensor_create(ctx, odt, 2, shape, &to), LV_OK, "%s", lv_last_error());
             cr_assert_eq(op(ctx, &to, &ta, &tb), LV_OK, "%s", lv_last_error());
             float *got = ts_read(ctx, &to);
             char what[64];
-            snprintf(what, sizeof what, "%s %lldx%lld%s", name, (long long)R, (long long)C, bcast ? " bcast" : "");
+            snprintf(what, sizeof what, "%s %lldx%lld%s out %s", name, (long long)R, (long long)C, bcast ? " bcast" : "",
+                     lv_dtype_name(odt));
             expect_within(what, got, want, tol, (size_t)n);
             free(got);
             free(a);
@@ -282,8 +286,19 @@ static void check_gated(const char *name, gated_op op, void (*ref)(float *, cons
     ts_ctx_done(ctx);
 }
 
+static void check_gated(const char *name, gated_op op, void (*ref)(float *, const float *, int64_t), int gelu,
+                        uint64_t seed) {
+    check_gated_to(LV_F32, name, op, ref, gelu, seed);
+}
+
 /* The Mix-FFN gate. */
 Test(elementwise, mul_silu) { check_gated("mul_silu", lv_op_mul_silu, ref_silu, 0, 900); }
+
+/* The Mix-FFN gate stored as a 16-bit activation (the DiT at precision f16 / bf16) */
+Test(elementwise, mul_silu_half_out) {
+    check_gated_to(LV_F16, "mul_silu", lv_op_mul_silu, ref_silu, 0, 950);
+    check_gated_to(LV_BF16, "mul_silu", lv_op_mul_silu, ref_silu, 0, 970);
+}
 
 /* Gemma's MLP gate. */
 Test(elementwise, mul_gelu_tanh) { check_gated("mul_gelu_tanh", lv_op_mul_gelu_tanh, ref_gelu_tanh, 1, 1900); }
