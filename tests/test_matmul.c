@@ -333,17 +333,17 @@ Test(matmul, bad_shapes_name_both_shapes) {
     lv_tensor o = ts_empty(ctx, 2, (int64_t[]){4, 5});
     lv_tensor o_bad = ts_empty(ctx, 2, (int64_t[]){4, 4});
     lv_tensor b_bad = ts_empty(ctx, 1, (int64_t[]){4});
-    lv_tensor a16;
-    cr_assert_eq(lv_tensor_create(ctx, LV_F16, 2, (int64_t[]){4, 6}, &a16), LV_OK);
+    lv_tensor ai32;
+    cr_assert_eq(lv_tensor_create(ctx, LV_I32, 2, (int64_t[]){4, 6}, &ai32), LV_OK);
     expect_invalid(ctx, &o, &a, &w_badk, NULL, "[4, 6] f32", "[5, 7] f32");
     expect_invalid(ctx, &o_bad, &a, &w, NULL, "[4, 4] f32", "[5, 6] f32");
     expect_invalid(ctx, &o, &a, &w, &b_bad, "[4] f32", "[5, 6] f32");
     expect_invalid(ctx, &o, &a, &wb, NULL, "[4, 6] f32", "[3, 5, 6] f32");       /* 2-D a, batched w */
     expect_invalid(ctx, &o, &a3, &wb, NULL, "[2, 4, 6] f32", "[3, 5, 6] f32");    /* batch 2 vs 3 */
-    expect_invalid(ctx, &o, &a16, &w, NULL, "[4, 6] f16", "f32");                 /* a must be f32 */
+    expect_invalid(ctx, &o, &ai32, &w, NULL, "[4, 6] i32", "f16");                /* a must be f32 or 16-bit */
     lv_tensor alias = lv_tensor_view(&a, 0, 2, (int64_t[]){4, 5});
     expect_invalid(ctx, &alias, &a, &w, NULL, "[4, 5] f32", "[4, 6] f32");        /* out overlaps a */
-    lv_tensor *all[] = {&a, &a3, &w, &w_badk, &wb, &o, &o_bad, &b_bad, &a16};
+    lv_tensor *all[] = {&a, &a3, &w, &w_badk, &wb, &o, &o_bad, &b_bad, &ai32};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) lv_tensor_free(ctx, all[i]);
     ts_ctx_done(ctx);
 }
