@@ -61,10 +61,7 @@ float w_at(uint e) {
 }
 
 // element e of a, any dtype
-float a_at(uint e) {
-    if (ADT == LV_DTYPE_F32) return lv_texel_f32(A, e);
-    return lv_half_at(lv_texel_u32(A, e >> 1), e, ADT);
-}
+float a_at(uint e) { return lv_texel_act(A, e, ADT); }
 
 // a[e .. e + 7] as two vec4, e a multiple of 4 (f32) or 8 (16-bit) (VEC path)
 void a_at8(uint e, out vec4 lo, out vec4 hi) {

@@ -244,8 +244,8 @@ typedef lv_status (*gated_op)(lv_ctx *, const lv_tensor *, const lv_tensor *, co
 
 /* a * act(b) against the C reference of act: the activation's bound (activation_tol, above)
  * scaled by |a|, plus one rounding of the product; also with b broadcast per channel. */
-static void check_gated_to(lv_dtype odt, const char *name, gated_op op, void (*ref)(float *, const float *, int64_t),
-                           int gelu, uint64_t seed) {
+static void check_gated_to(lv_dtype idt, lv_dtype odt, const char *name, gated_op op,
+                           void (*ref)(float *, const float *, int64_t), int gelu, uint64_t seed) {
     lv_ctx *ctx = ts_ctx();
     const int64_t shapes[][2] = {{1, 1}, {7, 13}, {33, 257}, {64, 288}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -254,6 +254,8 @@ static void check_gated_to(lv_dtype odt, const char *name, gated_op op, void (*r
             float *a = ts_rand_alloc((size_t)n, seed + s, -3, 3), *b = ts_rand_alloc((size_t)nb, seed + 50 + s, -12, 12);
             float *sb = malloc((size_t)nb * 4), *want = malloc((size_t)n * 4);
             double *tol = malloc((size_t)n * 8);
+            ts_round_to(idt, a, (size_t)n); /* the reference takes the same 16-bit inputs */
+            ts_round_to(idt, b, (size_t)nb);
             ref(sb, b, nb);
             for (int64_t i = 0; i < n; i++) {
                 int64_t j = bcast ? i % C : i;
@@ -263,14 +265,17 @@ static void check_gated_to(lv_dtype odt, const char *name, gated_op op, void (*r
                 tol[i] += ts_half_rel(odt) * fabs((double)want[i]) + (odt == LV_F16 ? 0x1p-25 : 0.0);
             }
             int64_t shape[2] = {R, C}, bshape[2] = {bcast ? 1 : R, C};
-            lv_tensor ta = ts_tensor(ctx, LV_F32, 2, shape, a), tb = ts_tensor(ctx, LV_F32, 2, bshape, b);
+            lv_tensor ta = ts_tensor(ctx, idt, 2, shape, a), tb = ts_tensor(ctx, idt, 2, bshape, b);
             lv_tensor to;
-            cr_assert_eq(lv_tensor_create(ctx, odt, 2, shape, &to), LV_OK, "%s", lv_last_error());
+            /* equal 16-bit dtypes: in place, out = a (the Mix-FFN's gate) */
+            bool in_place = idt == odt && idt != LV_F32;
+            if (in_place) to = ta;
+            else cr_assert_eq(lv_tensor_create(ctx, odt, 2, shape, &to), LV_OK, "%s", lv_last_error());
             cr_assert_eq(op(ctx, &to, &ta, &tb), LV_OK, "%s", lv_last_error());
             float *got = ts_read(ctx, &to);
             char what[64];
-            snprintf(what, sizeof what, "%s %lldx%lld%s out %s", name, (long long)R, (long long)C, bcast ? " bcast" : "",
-                     lv_dtype_name(odt));
+            snprintf(what, sizeof what, "%s %lldx%lld%s in %s out %s%s", name, (long long)R, (long long)C,
+                     bcast ? " bcast" : "", lv_dtype_name(idt), lv_dtype_name(odt), in_place ? " in place" : "");
             expect_within(what, got, want, tol, (size_t)n);
             free(got);
             free(a);
@@ -280,7 +285,7 @@ static void check_gated_to(lv_dtype odt, const char *name, gated_op op, void (*r
             free(tol);
             lv_tensor_free(ctx, &ta);
             lv_tensor_free(ctx, &tb);
-            lv_tensor_free(ctx, &to);
+            if (!in_place) lv_tensor_free(ctx, &to);
         }
     }
     ts_ctx_done(ctx);
@@ -288,16 +293,21 @@ static void check_gated_to(lv_dtype odt, const char *name, gated_op op, void (*r
 
 static void check_gated(const char *name, gated_op op, void (*ref)(float *, const float *, int64_t), int gelu,
                         uint64_t seed) {
-    check_gated_to(LV_F32, name, op, ref, gelu, seed);
+    check_gated_to(LV_F32, LV_F32, name, op, ref, gelu, seed);
 }
 
 /* The Mix-FFN gate. */
 Test(elementwise, mul_silu) { check_gated("mul_silu", lv_op_mul_silu, ref_silu, 0, 900); }
 
-/* The Mix-FFN gate stored as a 16-bit activation (the DiT at precision f16 / bf16) */
-Test(elementwise, mul_silu_half_out) {
-    check_gated_to(LV_F16, "mul_silu", lv_op_mul_silu, ref_silu, 0, 950);
-    check_gated_to(LV_BF16, "mul_silu", lv_op_mul_silu, ref_silu, 0, 970);
+/* The Mix-FFN gate on 16-bit activations (the DiT at precision f16 / bf16): 16-bit out,
+ * 16-bit inputs, and both in place */
+Test(elementwise, mul_silu_half) {
+    static const lv_dtype half[] = {LV_F16, LV_BF16};
+    for (int i = 0; i < 2; i++) {
+        check_gated_to(LV_F32, half[i], "mul_silu", lv_op_mul_silu, ref_silu, 0, 950 + 10 * (uint64_t)i);
+        check_gated_to(half[i], LV_F32, "mul_silu", lv_op_mul_silu, ref_silu, 0, 960 + 10 * (uint64_t)i);
+        check_gated_to(half[i], half[i], "mul_silu", lv_op_mul_silu, ref_silu, 0, 980 + 10 * (uint64_t)i);
+    }
 }
 
 /* Gemma's MLP gate. */

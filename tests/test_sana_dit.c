@@ -492,14 +492,15 @@ Test(sana_dit, half_precision_weights) {
 }
 
 /* Activations between kernels in 16-bit (lv_ctx_options.precision f16 / bf16): the tensors
- * that only feed matrix products (per block the two LN + modulate outputs, the Mix-FFN's
- * SiLU outputs a and gate, and its gated hidden; the final layer's LN output) are stored
- * rounded, everything else stays f32. The output is compared with the f32 engine's on the
- * same input. Bound: a rounding to nearest moves a value by a relative error of variance
- * about eps^2 / 3 (eps = 2^-11 f16, 2^-8 bf16); the model has 4 x depth + 1 such roundings in
- * sequence, and with no amplification through the products the output's NMSE is bounded by
- * (4 depth + 1) x eps^2 / 3, taken with a factor 3 of room: (4 depth + 1) eps^2. A rounding
- * that never happened (NMSE 0) or a wrong conversion (NMSE ~ 1) fails. */
+ * that only feed matrix products and the Mix-FFN's convs and gate (per block the two LN +
+ * modulate outputs, the SiLU outputs a and gate, the depthwise conv's outputs, the gated
+ * hidden; the final layer's LN output) are stored rounded, everything else stays f32. The
+ * output is compared with the f32 engine's on the same input. Bound: a rounding to nearest
+ * moves a value by a relative error of variance about eps^2 / 3 (eps = 2^-11 f16, 2^-8
+ * bf16); the model has 5 x depth + 1 such roundings in sequence, and with no amplification
+ * through the products the output's NMSE is bounded by (5 depth + 1) x eps^2 / 3, taken
+ * with a factor 3 of room: (5 depth + 1) eps^2. A rounding that never happened (NMSE 0) or
+ * a wrong conversion (NMSE ~ 1) fails. */
 static void half_activations(const char *name) {
     char weights[256], vectors[256];
     snprintf(weights, sizeof weights, "testdata/sana-video/%s.weights.safetensors", name);
@@ -531,7 +532,7 @@ static void half_activations(const char *name) {
         lv_dit_destroy(ctx, dit);
         ts_ctx_done(ctx);
         if (i == 0) continue;
-        double e = ts_nmse(out[i], out[0], n), bound = (4.0 * c->depth + 1.0) * cases[i].eps2;
+        double e = ts_nmse(out[i], out[0], n), bound = (5.0 * c->depth + 1.0) * cases[i].eps2;
         cr_log_info("%s, precision %s: NMSE against f32 %.3g (bound %.3g)", name, i == 1 ? "f16" : "bf16", e, bound);
         cr_assert(e <= bound, "%s precision %d: NMSE %.3g > %.3g", name, (int)cases[i].p, e, bound);
         cr_assert(e > 1e-12, "%s precision %d: the output did not change (NMSE %.3g)", name, (int)cases[i].p, e);

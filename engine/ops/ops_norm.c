@@ -62,9 +62,7 @@ static lv_status check_norm(const char *op, const lv_tensor *out, const lv_tenso
                             const lv_tensor *w, const lv_tensor *b, float eps, bool half_out,
                             int64_t *R, int64_t *C) {
     char d1[96], d2[96];
-    bool half = half_out && out && out->alloc && (out->dtype == LV_F16 || out->dtype == LV_BF16);
-    if (!half) LV_TRY(lv_check_f32(op, "out", out));
-    else if (x && x->alloc) LV_TRY(lv_check_alias(op, out, "x", x, false)); /* no in place across dtypes */
+    LV_TRY(half_out ? lv_check_act(op, "out", out) : lv_check_f32(op, "out", out)); /* in place: same dtype, below */
     LV_TRY(lv_check_f32(op, "x", x));
     if (!lv_tensor_same_shape(out, x))
         return lv_error(LV_ERR_INVALID, "%s: out %s and x %s must have the same shape", op,

@@ -305,13 +305,15 @@ static lv_status block_mix_ffn(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, scra
                                const lv_dit_pass *pass) {
     const int C = dit->cfg.hidden, Fh = dit->cfg.ffn_hidden;
     lv_tensor *h = NULL, *a = NULL, *gate = NULL, *da = NULL, *dg = NULL, *u = NULL, *tc = NULL;
-    /* h: the inverted conv's input; a, gate: SiLU outputs read only by the depthwise conv */
+    /* h: the inverted conv's input; a, gate: SiLU outputs read only by the depthwise conv;
+     * da, dg: its outputs, read only by the gate, whose product (in place in da) is the
+     * point conv's input: all in the activation dtype */
     LV_TRY(scratch_act(s, g->T, C, &h));
     LV_TRY(scratch_act(s, g->T, Fh, &a));
     LV_TRY(scratch_act(s, g->T, Fh, &gate));
     int64_t grid[4] = {g->F, g->Hp, g->Wp, Fh};
-    LV_TRY(scratch_new(s, 4, grid, &da));
-    LV_TRY(scratch_new(s, 4, grid, &dg));
+    LV_TRY(scratch_typed(s, act_dtype(ctx), 4, grid, &da));
+    LV_TRY(scratch_typed(s, act_dtype(ctx), 4, grid, &dg));
     LV_TRY(scratch_2d(s, g->T, C, &u));
     LV_TRY(scratch_2d(s, g->T, C, &tc));
     LV_TRY(lv_op_layernorm_modulate(ctx, h, x, t0[3], t0[4], dit->cfg.ln_eps));
@@ -328,13 +330,10 @@ static lv_status block_mix_ffn(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, scra
     lv_tensor a4 = lv_tensor_view(a, 0, 4, grid), g4 = lv_tensor_view(gate, 0, 4, grid);
     LV_TRY(lv_op_dwconv3x3(ctx, da, &a4, &dwa, &dba));
     LV_TRY(lv_op_dwconv3x3(ctx, dg, &g4, &dwg, &dbg));
-    /* a * SiLU(g), then the point 1x1 conv back to C; in 16-bit precision the product goes
-     * to its own tensor of that dtype (the point conv's input), in place otherwise */
-    lv_tensor *hidden = da;
-    if (act_dtype(ctx) != LV_F32) LV_TRY(scratch_typed(s, act_dtype(ctx), 4, grid, &hidden));
-    LV_TRY(lv_op_mul_silu(ctx, hidden, da, dg));
-    lv_tensor hidden2 = lv_tensor_view(hidden, 0, 2, (int64_t[]){g->T, Fh});
-    LV_TRY(lv_op_matmul(ctx, u, &hidden2, &blk->point_w, NULL));
+    /* a * SiLU(g), then the point 1x1 conv back to C */
+    LV_TRY(lv_op_mul_silu(ctx, da, da, dg));
+    lv_tensor da2 = lv_tensor_view(da, 0, 2, (int64_t[]){g->T, Fh});
+    LV_TRY(lv_op_matmul(ctx, u, &da2, &blk->point_w, NULL));
     /* temporal conv over frames; in long-video mode the previous chunk's last frame
      * (cached by its write pass) replaces the zero padding before the first frame */
     int64_t fpc[3] = {g->F, g->P, C};

@@ -78,10 +78,15 @@ double ts_max_abs_diff(const float *got, const float *want, size_t n) {
 
 double ts_check_bound(const char *what, const float *got, const float *want, const double *mag,
                       size_t n, double factor) {
+    return ts_check_bound_abs(what, got, want, mag, n, factor, 0.0);
+}
+
+double ts_check_bound_abs(const char *what, const float *got, const float *want, const double *mag,
+                          size_t n, double factor, double abs_term) {
     double worst = 0, max_err = 0;
     for (size_t i = 0; i < n; i++) {
         double err = fabs((double)got[i] - want[i]);
-        double tol = factor * mag[i];
+        double tol = factor * mag[i] + abs_term;
         cr_assert(err <= tol, "%s: out[%zu] = %.9g, want %.9g (|err| %.3g > bound %.3g)", what,
                   i, got[i], want[i], err, tol);
         if (tol > 0 && err / tol > worst) worst = err / tol;

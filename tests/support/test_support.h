@@ -28,6 +28,9 @@ double ts_max_abs_diff(const float *got, const float *want, size_t n);
  * absolute terms), logs the worst error / bound and returns it. */
 double ts_check_bound(const char *what, const float *got, const float *want, const double *mag,
                       size_t n, double factor);
+/* The same with an absolute term added to every bound (f16's subnormal spacing). */
+double ts_check_bound_abs(const char *what, const float *got, const float *want, const double *mag,
+                          size_t n, double factor, double abs_term);
 
 /* Create a tensor of `dtype` holding `data` (converted from f32); fails the test on error. */
 lv_tensor ts_tensor(lv_ctx *ctx, lv_dtype dtype, int ndim, const int64_t *shape, const float *data);
