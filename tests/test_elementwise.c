@@ -449,8 +449,9 @@ Test(elementwise, bad_shapes_are_clear_errors) {
     int64_t s65[2] = {6, 5}, s45[2] = {4, 5}, s56[2] = {5, 6}, s6[1] = {6}, s30[1] = {30};
     lv_tensor a = ts_empty(ctx, 2, s65), b = ts_empty(ctx, 2, s45), c = ts_empty(ctx, 2, s56);
     lv_tensor v6 = ts_empty(ctx, 1, s6), flat = ts_empty(ctx, 1, s30);
-    lv_tensor h;
+    lv_tensor h, i32;
     cr_assert_eq(lv_tensor_create(ctx, LV_F16, 2, s65, &h), LV_OK);
+    cr_assert_eq(lv_tensor_create(ctx, LV_I32, 2, s65, &i32), LV_OK);
 
     /* G = 4 does not divide 6 rows */
     cr_assert_eq(lv_op_add(ctx, &a, &a, &b), LV_ERR_INVALID);
@@ -469,9 +470,11 @@ Test(elementwise, bad_shapes_are_clear_errors) {
               lv_last_error());
     cr_assert_eq(lv_op_add_gated(ctx, &a, &a, &a, &b), LV_ERR_INVALID);
     cr_assert(strstr(lv_last_error(), "gate"), "%s", lv_last_error());
-    /* dtype */
-    cr_assert_eq(lv_op_scale_add(ctx, &a, &a, 1.0f, &h, 1.0f), LV_ERR_INVALID);
+    /* dtype: f32 or a 16-bit activation; the residual ops (modulate, gated add) f32 only */
+    cr_assert_eq(lv_op_scale_add(ctx, &a, &a, 1.0f, &i32, 1.0f), LV_ERR_INVALID);
     cr_assert(strstr(lv_last_error(), "f32"), "%s", lv_last_error());
+    cr_assert_eq(lv_op_add_gated(ctx, &a, &a, &h, &v6), LV_ERR_INVALID);
+    cr_assert(strstr(lv_last_error(), "y") && strstr(lv_last_error(), "f16"), "%s", lv_last_error());
     cr_assert_eq(lv_op_add(ctx, &a, &a, NULL), LV_ERR_INVALID);
     /* out overlapping a broadcast operand, or an input shifted by one row */
     int64_t s15[2] = {1, 5};
@@ -489,6 +492,7 @@ Test(elementwise, bad_shapes_are_clear_errors) {
     lv_tensor_free(ctx, &v6);
     lv_tensor_free(ctx, &flat);
     lv_tensor_free(ctx, &h);
+    lv_tensor_free(ctx, &i32);
     ts_ctx_done(ctx);
 }
 

@@ -66,8 +66,7 @@ lv_status lv_check_alias(const char *op, const lv_tensor *out, const char *in_na
 
 lv_status lv_check_act(const char *op, const char *name, const lv_tensor *t) {
     if (t && t->alloc && (t->dtype == LV_F16 || t->dtype == LV_BF16)) return LV_OK;
-    LV_TRY(lv_check_f32(op, name, t));
-    return LV_OK;
+    return lv_check_f32(op, name, t);
 }
 
 lv_status lv_check_f32(const char *op, const char *name, const lv_tensor *t) {
