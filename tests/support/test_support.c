@@ -136,9 +136,11 @@ float *ts_read(lv_ctx *ctx, const lv_tensor *t) {
         return x;
     }
     cr_assert(t->dtype == LV_F16 || t->dtype == LV_BF16, "ts_read: dtype %d", (int)t->dtype);
-    uint16_t *h = (uint16_t *)x; /* the 16-bit values in the first half, widened from the back */
+    uint16_t *h = malloc(n * 2 + 2);
+    cr_assert_not_null(h);
     cr_assert_eq(lv_tensor_read(ctx, t, h, n * 2), LV_OK, "%s", lv_last_error());
-    for (size_t i = n; i-- > 0;) x[i] = t->dtype == LV_F16 ? lv_half_to_float(h[i]) : lv_bf16_to_float(h[i]);
+    for (size_t i = 0; i < n; i++) x[i] = t->dtype == LV_F16 ? lv_half_to_float(h[i]) : lv_bf16_to_float(h[i]);
+    free(h);
     return x;
 }
 
