@@ -127,8 +127,8 @@ static cli_option options[] = {
              "an f32 file's memory)"},
     {.name = "--precision", .kind = CLI_CHOICE, .dest = &args.o.precision, .choices = cli_precisions,
      .def = "f32, or LONGVK_PRECISION",
-     .help = "the DiT's activations between kernels that only feed matrix products: f32, or stored as f16 "
-             "or bf16 (half the memory, computed in f32; the residual stream, norms and attention state stay "
+     .help = "the DiT's activations that feed matrix products and the Mix-FFN's convs: f32, or stored as "
+             "f16 or bf16 (half their memory, computed in f32; the residual stream, norms and attention stay "
              "f32; f16 also puts the f32-input products on the tensor cores of a device that offers them, "
              "see `longvk devices`)"},
     {.name = "--parallel-cfg", .kind = CLI_CHOICE, .dest = &args.o.parallel_cfg, .choices = on_off,

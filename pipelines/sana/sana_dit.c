@@ -37,7 +37,7 @@ static lv_status scratch_2d(scratch *s, int64_t rows, int64_t cols, lv_tensor **
     return scratch_new(s, 2, shape, out);
 }
 
-/* Activations that only feed matrix products (and the Mix-FFN's depthwise conv) are
+/* Activations that only feed matrix products and the Mix-FFN's convs and gate are
  * stored in the context's precision: f32, or f16 / bf16 (engine/README.md, "Tensor cores":
  * which tensors and why). Everything else, the residual stream x included, stays f32. */
 static lv_dtype act_dtype(const lv_ctx *ctx) {
