@@ -236,20 +236,20 @@ void lv_ctx_options_default(lv_ctx_options *opt) {
 
 /* LV_PRECISION_AUTO: LONGVK_PRECISION, else f32 (see lv_ctx_options.precision). */
 static lv_status resolve_precision(int requested, lv_precision *out) {
-    if (requested == LV_PRECISION_F32 || requested == LV_PRECISION_F16) {
+    if (requested == LV_PRECISION_F32 || requested == LV_PRECISION_F16 || requested == LV_PRECISION_BF16) {
         *out = (lv_precision)requested;
         return LV_OK;
     }
     if (requested != LV_PRECISION_AUTO)
-        return lv_error(LV_ERR_INVALID, "lv_ctx_options.precision %d: LV_PRECISION_AUTO, _F32 or _F16", requested);
+        return lv_error(LV_ERR_INVALID, "lv_ctx_options.precision %d: LV_PRECISION_AUTO, _F32, _F16 or _BF16", requested);
     const char *env = getenv("LONGVK_PRECISION");
     *out = LV_PRECISION_F32;
     if (!env || !*env || strcmp(env, "f32") == 0) return LV_OK;
-    if (strcmp(env, "f16") == 0) {
-        *out = LV_PRECISION_F16;
+    if (strcmp(env, "f16") == 0 || strcmp(env, "bf16") == 0) {
+        *out = env[0] == 'f' ? LV_PRECISION_F16 : LV_PRECISION_BF16;
         return LV_OK;
     }
-    return lv_error(LV_ERR_INVALID, "LONGVK_PRECISION='%s': f32 or f16", env);
+    return lv_error(LV_ERR_INVALID, "LONGVK_PRECISION='%s': f32, f16 or bf16", env);
 }
 
 lv_precision lv_ctx_precision(const lv_ctx *ctx) { return ctx->precision; }

@@ -19,9 +19,13 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint X_BLOCK = 4;
 layout(constant_id = 2) const uint VEC = 0;
+layout(constant_id = 3) const uint XDT = LV_DTYPE_F32; // x: f32, or f16 / bf16 in 32-bit words
+layout(constant_id = 4) const uint ODT = LV_DTYPE_F32; // out: the same choice
 
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
 layout(std430, binding = 0) writeonly buffer Out4 { vec4 out4[]; };
+layout(std430, binding = 0) buffer OutW { uint out_words[]; };           // 16-bit out
+layout(std430, binding = 0) writeonly buffer OutW2 { uvec2 out_words2[]; };
 layout(binding = 1) uniform utextureBuffer X;  // texel bindings (ops.def kind 't')
 layout(binding = 2) uniform utextureBuffer Wt;
 layout(binding = 3) uniform utextureBuffer Bias;
@@ -73,7 +77,7 @@ void main() {
             int xx = int(x0 + b) - 1;
             bool inside = xx >= 0 && xx < int(W);
             uint e = base + uint(inside ? xx : 0) * C;
-            vec4 val = VEC != 0u ? lv_texel_f32x4(X, e / 4u) : vec4(lv_texel_f32(X, e), 0.0, 0.0, 0.0);
+            vec4 val = VEC != 0u ? lv_texel_act4(X, e, XDT) : vec4(lv_texel_act(X, e, XDT), 0.0, 0.0, 0.0);
             v[b] = inside ? val : vec4(0.0);
         }
         [[unroll]] for (uint b = 0; b < X_BLOCK; b++)
@@ -84,7 +88,13 @@ void main() {
     [[unroll]] for (uint b = 0; b < X_BLOCK; b++) {
         if (x0 + b >= W) break;
         uint e = obase + (x0 + b) * C;
-        if (VEC != 0u) out4[e / 4u] = acc[b];
-        else out_data[e] = acc[b].x;
+        if (ODT != LV_DTYPE_F32) {
+            if (VEC != 0u) out_words2[e / 4u] = lv_half_bits4(acc[b], ODT);
+            else LV_STORE_HALF(out_words, e, lv_half_bits(acc[b].x, ODT))
+        } else if (VEC != 0u) {
+            out4[e / 4u] = acc[b];
+        } else {
+            out_data[e] = acc[b].x;
+        }
     }
 }

@@ -1,5 +1,6 @@
 #version 450
-// Element-wise unary and binary ops on f32 rows; b broadcasts over rows (LV_BCAST_*).
+// Element-wise unary and binary ops (out, a and b each f32, f16 or bf16: spec constants 2-4);
+// b broadcasts over rows (LV_BCAST_*).
 // Specialization constants: 0 the op (LV_ELT_*), so each pipeline holds one formula;
 // 1 VEC4: each invocation takes four consecutive elements with vec4 loads and stores (the
 // host sets it when every bound offset is a multiple of 4 and, if b broadcasts, C is too,
@@ -14,11 +15,16 @@
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint KIND = LV_ELT_ADD;
 layout(constant_id = 1) const uint VEC4 = 0;
+layout(constant_id = 2) const uint ODT = LV_DTYPE_F32; // out: f32, or f16 / bf16 in 32-bit words
+layout(constant_id = 3) const uint ADT = LV_DTYPE_F32; // a and b: the same choice
+layout(constant_id = 4) const uint BDT = LV_DTYPE_F32;
 
 // out may be the same buffer range as a or b (in place): every element is read and then
 // written by the same invocation. Each binding is also seen as vec4s for the VEC4 path.
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
 layout(std430, binding = 0) writeonly buffer Out4 { vec4 out_data4[]; };
+layout(std430, binding = 0) buffer OutW { uint out_words[]; };              // 16-bit out
+layout(std430, binding = 0) writeonly buffer OutW2 { uvec2 out_words2[]; };
 layout(binding = 1) uniform utextureBuffer A;  // texel bindings (ops.def kind 't')
 layout(binding = 2) uniform utextureBuffer B;
 
@@ -53,9 +59,12 @@ uint b_index(uint i) {
 }
 
 void scalar_element(uint i) {
-    float a = lv_texel_f32(A, pc.a_offset + i);
-    float b = BINARY ? lv_texel_f32(B, pc.b_offset + b_index(i)) : 0.0;
-    out_data[pc.out_offset + i] = apply(vec4(a), vec4(b)).x;
+    float a = lv_texel_act(A, pc.a_offset + i, ADT);
+    float b = BINARY ? lv_texel_act(B, pc.b_offset + b_index(i), BDT) : 0.0;
+    float r = apply(vec4(a), vec4(b)).x;
+    uint e = pc.out_offset + i;
+    if (ODT != LV_DTYPE_F32) LV_STORE_HALF(out_words, e, lv_half_bits(r, ODT))
+    else out_data[e] = r;
 }
 
 void main() {
@@ -66,9 +75,10 @@ void main() {
     }
     uint i = 4u * j;
     if (i + 4u <= pc.count) {
-        vec4 a = lv_texel_f32x4(A, (pc.a_offset + i) / 4u);
-        vec4 b = BINARY ? lv_texel_f32x4(B, (pc.b_offset + b_index(i)) / 4u) : vec4(0.0);
-        out_data4[(pc.out_offset + i) / 4u] = apply(a, b);
+        vec4 a = lv_texel_act4(A, pc.a_offset + i, ADT);
+        vec4 b = BINARY ? lv_texel_act4(B, pc.b_offset + b_index(i), BDT) : vec4(0.0);
+        if (ODT != LV_DTYPE_F32) out_words2[(pc.out_offset + i) / 4u] = lv_half_bits4(apply(a, b), ODT);
+        else out_data4[(pc.out_offset + i) / 4u] = apply(a, b);
     } else {
         for (; i < pc.count; i++) scalar_element(i); // the last 1..3 elements
     }

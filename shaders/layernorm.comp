@@ -5,7 +5,8 @@
 // layout (row_reduce.glsl), 2 HAS_WEIGHT, 3 HAS_BIAS (0: that binding is a placeholder),
 // 4 VEC4 (units of four elements with vec4 access, as in rmsnorm.comp), 5 MODULATE (adaLN:
 // no affine, then out = y * (1 + scale) + shift with scale in the weight binding and shift in
-// the bias binding, one row of each per group of pc.group_rows rows).
+// the bias binding, one row of each per group of pc.group_rows rows), 6 ODT (out's dtype:
+// f32, or f16 / bf16 written through 32-bit words, shaders/common.glsl; statistics fp32).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_samplerless_texture_functions : require
 #include "common.glsl"
@@ -17,11 +18,14 @@ layout(constant_id = 2) const uint HAS_WEIGHT = 1;
 layout(constant_id = 3) const uint HAS_BIAS = 1;
 layout(constant_id = 4) const uint VEC4 = 0;
 layout(constant_id = 5) const uint MODULATE = 0;
+layout(constant_id = 6) const uint ODT = LV_DTYPE_F32;
 
 // out may be the same range as x (in place): each lane writes only the elements it read,
 // after the row's reductions.
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
 layout(std430, binding = 0) writeonly buffer Out4 { vec4 out_data4[]; };
+layout(std430, binding = 0) buffer OutW { uint out_words[]; };                // 16-bit out
+layout(std430, binding = 0) writeonly buffer OutW2 { uvec2 out_words2[]; };
 layout(binding = 1) uniform utextureBuffer X;  // texel bindings (ops.def kind 't')
 layout(binding = 2) uniform utextureBuffer W;
 layout(binding = 3) uniform utextureBuffer B;
@@ -40,8 +44,14 @@ vec4 load_b(uint g0, uint u) {
     return VEC4 != 0u ? lv_texel_f32x4(B, (pc.b_offset + g0) / 4u + u) : vec4(lv_texel_f32(B, pc.b_offset + g0 + u));
 }
 void store(uint base, uint u, vec4 v) {
-    if (VEC4 != 0u) out_data4[base / 4u + u] = v;
-    else out_data[base + u] = v.x;
+    if (ODT != LV_DTYPE_F32) {
+        if (VEC4 != 0u) out_words2[base / 4u + u] = lv_half_bits4(v, ODT);
+        else LV_STORE_HALF(out_words, base + u, lv_half_bits(v.x, ODT))
+    } else if (VEC4 != 0u) {
+        out_data4[base / 4u + u] = v;
+    } else {
+        out_data[base + u] = v.x;
+    }
 }
 
 float hsum(vec4 v) { return (v.x + v.y) + (v.z + v.w); }

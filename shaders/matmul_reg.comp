@@ -17,6 +17,10 @@
 // Spec constant VEC selects the fast path (K % 8 == 0, 16-byte aligned rows, whole column
 // tiles, vec4 loads/stores, needs SHUF); VEC == 0 is the general path (any shape, scalar
 // loads, guarded stores) used for odd shapes and the column remainder.
+// Spec constants ADT and ODT: a and out in f32, or 16-bit (f16 / bf16 activations,
+// shaders/common.glsl): the fast path then loads 8 elements of a as one texel and stores 4
+// as a uvec2; the general path stores an element by two atomics on its word. Arithmetic
+// stays fp32.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_samplerless_texture_functions : require
 #extension GL_EXT_control_flow_attributes : require
@@ -36,9 +40,13 @@ layout(constant_id = 2) const uint TN = 8;   // columns per invocation (multiple
 layout(constant_id = 3) const uint WDT = 0;  // w dtype: LV_DTYPE_F32 / F16 / BF16
 layout(constant_id = 4) const uint VEC = 1;  // fast path, see above
 layout(constant_id = 5) const uint SHUF = 1; // rows of a shared by subgroupShuffle (subgroup of 8)
+layout(constant_id = 6) const uint ADT = 0;  // a dtype: LV_DTYPE_F32 / F16 / BF16
+layout(constant_id = 7) const uint ODT = 0;  // out dtype: LV_DTYPE_F32 / F16 / BF16 (no accumulate)
 
 layout(std430, binding = 0) buffer Out { float o[]; };
 layout(std430, binding = 0) buffer Out4 { vec4 o4[]; };
+layout(std430, binding = 0) buffer OutW { uint ow[]; };    // 16-bit out: words
+layout(std430, binding = 0) buffer OutW2 { uvec2 ow2[]; }; // 16-bit out: four elements
 layout(binding = 1) uniform utextureBuffer A;    // texel bindings (ops.def kind 't')
 layout(binding = 2) uniform utextureBuffer W;
 layout(binding = 3) uniform utextureBuffer Bias;
@@ -50,6 +58,21 @@ float w_at(uint e) {
     if (WDT == LV_DTYPE_F32) return lv_texel_f32(W, e);
     if (WDT == LV_DTYPE_F16) return lv_f16_at(lv_texel_u32(W, e >> 1), e);
     return lv_bf16_at(lv_texel_u32(W, e >> 1), e);
+}
+
+// element e of a, any dtype
+float a_at(uint e) { return lv_texel_act(A, e, ADT); }
+
+// a[e .. e + 7] as two vec4, e a multiple of 4 (f32) or 8 (16-bit) (VEC path)
+void a_at8(uint e, out vec4 lo, out vec4 hi) {
+    if (ADT == LV_DTYPE_F32) {
+        lo = lv_texel_f32x4(A, e >> 2);
+        hi = lv_texel_f32x4(A, (e >> 2) + 1u);
+    } else {
+        uvec4 t = lv_texel_u32x4(A, e >> 3);
+        lo = lv_half4(t.xy, ADT);
+        hi = lv_half4(t.zw, ADT);
+    }
 }
 
 // w[e .. e + 7] as two vec4, e a multiple of 8 (VEC path)
@@ -96,8 +119,8 @@ void main() {
             vec4 w0[TN], w1[TN];
             [[unroll]] for (uint j = 0; j < TN; j++) w_at8(wrow[j] + k, w0[j], w1[j]);
             [[unroll]] for (uint r = 0; r < TR; r++) {
-                vec4 x0 = lv_texel_f32x4(A, (arow[r] + k) >> 2);
-                vec4 x1 = lv_texel_f32x4(A, (arow[r] + k + 4u) >> 2);
+                vec4 x0, x1;
+                a_at8(arow[r] + k, x0, x1);
                 // row (8 r + l): lane l's a values, shuffled to every lane
 #define LV_MM_ROW(l)                                                                      \
                 {                                                                         \
@@ -129,6 +152,10 @@ void main() {
                 {
                     vec4 r = mm_act4(vec4(acc[i * TN + 4u * j], acc[i * TN + 4u * j + 1u],
                                           acc[i * TN + 4u * j + 2u], acc[i * TN + 4u * j + 3u]) + b[j]);
+                    if (ODT != LV_DTYPE_F32) {
+                        ow2[row + j] = lv_half_bits4(r, ODT);
+                        continue;
+                    }
                     if (pc.accumulate != 0u) r += o4[row + j];
                     o4[row + j] = r;
                 }
@@ -140,7 +167,7 @@ void main() {
             [[unroll]] for (uint j = 0; j < TN; j++) wv[j] = w_at(wrow[j] + k);
             [[unroll]] for (uint r = 0; r < TR; r++) {
                 if (SHUF != 0u) {
-                    float x = lv_texel_f32(A, arow[r] + k);
+                    float x = a_at(arow[r] + k);
 #define LV_MM_ROW(l)                                                                      \
                     {                                                                     \
                         float p = subgroupShuffle(x, l);                                  \
@@ -153,7 +180,7 @@ void main() {
                 } else {
                     // no subgroup of 8 to share through: every lane reads the rows itself
                     [[unroll]] for (uint l = 0; l < 8u; l++) {
-                        float p = lv_texel_f32(A, abase + min(m0 + r * 8u + l, pc.M - 1u) * pc.K + k);
+                        float p = a_at(abase + min(m0 + r * 8u + l, pc.M - 1u) * pc.K + k);
                         [[unroll]] for (uint j = 0; j < TN; j++) acc[(r * 8u + l) * TN + j] += p * wv[j];
                     }
                 }
@@ -167,7 +194,8 @@ void main() {
             [[unroll]] for (uint i = 0; i < TM; i++)
                 if (m0 + i < pc.M && n < pc.N) {
                     uint e = obase + (m0 + i) * pc.ldo + n;
-                    o[e] = mm_act(acc[i * TN + j] + bj) + (pc.accumulate != 0u ? o[e] : 0.0);
+                    if (ODT != LV_DTYPE_F32) LV_STORE_HALF(ow, e, lv_half_bits(mm_act(acc[i * TN + j] + bj), ODT))
+                    else o[e] = mm_act(acc[i * TN + j] + bj) + (pc.accumulate != 0u ? o[e] : 0.0);
                 }
         }
     }

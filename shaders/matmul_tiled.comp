@@ -24,9 +24,13 @@ layout(constant_id = 3) const uint BK = 16;
 layout(constant_id = 4) const uint TM = 4;
 layout(constant_id = 5) const uint TN = 4;
 layout(constant_id = 6) const uint WDT = 0;  // w dtype: LV_DTYPE_F32 / F16 / BF16
+layout(constant_id = 7) const uint ADT = 0;  // a dtype (16-bit: words, shaders/common.glsl)
+layout(constant_id = 8) const uint ODT = 0;  // out dtype (16-bit: stored by atomics on words; no accumulate)
 
 layout(std430, binding = 0) buffer Out { float o[]; };
+layout(std430, binding = 0) buffer OutW { uint ow[]; };
 layout(std430, binding = 1) readonly buffer A { float a[]; };
+layout(std430, binding = 1) readonly buffer AW { uint aw[]; };
 layout(std430, binding = 2) readonly buffer W { uint w[]; };
 layout(std430, binding = 3) readonly buffer Bias { float bias[]; };
 
@@ -57,7 +61,10 @@ void main() {
             uint e = tid + t * NT;
             uint r = e / BK, kk = e % BK, m = m0 + r, k = k0 + kk;
             float v = 0.0;
-            if (m < pc.M && k < pc.K) v = a[abase + m * pc.K + k]; // no read past the edge
+            if (m < pc.M && k < pc.K) { // no read past the edge
+                uint ea = abase + m * pc.K + k;
+                v = ADT == LV_DTYPE_F32 ? a[ea] : lv_half_at(aw[ea >> 1], ea, ADT);
+            }
             if (e < BM * BK) As[kk * (BM + 1u) + r] = v;
         }
         [[unroll]] for (uint t = 0; t < (BN * BK + NT - 1u) / NT; t++) {
@@ -87,7 +94,8 @@ void main() {
             uint m = m0 + ty + i * (BM / TM);
             if (m < pc.M && n < pc.N) {
                 uint e = obase + m * pc.ldo + n;
-                o[e] = mm_act(acc[i * TN + j] + b) + (pc.accumulate != 0u ? o[e] : 0.0);
+                if (ODT != LV_DTYPE_F32) LV_STORE_HALF(ow, e, lv_half_bits(mm_act(acc[i * TN + j] + b), ODT))
+                else o[e] = mm_act(acc[i * TN + j] + b) + (pc.accumulate != 0u ? o[e] : 0.0);
             }
         }
     }

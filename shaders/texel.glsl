@@ -15,3 +15,13 @@ float lv_texel_f32(utextureBuffer t, uint e) { return uintBitsToFloat(lv_texel_u
 // the four 32-bit elements 4 q .. 4 q + 3
 uvec4 lv_texel_u32x4(utextureBuffer t, uint q) { return texelFetch(t, int(q)); }
 vec4 lv_texel_f32x4(utextureBuffer t, uint q) { return uintBitsToFloat(texelFetch(t, int(q))); }
+// An activation of dtype dt (f32, or f16 / bf16 as halves of words: shaders/common.glsl):
+// element e, and elements e .. e + 3 with e a multiple of 4
+float lv_texel_act(utextureBuffer t, uint e, uint dt) {
+    return dt == LV_DTYPE_F32 ? lv_texel_f32(t, e) : lv_half_at(lv_texel_u32(t, e >> 1), e, dt);
+}
+vec4 lv_texel_act4(utextureBuffer t, uint e, uint dt) {
+    if (dt == LV_DTYPE_F32) return lv_texel_f32x4(t, e >> 2);
+    uvec4 w = texelFetch(t, int(e >> 3));
+    return lv_half4((e & 4u) != 0u ? w.zw : w.xy, dt);
+}

@@ -32,31 +32,39 @@ static double check_bound(const char *what, const float *got, const float *want,
 
 /* `shift` > 0 places x at that element offset inside a larger tensor (an unaligned
  * binding offset: the scalar path even when C % 4 == 0). */
-static void dw_case_at(lv_ctx *ctx, int f, int h, int w, int c, int with_bias, int shift,
-                       uint64_t seed) {
+static void dw_case_typed(lv_ctx *ctx, lv_dtype xdt, lv_dtype odt, int f, int h, int w, int c, int with_bias,
+                          int shift, uint64_t seed) {
     size_t n = (size_t)f * h * w * c;
     float *x = ts_rand_alloc(n, seed, -1, 1);
+    ts_round_to(xdt, x, n); /* the reference takes the same 16-bit x */
     float *wt = ts_rand_alloc((size_t)c * 9, seed + 1, -1, 1);
     float *bias = ts_rand_alloc((size_t)c, seed + 2, -1, 1);
     int64_t xs[4] = {f, h, w, c}, ws[4] = {c, 1, 3, 3}, bs[1] = {c};
     int64_t store_shape[1] = {(int64_t)n + shift};
     float *store = calloc(n + (size_t)shift, sizeof *store);
     memcpy(store + shift, x, n * sizeof *x);
-    lv_tensor tstore = ts_tensor(ctx, LV_F32, 1, store_shape, store);
+    lv_tensor tstore = ts_tensor(ctx, xdt, 1, store_shape, store);
     lv_tensor tx = lv_tensor_view(&tstore, shift, 4, xs), tw = ts_tensor(ctx, LV_F32, 4, ws, wt);
-    lv_tensor tb = ts_tensor(ctx, LV_F32, 1, bs, bias), to = ts_empty(ctx, 4, xs);
-    cr_assert_eq(lv_op_fill(ctx, &to, NAN), LV_OK);
+    lv_tensor tb = ts_tensor(ctx, LV_F32, 1, bs, bias), to;
+    cr_assert_eq(lv_tensor_create(ctx, odt, 4, xs, &to), LV_OK, "%s", lv_last_error());
+    if (odt == LV_F32) cr_assert_eq(lv_op_fill(ctx, &to, NAN), LV_OK);
     cr_assert_eq(lv_op_dwconv3x3(ctx, &to, &tx, &tw, with_bias ? &tb : NULL), LV_OK, "%s",
                  lv_last_error());
     float *got = ts_read(ctx, &to), *want = malloc(n * sizeof *want);
     double *mag = malloc(n * sizeof *mag);
     ref_dwconv3x3(want, mag, x, wt, with_bias ? bias : NULL, f, h, w, c);
     char what[96];
-    snprintf(what, sizeof what, "dwconv3x3 F=%d H=%d W=%d C=%d bias=%d", f, h, w, c, with_bias);
-    check_bound(what, got, want, mag, n, 10);
+    snprintf(what, sizeof what, "dwconv3x3 F=%d H=%d W=%d C=%d bias=%d x %s out %s shift %d", f, h, w, c,
+             with_bias, lv_dtype_name(xdt), lv_dtype_name(odt), shift);
+    /* a 16-bit out adds its rounding: ts_half_rel of |want| <= mag, and f16's subnormal spacing */
+    ts_check_bound_abs(what, got, want, mag, n, 13 * U + ts_half_rel(odt), odt == LV_F16 ? 0x1p-25 : 0.0);
     free(x), free(wt), free(bias), free(got), free(want), free(mag), free(store);
     lv_tensor_free(ctx, &tstore), lv_tensor_free(ctx, &tw), lv_tensor_free(ctx, &tb);
     lv_tensor_free(ctx, &to);
+}
+
+static void dw_case_at(lv_ctx *ctx, int f, int h, int w, int c, int with_bias, int shift, uint64_t seed) {
+    dw_case_typed(ctx, LV_F32, LV_F32, f, h, w, c, with_bias, shift, seed);
 }
 
 static void dw_case(lv_ctx *ctx, int f, int h, int w, int c, int with_bias, uint64_t seed) {
@@ -72,6 +80,24 @@ Test(dwconv3x3, shapes) {
     dw_case(ctx, 1, 2, 3, 64, 0, 105);
     dw_case(ctx, 3, 6, 4, 8, 1, 106);
     dw_case_at(ctx, 2, 5, 7, 8, 1, 1, 107); /* unaligned x: scalar path with C % 4 == 0 */
+    ts_ctx_done(ctx);
+}
+
+/* x and out as 16-bit activations (the Mix-FFN's at precision f16 / bf16): the f32 bound
+ * plus the rounding of a 16-bit out, the reference taking the same rounded x (arithmetic
+ * stays fp32). 16-bit x with f32 out, f32 x with 16-bit out, and both. */
+Test(dwconv3x3, half_x_and_out) {
+    lv_ctx *ctx = ts_ctx();
+    static const lv_dtype half[] = {LV_F16, LV_BF16};
+    for (int i = 0; i < 2; i++)
+        for (int pair = 0; pair < 3; pair++) {
+            lv_dtype xdt = pair == 1 ? LV_F32 : half[i], odt = pair == 0 ? LV_F32 : half[i];
+            uint64_t seed = 201 + 10 * (uint64_t)(3 * i + pair);
+            dw_case_typed(ctx, xdt, odt, 2, 5, 7, 70, 1, 0, seed);     /* scalar path (C % 4 != 0) */
+            dw_case_typed(ctx, xdt, odt, 1, 5, 7, 64, 1, 0, seed + 1); /* vec4 path */
+            dw_case_typed(ctx, xdt, odt, 3, 6, 4, 8, 0, 4, seed + 2);  /* offset of 4 halves: vec4 */
+            dw_case_typed(ctx, xdt, odt, 2, 5, 7, 8, 1, 1, seed + 3);  /* odd x offset: scalar */
+        }
     ts_ctx_done(ctx);
 }
 

@@ -244,8 +244,8 @@ typedef lv_status (*gated_op)(lv_ctx *, const lv_tensor *, const lv_tensor *, co
 
 /* a * act(b) against the C reference of act: the activation's bound (activation_tol, above)
  * scaled by |a|, plus one rounding of the product; also with b broadcast per channel. */
-static void check_gated(const char *name, gated_op op, void (*ref)(float *, const float *, int64_t), int gelu,
-                        uint64_t seed) {
+static void check_gated_to(lv_dtype idt, lv_dtype odt, const char *name, gated_op op,
+                           void (*ref)(float *, const float *, int64_t), int gelu, uint64_t seed) {
     lv_ctx *ctx = ts_ctx();
     const int64_t shapes[][2] = {{1, 1}, {7, 13}, {33, 257}, {64, 288}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -254,19 +254,28 @@ static void check_gated(const char *name, gated_op op, void (*ref)(float *, cons
             float *a = ts_rand_alloc((size_t)n, seed + s, -3, 3), *b = ts_rand_alloc((size_t)nb, seed + 50 + s, -12, 12);
             float *sb = malloc((size_t)nb * 4), *want = malloc((size_t)n * 4);
             double *tol = malloc((size_t)n * 8);
+            ts_round_to(idt, a, (size_t)n); /* the reference takes the same 16-bit inputs */
+            ts_round_to(idt, b, (size_t)nb);
             ref(sb, b, nb);
             for (int64_t i = 0; i < n; i++) {
                 int64_t j = bcast ? i % C : i;
                 want[i] = (float)((double)a[i] * (double)sb[j]);
                 tol[i] = fabs((double)a[i]) * activation_tol(gelu, b[j], sb[j]) + fabs((double)want[i]) * U;
+                /* a 16-bit out: one more rounding (ts_half_rel), and f16's subnormal spacing */
+                tol[i] += ts_half_rel(odt) * fabs((double)want[i]) + (odt == LV_F16 ? 0x1p-25 : 0.0);
             }
             int64_t shape[2] = {R, C}, bshape[2] = {bcast ? 1 : R, C};
-            lv_tensor ta = ts_tensor(ctx, LV_F32, 2, shape, a), tb = ts_tensor(ctx, LV_F32, 2, bshape, b);
-            lv_tensor to = ts_empty(ctx, 2, shape);
+            lv_tensor ta = ts_tensor(ctx, idt, 2, shape, a), tb = ts_tensor(ctx, idt, 2, bshape, b);
+            lv_tensor to;
+            /* equal 16-bit dtypes: in place, out = a (the Mix-FFN's gate) */
+            bool in_place = idt == odt && idt != LV_F32;
+            if (in_place) to = ta;
+            else cr_assert_eq(lv_tensor_create(ctx, odt, 2, shape, &to), LV_OK, "%s", lv_last_error());
             cr_assert_eq(op(ctx, &to, &ta, &tb), LV_OK, "%s", lv_last_error());
             float *got = ts_read(ctx, &to);
             char what[64];
-            snprintf(what, sizeof what, "%s %lldx%lld%s", name, (long long)R, (long long)C, bcast ? " bcast" : "");
+            snprintf(what, sizeof what, "%s %lldx%lld%s in %s out %s%s", name, (long long)R, (long long)C,
+                     bcast ? " bcast" : "", lv_dtype_name(idt), lv_dtype_name(odt), in_place ? " in place" : "");
             expect_within(what, got, want, tol, (size_t)n);
             free(got);
             free(a);
@@ -276,14 +285,30 @@ static void check_gated(const char *name, gated_op op, void (*ref)(float *, cons
             free(tol);
             lv_tensor_free(ctx, &ta);
             lv_tensor_free(ctx, &tb);
-            lv_tensor_free(ctx, &to);
+            if (!in_place) lv_tensor_free(ctx, &to);
         }
     }
     ts_ctx_done(ctx);
 }
 
+static void check_gated(const char *name, gated_op op, void (*ref)(float *, const float *, int64_t), int gelu,
+                        uint64_t seed) {
+    check_gated_to(LV_F32, LV_F32, name, op, ref, gelu, seed);
+}
+
 /* The Mix-FFN gate. */
 Test(elementwise, mul_silu) { check_gated("mul_silu", lv_op_mul_silu, ref_silu, 0, 900); }
+
+/* The Mix-FFN gate on 16-bit activations (the DiT at precision f16 / bf16): 16-bit out,
+ * 16-bit inputs, and both in place */
+Test(elementwise, mul_silu_half) {
+    static const lv_dtype half[] = {LV_F16, LV_BF16};
+    for (int i = 0; i < 2; i++) {
+        check_gated_to(LV_F32, half[i], "mul_silu", lv_op_mul_silu, ref_silu, 0, 950 + 10 * (uint64_t)i);
+        check_gated_to(half[i], LV_F32, "mul_silu", lv_op_mul_silu, ref_silu, 0, 960 + 10 * (uint64_t)i);
+        check_gated_to(half[i], half[i], "mul_silu", lv_op_mul_silu, ref_silu, 0, 980 + 10 * (uint64_t)i);
+    }
+}
 
 /* Gemma's MLP gate. */
 Test(elementwise, mul_gelu_tanh) { check_gated("mul_gelu_tanh", lv_op_mul_gelu_tanh, ref_gelu_tanh, 1, 1900); }
@@ -424,8 +449,9 @@ Test(elementwise, bad_shapes_are_clear_errors) {
     int64_t s65[2] = {6, 5}, s45[2] = {4, 5}, s56[2] = {5, 6}, s6[1] = {6}, s30[1] = {30};
     lv_tensor a = ts_empty(ctx, 2, s65), b = ts_empty(ctx, 2, s45), c = ts_empty(ctx, 2, s56);
     lv_tensor v6 = ts_empty(ctx, 1, s6), flat = ts_empty(ctx, 1, s30);
-    lv_tensor h;
+    lv_tensor h, i32;
     cr_assert_eq(lv_tensor_create(ctx, LV_F16, 2, s65, &h), LV_OK);
+    cr_assert_eq(lv_tensor_create(ctx, LV_I32, 2, s65, &i32), LV_OK);
 
     /* G = 4 does not divide 6 rows */
     cr_assert_eq(lv_op_add(ctx, &a, &a, &b), LV_ERR_INVALID);
@@ -444,9 +470,11 @@ Test(elementwise, bad_shapes_are_clear_errors) {
               lv_last_error());
     cr_assert_eq(lv_op_add_gated(ctx, &a, &a, &a, &b), LV_ERR_INVALID);
     cr_assert(strstr(lv_last_error(), "gate"), "%s", lv_last_error());
-    /* dtype */
-    cr_assert_eq(lv_op_scale_add(ctx, &a, &a, 1.0f, &h, 1.0f), LV_ERR_INVALID);
+    /* dtype: f32 or a 16-bit activation; the residual ops (modulate, gated add) f32 only */
+    cr_assert_eq(lv_op_scale_add(ctx, &a, &a, 1.0f, &i32, 1.0f), LV_ERR_INVALID);
     cr_assert(strstr(lv_last_error(), "f32"), "%s", lv_last_error());
+    cr_assert_eq(lv_op_add_gated(ctx, &a, &a, &h, &v6), LV_ERR_INVALID);
+    cr_assert(strstr(lv_last_error(), "y") && strstr(lv_last_error(), "f16"), "%s", lv_last_error());
     cr_assert_eq(lv_op_add(ctx, &a, &a, NULL), LV_ERR_INVALID);
     /* out overlapping a broadcast operand, or an input shifted by one row */
     int64_t s15[2] = {1, 5};
@@ -464,6 +492,7 @@ Test(elementwise, bad_shapes_are_clear_errors) {
     lv_tensor_free(ctx, &v6);
     lv_tensor_free(ctx, &flat);
     lv_tensor_free(ctx, &h);
+    lv_tensor_free(ctx, &i32);
     ts_ctx_done(ctx);
 }
 

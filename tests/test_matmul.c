@@ -333,17 +333,17 @@ Test(matmul, bad_shapes_name_both_shapes) {
     lv_tensor o = ts_empty(ctx, 2, (int64_t[]){4, 5});
     lv_tensor o_bad = ts_empty(ctx, 2, (int64_t[]){4, 4});
     lv_tensor b_bad = ts_empty(ctx, 1, (int64_t[]){4});
-    lv_tensor a16;
-    cr_assert_eq(lv_tensor_create(ctx, LV_F16, 2, (int64_t[]){4, 6}, &a16), LV_OK);
+    lv_tensor ai32;
+    cr_assert_eq(lv_tensor_create(ctx, LV_I32, 2, (int64_t[]){4, 6}, &ai32), LV_OK);
     expect_invalid(ctx, &o, &a, &w_badk, NULL, "[4, 6] f32", "[5, 7] f32");
     expect_invalid(ctx, &o_bad, &a, &w, NULL, "[4, 4] f32", "[5, 6] f32");
     expect_invalid(ctx, &o, &a, &w, &b_bad, "[4] f32", "[5, 6] f32");
     expect_invalid(ctx, &o, &a, &wb, NULL, "[4, 6] f32", "[3, 5, 6] f32");       /* 2-D a, batched w */
     expect_invalid(ctx, &o, &a3, &wb, NULL, "[2, 4, 6] f32", "[3, 5, 6] f32");    /* batch 2 vs 3 */
-    expect_invalid(ctx, &o, &a16, &w, NULL, "[4, 6] f16", "f32");                 /* a must be f32 */
+    expect_invalid(ctx, &o, &ai32, &w, NULL, "[4, 6] i32", "f16");                /* a must be f32 or 16-bit */
     lv_tensor alias = lv_tensor_view(&a, 0, 2, (int64_t[]){4, 5});
     expect_invalid(ctx, &alias, &a, &w, NULL, "[4, 5] f32", "[4, 6] f32");        /* out overlaps a */
-    lv_tensor *all[] = {&a, &a3, &w, &w_badk, &wb, &o, &o_bad, &b_bad, &a16};
+    lv_tensor *all[] = {&a, &a3, &w, &w_badk, &wb, &o, &o_bad, &b_bad, &ai32};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) lv_tensor_free(ctx, all[i]);
     ts_ctx_done(ctx);
 }
@@ -495,5 +495,83 @@ Test(matmul, coopmat_unavailable_is_an_error) {
     lv_tensor_free(ctx, &a);
     lv_tensor_free(ctx, &w);
     lv_tensor_free(ctx, &o);
+    ts_ctx_done(ctx);
+}
+
+/* 16-bit activations (lv_ctx_options.precision f16 / bf16): a read and out written as f16 or
+ * bf16 by the register kernel (fast and general paths) and the tiled one, with and without
+ * bias and SiLU. The reference takes the same rounded a and w. Bound: the f32 product's
+ * bound above (times 1.1 plus exp's error for SiLU, as fused_case), plus the rounding of the
+ * stored result: ts_half_rel(out) |want|, and 2^-25 for f16's subnormals. */
+static void half_case(lv_ctx *ctx, lv_matmul_variant variant, const int64_t mnk[3], lv_dtype adt, lv_dtype odt,
+                      lv_dtype wdt, lv_activation act, uint64_t seed) {
+    int64_t M = mnk[0], N = mnk[1], K = mnk[2];
+    size_t na = (size_t)(M * K), nw = (size_t)(N * K), no = (size_t)(M * N);
+    float *a = ts_rand_alloc(na, seed, -1, 1), *w = ts_rand_alloc(nw, seed + 1, -1, 1);
+    float *bias = ts_rand_alloc((size_t)N, seed + 2, -1, 1);
+    ts_round_to(adt, a, na);
+    ts_round_to(wdt, w, nw);
+    lv_tensor ta = ts_tensor(ctx, adt, 2, (int64_t[]){M, K}, a), tw = ts_tensor(ctx, wdt, 2, (int64_t[]){N, K}, w);
+    lv_tensor tb = ts_tensor(ctx, LV_F32, 1, (int64_t[]){N}, bias);
+    lv_tensor to;
+    cr_assert_eq(lv_tensor_create(ctx, odt, 2, (int64_t[]){M, N}, &to), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_op_matmul_ex(ctx, &to, &ta, &tw, &tb, act, false, variant), LV_OK, "%s", lv_last_error());
+    float *got = ts_read(ctx, &to), *want = malloc(no * sizeof *want);
+    double *mag = malloc(no * sizeof *mag);
+    cr_assert(want && mag);
+    ref_matmul(want, mag, a, w, bias, 1, M, N, K, 0);
+    const double u = ldexp(1.0, -24), rel = ts_half_rel(odt), sub = odt == LV_F16 ? 0x1p-25 : 0.0;
+    double worst = 0;
+    for (size_t e = 0; e < no; e++) {
+        double x = want[e], y = x, bound = 1.01 * (double)(K + 2) * u * mag[e];
+        if (act == LV_ACT_SILU) {
+            y = x / (1.0 + exp(-x));
+            bound = 1.1 * bound + (8.0 + 2.0 * fabs(x)) * u * fabs(x);
+        }
+        bound += rel * fabs(y) + sub + 1e-30;
+        double err = fabs(got[e] - y);
+        cr_assert(err <= bound, "%s a %s out %s w %s %lldx%lldx%lld act %d: out[%zu] = %.9g, want %.9g, bound %.3g",
+                  variant_name(variant), lv_dtype_name(adt), lv_dtype_name(odt), lv_dtype_name(wdt), (long long)M,
+                  (long long)N, (long long)K, (int)act, e, (double)got[e], y, bound);
+        if (err / bound > worst) worst = err / bound;
+    }
+    cr_log_info("%s a %s out %s w %s %lldx%lldx%lld act %d: max |err| / bound %.3f", variant_name(variant),
+                lv_dtype_name(adt), lv_dtype_name(odt), lv_dtype_name(wdt), (long long)M, (long long)N, (long long)K,
+                (int)act, worst);
+    free(got);
+    free(want);
+    free(mag);
+    free(a);
+    free(w);
+    free(bias);
+    lv_tensor *all[] = {&ta, &tw, &tb, &to};
+    for (size_t i = 0; i < 4; i++) lv_tensor_free(ctx, all[i]);
+}
+
+Test(matmul, half_activations) {
+    lv_ctx *ctx = ts_ctx();
+    /* fast path with a general-path column remainder, general path only, odd shapes */
+    static const int64_t shapes[][3] = {{33, 68, 136}, {40, 200, 136}, {7, 13, 5}, {5, 66, 16}, {64, 96, 96}};
+    static const lv_dtype half[] = {LV_F16, LV_BF16};
+    /* (a, out) pairs: 16-bit input only, 16-bit output only, both */
+    uint64_t seed = 7000;
+    for (size_t v = 0; v < 2; v++)
+        for (size_t h = 0; h < 2; h++)
+            for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+                for (int pair = 0; pair < 3; pair++) {
+                    lv_dtype adt = pair == 1 ? LV_F32 : half[h], odt = pair == 0 ? LV_F32 : half[h];
+                    lv_dtype wdt = i % 2 ? LV_BF16 : LV_F16;
+                    half_case(ctx, variants[v], shapes[i], adt, odt, wdt, pair == 2 ? LV_ACT_SILU : LV_ACT_NONE, seed++);
+                }
+    /* a 16-bit out cannot take a residual add, nor the tensor-core kernel 16-bit tensors */
+    lv_tensor a, w = ts_empty(ctx, 2, (int64_t[]){4, 8}), o = ts_empty(ctx, 2, (int64_t[]){4, 4}), oh;
+    cr_assert_eq(lv_tensor_create(ctx, LV_F16, 2, (int64_t[]){4, 8}, &a), LV_OK);
+    cr_assert_eq(lv_tensor_create(ctx, LV_F16, 2, (int64_t[]){4, 4}, &oh), LV_OK);
+    cr_assert_eq(lv_op_matmul_add(ctx, &oh, &a, &w, NULL), LV_ERR_INVALID);
+    cr_assert(strstr(lv_last_error(), "f32 out"), "%s", lv_last_error());
+    cr_assert_eq(lv_op_matmul_variant(ctx, &o, &a, &w, NULL, LV_MATMUL_COOPMAT), LV_ERR_UNSUPPORTED);
+    cr_assert(strstr(lv_last_error(), "f32 a and out"), "%s", lv_last_error());
+    lv_tensor *all[] = {&a, &w, &o, &oh};
+    for (size_t i = 0; i < 4; i++) lv_tensor_free(ctx, all[i]);
     ts_ctx_done(ctx);
 }

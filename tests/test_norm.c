@@ -241,7 +241,7 @@ Test(norm, bad_shapes_are_clear_errors) {
  * the reference modulation: the LayerNorm bound scaled by |1 + scale|, plus the two
  * roundings of the modulation (2u (|want| + |shift|)). Groups of rows G = 1 and G = frames,
  * and split over a small binding limit (groups straddling a split). */
-static void check_adaln(lv_ctx *ctx, int64_t R, int64_t C, int64_t G, uint64_t seed) {
+static void check_adaln_to(lv_ctx *ctx, lv_dtype odt, int64_t R, int64_t C, int64_t G, uint64_t seed) {
     float *x = ts_rand_alloc((size_t)(R * C), seed, -2, 3);
     float *shift = ts_rand_alloc((size_t)(G * C), seed + 1, -1, 1);
     float *scale = ts_rand_alloc((size_t)(G * C), seed + 2, -1, 1);
@@ -255,14 +255,18 @@ static void check_adaln(lv_ctx *ctx, int64_t R, int64_t C, int64_t G, uint64_t s
             int64_t g = r / (R / G), i = r * C + c;
             tol[i] = fabs(1.0 + scale[g * C + c]) * tol[i] +
                      2 * U * (fabs((double)want[i]) + fabs((double)shift[g * C + c])) + 1e-37;
+            /* a 16-bit out: one more rounding (ts_half_rel), and f16's subnormal spacing */
+            tol[i] += ts_half_rel(odt) * fabs((double)want[i]) + (odt == LV_F16 ? 0x1p-25 : 0.0);
         }
     int64_t shape[2] = {R, C}, pshape[2] = {G, C};
-    lv_tensor tx = ts_tensor(ctx, LV_F32, 2, shape, x), to = ts_empty(ctx, 2, shape);
+    lv_tensor tx = ts_tensor(ctx, LV_F32, 2, shape, x), to;
+    cr_assert_eq(lv_tensor_create(ctx, odt, 2, shape, &to), LV_OK, "%s", lv_last_error());
     lv_tensor tsh = ts_tensor(ctx, LV_F32, 2, pshape, shift), tsc = ts_tensor(ctx, LV_F32, 2, pshape, scale);
     cr_assert_eq(lv_op_layernorm_modulate(ctx, &to, &tx, &tsh, &tsc, 1e-6f), LV_OK, "%s", lv_last_error());
     float *got = ts_read(ctx, &to);
     char what[64];
-    snprintf(what, sizeof what, "adaln %lldx%lld G=%lld", (long long)R, (long long)C, (long long)G);
+    snprintf(what, sizeof what, "adaln %lldx%lld G=%lld out %s", (long long)R, (long long)C, (long long)G,
+             lv_dtype_name(odt));
     expect_within(what, got, want, tol, (size_t)(R * C));
     free(got);
     free(x);
@@ -275,6 +279,30 @@ static void check_adaln(lv_ctx *ctx, int64_t R, int64_t C, int64_t G, uint64_t s
     lv_tensor_free(ctx, &to);
     lv_tensor_free(ctx, &tsh);
     lv_tensor_free(ctx, &tsc);
+}
+
+static void check_adaln(lv_ctx *ctx, int64_t R, int64_t C, int64_t G, uint64_t seed) {
+    check_adaln_to(ctx, LV_F32, R, C, G, seed);
+}
+
+/* The DiT's 16-bit activations: the output stored as f16 or bf16 (vec4 and scalar paths) */
+Test(norm, layernorm_modulate_half_out) {
+    lv_ctx *ctx = ts_ctx();
+    static const lv_dtype half[] = {LV_F16, LV_BF16};
+    for (int h = 0; h < 2; h++) {
+        check_adaln_to(ctx, half[h], 7, 13, 1, 21 + h);
+        check_adaln_to(ctx, half[h], 6 * 16, 96, 6, 23 + h);
+        check_adaln_to(ctx, half[h], 4 * 33, 224, 4, 25 + h);
+    }
+    /* across dtypes no memory may be shared */
+    int64_t shape[2] = {2, 8}, pshape[2] = {1, 8};
+    lv_tensor tx = ts_empty(ctx, 2, shape), tp = ts_empty(ctx, 2, pshape);
+    lv_tensor th = lv_tensor_view(&tx, 0, 2, shape);
+    th.dtype = LV_F16; /* the first half of x's bytes seen as halves */
+    cr_assert_eq(lv_op_layernorm_modulate(ctx, &th, &tx, &tp, &tp, 1e-6f), LV_ERR_INVALID);
+    lv_tensor_free(ctx, &tx);
+    lv_tensor_free(ctx, &tp);
+    ts_ctx_done(ctx);
 }
 
 Test(norm, layernorm_modulate) {

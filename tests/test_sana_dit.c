@@ -490,3 +490,67 @@ Test(sana_dit, half_precision_weights) {
     lv_sana_file_close(model);
     ts_ctx_done(ctx);
 }
+
+/* Activations between kernels in 16-bit (lv_ctx_options.precision f16 / bf16): the tensors
+ * that only feed matrix products and the Mix-FFN's convs and gate (per block the two LN +
+ * modulate outputs, the SiLU outputs a and gate, the depthwise conv's outputs, the gated
+ * hidden; the final layer's LN output) are stored rounded, everything else stays f32. The
+ * output is compared with the f32 engine's on the same input. Bound: a rounding to nearest
+ * moves a value by a relative error of variance about eps^2 / 3 (eps = 2^-11 f16, 2^-8
+ * bf16); the model has 5 x depth + 1 such roundings in sequence, and with no amplification
+ * through the products the output's NMSE is bounded by (5 depth + 1) x eps^2 / 3, taken
+ * with a factor 3 of room: (5 depth + 1) eps^2. A rounding that never happened (NMSE 0) or
+ * a wrong conversion (NMSE ~ 1) fails. The f16 pass runs again with the kernels a GPU gets
+ * (the tiled matmul, whose 16-bit stores are per element, and a workgroup per norm row). */
+static void half_activations(const char *name) {
+    char weights[256], vectors[256];
+    snprintf(weights, sizeof weights, "testdata/sana-video/%s.weights.safetensors", name);
+    snprintf(vectors, sizeof vectors, "testdata/sana-video/%s.vectors.safetensors", name);
+    lv_sana_file *model;
+    lv_weights *v;
+    open_files(weights, vectors, &model, &v);
+    const lv_sana_config *c = lv_sana_file_config(model);
+    const lv_weight *x = lv_weights_find(v, "x"), *y = lv_weights_find(v, "y");
+    int F = (int)x->shape[1], H = (int)x->shape[2], W = (int)x->shape[3], L = (int)y->shape[0];
+    size_t n = (size_t)x->shape[0] * F * H * W;
+    float ts[64];
+    for (int f = 0; f < F; f++) ts[f] = 500.0f;
+    struct { lv_precision p; double eps2; bool gpu_kernels; } cases[] = {
+        {LV_PRECISION_F32, 0, false}, {LV_PRECISION_F16, 0x1p-22, false}, {LV_PRECISION_BF16, 0x1p-16, false},
+        {LV_PRECISION_F16, 0x1p-22, true}};
+    float *out[4];
+    for (int i = 0; i < 4; i++) {
+        if (cases[i].gpu_kernels) { /* read per call; this test's process only */
+            setenv("LONGVK_MATMUL_VARIANT", "tiled", 1);
+            setenv("LONGVK_NORM_LAYOUT", "workgroup", 1);
+        }
+        lv_ctx_options o;
+        lv_ctx_options_default(&o);
+        o.precision = cases[i].p;
+        lv_ctx *ctx = ts_ctx_with(o);
+        lv_dit *dit;
+        lv_dit_options opt = {.cached_blocks = LV_CACHED_ALL};
+        cr_assert_eq(lv_dit_create(ctx, model, &opt, &dit), LV_OK, "%s", lv_last_error());
+        cr_assert_eq(lv_dit_set_text(ctx, dit, 0, y->data, L, NULL), LV_OK, "%s", lv_last_error());
+        lv_dit_pass pass = {.x = x->data, .frames = F, .height = H, .width = W, .timesteps = ts};
+        out[i] = malloc(n * sizeof *out[i]);
+        cr_assert_eq(lv_dit_forward(ctx, dit, &pass, out[i]), LV_OK, "%s", lv_last_error());
+        lv_dit_destroy(ctx, dit);
+        ts_ctx_done(ctx);
+        unsetenv("LONGVK_MATMUL_VARIANT");
+        unsetenv("LONGVK_NORM_LAYOUT");
+        if (i == 0) continue;
+        double e = ts_nmse(out[i], out[0], n), bound = (5.0 * c->depth + 1.0) * cases[i].eps2;
+        cr_log_info("%s, precision %s%s: NMSE against f32 %.3g (bound %.3g)", name,
+                    cases[i].p == LV_PRECISION_F16 ? "f16" : "bf16", cases[i].gpu_kernels ? " (GPU kernels)" : "",
+                    e, bound);
+        cr_assert(e <= bound, "%s precision %d: NMSE %.3g > %.3g", name, (int)cases[i].p, e, bound);
+        cr_assert(e > 1e-12, "%s precision %d: the output did not change (NMSE %.3g)", name, (int)cases[i].p, e);
+    }
+    for (int i = 0; i < 4; i++) free(out[i]);
+    lv_weights_close(v);
+    lv_sana_file_close(model);
+}
+
+Test(sana_dit, tiny_half_precision_activations) { half_activations("tiny-hd32"); }
+Test(sana_dit, hd112_half_precision_activations) { half_activations("hd112"); }

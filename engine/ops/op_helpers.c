@@ -64,6 +64,11 @@ lv_status lv_check_alias(const char *op, const lv_tensor *out, const char *in_na
                              : "; it may not share memory with it at all");
 }
 
+lv_status lv_check_act(const char *op, const char *name, const lv_tensor *t) {
+    if (t && t->alloc && (t->dtype == LV_F16 || t->dtype == LV_BF16)) return LV_OK;
+    return lv_check_f32(op, name, t);
+}
+
 lv_status lv_check_f32(const char *op, const char *name, const lv_tensor *t) {
     if (!t) return lv_error(LV_ERR_INVALID, "%s: %s is NULL", op, name);
     if (!t->alloc) return lv_error(LV_ERR_INVALID, "%s: %s has no storage", op, name);

@@ -40,5 +40,7 @@ lv_status lv_check_alias(const char *op, const lv_tensor *out, const char *in_na
 
 /* Fails with LV_ERR_INVALID unless t is f32. */
 lv_status lv_check_f32(const char *op, const char *name, const lv_tensor *t);
+/* The same for an activation: f32, or 16-bit (f16 / bf16, lv_ctx_options.precision) */
+lv_status lv_check_act(const char *op, const char *name, const lv_tensor *t);
 
 #endif

@@ -33,10 +33,11 @@ lv_status lv_op_dwconv3x3(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
         return lv_error(LV_ERR_INVALID, "dwconv3x3: out, x and w are required");
     const lv_tensor *all[4] = {out, x, w, bias};
     const char *names[4] = {"out", "x", "w", "bias"};
+    /* x and out may be 16-bit activations (f16 / bf16: the Mix-FFN's), read and written as words */
     for (int i = 0; i < 4; i++)
-        if (all[i] && all[i]->dtype != LV_F32)
-            return lv_error(LV_ERR_INVALID, "dwconv3x3: %s must be f32, got %s", names[i],
-                            lv_tensor_describe(all[i], d0, sizeof d0));
+        if (all[i] && all[i]->dtype != LV_F32 && !(i < 2 && (all[i]->dtype == LV_F16 || all[i]->dtype == LV_BF16)))
+            return lv_error(LV_ERR_INVALID, "dwconv3x3: %s must be f32%s, got %s", names[i],
+                            i < 2 ? ", f16 or bf16" : "", lv_tensor_describe(all[i], d0, sizeof d0));
     if (x->ndim != 4 || !lv_tensor_same_shape(out, x))
         return lv_error(LV_ERR_INVALID, "dwconv3x3: want x and out [F, H, W, C] of one shape; "
                         "got x %s, out %s", lv_tensor_describe(x, d0, sizeof d0),
@@ -84,7 +85,7 @@ lv_status lv_op_dwconv3x3(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
         /* 4 channels per invocation as vec4 when rows and bindings are 16-byte aligned */
         bool vec = C % 4 == 0 && b[0].elem_offset % 4 == 0 && b[1].elem_offset % 4 == 0 &&
                    b[2].elem_offset % 4 == 0;
-        uint32_t spec[3] = {DW_LOCAL, DW_X_BLOCK, vec ? 1u : 0u};
+        uint32_t spec[5] = {DW_LOCAL, DW_X_BLOCK, vec ? 1u : 0u, (uint32_t)x->dtype, (uint32_t)out->dtype};
         lv_push_dwconv3x3 pc = {
             .out_offset = b[0].elem_offset,
             .x_offset = b[1].elem_offset,
@@ -105,7 +106,7 @@ lv_status lv_op_dwconv3x3(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
                             "32-bit indexing", (unsigned long long)invocations);
         uint32_t gx, gy;
         lv_grid_1d(ctx, (invocations + DW_LOCAL - 1) / DW_LOCAL, &gx, &gy);
-        LV_TRY(lv_dispatch(ctx, LV_OP_DWCONV3X3, spec, 3, b, 4, &pc, sizeof pc, gx, gy, 1));
+        LV_TRY(lv_dispatch(ctx, LV_OP_DWCONV3X3, spec, 5, b, 4, &pc, sizeof pc, gx, gy, 1));
     }
     return LV_OK;
 }

@@ -26,8 +26,10 @@ typedef struct operand_part {
 /* Output and first operand: same shape, f32, rows small enough for the dispatch math. */
 static lv_status check_main(const char *op, const lv_tensor *out, const char *a_name,
                             const lv_tensor *a, int64_t *R, int64_t *C) {
-    LV_TRY(lv_check_f32(op, "out", out));
-    LV_TRY(lv_check_f32(op, a_name, a));
+    /* each may be a 16-bit activation (f16 / bf16, read and written as 32-bit words); in
+     * place needs equal dtypes (lv_check_alias: the same byte range) */
+    LV_TRY(lv_check_act(op, "out", out));
+    LV_TRY(lv_check_act(op, a_name, a));
     if (!lv_tensor_same_shape(out, a)) {
         char d1[96], d2[96];
         return lv_error(LV_ERR_INVALID, "%s: out %s and %s %s must have the same shape", op,
@@ -48,7 +50,7 @@ static lv_status check_main(const char *op, const lv_tensor *out, const char *a_
 static lv_status check_operand(const char *op, const char *a_name, const lv_tensor *a,
                                int64_t R, int64_t C, const char *b_name, const lv_tensor *b,
                                const lv_tensor *out, operand *o) {
-    LV_TRY(lv_check_f32(op, b_name, b));
+    LV_TRY(lv_check_act(op, b_name, b));
     int64_t bn = lv_tensor_numel(b);
     int64_t bc = b->ndim > 0 ? b->shape[b->ndim - 1] : 1;
     int64_t G = bc == C && C > 0 ? bn / C : 0;
@@ -138,10 +140,11 @@ static lv_status elementwise(lv_ctx *ctx, const char *op, uint32_t kind, const l
             .alpha = alpha,
             .beta = beta,
         };
-        uint32_t spec[2] = {kind, use_vec4(bind, 3, C, ob.mode != LV_BCAST_FULL)};
+        uint32_t spec[5] = {kind, use_vec4(bind, 3, C, ob.mode != LV_BCAST_FULL), (uint32_t)out->dtype,
+                            (uint32_t)a->dtype, binary ? (uint32_t)b->dtype : LV_F32};
         uint32_t gx, gy;
         grid_for(ctx, (uint64_t)(nr * C), spec[1] ? 4 : 1, &gx, &gy);
-        LV_TRY(lv_dispatch(ctx, LV_OP_ELEMENTWISE, spec, 2, bind, 3, &pc, sizeof pc, gx, gy, 1));
+        LV_TRY(lv_dispatch(ctx, LV_OP_ELEMENTWISE, spec, 5, bind, 3, &pc, sizeof pc, gx, gy, 1));
     }
     return LV_OK;
 }
@@ -184,6 +187,11 @@ static lv_status modulate(lv_ctx *ctx, const char *op, uint32_t kind, const lv_t
                           const lv_tensor *x, const char *p_name, const lv_tensor *p,
                           const char *q_name, const lv_tensor *q) {
     int64_t R, C;
+    /* f32 only (the residual stream and its modulation): modulate.comp reads and writes fp32 */
+    LV_TRY(lv_check_f32(op, "out", out));
+    LV_TRY(lv_check_f32(op, "x", x));
+    LV_TRY(lv_check_f32(op, p_name, p));
+    LV_TRY(lv_check_f32(op, q_name, q));
     LV_TRY(check_main(op, out, "x", x, &R, &C));
     LV_TRY(lv_check_alias(op, out, "x", x, true));
     operand op_p, op_q;

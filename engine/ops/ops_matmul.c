@@ -7,7 +7,10 @@
  * - shared-memory tiled (shaders/matmul_tiled.comp) for GPUs.
  * Tile shapes are specialization constants. Work whose tensors exceed one binding
  * (lv_ctx_max_binding) is split over batches, rows of a / out and rows of w / columns of out;
- * every dispatch binds views that start at its chunk. */
+ * every dispatch binds views that start at its chunk.
+ * a and out may be 16-bit activations (f16 / bf16, lv_ctx_options.precision): the register
+ * and tiled kernels read and write them through 32-bit words (specialization constants ADT,
+ * ODT) and compute in fp32; the tensor-core kernel takes f32 a and out only. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,8 +77,8 @@ static bool register_shuffle_ok(const lv_ctx *ctx) {
  * and TN = 4 where N is a multiple of 32 but not of 64 (a small model's N = 96 in one
  * dispatch instead of a fast 64 and a general 32: half the dispatches of the default model).
  * General path: 16 (8 for small M) rows x 8 lanes x 4 columns, scalar loads, any shape. */
-static void kernel_register(const lv_ctx *ctx, lv_dtype wdtype, int64_t M, int64_t N, bool vec,
-                            mm_config *c) {
+static void kernel_register(const lv_ctx *ctx, const lv_tensor *a, const lv_tensor *out, lv_dtype wdtype,
+                            int64_t M, int64_t N, bool vec, mm_config *c) {
     uint32_t tm = M <= 8 ? 8 : 16, tn = 4;
     if (vec) {
         /* 64 columns per workgroup, or 32 where that covers N and 64 would not (N = 96,
@@ -90,7 +93,9 @@ static void kernel_register(const lv_ctx *ctx, lv_dtype wdtype, int64_t M, int64
     c->spec[3] = (uint32_t)wdtype;
     c->spec[4] = vec;
     c->spec[5] = register_shuffle_ok(ctx);
-    c->nspec = 6;
+    c->spec[6] = (uint32_t)a->dtype;
+    c->spec[7] = (uint32_t)out->dtype;
+    c->nspec = 8;
     c->tile_m = tm;
     c->tile_n = tn * c->spec[0];
 }
@@ -98,7 +103,8 @@ static void kernel_register(const lv_ctx *ctx, lv_dtype wdtype, int64_t M, int64
 /* Shared-memory tiled kernel: BM x BN blocks per workgroup, BK-deep slabs in shared memory,
  * TM x TN per invocation; 64 x 64 x 16 with 256 invocations, or 32 x 32 x 16 with 64 where
  * the device allows fewer invocations or less shared memory. */
-static void kernel_tiled(const lv_ctx *ctx, lv_dtype wdtype, mm_config *c) {
+static void kernel_tiled(const lv_ctx *ctx, const lv_tensor *a, const lv_tensor *out, lv_dtype wdtype,
+                         mm_config *c) {
     const lv_device_info *d = lv_ctx_device(ctx);
     uint32_t bm = 64, bn = 64, bk = 16, tm = 4, tn = 4;
     if (d->max_workgroup_invocations < 256 || d->max_shared_memory_bytes < 2 * bk * (bm + 1) * 4) bm = bn = 32;
@@ -110,7 +116,9 @@ static void kernel_tiled(const lv_ctx *ctx, lv_dtype wdtype, mm_config *c) {
     c->spec[4] = tm;
     c->spec[5] = tn;
     c->spec[6] = (uint32_t)wdtype;
-    c->nspec = 7;
+    c->spec[7] = (uint32_t)a->dtype;
+    c->spec[8] = (uint32_t)out->dtype;
+    c->nspec = 9;
     c->tile_m = bm;
     c->tile_n = bn;
 }
@@ -165,10 +173,11 @@ static lv_status check_shapes(const lv_tensor *out, const lv_tensor *a, const lv
     char d[96];
     if (!out || !a || !w || !out->alloc || !a->alloc || !w->alloc)
         return lv_error(LV_ERR_INVALID, "matmul: out, a and w must be tensors with storage");
-    if (a->dtype != LV_F32)
-        return lv_error(LV_ERR_INVALID, "matmul: a must be f32, not %s", lv_tensor_describe(a, d, sizeof d));
-    if (out->dtype != LV_F32)
-        return lv_error(LV_ERR_INVALID, "matmul: out must be f32, not %s", lv_tensor_describe(out, d, sizeof d));
+    if (a->dtype != LV_F32 && a->dtype != LV_F16 && a->dtype != LV_BF16)
+        return lv_error(LV_ERR_INVALID, "matmul: a must be f32, f16 or bf16, not %s", lv_tensor_describe(a, d, sizeof d));
+    if (out->dtype != LV_F32 && out->dtype != LV_F16 && out->dtype != LV_BF16)
+        return lv_error(LV_ERR_INVALID, "matmul: out must be f32, f16 or bf16, not %s",
+                        lv_tensor_describe(out, d, sizeof d));
     if (w->dtype != LV_F32 && w->dtype != LV_F16 && w->dtype != LV_BF16)
         return lv_error(LV_ERR_INVALID, "matmul: w must be f32, f16 or bf16, not %s",
                         lv_tensor_describe(w, d, sizeof d));
@@ -272,10 +281,10 @@ static uint64_t bound_elem_offset(const lv_ctx *ctx, const lv_tensor *t) {
 }
 
 /* The register kernel's fast path: K a multiple of 8 and every row start a multiple of
- * 4 elements (8 for 16-bit w) from its binding's start, so rows load and store as vec4. */
+ * 4 elements (8 for 16-bit w and a) from its binding's start, so rows load and store as vec4. */
 static bool register_fast_ok(const lv_ctx *ctx, const mm_shape *s, const mm_views *v, bool has_bias) {
-    uint64_t wq = v->w.dtype == LV_F32 ? 4 : 8;
-    return s->K % 8 == 0 && s->N % 4 == 0 && bound_elem_offset(ctx, &v->a) % 4 == 0 &&
+    uint64_t wq = v->w.dtype == LV_F32 ? 4 : 8, aq = v->a.dtype == LV_F32 ? 4 : 8;
+    return s->K % 8 == 0 && s->N % 4 == 0 && bound_elem_offset(ctx, &v->a) % aq == 0 &&
            bound_elem_offset(ctx, &v->w) % wq == 0 && bound_elem_offset(ctx, &v->out) % 4 == 0 &&
            (!has_bias || bound_elem_offset(ctx, &v->bias) % 4 == 0);
 }
@@ -292,12 +301,12 @@ static lv_status run_chunk(lv_ctx *ctx, lv_matmul_variant variant, const mm_shap
         return dispatch(ctx, &k, s, &v, bias != NULL, c);
     }
     if (variant == LV_MATMUL_TILED) {
-        kernel_tiled(ctx, w->dtype, &k);
+        kernel_tiled(ctx, a, out, w->dtype, &k);
         chunk_views(s, out, a, w, bias, c, &v);
         return dispatch(ctx, &k, s, &v, bias != NULL, c);
     }
     /* fast path over whole column tiles, general path for the rest */
-    kernel_register(ctx, w->dtype, c->mc, c->nc, true, &k);
+    kernel_register(ctx, a, out, w->dtype, c->mc, c->nc, true, &k);
     mm_chunk main = *c;
     main.nc = register_shuffle_ok(ctx) ? c->nc - c->nc % k.tile_n : 0;
     if (main.nc > 0) {
@@ -309,7 +318,7 @@ static lv_status run_chunk(lv_ctx *ctx, lv_matmul_variant variant, const mm_shap
     rest.n0 = c->n0 + main.nc;
     rest.nc = c->nc - main.nc;
     if (rest.nc == 0) return LV_OK;
-    kernel_register(ctx, w->dtype, c->mc, c->nc, false, &k);
+    kernel_register(ctx, a, out, w->dtype, c->mc, c->nc, false, &k);
     chunk_views(s, out, a, w, bias, &rest, &v);
     return dispatch(ctx, &k, s, &v, bias != NULL, &rest);
 }
@@ -363,7 +372,17 @@ lv_status lv_op_matmul_ex(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a,
     if (act != LV_ACT_NONE && act != LV_ACT_SILU) return lv_error(LV_ERR_INVALID, "matmul: unknown activation %d", (int)act);
     s.act = act;
     s.accumulate = accumulate;
+    char d[96];
+    if (accumulate && out->dtype != LV_F32)
+        return lv_error(LV_ERR_INVALID, "matmul: out += a w^T needs an f32 out (the residual stream), not %s",
+                        lv_tensor_describe(out, d, sizeof d));
+    bool half_act = a->dtype != LV_F32 || out->dtype != LV_F32;
+    if (variant == LV_MATMUL_COOPMAT && half_act)
+        return lv_error(LV_ERR_UNSUPPORTED, "matmul: the tensor-core kernel takes f32 a and out, not %s",
+                        lv_tensor_describe(a->dtype != LV_F32 ? a : out, d, sizeof d));
     if (variant == LV_MATMUL_AUTO) variant = lv_matmul_auto_variant(ctx);
+    /* 16-bit activations on a context that would use the tensor cores: the GPU kernel */
+    if (variant == LV_MATMUL_COOPMAT && half_act) variant = LV_MATMUL_TILED;
     if (variant == LV_MATMUL_COOPMAT && (!coopmat_shape(ctx) || !lv_op_available(ctx, LV_OP_MATMUL_COOPMAT)))
         return lv_error(LV_ERR_UNSUPPORTED, "matmul: the tensor-core kernel needs a device with fp16 cooperative "
                         "matrices enabled (`longvk devices` says why not here) and a build with its shader");

@@ -56,13 +56,14 @@ static uint32_t use_vec4(const lv_binding *b, uint32_t n, int64_t C) {
     return 1;
 }
 
-/* Shapes: x [..., C] f32; out the same; weight and bias C elements or NULL. */
+/* Shapes: x [..., C] f32; out the same, f32 (or, half_out, f16 / bf16: an activation
+ * that only feeds a matrix product); weight and bias C elements or NULL. */
 static lv_status check_norm(const char *op, const lv_tensor *out, const lv_tensor *x,
-                            const lv_tensor *w, const lv_tensor *b, float eps, int64_t *R,
-                            int64_t *C) {
-    LV_TRY(lv_check_f32(op, "out", out));
-    LV_TRY(lv_check_f32(op, "x", x));
+                            const lv_tensor *w, const lv_tensor *b, float eps, bool half_out,
+                            int64_t *R, int64_t *C) {
     char d1[96], d2[96];
+    LV_TRY(half_out ? lv_check_act(op, "out", out) : lv_check_f32(op, "out", out)); /* in place: same dtype, below */
+    LV_TRY(lv_check_f32(op, "x", x));
     if (!lv_tensor_same_shape(out, x))
         return lv_error(LV_ERR_INVALID, "%s: out %s and x %s must have the same shape", op,
                         lv_tensor_describe(out, d1, sizeof d1), lv_tensor_describe(x, d2, sizeof d2));
@@ -120,7 +121,8 @@ static lv_status norm_dispatch(lv_ctx *ctx, const char *op, lv_op kind, const lv
         } else {
             lv_binding bind[4] = {{&vo, true, 0}, {&vx, false, 0}, {&vw, false, 0}, {&vb, false, 0}};
             LV_TRY(lv_bindings_prepare(ctx, kind, bind, 4));
-            uint32_t spec[6] = {l.wg, l.mode, w != NULL, b != NULL, use_vec4(bind, 4, C), group_rows > 0};
+            uint32_t spec[7] = {l.wg, l.mode, w != NULL, b != NULL, use_vec4(bind, 4, C), group_rows > 0,
+                                (uint32_t)out->dtype};
             lv_push_layernorm pc = {
                 .out_offset = bind[0].elem_offset,
                 .x_offset = bind[1].elem_offset,
@@ -132,7 +134,7 @@ static lv_status norm_dispatch(lv_ctx *ctx, const char *op, lv_op kind, const lv
                 .group_rows = (uint32_t)(group_rows ? group_rows : 1),
                 .group_phase = (uint32_t)(group_rows ? r0 - g0 * group_rows : 0),
             };
-            LV_TRY(lv_dispatch(ctx, kind, spec, 6, bind, 4, &pc, sizeof pc, gx, gy, 1));
+            LV_TRY(lv_dispatch(ctx, kind, spec, 7, bind, 4, &pc, sizeof pc, gx, gy, 1));
         }
     }
     return LV_OK;
@@ -142,7 +144,7 @@ lv_status lv_op_rmsnorm(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
                         const lv_tensor *weight, float eps) {
     const char *op = "lv_op_rmsnorm";
     int64_t R, C;
-    LV_TRY(check_norm(op, out, x, weight, NULL, eps, &R, &C));
+    LV_TRY(check_norm(op, out, x, weight, NULL, eps, false, &R, &C));
     return norm_dispatch(ctx, op, LV_OP_RMSNORM, out, x, weight, NULL, eps, R, C, 0);
 }
 
@@ -150,7 +152,7 @@ lv_status lv_op_layernorm(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
                           const lv_tensor *weight, const lv_tensor *bias, float eps) {
     const char *op = "lv_op_layernorm";
     int64_t R, C;
-    LV_TRY(check_norm(op, out, x, weight, bias, eps, &R, &C));
+    LV_TRY(check_norm(op, out, x, weight, bias, eps, true, &R, &C));
     return norm_dispatch(ctx, op, LV_OP_LAYERNORM, out, x, weight, bias, eps, R, C, 0);
 }
 
@@ -158,7 +160,7 @@ lv_status lv_op_layernorm_modulate(lv_ctx *ctx, const lv_tensor *out, const lv_t
                                    const lv_tensor *shift, const lv_tensor *scale, float eps) {
     const char *op = "lv_op_layernorm_modulate";
     int64_t R, C;
-    LV_TRY(check_norm(op, out, x, NULL, NULL, eps, &R, &C));
+    LV_TRY(check_norm(op, out, x, NULL, NULL, eps, true, &R, &C));
     LV_TRY(lv_check_f32(op, "shift", shift));
     LV_TRY(lv_check_f32(op, "scale", scale));
     int64_t G = lv_tensor_numel(shift) / (C ? C : 1);

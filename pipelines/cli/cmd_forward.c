@@ -64,7 +64,9 @@ static cli_option options[] = {
      .help = "the matrix weights on the device: as stored, or converted (f16/bf16 halve an f32 file's memory)"},
     {.name = "--precision", .kind = CLI_CHOICE, .dest = &args.precision, .choices = cli_precisions,
      .def = "f32, or LONGVK_PRECISION",
-     .help = "the matrix products' inputs: f32, or f16 (on the tensor cores of a device that offers them)"},
+     .help = "the DiT's activations that feed matrix products and the Mix-FFN's convs: f32, or stored as "
+             "f16 or bf16 (computed in f32; the residual stream, norms and attention stay f32; f16 also puts "
+             "the f32-input products on the tensor cores of a device that offers them)"},
     {.name = "--sequence-parallel", .kind = CLI_FLAG, .dest = &args.sequence_parallel,
      .help = "run by every rank of `mpirun -np R`: one band of token rows per rank, each on its own device "
              "(rank modulo the devices, unless --device or LONGVK_DEVICE); rank 0 writes the output, the bits of "

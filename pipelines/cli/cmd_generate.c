@@ -131,8 +131,10 @@ static cli_option options[] = {
              "an f32 file's memory)"},
     {.name = "--precision", .kind = CLI_CHOICE, .dest = &args.o.precision, .choices = cli_precisions,
      .def = "f32, or LONGVK_PRECISION",
-     .help = "the matrix products' inputs: f32, or f16 (rounded to half precision, accumulated in f32; on "
-             "the tensor cores of a device that offers them, see `longvk devices`; elsewhere as f32)"},
+     .help = "the DiT's activations that feed matrix products and the Mix-FFN's convs: f32, or stored as "
+             "f16 or bf16 (half their memory, computed in f32; the residual stream, norms and attention stay "
+             "f32; f16 also puts the f32-input products on the tensor cores of a device that offers them, "
+             "see `longvk devices`)"},
     {.name = "--parallel-cfg", .kind = CLI_CHOICE, .dest = &args.o.parallel_cfg, .choices = on_off,
      .help = "run CFG's unconditional passes on a second context and thread, beside the conditional ones "
              "(default: on for a CPU device with 2+ cores running kernels inline, see --cpu-threads); the "

@@ -440,4 +440,5 @@ void cli_help(const cli_spec *spec, FILE *out) {
 
 const cli_choice cli_weight_dtypes[] = {{"as-stored", LV_DIT_WEIGHTS_AS_STORED}, {"f32", LV_DIT_WEIGHTS_F32},
                                         {"f16", LV_DIT_WEIGHTS_F16}, {"bf16", LV_DIT_WEIGHTS_BF16}, {0}};
-const cli_choice cli_precisions[] = {{"f32", LV_PRECISION_F32}, {"f16", LV_PRECISION_F16}, {0}};
+const cli_choice cli_precisions[] = {
+    {"f32", LV_PRECISION_F32}, {"f16", LV_PRECISION_F16}, {"bf16", LV_PRECISION_BF16}, {0}};

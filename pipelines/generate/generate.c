@@ -194,8 +194,9 @@ static lv_status check_options(const lv_generate_options *o) {
     if (o->parallel_cfg < -1 || o->parallel_cfg > 1)
         return lv_error(LV_ERR_INVALID, "lv_generate: parallel_cfg %d (1 on, 0 off, -1 automatic)", o->parallel_cfg);
     if (o->state_path && !*o->state_path) return lv_error(LV_ERR_INVALID, "lv_generate: empty state_path");
-    if (o->precision != LV_PRECISION_AUTO && o->precision != LV_PRECISION_F32 && o->precision != LV_PRECISION_F16)
-        return lv_error(LV_ERR_INVALID, "lv_generate: precision %d (LV_PRECISION_AUTO, _F32 or _F16)", o->precision);
+    if (o->precision != LV_PRECISION_AUTO && o->precision != LV_PRECISION_F32 && o->precision != LV_PRECISION_F16 &&
+        o->precision != LV_PRECISION_BF16)
+        return lv_error(LV_ERR_INVALID, "lv_generate: precision %d (LV_PRECISION_AUTO, _F32, _F16 or _BF16)", o->precision);
     if (o->weights_dtype < LV_DIT_WEIGHTS_AS_STORED || o->weights_dtype > LV_DIT_WEIGHTS_BF16)
         return lv_error(LV_ERR_INVALID, "lv_generate: weights_dtype %d (lv_dit_weights)", o->weights_dtype);
     if (o->text_softcap != 0 && o->text_softcap != 1)

@@ -21,16 +21,33 @@
 
 typedef lv_dit_scratch scratch;
 
-static lv_status scratch_new(scratch *s, int ndim, const int64_t *shape, lv_tensor **out) {
+static lv_status scratch_typed(scratch *s, lv_dtype dtype, int ndim, const int64_t *shape, lv_tensor **out) {
     if (s->n == SCRATCH_MAX) return lv_error(LV_ERR_INVALID, "dit: scratch tensor table full");
-    LV_TRY(lv_tensor_create(s->ctx, LV_F32, ndim, shape, &s->t[s->n]));
+    LV_TRY(lv_tensor_create(s->ctx, dtype, ndim, shape, &s->t[s->n]));
     *out = &s->t[s->n++];
     return LV_OK;
+}
+
+static lv_status scratch_new(scratch *s, int ndim, const int64_t *shape, lv_tensor **out) {
+    return scratch_typed(s, LV_F32, ndim, shape, out);
 }
 
 static lv_status scratch_2d(scratch *s, int64_t rows, int64_t cols, lv_tensor **out) {
     int64_t shape[2] = {rows, cols};
     return scratch_new(s, 2, shape, out);
+}
+
+/* Activations that only feed matrix products and the Mix-FFN's convs and gate are
+ * stored in the context's precision: f32, or f16 / bf16 (engine/README.md, "Tensor cores":
+ * which tensors and why). Everything else, the residual stream x included, stays f32. */
+static lv_dtype act_dtype(const lv_ctx *ctx) {
+    lv_precision p = lv_ctx_precision(ctx);
+    return p == LV_PRECISION_F16 ? LV_F16 : p == LV_PRECISION_BF16 ? LV_BF16 : LV_F32;
+}
+
+static lv_status scratch_act(scratch *s, int64_t rows, int64_t cols, lv_tensor **out) {
+    int64_t shape[2] = {rows, cols};
+    return scratch_typed(s, act_dtype(s->ctx), 2, shape, out);
 }
 
 static void scratch_free(scratch *s) {
@@ -248,7 +265,7 @@ static lv_status block_linear_attention(lv_ctx *ctx, lv_dit *dit, lv_dit_block *
                                         const lv_dit_pass *pass) {
     const int C = dit->cfg.hidden;
     lv_tensor *h = NULL, *q = NULL, *k = NULL, *v = NULL, *o = NULL;
-    LV_TRY(scratch_2d(s, g->T, C, &h));
+    LV_TRY(scratch_act(s, g->T, C, &h)); /* LN + modulate: the q, k, v products' input */
     LV_TRY(scratch_2d(s, g->T, C, &q));
     LV_TRY(scratch_2d(s, g->T, C, &k));
     LV_TRY(scratch_2d(s, g->T, C, &v));
@@ -267,9 +284,10 @@ static lv_status block_linear_attention(lv_ctx *ctx, lv_dit *dit, lv_dit_block *
         LV_TRY(lv_linattn_block_write(ctx, blk->state, o, q, k, v, rope));
     else
         LV_TRY(lv_linattn_block_read(ctx, blk->state, o, q, k, v, rope));
-    LV_TRY(lv_op_matmul(ctx, h, o, &blk->proj_w, &blk->proj_b));
-    tap_block(dit, ctx, "attn_out", blk, h);
-    return lv_op_add_gated(ctx, x, x, h, t0[2]);
+    lv_tensor *proj = h->dtype == LV_F32 ? h : q; /* added to x: f32 (q is free again) */
+    LV_TRY(lv_op_matmul(ctx, proj, o, &blk->proj_w, &blk->proj_b));
+    tap_block(dit, ctx, "attn_out", blk, proj);
+    return lv_op_add_gated(ctx, x, x, proj, t0[2]);
 }
 
 lv_status lv_dit_block_cross_attention(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk,
@@ -287,12 +305,15 @@ static lv_status block_mix_ffn(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, scra
                                const lv_dit_pass *pass) {
     const int C = dit->cfg.hidden, Fh = dit->cfg.ffn_hidden;
     lv_tensor *h = NULL, *a = NULL, *gate = NULL, *da = NULL, *dg = NULL, *u = NULL, *tc = NULL;
-    LV_TRY(scratch_2d(s, g->T, C, &h));
-    LV_TRY(scratch_2d(s, g->T, Fh, &a));
-    LV_TRY(scratch_2d(s, g->T, Fh, &gate));
+    /* h: the inverted conv's input; a, gate: SiLU outputs read only by the depthwise conv;
+     * da, dg: its outputs, read only by the gate, whose product (in place in da) is the
+     * point conv's input: all in the activation dtype */
+    LV_TRY(scratch_act(s, g->T, C, &h));
+    LV_TRY(scratch_act(s, g->T, Fh, &a));
+    LV_TRY(scratch_act(s, g->T, Fh, &gate));
     int64_t grid[4] = {g->F, g->Hp, g->Wp, Fh};
-    LV_TRY(scratch_new(s, 4, grid, &da));
-    LV_TRY(scratch_new(s, 4, grid, &dg));
+    LV_TRY(scratch_typed(s, act_dtype(ctx), 4, grid, &da));
+    LV_TRY(scratch_typed(s, act_dtype(ctx), 4, grid, &dg));
     LV_TRY(scratch_2d(s, g->T, C, &u));
     LV_TRY(scratch_2d(s, g->T, C, &tc));
     LV_TRY(lv_op_layernorm_modulate(ctx, h, x, t0[3], t0[4], dit->cfg.ln_eps));
@@ -507,7 +528,7 @@ static lv_status forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass_in, s
     /* final layer: LN, modulation by table(2, C) + temb (shift, scale), linear */
     lv_tensor *h = NULL, *final = NULL;
     const int Ko = cfg->out_channels * cfg->patch[0] * cfg->patch[1] * cfg->patch[2];
-    LV_TRY(scratch_2d(s, g.T, C, &h));
+    LV_TRY(scratch_act(s, g.T, C, &h));
     LV_TRY(scratch_2d(s, g.T, Ko, &final));
     LV_TRY(lv_op_layernorm_modulate(ctx, h, x, &cond->shift, &cond->scale, cfg->ln_eps));
     LV_TRY(lv_op_matmul(ctx, final, h, &dit->final_w, &dit->final_b));

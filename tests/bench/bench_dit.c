@@ -1,5 +1,5 @@
 /* `longvk bench dit --preset sana-video-2b-480p|sana-video-2b-720p [--depth N] [--frames N]
- *                   [--latent HxW] [--runs N] [--json]`
+ *                   [--latent HxW] [--runs N] [--precision P] [--json]`
  *
  * One LongSANA chunk of SANA-Video 2B at the real shape: the 4 read passes at t = 1000, 960,
  * 889, 727 (LongSANA's steps, prompt only) and the write pass that commits the chunk to the
@@ -36,7 +36,7 @@
 typedef struct dit_bench_args {
     bench_dit_args shape;
     bool json;
-    int runs;
+    int runs, precision;
 } dit_bench_args;
 
 static dit_bench_args args;
@@ -56,11 +56,14 @@ static cli_option options[] = {
      .def = "300, SANA-Video's text length", .help = "caption tokens the cross-attention reads"},
     {.name = "--runs", .kind = CLI_INT, .dest = &args.runs, .metavar = "N", .min = 1, .max = MAX_RUNS, .def = "3",
      .help = "timed chunks after the warm-up chunk (the median is reported)"},
+    {.name = "--precision", .kind = CLI_CHOICE, .dest = &args.precision, .choices = cli_precisions,
+     .def = "f32, or LONGVK_PRECISION", .help = "the DiT's activations between kernels (as generate's --precision)"},
 };
 
 const cli_spec bench_dit_spec = {
     .command = "bench dit",
-    .usage = "[--json] [--preset P] [--depth N] [--frames N] [--latent HxW] [--text-tokens L] [--runs N]",
+    .usage = "[--json] [--preset P] [--depth N] [--frames N] [--latent HxW] [--text-tokens L] [--runs N] "
+             "[--precision P]",
     .about = "One LongSANA chunk of SANA-Video 2B (4 read passes and the write pass) at the real shape with\n"
              "random bf16 weights made in host memory: time per chunk and per forward, frames/s of the DiT\n"
              "alone (pixel frames: 10 latent frames are 40 at 480p), TFLOP/s counted from the shapes (3.69\n"
@@ -118,8 +121,11 @@ int bench_dit(int argc, char **argv) {
     args = (dit_bench_args){.shape = BENCH_DIT_ARGS_DEFAULT, .runs = 3};
     int r = cli_parse(&bench_dit_spec, argc, argv);
     if (r >= 0) return r;
+    lv_ctx_options copt;
+    lv_ctx_options_default(&copt);
+    copt.precision = args.precision;
     bench_dit_run run;
-    if ((r = bench_dit_open("bench dit", &args.shape, NULL, NULL, &run)) != 0) return r;
+    if ((r = bench_dit_open("bench dit", &args.shape, &copt, NULL, &run)) != 0) return r;
     const bench_dit_shape *shp = run.shape;
     const lv_sana_config cfg = run.cfg;
     const int full_depth = run.full_depth, frames = args.shape.frames, runs = args.runs, L = args.shape.text_tokens;
@@ -129,6 +135,8 @@ int bench_dit(int argc, char **argv) {
     lv_ctx *ctx = run.ctx;
     lv_dit *dit = run.dit;
     const lv_device_info *dev = lv_ctx_device(ctx);
+    static const char *const precision_names[] = {"auto", "f32", "f16", "bf16"};
+    const char *precision = precision_names[lv_ctx_precision(ctx)];
     const uint64_t params = run.params, weight_bytes = run.weight_bytes;
     const double make_s = run.make_s, upload_s = run.upload_s;
 
@@ -174,6 +182,8 @@ int bench_dit(int argc, char **argv) {
     double f32_frac = bench_peak_fraction(tflops, pk ? pk->fp32 : 0);
     double half_frac = bench_peak_fraction(tflops, pk ? pk->half : 0);
     uint64_t peak_mem = lv_ctx_memory_peak(ctx);
+    /* what is neither weights nor carried state at the peak: the activations and scratch */
+    uint64_t act_mem = peak_mem - weight_bytes - lv_dit_state_bytes(dit);
     if (json) {
         char j1[16], j2[16];
         printf("{\"bench\": \"dit\", \"device\": \"%s\", \"preset\": \"%s\", \"depth\": %d, \"model_depth\": %d, "
@@ -183,13 +193,14 @@ int bench_dit(int argc, char **argv) {
                "\"frames_per_s\": %.3f, \"gflop_per_token_forward\": %.4f, \"tflop_per_chunk\": %.4f, "
                "\"tflops\": %.4f, \"fraction_fp32_peak\": %s, \"fraction_half_peak\": %s, "
                "\"device_memory_peak_bytes\": %llu, \"device_weight_bytes\": %llu, \"state_bytes\": %llu, "
-               "\"host_peak_rss_bytes\": %lld}\n",
+               "\"precision\": \"%s\", \"device_activation_bytes\": %llu, \"host_peak_rss_bytes\": %lld}\n",
                dev->name, shp->preset, cfg.depth, full_depth, frames, lh, lw, (long long)T, L,
                (unsigned long long)params, runs, warm_s, chunk, chunk / (STEPS + 1), read, write, pixel_frames, fps,
                fl.read_pass / (double)T / 1e9, chunk_flop / 1e12, tflops, bench_json_fraction(j1, sizeof j1, f32_frac),
                bench_json_fraction(j2, sizeof j2, half_frac),
                (unsigned long long)peak_mem, (unsigned long long)weight_bytes,
-               (unsigned long long)lv_dit_state_bytes(dit), bench_peak_rss());
+               (unsigned long long)lv_dit_state_bytes(dit), precision, (unsigned long long)act_mem,
+               bench_peak_rss());
     } else {
         printf("DiT on %s: %s, depth %d of %d, %d latent frames of %dx%d = %lld tokens (%s, %.0f pixel frames), "
                "%d text tokens, bf16 weights (%.2f G parameters)\n",
@@ -208,9 +219,11 @@ int bench_dit(int argc, char **argv) {
                    100 * f32_frac, 100 * half_frac, pk->label);
         else
             printf("  %.3f TFLOP/s (peak unknown: the device is not in tests/bench/bench_peak.c)\n", tflops);
-        printf("  device memory: peak %.2f GiB (weights %.2f GiB, state %.1f MiB); host peak RSS %.2f GiB\n",
+        printf("  device memory: peak %.2f GiB (weights %.2f GiB, state %.1f MiB, activations %.1f MiB at "
+               "precision %s); host peak RSS %.2f GiB\n",
                (double)peak_mem / (1 << 30), (double)weight_bytes / (1 << 30),
-               (double)lv_dit_state_bytes(dit) / (1 << 20), (double)bench_peak_rss() / (1 << 30));
+               (double)lv_dit_state_bytes(dit) / (1 << 20), (double)act_mem / (1 << 20), precision,
+               (double)bench_peak_rss() / (1 << 30));
     }
     rc = 0;
 done:

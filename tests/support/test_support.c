@@ -78,10 +78,15 @@ double ts_max_abs_diff(const float *got, const float *want, size_t n) {
 
 double ts_check_bound(const char *what, const float *got, const float *want, const double *mag,
                       size_t n, double factor) {
+    return ts_check_bound_abs(what, got, want, mag, n, factor, 0.0);
+}
+
+double ts_check_bound_abs(const char *what, const float *got, const float *want, const double *mag,
+                          size_t n, double factor, double abs_term) {
     double worst = 0, max_err = 0;
     for (size_t i = 0; i < n; i++) {
         double err = fabs((double)got[i] - want[i]);
-        double tol = factor * mag[i];
+        double tol = factor * mag[i] + abs_term;
         cr_assert(err <= tol, "%s: out[%zu] = %.9g, want %.9g (|err| %.3g > bound %.3g)", what,
                   i, got[i], want[i], err, tol);
         if (tol > 0 && err / tol > worst) worst = err / tol;
@@ -124,10 +129,23 @@ lv_tensor ts_empty(lv_ctx *ctx, int ndim, const int64_t *shape) {
 
 float *ts_read(lv_ctx *ctx, const lv_tensor *t) {
     size_t n = (size_t)lv_tensor_numel(t);
-    float *x = malloc(n * 4);
+    float *x = malloc(n * 4 + 4);
     cr_assert_not_null(x);
-    cr_assert_eq(lv_tensor_read(ctx, t, x, n * 4), LV_OK, "%s", lv_last_error());
+    if (t->dtype == LV_F32) {
+        cr_assert_eq(lv_tensor_read(ctx, t, x, n * 4), LV_OK, "%s", lv_last_error());
+        return x;
+    }
+    cr_assert(t->dtype == LV_F16 || t->dtype == LV_BF16, "ts_read: dtype %d", (int)t->dtype);
+    uint16_t *h = malloc(n * 2 + 2);
+    cr_assert_not_null(h);
+    cr_assert_eq(lv_tensor_read(ctx, t, h, n * 2), LV_OK, "%s", lv_last_error());
+    for (size_t i = 0; i < n; i++) x[i] = t->dtype == LV_F16 ? lv_half_to_float(h[i]) : lv_bf16_to_float(h[i]);
+    free(h);
     return x;
+}
+
+double ts_half_rel(lv_dtype dtype) {
+    return dtype == LV_F16 ? 0x1p-10 : dtype == LV_BF16 ? 0x1p-7 : 0.0;
 }
 
 void ts_forward_inputs(const lv_weights *v, const char *x_path, const char *text_path) {

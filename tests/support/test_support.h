@@ -28,13 +28,21 @@ double ts_max_abs_diff(const float *got, const float *want, size_t n);
  * absolute terms), logs the worst error / bound and returns it. */
 double ts_check_bound(const char *what, const float *got, const float *want, const double *mag,
                       size_t n, double factor);
+/* The same with an absolute term added to every bound (f16's subnormal spacing). */
+double ts_check_bound_abs(const char *what, const float *got, const float *want, const double *mag,
+                          size_t n, double factor, double abs_term);
 
 /* Create a tensor of `dtype` holding `data` (converted from f32); fails the test on error. */
 lv_tensor ts_tensor(lv_ctx *ctx, lv_dtype dtype, int ndim, const int64_t *shape, const float *data);
 /* Create an uninitialised f32 tensor. */
 lv_tensor ts_empty(lv_ctx *ctx, int ndim, const int64_t *shape);
-/* Read an f32 tensor into a new malloc'd array (flushes first). */
+/* Read an f32, f16 or bf16 tensor into a new malloc'd f32 array (flushes first). */
 float *ts_read(lv_ctx *ctx, const lv_tensor *t);
+/* The relative error of storing an fp32 value in `dtype` (0 for f32): one unit in the last
+ * place, 2^-10 (f16) or 2^-7 (bf16), twice a rounding to nearest, so that a shader whose
+ * packHalf2x16 rounds another way (the GLSL spec leaves it open) still passes; f16's
+ * subnormals add an absolute 2^-25 (half their spacing), which tests add themselves. */
+double ts_half_rel(lv_dtype dtype);
 /* Round f32 values through a 16-bit dtype in place, as the device will see them. */
 void ts_round_to(lv_dtype dtype, float *x, size_t n);
 /* The inputs of `longvk forward` from a vectors file of the DiT tests: its 'x' as a .npy at

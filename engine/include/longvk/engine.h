@@ -105,12 +105,14 @@ typedef struct lv_ctx_options {
     uint64_t max_texel_bytes;    /* 0: maxTexelBufferElements x 16 bytes, the reach of the
                                     texel bindings into a memory block; smaller values
                                     exercise the error for tensors past it */
-    int precision;               /* the matrix products' inputs: LV_PRECISION_AUTO (also 0:
-                                    LONGVK_PRECISION=f32|f16 when set, else f32), LV_PRECISION_F32,
-                                    or LV_PRECISION_F16 (inputs rounded to fp16, fp32
-                                    accumulation, on the tensor cores where the context uses
-                                    them; elsewhere the fp32 kernels run). AUTO stays f32 until
-                                    the tensor-core kernels have been checked on a GPU. */
+    int precision;               /* LV_PRECISION_AUTO (also 0: LONGVK_PRECISION=f32|f16|bf16
+                                    when set, else f32), LV_PRECISION_F32, LV_PRECISION_F16 or
+                                    LV_PRECISION_BF16: the DiT keeps the activations that only
+                                    feed matrix products in that 16-bit dtype (engine/README.md,
+                                    "Tensor cores"), arithmetic stays fp32; at F16 the matrix
+                                    products with f32 inputs run on the tensor cores where the
+                                    context uses them. AUTO stays f32 until the half-precision
+                                    paths have been checked on a GPU. */
     int cpu_threads;             /* CPU devices (lavapipe) only. -1: lavapipe's choice (one
                                     worker per core, or LP_NUM_THREADS); 0: every dispatch
                                     runs on lavapipe's queue thread, no hand-off to workers
@@ -120,7 +122,7 @@ typedef struct lv_ctx_options {
                                     created: create such contexts from one thread. */
 } lv_ctx_options;
 
-typedef enum lv_precision { LV_PRECISION_AUTO = 0, LV_PRECISION_F32, LV_PRECISION_F16 } lv_precision;
+typedef enum lv_precision { LV_PRECISION_AUTO = 0, LV_PRECISION_F32, LV_PRECISION_F16, LV_PRECISION_BF16 } lv_precision;
 
 void lv_ctx_options_default(lv_ctx_options *opt);
 lv_status lv_ctx_create(const lv_ctx_options *opt, lv_ctx **out);

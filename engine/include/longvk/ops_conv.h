@@ -12,7 +12,8 @@ extern "C" {
 
 /* Per frame depthwise 3x3 with zero padding 1:
  * out[f, y, x, c] = bias[c] + sum_{i,j} w[c, 0, i, j] * x[f, y+i-1, x+j-1, c].
- * w: f32 [C, 1, 3, 3] (PyTorch layout); bias f32 [C] or NULL. */
+ * x, out: f32, f16 or bf16 (16-bit activations, computed in fp32); w: f32 [C, 1, 3, 3]
+ * (PyTorch layout); bias f32 [C] or NULL. */
 lv_status lv_op_dwconv3x3(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
                           const lv_tensor *w, const lv_tensor *bias);
 

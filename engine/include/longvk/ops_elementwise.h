@@ -10,7 +10,10 @@
  *
  * `out` must have exactly the shape of the first input (a or x) and may be that very tensor
  * (in place), or any same-shape input; it must not otherwise overlap an input in memory.
- * All f32. Bad shapes, dtypes or overlaps fail with LV_ERR_INVALID and a message naming
+ * All f32, except 16-bit activations (lv_ctx_options.precision): the element-wise ops other
+ * than modulate and add_gated take f16 or bf16 for out, a and b, and the LayerNorms' out may
+ * be f16 or bf16 (read and written as 32-bit words, computed in fp32; in place only between
+ * equal dtypes). Bad shapes, dtypes or overlaps fail with LV_ERR_INVALID and a message naming
  * the op and the shapes. Tensors larger than one kernel binding (lv_ctx_max_binding) are
  * split over rows; a single row too wide for one binding fails with LV_ERR_LIMIT. */
 #ifndef LONGVK_OPS_ELEMENTWISE_H

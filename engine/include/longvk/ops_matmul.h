@@ -2,9 +2,9 @@
  *
  *   out[b, m, n] = sum_k a[b, m, k] * w[b, n, k] + bias[n]
  *
- * a: f32 [..., M, K] (leading dims are the batch, or flattened into M when w is 2-D);
- * w: f32, f16 or bf16, [N, K] shared by every batch or [B, N, K]; bias: f32 [N] or NULL;
- * out: f32 [..., M, N]. Accumulates in fp32. Tile shapes are specialization constants
+ * a: f32, f16 or bf16 [..., M, K] (leading dims are the batch, or flattened into M when w is
+ * 2-D); w: f32, f16 or bf16, [N, K] shared by every batch or [B, N, K]; bias: f32 [N] or
+ * NULL; out: f32, f16 or bf16 [..., M, N] (f32 for lv_op_matmul_add). Accumulates in fp32. Tile shapes are specialization constants
  * chosen per device (register blocking on CPU devices, shared-memory tiles on GPUs).
  * Work whose tensors exceed one binding is split over M (and N). */
 #ifndef LONGVK_OPS_MATMUL_H

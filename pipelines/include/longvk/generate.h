@@ -182,9 +182,9 @@ typedef struct lv_generate_options {
                                      LV_GEN_CPU_THREADS_AUTO: lv_generate_auto_cpu_threads */
     int weights_dtype;            /* the DiT's matrix weights on the device (lv_dit_weights):
                                      0 as stored, or converted to f32, f16 or bf16 */
-    int precision;                /* the matrix products' inputs, as lv_ctx_options.precision:
-                                     LV_PRECISION_AUTO (0), _F32, or _F16 (the tensor cores
-                                     where the device offers them) */
+    int precision;                /* as lv_ctx_options.precision: LV_PRECISION_AUTO (0),
+                                     _F32, _F16 or _BF16 (the DiT's 16-bit activations; at
+                                     _F16 also the tensor cores where the device offers them) */
     int parallel_cfg;             /* CFG's unconditional passes on a second context and
                                      thread (lv_dit_twin): 1 on, 0 off, -1 auto: on for a CPU
                                      device running kernels inline (cpu_threads 0) with 2+
