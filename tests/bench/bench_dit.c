@@ -121,11 +121,11 @@ int bench_dit(int argc, char **argv) {
     args = (dit_bench_args){.shape = BENCH_DIT_ARGS_DEFAULT, .runs = 3};
     int r = cli_parse(&bench_dit_spec, argc, argv);
     if (r >= 0) return r;
-    lv_ctx_options copt;
-    lv_ctx_options_default(&copt);
-    copt.precision = args.precision;
+    lv_ctx_options ctx_opt;
+    lv_ctx_options_default(&ctx_opt);
+    ctx_opt.precision = args.precision;
     bench_dit_run run;
-    if ((r = bench_dit_open("bench dit", &args.shape, &copt, NULL, &run)) != 0) return r;
+    if ((r = bench_dit_open("bench dit", &args.shape, &ctx_opt, NULL, &run)) != 0) return r;
     const bench_dit_shape *shp = run.shape;
     const lv_sana_config cfg = run.cfg;
     const int full_depth = run.full_depth, frames = args.shape.frames, runs = args.runs, L = args.shape.text_tokens;
