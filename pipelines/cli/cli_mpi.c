@@ -64,6 +64,9 @@ void cli_mpi_end(cli_mpi *m, const char *command, int rc) {
         fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, rc);
     }
+    /* every rank here before any leaves: a rank that exits with a status (130 after a stop)
+     * makes mpirun end the job, which must not cut rank 0 short while it closes the video */
+    MPI_Barrier(MPI_COMM_WORLD);
     MPI_Finalize();
     started = 0;
 }

@@ -23,7 +23,7 @@ int cli_mpi_device(const cli_mpi *m, int requested);
 /* Every rank waits for every other (nothing without MPI). */
 void cli_mpi_barrier(const cli_mpi *m);
 /* The communicator freed; rc != 0: every rank stopped (MPI_Abort) after saying which failed;
- * else MPI_Finalize. Nothing when cli_mpi_begin did not start MPI. */
+ * else a barrier (rank 0 has closed its output) and MPI_Finalize. Nothing when cli_mpi_begin did not start MPI. */
 void cli_mpi_end(cli_mpi *m, const char *command, int rc);
 
 #endif
