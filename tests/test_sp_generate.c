@@ -312,7 +312,57 @@ Test(sp_generate, a_stop_on_one_rank_stops_every_rank, .timeout = 600) {
     free(got);
     free(want);
 }
+
+/* CFG parallelism (--cfg-parallel): 2 ranks (one per group, whole passes) and 4 (two groups
+ * of 2 bands) make the frames of one process; a stop reaching a rank of the unconditional
+ * group stops both groups after the same block (agreed across them), and --resume, whose
+ * file only the conditional group's rank 0 reads, completes the run on 4 ranks. */
+Test(sp_generate, cfg_parallel_groups_make_the_frames_of_one, .timeout = 900) {
+    char one[1100], m[1100];
+    snprintf(one, sizeof one, "%s", ts_tmp("spg_cfg1.mkv"));
+    free(generate_video("", "", one, false));
+    uint8_t *want = frames_of(one, PIXEL_FRAMES);
+    for (int W = 2; W <= 4; W += 2) {
+        char mpirun[256];
+        snprintf(mpirun, sizeof mpirun, TS_MPIRUN "-np %d", W);
+        snprintf(m, sizeof m, "%s", ts_tmp(W == 2 ? "spg_cfg2.mkv" : "spg_cfg4.mkv"));
+        char *out = generate_video(mpirun, W == 2 ? "--cfg-parallel" : "--cfg-parallel --sequence-parallel", m, false);
+        const char *w = strstr(out, "wrote ");
+        cr_assert(w && !strstr(w + 1, "wrote "), "one summary line expected:\n%s", out);
+        free(out);
+        uint8_t *got = frames_of(m, PIXEL_FRAMES);
+        cr_assert_eq(memcmp(got, want, PIXEL_FRAMES * FRAME_BYTES), 0, "%d ranks with --cfg-parallel: frames differ "
+                     "from one process's", W);
+        free(got);
+    }
+    /* rank 3: the unconditional group's second band */
+    snprintf(m, sizeof m, "%s", ts_tmp("spg_cfgs.mkv"));
+    remove(m);
+    char *out = generate_video("LONGVK_TEST_STOP=3:3 " TS_MPIRUN "-np 4", "--cfg-parallel --sequence-parallel", m,
+                               true);
+    cr_assert(strstr(out, "interrupted after block 3 of 5"), "%s", out);
+    free(out);
+    free(generate_video(TS_MPIRUN "-np 4", "--cfg-parallel --sequence-parallel --resume", m, false));
+    uint8_t *got = frames_of(m, PIXEL_FRAMES);
+    cr_assert_eq(memcmp(got, want, PIXEL_FRAMES * FRAME_BYTES), 0, "resumed with --cfg-parallel: frames differ");
+    free(got);
+    free(want);
+    /* two groups of the same size, or nothing */
+    snprintf(m, sizeof m, "%s", ts_tmp("spg_cfg3.mkv"));
+    remove(m);
+    out = generate_video(TS_MPIRUN "-np 3", "--cfg-parallel", m, true);
+    cr_assert(strstr(out, "even number of ranks") && strstr(out, "not 3"), "%s", out);
+    free(out);
+    cr_assert_neq(access(m, F_OK), 0, "%s was written", m);
+}
 #else
+Test(sp_generate, cfg_parallel_needs_mpi) {
+    char *out = generate_video("", "--cfg-parallel", ts_tmp("spg_never.mkv"), true);
+    cr_assert(strstr(out, "--cfg-parallel needs a build with MPI"), "%s", out);
+    free(out);
+    cr_assert_neq(access(ts_tmp("spg_never.mkv"), F_OK), 0);
+}
+
 Test(sp_generate, sequence_parallel_needs_mpi) {
     char *out = generate_video("", "--sequence-parallel", ts_tmp("spg_never.mkv"), true);
     cr_assert(strstr(out, "needs a build with MPI"), "%s", out);

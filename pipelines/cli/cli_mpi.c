@@ -29,13 +29,26 @@ int cli_mpi_check_launch(const char *command, bool sequence_parallel) {
 
 static int started;
 
-int cli_mpi_begin(const char *command, cli_mpi *m) {
+static MPI_Comm group = MPI_COMM_NULL; /* --cfg-parallel: this rank's group */
+
+int cli_mpi_begin(const char *command, bool cfg_parallel, cli_mpi *m) {
     MPI_Init(NULL, NULL);
     started = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &m->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &m->ranks);
     m->comm = NULL;
-    if (lv_sp_comm_mpi_create(MPI_COMM_WORLD, &m->comm) != LV_OK) {
+    m->partner = NULL;
+    if (cfg_parallel && m->ranks % 2) { /* every rank sees the same count: all leave the same way */
+        if (m->rank == 0)
+            fprintf(stderr, "longvk %s: --cfg-parallel needs an even number of ranks (two groups of the same size: "
+                    "the conditional and the unconditional passes), not %d\n", command, m->ranks);
+        MPI_Finalize();
+        started = 0;
+        return 2;
+    }
+    lv_status s = cfg_parallel ? lv_cfg_split_mpi(MPI_COMM_WORLD, &group, &m->partner) : LV_OK;
+    if (s == LV_OK) s = lv_sp_comm_mpi_create(cfg_parallel ? group : MPI_COMM_WORLD, &m->comm);
+    if (s != LV_OK) {
         fprintf(stderr, "longvk %s (rank %d of %d): %s\n", command, m->rank, m->ranks, lv_last_error());
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -58,6 +71,9 @@ void cli_mpi_end(cli_mpi *m, const char *command, int rc) {
     if (!started) return;
     lv_sp_comm_destroy(m->comm);
     m->comm = NULL;
+    lv_cfg_partner_mpi_destroy(m->partner);
+    m->partner = NULL;
+    if (group != MPI_COMM_NULL) MPI_Comm_free(&group);
     if (rc != 0) { /* the others may wait in a collective for this rank: stop them all */
         fprintf(stderr, "longvk %s: rank %d of %d failed (its message is above): stopping every rank\n", command,
                 m->rank, m->ranks);
@@ -71,10 +87,11 @@ void cli_mpi_end(cli_mpi *m, const char *command, int rc) {
     started = 0;
 }
 #else
-int cli_mpi_begin(const char *command, cli_mpi *m) {
+int cli_mpi_begin(const char *command, bool cfg_parallel, cli_mpi *m) {
     (void)m;
-    fprintf(stderr, "longvk %s: --sequence-parallel needs a build with MPI (cmake -DLONGVK_MPI=ON, with Debian's "
-            "openmpi-bin and libopenmpi-dev), run under mpirun; this one has none\n", command);
+    fprintf(stderr, "longvk %s: %s needs a build with MPI (cmake -DLONGVK_MPI=ON, with Debian's "
+            "openmpi-bin and libopenmpi-dev), run under mpirun; this one has none\n", command,
+            cfg_parallel ? "--cfg-parallel" : "--sequence-parallel");
     return 2;
 }
 

@@ -4,19 +4,23 @@
 
 #include <stdbool.h>
 
+#include "longvk/sampler.h"
 #include "longvk/sp_comm.h"
 
 typedef struct cli_mpi {
-    int rank, ranks;
-    lv_sp_comm *comm; /* one band per rank */
+    int rank, ranks;          /* in the whole job */
+    lv_sp_comm *comm;         /* one band per rank: of this rank's group with --cfg-parallel */
+    lv_cfg_partner *partner;  /* --cfg-parallel: the same band of the other group; else NULL */
 } cli_mpi;
 
 /* 0, or 2 after a message when this process is one of several that mpirun (or another
  * launcher: PMI_SIZE) started but --sequence-parallel was not given: each would write the
  * same output. */
 int cli_mpi_check_launch(const char *command, bool sequence_parallel);
-/* MPI_Init and the communicator; 2 (after a message) in a build without MPI. */
-int cli_mpi_begin(const char *command, cli_mpi *m);
+/* MPI_Init and the communicator; with cfg_parallel the ranks in two groups (the first half
+ * conditional, the second unconditional: lv_cfg_split_mpi), each its own bands. 2 (after a
+ * message) in a build without MPI or, with cfg_parallel, for an odd number of ranks. */
+int cli_mpi_begin(const char *command, bool cfg_parallel, cli_mpi *m);
 /* The Vulkan device of this rank: `requested` (>= 0) or LONGVK_DEVICE when set (-1 then),
  * else rank modulo the devices this process sees. */
 int cli_mpi_device(const cli_mpi *m, int requested);

@@ -165,7 +165,7 @@ int cmd_forward(int argc, char **argv) {
     cli_mpi mpi = {.rank = 0, .ranks = 1};
     if (args.sequence_parallel) {
         if (sp_emulate) return cli_usage_error("forward", "--sequence-parallel and --sp-emulate: one or the other");
-        int m = cli_mpi_begin("forward", &mpi);
+        int m = cli_mpi_begin("forward", false, &mpi);
         if (m) return m;
         device = cli_mpi_device(&mpi, (int)device);
     }

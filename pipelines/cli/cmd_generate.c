@@ -31,7 +31,7 @@ typedef struct generate_args {
     long seed;
     int sampler;
     int motion_score;
-    bool quiet, resume, sequence_parallel;
+    bool quiet, resume, sequence_parallel, cfg_parallel;
 } generate_args;
 
 static generate_args args;
@@ -138,8 +138,8 @@ static cli_option options[] = {
     {.name = "--parallel-cfg", .kind = CLI_CHOICE, .dest = &args.o.parallel_cfg, .choices = on_off,
      .help = "run CFG's unconditional passes on a second context and thread, beside the conditional ones "
              "(default: on for a CPU device with 2+ cores running kernels inline, see --cpu-threads); the "
-             "frames are the same either way, the model's device memory twice; off with --sp-emulate and "
-             "--sequence-parallel"},
+             "frames are the same either way, the model's device memory twice; off with --sp-emulate, "
+             "--sequence-parallel and --cfg-parallel"},
     {.name = "--sequence-parallel", .kind = CLI_FLAG, .dest = &args.sequence_parallel,
      .help = "run by every rank of `mpirun -np R`: one band of token rows per rank, each on its own device "
              "(rank modulo the devices, unless --device or LONGVK_DEVICE); rank 0 writes the video and the "
@@ -147,6 +147,12 @@ static cli_option options[] = {
              "`kill -USR1` to mpirun stops every rank after the same block (Ctrl-C on mpirun kills the job: "
              "--resume continues from the last block). --parallel-cfg is off (needs a build with "
              "-DLONGVK_MPI=ON)"},
+    {.name = "--cfg-parallel", .kind = CLI_FLAG, .dest = &args.cfg_parallel,
+     .help = "run by every rank of `mpirun -np W` (W even): the first W/2 ranks run the conditional passes of "
+             "CFG's guided steps, the others the unconditional ones, and each swaps its prediction with its "
+             "partner; with --sequence-parallel each half splits the token rows into W/2 bands. The frames of "
+             "one process (or of --sp-emulate W/2). For runs with CFG (the default model's; not LongSANA's "
+             "recipe, which has none); needs a build with -DLONGVK_MPI=ON"},
     {.name = "--sp-emulate", .kind = CLI_INT, .dest = &args.o.sp_bands, .metavar = "R", .min = 1, .max = 4096,
      .def = "off",
      .help = "sequence parallelism emulated on this device: every pass's token rows in R bands, each computed "
@@ -309,14 +315,17 @@ int cmd_generate(int argc, char **argv) {
     o.resume = args.resume;
     o.motion_score = cli_given(&cmd_generate_spec, "--motion-score") ? args.motion_score : LV_GEN_MODEL_DEFAULT;
     if (!check_state_file(&o)) return 2;
-    if (cli_mpi_check_launch("generate", args.sequence_parallel)) return 2;
+    if (cli_mpi_check_launch("generate", args.sequence_parallel || args.cfg_parallel)) return 2;
     cli_mpi mpi = {.rank = 0, .ranks = 1};
-    if (args.sequence_parallel) {
-        if (o.sp_bands) return cli_usage_error("generate", "--sequence-parallel and --sp-emulate: one or the other");
-        int m = cli_mpi_begin("generate", &mpi);
+    if (args.sequence_parallel || args.cfg_parallel) {
+        if (o.sp_bands)
+            return cli_usage_error("generate", "%s and --sp-emulate: one or the other",
+                                   args.sequence_parallel ? "--sequence-parallel" : "--cfg-parallel");
+        int m = cli_mpi_begin("generate", args.cfg_parallel, &mpi);
         if (m) return m;
         o.device_index = cli_mpi_device(&mpi, o.device_index);
-        o.sp_comm = mpi.comm;
+        o.sp_comm = args.sequence_parallel ? mpi.comm : NULL; /* --cfg-parallel alone: whole passes */
+        o.cfg_partner = mpi.partner;
     }
     /* rank 0 alone prints progress and the summary; every rank prints its errors */
     cli_state st = {.tty = isatty(STDERR_FILENO), .last_decile = -1, .quiet = args.quiet || mpi.rank != 0,
@@ -330,8 +339,9 @@ int cmd_generate(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     /* under mpirun a SIGTERM is mpirun ending the job (Ctrl-C, or a rank that failed or was
      * killed, which mpirun names): rank 0 says what is left; the others print only errors */
-    if (args.sequence_parallel && mpi.rank != 0) stop_message[0] = 0;
-    else if (args.sequence_parallel)
+    const bool ranks = args.sequence_parallel || args.cfg_parallel;
+    if (ranks && mpi.rank != 0) stop_message[0] = 0;
+    else if (ranks)
         snprintf(stop_message, sizeof stop_message, "\nlongvk generate (rank 0 of %d): stopping after the current "
                  "block; when mpirun ends the job (Ctrl-C, or a rank that died: mpirun names it), %s plays up to the "
                  "last block written and --resume continues from %s.longvk-state\n", mpi.ranks, o.output, o.output);
