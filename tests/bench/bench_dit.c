@@ -43,17 +43,7 @@ static dit_bench_args args;
 
 static cli_option options[] = {
     {.name = "--json", .kind = CLI_FLAG, .dest = &args.json, .help = "one JSON object with the same figures"},
-    {.name = "--preset", .kind = CLI_CHOICE, .dest = &args.shape.preset, .choices = bench_dit_presets,
-     .def = "sana-video-2b-480p", .help = BENCH_DIT_PRESET_HELP},
-    {.name = "--depth", .kind = CLI_INT, .dest = &args.shape.depth, .metavar = "N", .min = 1, .max = 20,
-     .def = "20, the model's: 4.1 GB of bf16 weights in host memory while they upload",
-     .help = "DiT blocks (about 0.2 GB of weights each); fewer for a CPU device"},
-    {.name = "--frames", .kind = CLI_INT, .dest = &args.shape.frames, .metavar = "N", .min = 1, .max = 64,
-     .def = "10, LongSANA's chunk", .help = "latent frames in the chunk"},
-    {.name = "--latent", .kind = CLI_CUSTOM, .dest = &args.shape, .parse = bench_dit_parse_latent, .metavar = "HxW",
-     .def = "the preset's", .help = "latent grid of a frame instead (a multiple of the patch: 2 at 480p)"},
-    {.name = "--text-tokens", .kind = CLI_INT, .dest = &args.shape.text_tokens, .metavar = "L", .min = 1, .max = 1024,
-     .def = "300, SANA-Video's text length", .help = "caption tokens the cross-attention reads"},
+    BENCH_DIT_SHAPE_OPTIONS(args.shape),
     {.name = "--runs", .kind = CLI_INT, .dest = &args.runs, .metavar = "N", .min = 1, .max = MAX_RUNS, .def = "3",
      .help = "timed chunks after the warm-up chunk (the median is reported)"},
     {.name = "--precision", .kind = CLI_CHOICE, .dest = &args.precision, .choices = cli_precisions,

@@ -35,6 +35,21 @@ typedef struct bench_dit_args {
 } bench_dit_args;
 #define BENCH_DIT_ARGS_DEFAULT {.depth = 20, .frames = 10, .text_tokens = 300}
 
+/* The option table's entries for the shape, bench dit's and bench sp's: --preset, --depth,
+ * --frames, --latent, --text-tokens into the bench_dit_args `a` (a static). */
+#define BENCH_DIT_SHAPE_OPTIONS(a)                                                                          \
+    {.name = "--preset", .kind = CLI_CHOICE, .dest = &(a).preset, .choices = bench_dit_presets,            \
+     .def = "sana-video-2b-480p", .help = BENCH_DIT_PRESET_HELP},                                           \
+    {.name = "--depth", .kind = CLI_INT, .dest = &(a).depth, .metavar = "N", .min = 1, .max = 20,            \
+     .def = "20, the model's: 4.1 GB of bf16 weights in host memory while they upload",                    \
+     .help = "DiT blocks (about 0.2 GB of weights each); fewer for a CPU device"},                          \
+    {.name = "--frames", .kind = CLI_INT, .dest = &(a).frames, .metavar = "N", .min = 1, .max = 64,          \
+     .def = "10, LongSANA's chunk", .help = "latent frames in the chunk"},                                  \
+    {.name = "--latent", .kind = CLI_CUSTOM, .dest = &(a), .parse = bench_dit_parse_latent, .metavar = "HxW", \
+     .def = "the preset's", .help = "latent grid of a frame instead (a multiple of the patch: 2 at 480p)"},  \
+    {.name = "--text-tokens", .kind = CLI_INT, .dest = &(a).text_tokens, .metavar = "L", .min = 1,           \
+     .max = 1024, .def = "300, SANA-Video's text length", .help = "caption tokens the cross-attention reads"}
+
 /* CLI_CUSTOM parser of --latent HxW; dest is the bench_dit_args. */
 const char *bench_dit_parse_latent(const char *s, void *dest);
 

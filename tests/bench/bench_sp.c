@@ -94,16 +94,7 @@ static const char *parse_link(const char *s, void *dest) {
 
 static cli_option options[] = {
     {.name = "--json", .kind = CLI_FLAG, .dest = &args.json, .help = "one JSON object with the same figures"},
-    {.name = "--preset", .kind = CLI_CHOICE, .dest = &args.shape.preset, .choices = bench_dit_presets,
-     .def = "sana-video-2b-480p", .help = BENCH_DIT_PRESET_HELP},
-    {.name = "--depth", .kind = CLI_INT, .dest = &args.shape.depth, .metavar = "N", .min = 1, .max = 20,
-     .def = "20, the model's", .help = "DiT blocks (about 0.2 GB of weights each); fewer for a CPU device"},
-    {.name = "--frames", .kind = CLI_INT, .dest = &args.shape.frames, .metavar = "N", .min = 1, .max = 64,
-     .def = "10, LongSANA's chunk", .help = "latent frames in the chunk"},
-    {.name = "--latent", .kind = CLI_CUSTOM, .dest = &args.shape, .parse = bench_dit_parse_latent, .metavar = "HxW",
-     .def = "the preset's", .help = "latent grid of a frame instead (a multiple of the patch: 2 at 480p)"},
-    {.name = "--text-tokens", .kind = CLI_INT, .dest = &args.shape.text_tokens, .metavar = "L", .min = 1, .max = 1024,
-     .def = "300, SANA-Video's text length", .help = "caption tokens the cross-attention reads"},
+    BENCH_DIT_SHAPE_OPTIONS(args.shape),
     {.name = "--ranks", .kind = CLI_CUSTOM, .dest = &args, .parse = parse_ranks, .metavar = "LIST", .def = "2,4,8",
      .help = "rank counts to measure and model (each at most the chunk's token rows)"},
     {.name = "--link", .kind = CLI_CUSTOM, .dest = &args, .parse = parse_link, .metavar = "GBPS,US",
@@ -191,6 +182,25 @@ static lv_status measure_rank(chunk_runner *cr, int R, int r, int Hp, int runs, 
     return LV_OK;
 }
 
+/* R ranks: the slowest rank's compute and chunk, and per link the modelled chunk (each rank's
+ * measured chunk plus its network time; R ranks take as long as the slowest). */
+typedef struct rank_count_summary {
+    double slowest_compute, slowest_chunk, modelled[MAX_LINKS];
+} rank_count_summary;
+
+static rank_count_summary summarize(int R, const rank_figures *rf, const link *links, int nlinks) {
+    rank_count_summary m = {0};
+    for (int r = 0; r < R; r++) {
+        if (rf[r].compute_s > m.slowest_compute) m.slowest_compute = rf[r].compute_s;
+        if (rf[r].chunk_s > m.slowest_chunk) m.slowest_chunk = rf[r].chunk_s;
+        for (int l = 0; l < nlinks; l++) {
+            double t = rf[r].chunk_s + network_s(&rf[r].per_chunk, &links[l]);
+            if (t > m.modelled[l]) m.modelled[l] = t;
+        }
+    }
+    return m;
+}
+
 static void print_rank_count(int R, const rank_figures *rf, const link *links, int nlinks, double one_rank_s,
                              int depth) {
     printf("\nR = %d, bands of", R);
@@ -204,32 +214,21 @@ static void print_rank_count(int R, const rank_figures *rf, const link *links, i
                rf[r].chunk_s, rf[r].staging_s, rf[r].compute_s, per_call(st, LV_SP_STATE_SUM) / 1e6,
                per_call(st, LV_SP_HALO) / 1e6, per_call(st, LV_SP_GATHER_ROWS) / 1e6);
     }
-    double slowest_compute = 0, slowest_chunk = 0;
-    for (int r = 0; r < R; r++) {
-        if (rf[r].compute_s > slowest_compute) slowest_compute = rf[r].compute_s;
-        if (rf[r].chunk_s > slowest_chunk) slowest_chunk = rf[r].chunk_s;
-    }
+    const rank_count_summary m = summarize(R, rf, links, nlinks);
     printf("  per layer: %.1f ms of compute on the slowest rank (a pass's compute over its %d block%s, the "
-           "embedding and final layer counted in)\n", 1e3 * slowest_compute / PASSES / depth, depth,
+           "embedding and final layer counted in)\n", 1e3 * m.slowest_compute / PASSES / depth, depth,
            depth == 1 ? "" : "s");
     printf("  modelled chunk (the slowest rank's measured chunk + its network time, nothing overlapped):\n");
-    for (int l = 0; l < nlinks; l++) {
-        double worst = 0;
-        for (int r = 0; r < R; r++) {
-            double t = rf[r].chunk_s + network_s(&rf[r].per_chunk, &links[l]);
-            if (t > worst) worst = t;
-        }
+    for (int l = 0; l < nlinks; l++)
         printf("    %-20s %5.1f GB/s %4.0f us: %.4f s, speed-up x%.2f\n", links[l].name, links[l].gbytes_per_s,
-               links[l].latency_us, worst, one_rank_s / worst);
-    }
-    printf("    no network at all: x%.2f (staging included); compute alone: x%.2f\n", one_rank_s / slowest_chunk,
-           one_rank_s / slowest_compute);
+               links[l].latency_us, m.modelled[l], one_rank_s / m.modelled[l]);
+    printf("    no network at all: x%.2f (staging included); compute alone: x%.2f\n", one_rank_s / m.slowest_chunk,
+           one_rank_s / m.slowest_compute);
 }
 
 static void json_rank_count(int R, const rank_figures *rf, const link *links, int nlinks, double one_rank_s,
                             bool first) {
     printf("%s{\"ranks\": %d, \"bands\": [", first ? "" : ", ", R);
-    double slowest_compute = 0, slowest_chunk = 0;
     for (int r = 0; r < R; r++) {
         const lv_sp_comm_stats *st = &rf[r].per_chunk;
         printf("%s{\"band\": %d, \"rows\": %d, \"halo_rows\": %d, \"chunk_s\": %.6f, \"staging_s\": %.6f, "
@@ -242,21 +241,14 @@ static void json_rank_count(int R, const rank_figures *rf, const link *links, in
                (unsigned long long)st->bytes_sent[0], (unsigned long long)st->bytes_sent[1],
                (unsigned long long)st->bytes_sent[2], (unsigned long long)st->messages[0],
                (unsigned long long)st->messages[1], (unsigned long long)st->messages[2]);
-        if (rf[r].compute_s > slowest_compute) slowest_compute = rf[r].compute_s;
-        if (rf[r].chunk_s > slowest_chunk) slowest_chunk = rf[r].chunk_s;
     }
+    const rank_count_summary m = summarize(R, rf, links, nlinks);
     printf("], \"modelled\": [");
-    for (int l = 0; l < nlinks; l++) {
-        double worst = 0;
-        for (int r = 0; r < R; r++) {
-            double t = rf[r].chunk_s + network_s(&rf[r].per_chunk, &links[l]);
-            if (t > worst) worst = t;
-        }
-        printf("%s{\"link\": \"%s\", \"chunk_s\": %.6f, \"speedup\": %.4f}", l ? ", " : "", links[l].name, worst,
-               one_rank_s / worst);
-    }
-    printf("], \"speedup_no_network\": %.4f, \"speedup_compute_only\": %.4f}", one_rank_s / slowest_chunk,
-           one_rank_s / slowest_compute);
+    for (int l = 0; l < nlinks; l++)
+        printf("%s{\"link\": \"%s\", \"chunk_s\": %.6f, \"speedup\": %.4f}", l ? ", " : "", links[l].name,
+               m.modelled[l], one_rank_s / m.modelled[l]);
+    printf("], \"speedup_no_network\": %.4f, \"speedup_compute_only\": %.4f}", one_rank_s / m.slowest_chunk,
+           one_rank_s / m.slowest_compute);
 }
 
 int bench_sp(int argc, char **argv) {
