@@ -1,6 +1,7 @@
 /* Band geometry and the transport-independent part of longvk/sp_comm.h: argument checks,
  * the byte counts and clocks of the statistics, then the transport's operation; and the
  * host staging that the MPI and solo transports share. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -189,6 +190,25 @@ lv_status lv_sp_comm_broadcast(lv_sp_comm *c, void *data, uint64_t bytes) {
     if (!c || (!data && bytes > 0))
         return lv_error(LV_ERR_INVALID, "sequence parallel broadcast: %s is NULL", !c ? "the communicator" : "the data");
     return c->ops->broadcast && bytes > 0 ? c->ops->broadcast(c, data, bytes) : LV_OK;
+}
+
+lv_status lv_sp_comm_check_same(lv_sp_comm *c, const char *what, const char *mine) {
+    enum { TEXT = 512 };
+    if (!c || !what || !mine)
+        return lv_error(LV_ERR_INVALID, "sequence parallel check: %s is NULL", !c ? "the communicator" : "a text");
+    if (!c->ops->gather_bytes) return LV_OK; /* one process: nothing to compare */
+    const int processes = c->bands / c->count;
+    char text[TEXT] = {0}, *all = calloc((size_t)processes, TEXT);
+    if (!all) return lv_error(LV_ERR_NOMEM, "out of host memory");
+    snprintf(text, sizeof text, "%s", mine);
+    lv_status s = c->ops->gather_bytes(c, text, all, TEXT);
+    for (int p = 1; s == LV_OK && p < processes; p++)
+        if (memcmp(all, all + (size_t)p * TEXT, TEXT) != 0)
+            s = lv_error(LV_ERR_INVALID, "sequence parallel: %s differs between the ranks: band 0 has '%s', band %d "
+                         "'%s'; every rank needs the same kind of device and driver, or the ranks would not compute "
+                         "the same bits", what, all, p * c->count, all + (size_t)p * TEXT);
+    free(all);
+    return s;
 }
 
 lv_status lv_sp_comm_agree_max(lv_sp_comm *c, int *value) {

@@ -17,6 +17,8 @@ typedef struct lv_sp_comm_ops {
      * holds every band, nothing to do */
     lv_status (*broadcast)(lv_sp_comm *c, void *data, uint64_t bytes);
     lv_status (*agree_max)(lv_sp_comm *c, int *value);
+    /* every process's `bytes` bytes of mine into all [processes][bytes], in band order */
+    lv_status (*gather_bytes)(lv_sp_comm *c, const void *mine, void *all, uint64_t bytes);
 } lv_sp_comm_ops;
 
 struct lv_sp_comm {

@@ -120,6 +120,14 @@ static lv_status mpi_agree_max(lv_sp_comm *c, int *value) {
     return mpi_check(MPI_Allreduce(MPI_IN_PLACE, value, 1, MPI_INT, MPI_MAX, m->comm), "MPI_Allreduce (MAX)", m->rank);
 }
 
+static lv_status mpi_gather_bytes(lv_sp_comm *c, const void *mine, void *all, uint64_t bytes) {
+    mpi_impl *m = c->impl;
+    if (bytes > (uint64_t)(1u << 30)) return lv_error(LV_ERR_LIMIT, "sequence parallel: %llu bytes to gather",
+                                                      (unsigned long long)bytes);
+    return mpi_check(MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, m->comm), "MPI_Allgather",
+                     m->rank);
+}
+
 static void mpi_destroy(lv_sp_comm *c) {
     mpi_impl *m = c->impl;
     if (m) {
@@ -132,7 +140,7 @@ static void mpi_destroy(lv_sp_comm *c) {
 static const lv_sp_comm_ops mpi_ops = {
     .state_sum = mpi_state_sum, .halo = mpi_halo, .gather_rows = mpi_gather_rows, .destroy = mpi_destroy,
     /* generate's block loop */
-    .broadcast = mpi_broadcast, .agree_max = mpi_agree_max};
+    .broadcast = mpi_broadcast, .agree_max = mpi_agree_max, .gather_bytes = mpi_gather_bytes};
 
 lv_status lv_sp_comm_mpi_create(MPI_Comm comm, lv_sp_comm **out) {
     if (!out) return lv_error(LV_ERR_INVALID, "lv_sp_comm_mpi_create: out is NULL");

@@ -136,6 +136,12 @@ lv_status lv_dit_create(lv_ctx *ctx, const lv_sana_file *file, const lv_dit_opti
         dit->sp = dit->opt.sp_comm;
         dit->sp_borrowed = true;
     }
+    if (s == LV_OK && dit->sp_borrowed) { /* D4: the same kind of device on every rank */
+        const lv_device_info *dev = lv_ctx_device(ctx);
+        char kind[600]; /* the comparison takes the first 511 bytes */
+        snprintf(kind, sizeof kind, "%.250s (%.250s)", dev->name, dev->driver);
+        s = lv_sp_comm_check_same(dit->sp, "the device", kind);
+    }
     if (s == LV_OK) s = create(ctx, file, dit);
     if (s != LV_OK) {
         lv_dit_destroy(ctx, dit);

@@ -6,6 +6,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "longvk.h"
 #include "longvk/sp_comm_mpi.h"
@@ -62,6 +63,18 @@ static int run(int rank, int R, const char *dir) {
     free(own);
     lv_tensor *all[] = {&tp, &ts, &to, &tpad};
     for (int i = 0; i < 4; i++) lv_tensor_free(ctx, all[i]);
+    /* D4: the same text on every rank passes; a rank with another fails everywhere, named */
+    if (lv_sp_comm_check_same(comm, "the check", "same") != LV_OK) return fail(rank, "the same text");
+    if (R > 1) {
+        lv_status s = lv_sp_comm_check_same(comm, "the check", rank == R - 1 ? "other" : "same");
+        char want[64];
+        snprintf(want, sizeof want, "band %d 'other'", R - 1);
+        if (s != LV_ERR_INVALID || !strstr(lv_last_error(), want) || !strstr(lv_last_error(), "band 0 has 'same'")) {
+            fprintf(stderr, "sp_comm_check rank %d: differing texts gave status %d, '%s'\n", rank, (int)s,
+                    lv_last_error());
+            return 1;
+        }
+    }
     lv_sp_comm_destroy(comm);
     uint64_t messages = lv_ctx_validation_messages(ctx);
     lv_ctx_destroy(ctx);

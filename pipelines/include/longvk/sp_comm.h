@@ -78,6 +78,11 @@ lv_status lv_sp_comm_broadcast(lv_sp_comm *c, void *data, uint64_t bytes);
  * process gets the same answer (the stop flag agreed at a block boundary). */
 lv_status lv_sp_comm_agree_max(lv_sp_comm *c, int *value);
 
+/* LV_OK when every process passed the same text (up to 511 bytes), else LV_ERR_INVALID on
+ * every process, naming `what`, band 0's text and the first band whose text differs (the
+ * design's D4: ranks on different kinds of device would not make the same bits). */
+lv_status lv_sp_comm_check_same(lv_sp_comm *c, const char *what, const char *mine);
+
 /* ---- what the communication costs (longvk bench sp) ---- */
 
 typedef enum lv_sp_op { LV_SP_STATE_SUM = 0, LV_SP_HALO, LV_SP_GATHER_ROWS, LV_SP_OPS } lv_sp_op;
