@@ -126,7 +126,8 @@ static void kernel_tiled(const lv_ctx *ctx, const lv_tensor *a, const lv_tensor 
 /* Tensor-core kernel (shaders/coopmat/matmul_coopmat.comp): 64 x 64 blocks per workgroup
  * of four subgroups, each computing 32 x 32 as tiles of the device's shape, 32-deep k steps
  * staged in shared memory as fp16. */
-static void kernel_coopmat(const lv_ctx *ctx, lv_dtype wdtype, const lv_coopmat_shape *shape, mm_config *c) {
+static void kernel_coopmat(const lv_ctx *ctx, lv_dtype wdtype, lv_dtype adtype, lv_dtype odtype,
+                           const lv_coopmat_shape *shape, mm_config *c) {
     uint32_t bm = 64, bn = 64, bk = 32, wm = 32, wn = 32;
     c->op = LV_OP_MATMUL_COOPMAT;
     c->spec[0] = lv_ctx_device(ctx)->subgroup_size * (bm / wm) * (bn / wn);
@@ -139,7 +140,9 @@ static void kernel_coopmat(const lv_ctx *ctx, lv_dtype wdtype, const lv_coopmat_
     c->spec[7] = shape->m;
     c->spec[8] = shape->n;
     c->spec[9] = shape->k;
-    c->nspec = 10;
+    c->spec[10] = (uint32_t)adtype;
+    c->spec[11] = (uint32_t)odtype;
+    c->nspec = 12;
     c->tile_m = bm;
     c->tile_n = bn;
 }
@@ -296,7 +299,7 @@ static lv_status run_chunk(lv_ctx *ctx, lv_matmul_variant variant, const mm_shap
     mm_views v;
     memset(&k, 0, sizeof k);
     if (variant == LV_MATMUL_COOPMAT) {
-        kernel_coopmat(ctx, w->dtype, coopmat_shape(ctx), &k);
+        kernel_coopmat(ctx, w->dtype, a->dtype, out->dtype, coopmat_shape(ctx), &k);
         chunk_views(s, out, a, w, bias, c, &v);
         return dispatch(ctx, &k, s, &v, bias != NULL, c);
     }
@@ -376,13 +379,7 @@ lv_status lv_op_matmul_ex(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a,
     if (accumulate && out->dtype != LV_F32)
         return lv_error(LV_ERR_INVALID, "matmul: out += a w^T needs an f32 out (the residual stream), not %s",
                         lv_tensor_describe(out, d, sizeof d));
-    bool half_act = a->dtype != LV_F32 || out->dtype != LV_F32;
-    if (variant == LV_MATMUL_COOPMAT && half_act)
-        return lv_error(LV_ERR_UNSUPPORTED, "matmul: the tensor-core kernel takes f32 a and out, not %s",
-                        lv_tensor_describe(a->dtype != LV_F32 ? a : out, d, sizeof d));
     if (variant == LV_MATMUL_AUTO) variant = lv_matmul_auto_variant(ctx);
-    /* 16-bit activations on a context that would use the tensor cores: the GPU kernel */
-    if (variant == LV_MATMUL_COOPMAT && half_act) variant = LV_MATMUL_TILED;
     if (variant == LV_MATMUL_COOPMAT && (!coopmat_shape(ctx) || !lv_op_available(ctx, LV_OP_MATMUL_COOPMAT)))
         return lv_error(LV_ERR_UNSUPPORTED, "matmul: the tensor-core kernel needs a device with fp16 cooperative "
                         "matrices enabled (`longvk devices` says why not here) and a build with its shader");

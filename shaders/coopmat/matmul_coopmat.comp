@@ -2,7 +2,9 @@
 // Matrix multiply on the tensor cores (VK_KHR_cooperative_matrix), for GPUs that offer it:
 //   out[z, m, n] = sum_k a[z, m, k] * w[z?, n, k] + bias[n]
 // with the inputs rounded to fp16 and the products accumulated in fp32 (the C reference of
-// this variant rounds a and w to fp16 first: tests/test_matmul.c).
+// this variant rounds a and w to fp16 first: tests/test_matmul.c). a and out may be 16-bit
+// activations (f16 or bf16, ADT / ODT, read and written through 32-bit words as in
+// matmul_tiled.comp; a 16-bit out takes no residual add).
 //
 // A workgroup of SUBGROUPS subgroups computes a BM x BN block of out. Per step of BK values
 // of k its invocations copy a BM x BK block of a and a BN x BK block of w into shared memory
@@ -37,9 +39,13 @@ layout(constant_id = 6) const uint WDT = 0;  // w dtype: LV_DTYPE_F32 / F16 / BF
 layout(constant_id = 7) const uint TM = 16;  // the device's cooperative-matrix shape
 layout(constant_id = 8) const uint TN = 16;
 layout(constant_id = 9) const uint TK = 16;
+layout(constant_id = 10) const uint ADT = 0; // a dtype (16-bit: words, shaders/common.glsl)
+layout(constant_id = 11) const uint ODT = 0; // out dtype (16-bit: stored by atomics on words; no accumulate)
 
 layout(std430, binding = 0) buffer Out { float o[]; };
+layout(std430, binding = 0) buffer OutW { uint ow[]; };
 layout(std430, binding = 1) readonly buffer A { float a[]; };
+layout(std430, binding = 1) readonly buffer AW { uint aw[]; };
 layout(std430, binding = 2) readonly buffer W { uint w[]; };
 layout(std430, binding = 3) readonly buffer Bias { float bias[]; };
 
@@ -80,7 +86,10 @@ void main() {
             uint e = tid + t * NT;
             uint r = e / BK, kk = e % BK, m = m0 + r, k = k0 + kk;
             float v = 0.0;
-            if (m < pc.M && k < pc.K) v = a[abase + m * pc.K + k];
+            if (m < pc.M && k < pc.K) {
+                uint ea = abase + m * pc.K + k;
+                v = ADT == LV_DTYPE_F32 ? a[ea] : lv_half_at(aw[ea >> 1], ea, ADT);
+            }
             if (e < BM * BK) As[r * LDS + kk] = float16_t(v);
         }
         [[unroll]] for (uint t = 0; t < (BN * BK + NT - 1u) / NT; t++) {
@@ -118,7 +127,8 @@ void main() {
         if (m < pc.M && n < pc.N) {
             float b = pc.has_bias != 0u ? bias[pc.bias_off + n] : 0.0;
             uint oe = obase + m * pc.ldo + n;
-            o[oe] = mm_act(Cs[r * LDC + c] + b) + (pc.accumulate != 0u ? o[oe] : 0.0);
+            if (ODT != LV_DTYPE_F32) LV_STORE_HALF(ow, oe, lv_half_bits(mm_act(Cs[r * LDC + c] + b), ODT))
+            else o[oe] = mm_act(Cs[r * LDC + c] + b) + (pc.accumulate != 0u ? o[oe] : 0.0);
         }
     }
 }
