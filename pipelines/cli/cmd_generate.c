@@ -141,7 +141,8 @@ static cli_option options[] = {
              "frames are the same either way, the model's device memory twice; off with --sp-emulate, "
              "--sequence-parallel and --cfg-parallel"},
     {.name = "--sequence-parallel", .kind = CLI_FLAG, .dest = &args.sequence_parallel,
-     .help = "run by every rank of `mpirun -np R`: one band of token rows per rank, each on its own device "
+     .help = "run by every rank of `mpirun -np R`: one band of token rows per rank (per rank of a group with "
+             "--cfg-parallel), each on its own device "
              "(rank modulo the devices, unless --device or LONGVK_DEVICE); rank 0 writes the video and the "
              "resume file and prints progress, the others print only errors; the frames of --sp-emulate R. "
              "`kill -USR1` to mpirun stops every rank after the same block (Ctrl-C on mpirun kills the job: "
