@@ -169,35 +169,55 @@ Test(vae_ops, time_conv_interleaves_halves) {
 
 /* ---- per-frame conv2d, optionally on the 2x upsampled frame ------------------------------ */
 
-static void conv2d_run(lv_ctx *ctx, int T, int H, int W, int Ci, int Co, int up, uint64_t seed) {
+/* The conv2d over [T, H, W, Ci], or (nrows > 0) only its output rows [row0, row0 + nrows)
+ * of every frame (lv_op_vae_conv2d_rows), against the reference's rows; a window must also
+ * hold the very bits of the whole conv's rows. */
+static void conv2d_rows_run(lv_ctx *ctx, int T, int H, int W, int Ci, int Co, int up, int row0, int nrows,
+                            uint64_t seed) {
     size_t n_in = (size_t)T * H * W * Ci;
-    int OH = H << up, OW = W << up;
+    int OH = H << up, OW = W << up, R = nrows ? nrows : OH;
     float *x = ts_rand_alloc(n_in, seed, -1, 1);
     float *wt = ts_rand_alloc((size_t)Co * Ci * 9, seed + 1, -1, 1);
     float *bias = ts_rand_alloc((size_t)Co, seed + 2, -1, 1);
     float *wp = packed(wt, Co, Ci, 1, 3);
     int64_t xs[4] = {T, H, W, Ci}, ws[5] = {Co, 1, 3, 3, Ci}, bs[1] = {Co}, os[4] = {T, OH, OW, Co};
+    int64_t rs[4] = {T, R, OW, Co};
     lv_tensor tx = ts_tensor(ctx, LV_F32, 4, xs, x), tw = ts_tensor(ctx, LV_F32, 5, ws, wp);
-    lv_tensor tb = ts_tensor(ctx, LV_F32, 1, bs, bias), tout = ts_empty(ctx, 4, os);
+    lv_tensor tb = ts_tensor(ctx, LV_F32, 1, bs, bias), tout = ts_empty(ctx, 4, os), trows = ts_empty(ctx, 4, rs);
     cr_assert_eq(lv_op_vae_conv2d(ctx, &tout, &tx, &tw, &tb, up), LV_OK, "%s", lv_last_error());
-    float *got = ts_read(ctx, &tout);
+    if (nrows)
+        cr_assert_eq(lv_op_vae_conv2d_rows(ctx, &trows, &tx, &tw, &tb, up, row0), LV_OK, "%s", lv_last_error());
+    float *whole = ts_read(ctx, &tout), *got = nrows ? ts_read(ctx, &trows) : whole;
     float *src = x;
     if (up) {
         src = malloc((size_t)T * OH * OW * Ci * sizeof *src);
         ref_vae_upsample2x(src, x, T, H, W, Ci);
     }
-    size_t n = (size_t)T * OH * OW * Co;
+    size_t n = (size_t)T * OH * OW * Co, per_row = (size_t)OW * Co;
     float *want = malloc(n * sizeof *want);
     double *mag = malloc(n * sizeof *mag);
     /* frames are independent: a kt = 1 conv over the T frames */
     ref_vae_conv(want, mag, src, T, OH, OW, Ci, wt, Co, 1, 3, bias, NULL);
+    if (nrows) /* the window's rows of the reference, packed like the output */
+        for (int t = 0; t < T; t++) {
+            memmove(want + (size_t)t * R * per_row, want + ((size_t)t * OH + row0) * per_row, R * per_row * sizeof *want);
+            memmove(mag + (size_t)t * R * per_row, mag + ((size_t)t * OH + row0) * per_row, R * per_row * sizeof *mag);
+            cr_assert_eq(memcmp(got + (size_t)t * R * per_row, whole + ((size_t)t * OH + row0) * per_row,
+                                R * per_row * sizeof *got), 0, "conv2d rows %d+%d of frame %d differ from the whole "
+                         "conv's", row0, nrows, t);
+        }
     char what[96];
-    snprintf(what, sizeof what, "conv2d T%d %dx%d Ci%d Co%d up%d", T, H, W, Ci, Co, up);
-    check_conv_bound(what, got, want, mag, n, 9 * Ci + 1);
+    snprintf(what, sizeof what, "conv2d T%d %dx%d Ci%d Co%d up%d rows %d+%d", T, H, W, Ci, Co, up, row0, R);
+    check_conv_bound(what, got, want, mag, (size_t)T * R * per_row, 9 * Ci + 1);
     if (up) free(src);
-    free(got), free(want), free(mag), free(x), free(wt), free(bias), free(wp);
+    if (nrows) free(got);
+    free(whole), free(want), free(mag), free(x), free(wt), free(bias), free(wp);
     lv_tensor_free(ctx, &tx), lv_tensor_free(ctx, &tw), lv_tensor_free(ctx, &tb);
-    lv_tensor_free(ctx, &tout);
+    lv_tensor_free(ctx, &tout), lv_tensor_free(ctx, &trows);
+}
+
+static void conv2d_run(lv_ctx *ctx, int T, int H, int W, int Ci, int Co, int up, uint64_t seed) {
+    conv2d_rows_run(ctx, T, H, W, Ci, Co, up, 0, 0, seed);
 }
 
 Test(vae_ops, conv2d_with_and_without_upsample) {
@@ -209,6 +229,28 @@ Test(vae_ops, conv2d_with_and_without_upsample) {
     /* 4 KiB bindings: a 2x upsampled row of 38 pixels x 8 channels is 1216 bytes */
     ctx = ts_ctx_with_binding(4096);
     conv2d_run(ctx, 1, 9, 19, 4, 8, 1, 430);
+    ts_ctx_done(ctx);
+}
+
+/* A window of output rows (the VAE over bands: a band's rows at twice the size and a halo
+ * row each side): at the frame's top, in the middle (odd start: half a source row), at the
+ * bottom; over small bindings too. Rows outside the frame are refused. */
+Test(vae_ops, conv2d_rows_window) {
+    lv_ctx *ctx = ts_ctx();
+    conv2d_rows_run(ctx, 2, 6, 5, 8, 6, 1, 0, 5, 440);
+    conv2d_rows_run(ctx, 2, 6, 5, 8, 6, 1, 3, 7, 441);
+    conv2d_rows_run(ctx, 1, 6, 5, 7, 9, 1, 7, 5, 442);
+    conv2d_rows_run(ctx, 1, 7, 4, 8, 5, 0, 2, 3, 443);
+    ts_ctx_done(ctx);
+    ctx = ts_ctx_with_binding(4096);
+    conv2d_rows_run(ctx, 1, 9, 19, 4, 8, 1, 5, 9, 444);
+    int64_t xs[4] = {1, 4, 3, 4}, ws[5] = {4, 1, 3, 3, 4}, os[4] = {1, 3, 6, 4};
+    lv_tensor tx = ts_empty(ctx, 4, xs), tw = ts_empty(ctx, 5, ws), to = ts_empty(ctx, 4, os);
+    cr_assert_eq(lv_op_vae_conv2d_rows(ctx, &to, &tx, &tw, NULL, 1, 6), LV_ERR_INVALID); /* rows 6..9 of 8 */
+    cr_assert(strstr(lv_last_error(), "outside the 8 rows"), "%s", lv_last_error());
+    cr_assert_eq(lv_op_vae_conv2d_rows(ctx, &to, &tx, &tw, NULL, 1, -1), LV_ERR_INVALID);
+    cr_assert_eq(lv_op_vae_conv2d_rows(ctx, &to, &tx, &tw, NULL, 1, 5), LV_OK, "%s", lv_last_error());
+    lv_tensor_free(ctx, &tx), lv_tensor_free(ctx, &tw), lv_tensor_free(ctx, &to);
     ts_ctx_done(ctx);
 }
 

@@ -77,19 +77,21 @@ static uint32_t env_u32(const char *name, uint32_t fallback) {
 
 /* One output frame of a convolution. */
 typedef struct conv_frame_args {
-    const lv_tensor *out;   /* one output frame, OH * OW * co elements */
+    const lv_tensor *out;   /* the computed rows of one output frame, rows (or OH) * OW * co elements */
     const lv_tensor *in[3]; /* the source frame read by weight frame f (H * W * ci); NULL: zeros */
     const lv_tensor *w;     /* packed [co, kt, ks, ks, ci] */
     const lv_tensor *bias;  /* co elements or NULL */
     const lv_tensor *res;   /* like out, or NULL */
     int64_t H, W, ci, co;
     int kt, ks, up;
+    int64_t row0, rows;     /* out holds output rows [row0, row0 + rows); rows 0: all of them */
 } conv_frame_args;
 
 static lv_status conv_frame(lv_ctx *ctx, const char *op, const conv_frame_args *a) {
     const int64_t OH = a->H << a->up, OW = a->W << a->up, P = a->ks / 2;
     const int64_t ci = a->ci, co = a->co;
-    if (OH == 0 || OW == 0 || co == 0) return LV_OK;
+    const int64_t row_first = a->rows ? a->row0 : 0, row_end = a->rows ? a->row0 + a->rows : OH;
+    if (row_end <= row_first || OW == 0 || co == 0) return LV_OK;
     int first = -1;
     for (int f = 0; f < 3; f++)
         if (a->in[f] && first < 0) first = f;
@@ -106,7 +108,7 @@ static lv_status conv_frame(lv_ctx *ctx, const char *op, const conv_frame_args *
     int64_t out_row = OW * co * 4, in_row = a->W * (ci > 0 ? ci : 1) * 4;
     int64_t ro = (int64_t)(usable / (uint64_t)out_row), ri = (int64_t)(usable / (uint64_t)in_row);
     int64_t rmax = ri >= 2 ? ((ri - 2) << a->up) + 1 - 2 * P : 0;
-    int64_t band = OH;
+    int64_t band = row_end - row_first;
     if (band > ro) band = ro;
     if (band > rmax) band = rmax;
     /* register blocking: 8 pixels x tr rows x 8 tn channels per workgroup. On lavapipe (2
@@ -130,16 +132,16 @@ static lv_status conv_frame(lv_ctx *ctx, const char *op, const conv_frame_args *
         return lv_error(LV_ERR_LIMIT, "%s: a frame %lld wide with %lld output channels needs "
                         "more workgroups than the device allows", op, (long long)OW, (long long)co);
 
-    for (int64_t r0 = 0; r0 < OH; r0 += band) {
-        int64_t nr = OH - r0 < band ? OH - r0 : band;
+    for (int64_t r0 = row_first; r0 < row_end; r0 += band) {
+        int64_t nr = row_end - r0 < band ? row_end - r0 : band;
         int64_t lo = (r0 - P < 0 ? 0 : r0 - P) >> a->up;
         int64_t hi = (r0 + nr - 1 + P > OH - 1 ? OH - 1 : r0 + nr - 1 + P) >> a->up;
         int64_t nin = hi - lo + 1;
-        lv_tensor ov = flat_view(a->out, r0 * OW * co, nr * OW * co);
+        lv_tensor ov = flat_view(a->out, (r0 - row_first) * OW * co, nr * OW * co);
         lv_tensor iv[3];
         for (int f = 0; f < 3; f++)
             iv[f] = flat_view(a->in[f] ? a->in[f] : a->in[first], lo * a->W * ci, nin * a->W * ci);
-        lv_tensor rv = a->res ? flat_view(a->res, r0 * OW * co, nr * OW * co) : iv[first];
+        lv_tensor rv = a->res ? flat_view(a->res, (r0 - row_first) * OW * co, nr * OW * co) : iv[first];
         lv_tensor bv = a->bias ? *a->bias : *a->w;
         lv_binding b[7] = {{&ov, true, 0},  {&iv[0], false, 0}, {&iv[1], false, 0},
                            {&iv[2], false, 0}, {a->w, false, 0}, {&bv, false, 0},
@@ -283,8 +285,8 @@ lv_status lv_op_vae_time_conv(lv_ctx *ctx, const lv_tensor *out, const lv_tensor
     return LV_OK;
 }
 
-lv_status lv_op_vae_conv2d(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
-                           const lv_tensor *w, const lv_tensor *bias, int upsample) {
+lv_status lv_op_vae_conv2d_rows(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
+                                const lv_tensor *w, const lv_tensor *bias, int upsample, int64_t out_row0) {
     const char *op = "lv_op_vae_conv2d";
     LV_TRY(check_causal(op, out, x, NULL, NULL, w, bias));
     if (upsample != 0 && upsample != 1)
@@ -293,19 +295,29 @@ lv_status lv_op_vae_conv2d(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x
     if (w->ndim != 5 || w->shape[1] != 1 || w->shape[2] != 3 || w->shape[3] != 3 ||
         w->shape[4] != Ci)
         return shape_fail(op, "w", w, "packed [Co, 1, 3, 3, Ci] with Ci of x");
-    int64_t Co = w->shape[0];
-    if (out->ndim != 4 || out->shape[0] != T || out->shape[1] != H << upsample ||
-        out->shape[2] != W << upsample || out->shape[3] != Co)
-        return shape_fail(op, "out", out, upsample ? "[T, 2H, 2W, Co]" : "[T, H, W, Co]");
+    int64_t Co = w->shape[0], OH = H << upsample;
+    if (out->ndim != 4 || out->shape[0] != T || out->shape[2] != W << upsample || out->shape[3] != Co)
+        return shape_fail(op, "out", out, upsample ? "[T, rows of 2H, 2W, Co]" : "[T, rows of H, W, Co]");
+    if (out_row0 < 0 || out->shape[1] < 1 || out_row0 + out->shape[1] > OH)
+        return lv_error(LV_ERR_INVALID, "%s: output rows %lld to %lld are outside the %lld rows of the output "
+                        "frame", op, (long long)out_row0, (long long)(out_row0 + out->shape[1]), (long long)OH);
     if (bias && lv_tensor_numel(bias) != Co) return shape_fail(op, "bias", bias, "Co elements");
     for (int64_t t = 0; t < T; t++) {
         lv_tensor ov = frame_view(out, t), src = frame_view(x, t);
         conv_frame_args a = {.out = &ov, .in = {&src, NULL, NULL}, .w = w, .bias = bias,
                              .res = NULL, .H = H, .W = W, .ci = Ci, .co = Co, .kt = 1, .ks = 3,
-                             .up = upsample};
+                             .up = upsample, .row0 = out_row0, .rows = out->shape[1]};
         LV_TRY(conv_frame(ctx, op, &a));
     }
     return LV_OK;
+}
+
+lv_status lv_op_vae_conv2d(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
+                           const lv_tensor *w, const lv_tensor *bias, int upsample) {
+    if (out && x && out->ndim == 4 && x->ndim == 4 && (upsample == 0 || upsample == 1) &&
+        out->shape[1] != x->shape[1] << upsample)
+        return shape_fail("lv_op_vae_conv2d", "out", out, upsample ? "[T, 2H, 2W, Co]" : "[T, H, W, Co]");
+    return lv_op_vae_conv2d_rows(ctx, out, x, w, bias, upsample, 0);
 }
 
 /* ---- channel RMS norm ----------------------------------------------------------------- */

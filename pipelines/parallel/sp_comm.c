@@ -37,6 +37,41 @@ static lv_status op_end(lv_sp_comm *c, lv_ctx *ctx, const op_clock *k, lv_sp_op 
     return s;
 }
 
+/* The halo exchange of local bands b[0 .. count) under the statistics. */
+static lv_status run_halo(lv_sp_comm *c, lv_ctx *ctx, const sp_halo_band *b) {
+    uint64_t bytes = 0, messages = 0; /* each band's edge row of every frame to each neighbour */
+    for (int i = 0; i < c->count; i++) {
+        const int r = c->first + i;
+        const lv_tensor *o = b[i].src;
+        const uint64_t neighbours = (uint64_t)((r > 0) + (r < c->bands - 1));
+        messages += neighbours;
+        bytes += neighbours * (uint64_t)(o->shape[0] * o->shape[2] * o->shape[3]) * sizeof(float);
+    }
+    op_clock k;
+    LV_TRY(op_begin(c, ctx, &k));
+    return op_end(c, ctx, &k, LV_SP_HALO, bytes, messages, c->ops->halo(c, ctx, b));
+}
+
+/* The rows of all [F, H0 * scale, X] that the local bands hold, to the other processes, or
+ * (to_first) to band 0's, under the statistics. */
+static lv_status gather_rows(lv_sp_comm *c, float *all, int F, int H0, int scale, int64_t X, bool to_first) {
+    if (F < 1 || X < 1 || H0 < c->bands || scale < 1)
+        return lv_error(LV_ERR_INVALID, "sequence parallel gather: %d frames of %d rows (x %d) of %lld values for %d "
+                        "bands", F, H0, scale, (long long)X, c->bands);
+    uint64_t bytes = 0, messages = 0; /* each local band's rows to each of the R - 1 others, or to band 0 */
+    for (int i = 0; i < c->count; i++) {
+        int row0, rows;
+        LV_TRY(lv_sp_band(H0, c->bands, c->first + i, &row0, &rows));
+        const uint64_t to = to_first ? (uint64_t)(c->first + i > 0) : (uint64_t)(c->bands - 1);
+        messages += to;
+        bytes += to * (uint64_t)F * (uint64_t)rows * (uint64_t)scale * (uint64_t)X * sizeof(float);
+    }
+    op_clock k;
+    LV_TRY(op_begin(c, NULL, &k)); /* host memory only */
+    return op_end(c, NULL, &k, LV_SP_GATHER_ROWS, bytes, messages,
+                  c->ops->gather_rows ? c->ops->gather_rows(c, all, F, H0, scale, X, to_first) : LV_OK);
+}
+
 const char *lv_sp_op_name(lv_sp_op op) {
     static const char *const names[LV_SP_OPS] = {"state sum", "halo", "gather rows"};
     return op >= 0 && op < LV_SP_OPS ? names[op] : "?";
@@ -127,34 +162,105 @@ lv_status lv_sp_comm_halo(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *const *ow
             return lv_error(LV_ERR_INVALID, "sequence parallel halo: band %d of %d needs [F, rows, W, X] f32 and "
                             "[F, rows + %lld, W, X] f32", r, c->bands, (long long)halo);
     }
-    uint64_t bytes = 0, messages = 0; /* each band's edge row of every frame to each neighbour */
+    sp_halo_band *b = calloc(c->count > 0 ? (size_t)c->count : 1, sizeof *b);
+    if (!b) return lv_error(LV_ERR_NOMEM, "out of host memory");
     for (int i = 0; i < c->count; i++) {
         const int r = c->first + i;
-        const lv_tensor *o = own[i];
-        const uint64_t neighbours = (uint64_t)((r > 0) + (r < c->bands - 1));
-        messages += neighbours;
-        bytes += neighbours * (uint64_t)(o->shape[0] * o->shape[2] * o->shape[3]) * sizeof(float);
+        const int64_t last = padded[i]->shape[1] - 1;
+        b[i] = (sp_halo_band){.src = own[i], .dst = padded[i], .first = 0, .last = own[i]->shape[1] - 1,
+                              .above = r > 0 ? 0 : -1, .below = r < c->bands - 1 ? last : -1};
     }
-    op_clock k;
-    LV_TRY(op_begin(c, ctx, &k));
-    return op_end(c, ctx, &k, LV_SP_HALO, bytes, messages, c->ops->halo(c, ctx, own, padded));
+    lv_status s = run_halo(c, ctx, b);
+    free(b);
+    return s;
 }
 
 lv_status lv_sp_comm_gather_rows(lv_sp_comm *c, float *all, int F, int H, int64_t X) {
     if (!c || !all) return lv_error(LV_ERR_INVALID, "sequence parallel gather: %s is NULL", !c ? "the communicator" : "the rows");
-    if (F < 1 || X < 1 || H < c->bands)
-        return lv_error(LV_ERR_INVALID, "sequence parallel gather: %d frames of %d rows of %lld values for %d bands", F,
-                        H, (long long)X, c->bands);
-    uint64_t bytes = 0; /* each local band's rows to each of the R - 1 others */
-    for (int i = 0; i < c->count; i++) {
-        int row0, rows;
-        LV_TRY(lv_sp_band(H, c->bands, c->first + i, &row0, &rows));
-        bytes += (uint64_t)(c->bands - 1) * (uint64_t)F * (uint64_t)rows * (uint64_t)X * sizeof(float);
+    return gather_rows(c, all, F, H, 1, X, false);
+}
+
+/* ---- bands stacked with their halo rows ---- */
+
+static int64_t stacked_geometry(const lv_sp_comm *c, int H0, int scale, int i, lv_sp_stacked_band *out) {
+    const int R = c ? c->bands : 1, first = c ? c->first : 0, count = c ? c->count : 1;
+    int64_t at = 0;
+    for (int j = 0; j < count; j++) {
+        int row0 = 0, rows = H0;
+        if (R > 1) lv_sp_band(H0, R, first + j, &row0, &rows); /* checked by lv_sp_stacked_height */
+        lv_sp_stacked_band b = {.offset = at, .top = first + j > 0, .rows = (int64_t)rows * scale,
+                                .bottom = first + j < R - 1, .row0 = (int64_t)row0 * scale};
+        if (j == i && out) *out = b;
+        at += b.top + b.rows + b.bottom;
     }
-    op_clock k;
-    LV_TRY(op_begin(c, NULL, &k)); /* host memory only */
-    return op_end(c, NULL, &k, LV_SP_GATHER_ROWS, bytes, (uint64_t)c->count * (uint64_t)(c->bands - 1),
-                  c->ops->gather_rows ? c->ops->gather_rows(c, all, F, H, X) : LV_OK);
+    return at;
+}
+
+lv_status lv_sp_stacked_height(const lv_sp_comm *c, int H0, int scale, int64_t *height) {
+    *height = 0;
+    if (H0 < 1 || scale < 1 || (c && c->bands > H0))
+        return lv_error(LV_ERR_INVALID, "sequence parallel: %d bands over %d rows (each band needs at least one "
+                        "row: 1 to %d bands)", c ? c->bands : 1, H0, H0);
+    *height = stacked_geometry(c, H0, scale, -1, NULL);
+    return LV_OK;
+}
+
+lv_sp_stacked_band lv_sp_stacked_band_at(const lv_sp_comm *c, int H0, int scale, int i) {
+    lv_sp_stacked_band b = {0};
+    stacked_geometry(c, H0, scale, i, &b);
+    return b;
+}
+
+/* t [F, height, W, X] f32 with height that of the stacked bands at H0, scale. */
+static lv_status check_stacked(const char *what, const lv_sp_comm *c, const lv_tensor *t, int H0, int scale) {
+    int64_t height;
+    LV_TRY(lv_sp_stacked_height(c, H0, scale, &height));
+    if (!t || t->ndim != 4 || t->dtype != LV_F32 || t->shape[1] != height)
+        return lv_error(LV_ERR_INVALID, "sequence parallel %s: the stacked bands need [F, %lld, W, X] f32 (%d rows "
+                        "at scale %d)", what, (long long)height, H0, scale);
+    return LV_OK;
+}
+
+lv_status lv_sp_comm_halo_stacked(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *t, int H0, int scale) {
+    if (!c || !ctx || !t)
+        return lv_error(LV_ERR_INVALID, "sequence parallel halo: %s is NULL",
+                        !c ? "the communicator" : !ctx ? "the context" : "the stacked bands");
+    LV_TRY(check_stacked("halo", c, t, H0, scale));
+    sp_halo_band *b = calloc(c->count > 0 ? (size_t)c->count : 1, sizeof *b);
+    if (!b) return lv_error(LV_ERR_NOMEM, "out of host memory");
+    for (int i = 0; i < c->count; i++) {
+        lv_sp_stacked_band g = lv_sp_stacked_band_at(c, H0, scale, i);
+        const int64_t own = g.offset + g.top;
+        b[i] = (sp_halo_band){.src = t, .dst = t, .first = own, .last = own + g.rows - 1,
+                              .above = g.top ? g.offset : -1, .below = g.bottom ? own + g.rows : -1};
+    }
+    lv_status s = run_halo(c, ctx, b);
+    free(b);
+    return s;
+}
+
+lv_status lv_sp_comm_gather_stacked(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *t, int H0, int scale, float *all,
+                                    bool to_first) {
+    if (!c || !ctx || !t || !all)
+        return lv_error(LV_ERR_INVALID, "sequence parallel gather: %s is NULL",
+                        !c ? "the communicator" : !ctx ? "the context" : !t ? "the stacked bands" : "the rows");
+    LV_TRY(check_stacked("gather", c, t, H0, scale));
+    const int64_t F = t->shape[0], Hs = t->shape[1], H = (int64_t)H0 * scale, X = t->shape[2] * t->shape[3];
+    if (F < 1 || F > 0x7fffffff || X < 1)
+        return lv_error(LV_ERR_INVALID, "sequence parallel gather: %lld frames of %lld values a row", (long long)F,
+                        (long long)X);
+    const uint64_t n = (uint64_t)F * (uint64_t)Hs * (uint64_t)X;
+    float *local = n < ((uint64_t)1 << 40) ? malloc((size_t)n * sizeof *local) : NULL;
+    if (!local) return lv_error(LV_ERR_NOMEM, "out of host memory for %lld stacked rows", (long long)(F * Hs));
+    lv_status s = lv_tensor_read(ctx, t, local, lv_tensor_nbytes(t));
+    for (int i = 0; s == LV_OK && i < c->count; i++) {
+        lv_sp_stacked_band g = lv_sp_stacked_band_at(c, H0, scale, i);
+        for (int64_t f = 0; f < F; f++)
+            memcpy(all + (f * H + g.row0) * X, local + (f * Hs + g.offset + g.top) * X,
+                   (size_t)(g.rows * X) * sizeof *all);
+    }
+    free(local);
+    return s == LV_OK ? gather_rows(c, all, (int)F, H0, scale, X, to_first) : s;
 }
 
 lv_status lv_sp_stage_row(lv_ctx *ctx, const lv_tensor *t, int64_t row, float *host, bool read) {

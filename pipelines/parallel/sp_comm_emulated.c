@@ -20,11 +20,10 @@ static lv_status emulated_state_sum(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor 
     return LV_OK;
 }
 
-static lv_status emulated_halo(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *const *own,
-                               const lv_tensor *const *padded) {
+static lv_status emulated_halo(lv_sp_comm *c, lv_ctx *ctx, const sp_halo_band *b) {
     for (int r = 0; r < c->bands; r++) {
-        if (r > 0) LV_TRY(lv_sp_copy_rows(ctx, padded[r], 0, own[r - 1], own[r - 1]->shape[1] - 1, 1));
-        if (r < c->bands - 1) LV_TRY(lv_sp_copy_rows(ctx, padded[r], padded[r]->shape[1] - 1, own[r + 1], 0, 1));
+        if (r > 0) LV_TRY(lv_sp_copy_rows(ctx, b[r].dst, b[r].above, b[r - 1].src, b[r - 1].last, 1));
+        if (r < c->bands - 1) LV_TRY(lv_sp_copy_rows(ctx, b[r].dst, b[r].below, b[r + 1].src, b[r + 1].first, 1));
     }
     return LV_OK;
 }

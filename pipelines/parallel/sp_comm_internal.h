@@ -6,11 +6,23 @@
 
 #include "longvk/sp_comm.h"
 
+/* One local band in a halo exchange: its first and last own rows in src [F, rows, W, X],
+ * and the rows of dst [F, rows', W, X] that receive the last row of the band above (above)
+ * and the first row of the band below (below); -1 where there is no such band. src and
+ * dst may be the same tensor (bands stacked with their halo rows). */
+typedef struct sp_halo_band {
+    const lv_tensor *src, *dst;
+    int64_t first, last, above, below;
+} sp_halo_band;
+
 typedef struct lv_sp_comm_ops {
     lv_status (*state_sum)(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *partials, const lv_tensor *sum);
-    lv_status (*halo)(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *const *own, const lv_tensor *const *padded);
-    /* NULL: every band is local (nothing to gather) */
-    lv_status (*gather_rows)(lv_sp_comm *c, float *all, int F, int H, int64_t X);
+    /* bands[i]: local band first + i */
+    lv_status (*halo)(lv_sp_comm *c, lv_ctx *ctx, const sp_halo_band *bands);
+    /* all [F, H0 * scale, X] on the host with this process's bands' rows filled (band r's:
+     * scale times those lv_sp_band(H0, R, r) gives); the other bands' rows arrive on every
+     * process, or (to_first) on the process holding band 0 only. NULL: every band is local. */
+    lv_status (*gather_rows)(lv_sp_comm *c, float *all, int F, int H0, int scale, int64_t X, bool to_first);
     void (*destroy)(lv_sp_comm *c);
 
     /* between processes, outside the model (generate's block loop); NULL: one process

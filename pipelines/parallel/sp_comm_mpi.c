@@ -40,17 +40,17 @@ static lv_status mpi_state_sum(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *part
 }
 
 /* The band's first row goes up, its last row down; the neighbours' edge rows come back
- * into the padded band's halo rows. */
-static lv_status mpi_halo(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *const *own, const lv_tensor *const *padded) {
+ * into the band's halo rows. */
+static lv_status mpi_halo(lv_sp_comm *c, lv_ctx *ctx, const sp_halo_band *b) {
     mpi_impl *m = c->impl;
-    const lv_tensor *o = own[0], *p = padded[0];
+    const lv_tensor *o = b->src;
     const int64_t count = o->shape[0] * o->shape[2] * o->shape[3];
     const int up = m->rank > 0 ? m->rank - 1 : MPI_PROC_NULL, down = m->rank < m->size - 1 ? m->rank + 1 : MPI_PROC_NULL;
     float *buf = malloc((size_t)count * 4 * sizeof *buf);
     if (!buf) return lv_error(LV_ERR_NOMEM, "out of host memory for the halo rows");
     float *first = buf, *last = buf + count, *from_up = buf + 2 * count, *from_down = buf + 3 * count;
-    lv_status s = lv_sp_stage_row(ctx, o, 0, first, true);
-    if (s == LV_OK) s = lv_sp_stage_row(ctx, o, o->shape[1] - 1, last, true);
+    lv_status s = lv_sp_stage_row(ctx, o, b->first, first, true);
+    if (s == LV_OK) s = lv_sp_stage_row(ctx, o, b->last, last, true);
     /* downward: my last row to the rank below, the rank above's last row to me; then upward */
     if (s == LV_OK)
         s = mpi_check(MPI_Sendrecv(last, (int)count, MPI_FLOAT, down, 1, from_up, (int)count, MPI_FLOAT, up, 1, m->comm,
@@ -58,44 +58,54 @@ static lv_status mpi_halo(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *const *ow
     if (s == LV_OK)
         s = mpi_check(MPI_Sendrecv(first, (int)count, MPI_FLOAT, up, 2, from_down, (int)count, MPI_FLOAT, down, 2,
                                    m->comm, MPI_STATUS_IGNORE), "MPI_Sendrecv (halo up)", m->rank);
-    if (s == LV_OK && up != MPI_PROC_NULL) s = lv_sp_stage_row(ctx, p, 0, from_up, false);
-    if (s == LV_OK && down != MPI_PROC_NULL) s = lv_sp_stage_row(ctx, p, p->shape[1] - 1, from_down, false);
+    if (s == LV_OK && up != MPI_PROC_NULL) s = lv_sp_stage_row(ctx, b->dst, b->above, from_up, false);
+    if (s == LV_OK && down != MPI_PROC_NULL) s = lv_sp_stage_row(ctx, b->dst, b->below, from_down, false);
     free(buf);
     return s;
 }
 
-/* Each rank's band rows [F, rows_r, X] packed, MPI_Allgatherv, unpacked into all [F, H, X]. */
-static lv_status mpi_gather_rows(lv_sp_comm *c, float *all, int F, int H, int64_t X) {
+/* Each rank's band rows [F, rows_r, X] packed, MPI_Allgatherv (or MPI_Gatherv to rank 0),
+ * unpacked into all [F, H, X]. */
+static lv_status mpi_gather_rows(lv_sp_comm *c, float *all, int F, int H0, int scale, int64_t X, bool to_first) {
     mpi_impl *m = c->impl;
+    const int64_t H = (int64_t)H0 * scale;
     int *counts = calloc((size_t)c->bands, sizeof *counts), *displs = calloc((size_t)c->bands, sizeof *displs);
     float *packed = malloc((size_t)F * H * X * sizeof *packed);
     lv_status s = counts && displs && packed ? LV_OK : lv_error(LV_ERR_NOMEM, "out of host memory for the gather");
     int64_t at = 0;
     for (int r = 0; s == LV_OK && r < c->bands; r++) {
         int row0, rows;
-        s = lv_sp_band(H, c->bands, r, &row0, &rows);
-        if (s == LV_OK && (int64_t)F * rows * X > 0x7fffffff)
+        s = lv_sp_band(H0, c->bands, r, &row0, &rows);
+        const int64_t r0 = (int64_t)row0 * scale, n = (int64_t)rows * scale;
+        if (s == LV_OK && (int64_t)F * n * X > 0x7fffffff)
             s = lv_error(LV_ERR_LIMIT, "sequence parallel gather: %lld values for band %d exceed MPI's int count",
-                         (long long)F * rows * X, r);
-        counts[r] = (int)((int64_t)F * rows * X);
-        displs[r] = (int)at; /* the whole [F, H, X] fits an int: checked by the caller's sizes below */
+                         (long long)F * n * X, r);
+        counts[r] = (int)((int64_t)F * n * X);
+        displs[r] = (int)at; /* the whole [F, H, X] fits an int: checked below */
         at += counts[r];
         if (r == m->rank)
             for (int f = 0; s == LV_OK && f < F; f++)
-                memcpy(packed + displs[r] + (int64_t)f * rows * X, all + ((int64_t)f * H + row0) * X,
-                       (size_t)(rows * X) * sizeof *packed);
+                memcpy(packed + displs[r] + (int64_t)f * n * X, all + ((int64_t)f * H + r0) * X,
+                       (size_t)(n * X) * sizeof *packed);
     }
     if (s == LV_OK && at > 0x7fffffff)
         s = lv_error(LV_ERR_LIMIT, "sequence parallel gather: %lld values exceed MPI's int count", (long long)at);
-    if (s == LV_OK)
+    if (s == LV_OK && !to_first)
         s = mpi_check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, packed, counts, displs, MPI_FLOAT, m->comm),
                       "MPI_Allgatherv", m->rank);
-    for (int r = 0; s == LV_OK && r < c->bands; r++) {
+    if (s == LV_OK && to_first) /* rank 0 receives in place; the others send their part */
+        s = mpi_check(m->rank == 0 ? MPI_Gatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, packed, counts, displs, MPI_FLOAT,
+                                                 0, m->comm)
+                                   : MPI_Gatherv(packed + displs[m->rank], counts[m->rank], MPI_FLOAT, NULL, NULL,
+                                                 NULL, MPI_FLOAT, 0, m->comm),
+                      "MPI_Gatherv", m->rank);
+    for (int r = 0; s == LV_OK && r < c->bands && (!to_first || m->rank == 0); r++) {
         int row0, rows;
-        lv_sp_band(H, c->bands, r, &row0, &rows);
+        lv_sp_band(H0, c->bands, r, &row0, &rows);
+        const int64_t r0 = (int64_t)row0 * scale, n = (int64_t)rows * scale;
         for (int f = 0; f < F; f++)
-            memcpy(all + ((int64_t)f * H + row0) * X, packed + displs[r] + (int64_t)f * rows * X,
-                   (size_t)(rows * X) * sizeof *all);
+            memcpy(all + ((int64_t)f * H + r0) * X, packed + displs[r] + (int64_t)f * n * X,
+                   (size_t)(n * X) * sizeof *all);
     }
     free(counts);
     free(displs);

@@ -20,29 +20,31 @@ static lv_status solo_state_sum(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *par
     return s;
 }
 
-static lv_status solo_halo(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *const *own, const lv_tensor *const *padded) {
-    const lv_tensor *o = own[0], *p = padded[0];
+static lv_status solo_halo(lv_sp_comm *c, lv_ctx *ctx, const sp_halo_band *b) {
+    (void)c;
+    const lv_tensor *o = b->src;
     const int64_t count = o->shape[0] * o->shape[2] * o->shape[3];
-    const bool up = c->first > 0, down = c->first < c->bands - 1;
     float *buf = malloc((size_t)count * 2 * sizeof *buf);
     if (!buf) return lv_error(LV_ERR_NOMEM, "out of host memory for the halo rows");
     float *first = buf, *last = buf + count;
-    lv_status s = lv_sp_stage_row(ctx, o, 0, first, true);
-    if (s == LV_OK) s = lv_sp_stage_row(ctx, o, o->shape[1] - 1, last, true);
+    lv_status s = lv_sp_stage_row(ctx, o, b->first, first, true);
+    if (s == LV_OK) s = lv_sp_stage_row(ctx, o, b->last, last, true);
     /* what would come from the band above (its last row) and below (its first row) */
-    if (s == LV_OK && up) s = lv_sp_stage_row(ctx, p, 0, last, false);
-    if (s == LV_OK && down) s = lv_sp_stage_row(ctx, p, p->shape[1] - 1, first, false);
+    if (s == LV_OK && b->above >= 0) s = lv_sp_stage_row(ctx, b->dst, b->above, last, false);
+    if (s == LV_OK && b->below >= 0) s = lv_sp_stage_row(ctx, b->dst, b->below, first, false);
     free(buf);
     return s;
 }
 
-static lv_status solo_gather_rows(lv_sp_comm *c, float *all, int F, int H, int64_t X) {
+static lv_status solo_gather_rows(lv_sp_comm *c, float *all, int F, int H0, int scale, int64_t X, bool to_first) {
+    (void)to_first;
     int row0, rows;
-    LV_TRY(lv_sp_band(H, c->bands, c->first, &row0, &rows));
+    LV_TRY(lv_sp_band(H0, c->bands, c->first, &row0, &rows));
+    const int64_t H = (int64_t)H0 * scale, r0 = (int64_t)row0 * scale, n = (int64_t)rows * scale;
     for (int f = 0; f < F; f++) {
         float *frame = all + (int64_t)f * H * X;
-        memset(frame, 0, (size_t)(row0 * X) * sizeof *all);
-        memset(frame + (row0 + rows) * X, 0, (size_t)((H - row0 - rows) * X) * sizeof *all);
+        memset(frame, 0, (size_t)(r0 * X) * sizeof *all);
+        memset(frame + (r0 + n) * X, 0, (size_t)((H - r0 - n) * X) * sizeof *all);
     }
     return LV_OK;
 }

@@ -11,7 +11,15 @@
  *
  * Memory: three work buffers, each large enough for the largest activation of a step
  * (the plan in wan_vae_arch.c), rotate through the layers; residual blocks need exactly
- * three (input/output, norm, conv), attention puts q, k, v side by side in one. */
+ * three (input/output, norm, conv), attention puts q, k, v side by side in one.
+ *
+ * Over the bands of sequence parallelism (lv_vae_set_sequence_parallel) every activation
+ * is this process's bands stacked with one halo row per side (longvk/sp_comm.h): each 3x3
+ * conv first refreshes its input's halo rows, the causal history keeps them (so cached
+ * frames have theirs), the resample's conv computes only the band's rows at twice the size
+ * plus one halo row per side, and the middle attention takes its keys and values from the
+ * normalised rows of every band, gathered. Everything else is per pixel, so the halo rows
+ * just ride along. Each band's rows come out as an unsplit decode's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +27,7 @@
 
 #include "longvk/ops.h"
 #include "longvk/ops_vae.h"
+#include "longvk/sp_comm.h"
 #include "wan_vae_internal.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
@@ -44,7 +53,20 @@ static lv_tensor hist_frame(const vae_hist *h, int i) {
 }
 
 static void tap(lv_vae_decoder *d, lv_ctx *ctx, const char *name, const lv_tensor *t) {
-    if (d->tap) d->tap(d->tap_user, name, ctx, t);
+    if (d->tap && !d->comm) d->tap(d->tap_user, name, ctx, t); /* whole frames only */
+}
+
+/* Rows of an activation at `scale` times the latent size: this process's bands stacked
+ * with their halo rows, or (no bands) the frame. Checked when the buffers were made. */
+static int64_t rows_at(const lv_vae_decoder *d, int scale) {
+    int64_t rows = (int64_t)d->h * scale;
+    if (d->comm) lv_sp_stacked_height(d->comm, d->h, scale, &rows);
+    return rows;
+}
+
+/* The halo rows of t [T, rows_at(scale), W, C] from the neighbouring bands. */
+static lv_status refresh_halo(lv_ctx *ctx, lv_vae_decoder *d, const lv_tensor *t, int scale) {
+    return d->comm ? lv_sp_comm_halo_stacked(d->comm, ctx, t, d->h, scale) : LV_OK;
 }
 
 /* A causal conv (or the time_conv, whose output has twice the frames) over x with the
@@ -56,6 +78,7 @@ static lv_status causal(lv_ctx *ctx, lv_vae_decoder *d, int slot, const vae_conv
     lv_tensor f0 = hist_frame(h, 0), f1 = hist_frame(h, 1);
     const lv_tensor *newest = h->newest ? &f1 : &f0, *older = h->newest ? &f0 : &f1;
     const lv_tensor *hold = h->valid == 2 ? older : NULL, *hnew = h->valid >= 1 ? newest : NULL;
+    if (!time_conv && c->w.shape[2] == 3) LV_TRY(refresh_halo(ctx, d, x, h->scale));
     if (time_conv) LV_TRY(lv_op_vae_time_conv(ctx, out, x, hold, hnew, &c->w, &c->b));
     else LV_TRY(lv_op_vae_conv3d(ctx, out, x, hold, hnew, &c->w, &c->b, res));
     int64_t T = x->shape[0];
@@ -99,32 +122,89 @@ static lv_status res_block(lv_ctx *ctx, lv_vae_decoder *d, const vae_block *b, i
 }
 
 /* The middle's AttentionBlock on work[cur] [T, H, W, C]: per frame, single-head attention
- * over all H * W pixels, plus the input. */
+ * over all h * w pixels, plus the input. Over bands, H is the stacked rows: the queries are
+ * the band's (halo rows included, not used), the keys and values every band's, from the
+ * normalised rows gathered from every band into work[B] after the band's own. */
 static lv_status attention(lv_ctx *ctx, lv_vae_decoder *d, int cur, int64_t T, int64_t H,
                            int64_t W) {
     const int64_t C = d->arch.trunk, N = H * W, R = T * N;
+    const int64_t Nk = (int64_t)d->h * W, Rk = T * Nk; /* keys: every pixel of the frame */
     int A = cur, B = other(cur, 1), Cb = other(cur, 2);
     lv_tensor x = rows2(&d->work[A], 0, R, C), f = rows2(&d->work[B], 0, R, C);
     LV_TRY(lv_op_vae_rmsnorm(ctx, &f, &x, &d->attn_g, 0));
+    lv_tensor fk = f;
+    if (d->comm) {
+        float *all = malloc((size_t)Rk * C * sizeof *all);
+        if (!all) return lv_error(LV_ERR_NOMEM, "VAE attention: out of host memory for %lld rows", (long long)Rk);
+        lv_tensor f4 = buf4(d, B, T, H, W, C);
+        fk = rows2(&d->work[B], R * C, Rk, C);
+        lv_status s = lv_sp_comm_gather_stacked(d->comm, ctx, &f4, d->h, 1, all, false);
+        if (s == LV_OK) s = lv_tensor_write(ctx, &fk, all, (uint64_t)Rk * C * sizeof *all);
+        free(all);
+        LV_TRY(s);
+    }
     lv_tensor qkv[3];
     for (int j = 0; j < 3; j++) {
-        qkv[j] = rows2(&d->work[Cb], j * R * C, R, C);
+        qkv[j] = j == 0 ? rows2(&d->work[Cb], 0, R, C) : rows2(&d->work[Cb], R * C + (j - 1) * Rk * C, Rk, C);
         lv_tensor w = lv_tensor_rows(&d->qkv_w, j * C, C);
         int64_t bn = C;
         lv_tensor b = lv_tensor_view(&d->qkv_b, j * C, 1, &bn);
-        LV_TRY(lv_op_matmul(ctx, &qkv[j], &f, &w, &b));
+        LV_TRY(lv_op_matmul(ctx, &qkv[j], j == 0 ? &f : &fk, &w, &b));
     }
-    lv_tensor o = rows2(&d->work[B], 0, R, C); /* f is consumed */
+    lv_tensor o = rows2(&d->work[B], 0, R, C); /* f and fk are consumed */
     float scale = (float)(1.0 / sqrt((double)C));
     for (int64_t t = 0; t < T; t++) {
         lv_tensor ot = lv_tensor_rows(&o, t * N, N);
-        lv_tensor qt = lv_tensor_rows(&qkv[0], t * N, N), kt = lv_tensor_rows(&qkv[1], t * N, N);
-        lv_tensor vt = lv_tensor_rows(&qkv[2], t * N, N);
+        lv_tensor qt = lv_tensor_rows(&qkv[0], t * N, N), kt = lv_tensor_rows(&qkv[1], t * Nk, Nk);
+        lv_tensor vt = lv_tensor_rows(&qkv[2], t * Nk, Nk);
         LV_TRY(lv_op_flash_attention(ctx, &ot, &qt, &kt, &vt, scale));
     }
     lv_tensor p = rows2(&d->work[Cb], 0, R, C); /* q is consumed */
     LV_TRY(lv_op_matmul(ctx, &p, &o, &d->proj_w, &d->proj_b));
     return lv_op_add(ctx, &x, &x, &p);
+}
+
+/* Resample's conv on the 2x frame, in [T, H, W, ci] at `scale`, out [T, H', 2W, co] at
+ * 2 scale: over bands, each band's rows at twice the size and one halo row per side (the
+ * rows between, which the stacked input would also give, are not computed). */
+static lv_status resample_conv(lv_ctx *ctx, lv_vae_decoder *d, const vae_conv *c, const lv_tensor *in,
+                               const lv_tensor *out, int scale) {
+    if (!d->comm) return lv_op_vae_conv2d(ctx, out, in, &c->w, &c->b, 1);
+    LV_TRY(refresh_halo(ctx, d, in, scale));
+    const int count = lv_sp_comm_count(d->comm);
+    const int64_t T = in->shape[0], oh = out->shape[1], ow = out->shape[2], co = out->shape[3];
+    for (int i = 0; i < count; i++) {
+        lv_sp_stacked_band g = lv_sp_stacked_band_at(d->comm, d->h, scale, i);
+        lv_sp_stacked_band g2 = lv_sp_stacked_band_at(d->comm, d->h, 2 * scale, i);
+        const int64_t row0 = 2 * (g.offset + g.top) - g2.top, rows = g2.top + g2.rows + g2.bottom;
+        if (count == 1) /* the band is the whole stacked tensor */
+            LV_TRY(lv_op_vae_conv2d_rows(ctx, out, in, &c->w, &c->b, 1, row0));
+        for (int64_t t = 0; count > 1 && t < T; t++) {
+            int64_t shape[4] = {1, rows, ow, co};
+            lv_tensor ov = lv_tensor_view(out, (t * oh + g2.offset) * ow * co, 4, shape), iv = frames_of(in, t, 1);
+            LV_TRY(lv_op_vae_conv2d_rows(ctx, &ov, &iv, &c->w, &c->b, 1, row0));
+        }
+    }
+    return LV_OK;
+}
+
+/* Latent frames [T, h, w, z] from the host into x [T, H, w, z]: over bands, each band's
+ * rows with the rows next to it as its halo rows (every process has the whole frame). */
+static lv_status write_latents(lv_ctx *ctx, const lv_vae_decoder *d, const lv_tensor *x, const float *host) {
+    if (!d->comm) return lv_tensor_write(ctx, x, host, lv_tensor_nbytes(x));
+    const int64_t T = x->shape[0], H = x->shape[1], row = x->shape[2] * x->shape[3];
+    float *stacked = malloc((size_t)lv_tensor_numel(x) * sizeof *stacked);
+    if (!stacked) return lv_error(LV_ERR_NOMEM, "VAE decoder: out of host memory for %lld latent rows", (long long)(T * H));
+    for (int i = 0; i < lv_sp_comm_count(d->comm); i++) {
+        lv_sp_stacked_band g = lv_sp_stacked_band_at(d->comm, d->h, 1, i);
+        const int64_t n = g.top + g.rows + g.bottom;
+        for (int64_t t = 0; t < T; t++)
+            memcpy(stacked + (t * H + g.offset) * row, host + (t * d->h + g.row0 - g.top) * row,
+                   (size_t)(n * row) * sizeof *stacked);
+    }
+    lv_status s = lv_tensor_write(ctx, x, stacked, lv_tensor_nbytes(x));
+    free(stacked);
+    return s;
 }
 
 /* One step: n latent frames already de-normalised, channels-last, in host memory. */
@@ -139,10 +219,11 @@ static lv_status run_step(lv_ctx *ctx, lv_vae_decoder *d, const float *x_host, i
                           step_out *so) {
     const vae_arch *a = &d->arch;
     bool first = !d->started;
-    int64_t T = n, H = d->h, W = d->w;
+    int scale = 1; /* of the current activations: 1, 2, 4, 8 times the latent size */
+    int64_t T = n, H = rows_at(d, 1), W = d->w;
     int cur = 0;
     lv_tensor x = buf4(d, cur, T, H, W, a->z);
-    LV_TRY(lv_tensor_write(ctx, &x, x_host, lv_tensor_nbytes(&x)));
+    LV_TRY(write_latents(ctx, d, &x, x_host));
     tap(d, ctx, "latents_denorm", &x);
     lv_tensor y = buf4(d, other(cur, 1), T, H, W, a->z);
     lv_tensor x2 = rows2(&d->work[cur], 0, T * H * W, a->z), y2 = rows2(&y, 0, T * H * W, a->z);
@@ -190,10 +271,11 @@ static lv_status run_step(lv_ctx *ctx, lv_vae_decoder *d, const float *x_host, i
             }
             lv_tensor in = buf4(d, src, T, H, W, ci);
             int dst = other(src, 1);
-            lv_tensor out = buf4(d, dst, T, 2 * H, 2 * W, u->arch.co);
-            LV_TRY(lv_op_vae_conv2d(ctx, &out, &in, &u->conv.w, &u->conv.b, 1));
+            lv_tensor out = buf4(d, dst, T, rows_at(d, 2 * scale), 2 * W, u->arch.co);
+            LV_TRY(resample_conv(ctx, d, &u->conv, &in, &out, scale));
             cur = dst;
-            H *= 2, W *= 2;
+            scale *= 2;
+            H = rows_at(d, scale), W *= 2;
             C = u->arch.co;
         }
         char name[48];
@@ -209,9 +291,15 @@ static lv_status run_step(lv_ctx *ctx, lv_vae_decoder *d, const float *x_host, i
     tap(d, ctx, "decoder.head", &rgb);
     d->started = true;
 
-    /* [T, H, W, 3] -> one [3, H, W] frame at a time */
-    LV_TRY(lv_tensor_read(ctx, &rgb, so->raw, lv_tensor_nbytes(&rgb)));
-    const int64_t P = H * W, oc = a->out_ch;
+    /* [T, H, W, 3] -> one [3, H, W] frame at a time; over bands, the frame's rows from
+     * every band to the process holding band 0, which alone passes frames on */
+    const int64_t OH = (int64_t)d->h * scale, P = OH * W, oc = a->out_ch;
+    if (d->comm) LV_TRY(lv_sp_comm_gather_stacked(d->comm, ctx, &rgb, d->h, scale, so->raw, true));
+    else LV_TRY(lv_tensor_read(ctx, &rgb, so->raw, lv_tensor_nbytes(&rgb)));
+    if (d->comm && lv_sp_comm_first(d->comm) != 0) {
+        d->frames_done += T;
+        return LV_OK;
+    }
     for (int64_t t = 0; t < T; t++) {
         const float *src = so->raw + t * P * oc;
         for (int64_t c = 0; c < oc; c++)
@@ -220,7 +308,7 @@ static lv_status run_step(lv_ctx *ctx, lv_vae_decoder *d, const float *x_host, i
                 if (d->clamp) v = v < -1.0f ? -1.0f : v > 1.0f ? 1.0f : v;
                 so->frame[c * P + p] = v;
             }
-        LV_TRY(so->fn(so->user, d->frames_done, so->frame, (int)H, (int)W));
+        LV_TRY(so->fn(so->user, d->frames_done, so->frame, (int)OH, (int)W));
         d->frames_done++;
     }
     return LV_OK;
@@ -228,12 +316,39 @@ static lv_status run_step(lv_ctx *ctx, lv_vae_decoder *d, const float *x_host, i
 
 /* ---- allocation --------------------------------------------------------------------------- */
 
+/* Device memory of this decoder at latent h x w: the plan of wan_vae_arch.c over the
+ * stacked rows of its bands (at scale s a band has s * rows + its halo rows, at most s
+ * times its rows and halo rows at the latent size), and over bands what the attention
+ * needs: the band's rows and the whole frame's in work[B] (its input, the gathered rows)
+ * and in work[C] (q, then k and v). */
+static lv_status band_plan(const lv_vae_decoder *d, int h, int w, vae_memory *m) {
+    int64_t rows = h;
+    if (d->comm) {
+        lv_status s = lv_sp_stacked_height(d->comm, h, 1, &rows);
+        if (s != LV_OK) return lv_error_prefix(s, "VAE decoder at latent %d x %d: ", h, w);
+    }
+    vae_arch_memory(&d->arch, (int)rows, w, d->step_frames, m);
+    if (d->comm) {
+        const uint64_t attn = (uint64_t)d->step_frames * ((uint64_t)rows + 2u * (uint64_t)h) * (uint64_t)w *
+                              (uint64_t)d->arch.trunk;
+        if (attn > m->work_elems) {
+            m->work_elems = attn;
+            m->work = 3 * 4 * attn;
+        }
+    }
+    return LV_OK;
+}
+
 static lv_status ensure_buffers(lv_ctx *ctx, lv_vae_decoder *d, int h, int w) {
+    vae_memory m;
+    LV_TRY(band_plan(d, h, w, &m));
     if (d->h != h || d->w != w) {
+        d->h = h;
+        d->w = w;
         for (int i = 0; i < d->nslots; i++) {
             vae_hist *hs = &d->hist[i];
             lv_tensor_free(ctx, &hs->frames);
-            int64_t shape[4] = {2, (int64_t)h * hs->scale, (int64_t)w * hs->scale, hs->C};
+            int64_t shape[4] = {2, rows_at(d, hs->scale), (int64_t)w * hs->scale, hs->C};
             lv_status s = lv_tensor_create(ctx, LV_F32, 4, shape, &hs->frames);
             if (s != LV_OK) {
                 d->h = d->w = 0;
@@ -242,11 +357,7 @@ static lv_status ensure_buffers(lv_ctx *ctx, lv_vae_decoder *d, int h, int w) {
         }
         for (int i = 0; i < 3; i++) lv_tensor_free(ctx, &d->work[i]);
         d->work_elems = 0;
-        d->h = h;
-        d->w = w;
     }
-    vae_memory m;
-    vae_arch_memory(&d->arch, h, w, d->step_frames, &m);
     if (m.work_elems > d->work_elems) {
         for (int i = 0; i < 3; i++) {
             lv_tensor_free(ctx, &d->work[i]);
@@ -282,6 +393,7 @@ lv_status lv_vae_decoder_create(lv_ctx *ctx, const lv_weights *weights, lv_vae_d
 
 void lv_vae_decoder_destroy(lv_ctx *ctx, lv_vae_decoder *dec) {
     if (!dec) return;
+    lv_sp_comm_destroy(dec->own_comm);
     vae_free_tensors(ctx, dec);
     free(dec);
 }
@@ -305,6 +417,22 @@ lv_status lv_vae_set_step_frames(lv_vae_decoder *dec, int step_frames) {
     if (step_frames < 1 || step_frames > 1024)
         return lv_error(LV_ERR_INVALID, "VAE decoder: step_frames %d is outside 1..1024", step_frames);
     dec->step_frames = step_frames;
+    return LV_OK;
+}
+
+lv_status lv_vae_set_sequence_parallel(lv_vae_decoder *dec, int bands, struct lv_sp_comm *comm) {
+    if (!dec) return lv_error(LV_ERR_INVALID, "lv_vae_set_sequence_parallel: decoder is NULL");
+    if (bands < 0 || bands > 4096 || (bands > 0 && comm))
+        return lv_error(LV_ERR_INVALID, "lv_vae_set_sequence_parallel: %d bands%s (0 to 4096 emulated bands, or a "
+                        "communicator)", bands, comm ? " and a communicator" : "");
+    if (dec->started || dec->frames_done)
+        return lv_error(LV_ERR_INVALID, "lv_vae_set_sequence_parallel: a video is being decoded (lv_vae_reset first)");
+    lv_sp_comm *own = NULL;
+    if (bands > 0) LV_TRY(lv_sp_comm_emulated_create(bands, &own));
+    lv_sp_comm_destroy(dec->own_comm);
+    dec->own_comm = own;
+    dec->comm = own ? own : comm;
+    dec->h = dec->w = 0; /* the buffers' rows change: made again by the next decode */
     return LV_OK;
 }
 
@@ -417,6 +545,6 @@ uint64_t lv_vae_memory_estimate(int h, int w) {
 
 uint64_t lv_vae_decoder_memory(const lv_vae_decoder *dec, int h, int w) {
     vae_memory m;
-    vae_arch_memory(&dec->arch, h, w, dec->step_frames, &m);
+    if (band_plan(dec, h, w, &m) != LV_OK) vae_arch_memory(&dec->arch, h, w, dec->step_frames, &m);
     return m.weights + m.history + m.work;
 }

@@ -107,6 +107,10 @@ struct lv_vae_decoder {
     uint64_t work_elems;
     lv_vae_tap tap;
     void *tap_user;
+
+    /* sequence parallelism (lv_vae_set_sequence_parallel): NULL, or the bands; own_comm is
+     * the emulation this decoder made (freed with it), else comm is borrowed */
+    struct lv_sp_comm *comm, *own_comm;
 };
 
 /* wan_vae_weights.c: reads the structure and uploads every weight (dec zeroed before). */

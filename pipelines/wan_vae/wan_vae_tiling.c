@@ -67,6 +67,9 @@ lv_status lv_vae_decode_tiled(lv_ctx *ctx, lv_vae_decoder *dec, const float *lat
                               int h, int w, const lv_vae_tiling *tiling, float *frames_out) {
     if (!ctx || !dec || !latents || !tiling || !frames_out || n < 1 || h < 1 || w < 1)
         return lv_error(LV_ERR_INVALID, "lv_vae_decode_tiled: missing argument or empty video");
+    if (dec->comm)
+        return lv_error(LV_ERR_INVALID, "lv_vae_decode_tiled: the decoder is set to decode over bands "
+                        "(lv_vae_set_sequence_parallel): tiles or bands, one or the other");
     int th = tiling->tile_h, tw = tiling->tile_w, ov = tiling->overlap;
     if (th < 1 || tw < 1 || ov < 0 || (ov >= th && th < h) || (ov >= tw && tw < w))
         return lv_error(LV_ERR_INVALID, "lv_vae_decode_tiled: tiles %d x %d with overlap %d (the "

@@ -51,6 +51,13 @@ lv_status lv_op_vae_time_conv(lv_ctx *ctx, const lv_tensor *out, const lv_tensor
  * H' = H << upsample, W' = W << upsample; w: packed [Co, 1, 3, 3, Ci]; bias [Co] or NULL. */
 lv_status lv_op_vae_conv2d(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
                            const lv_tensor *w, const lv_tensor *bias, int upsample);
+/* The same conv computing only output rows [out_row0, out_row0 + Ho) of every frame:
+ * out [T, Ho, W', Co] (the zero padding stays at the edges of x's whole frame). The VAE
+ * over the bands (pipelines/wan_vae/wan_vae.c) upsamples a band with its halo rows this
+ * way and keeps one halo row per side. */
+lv_status lv_op_vae_conv2d_rows(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
+                                const lv_tensor *w, const lv_tensor *bias, int upsample,
+                                int64_t out_row0);
 
 /* The VAE's channel RMS norm over the last dimension, optionally followed by SiLU:
  *   y = x / max(||x||_2, 1e-12) * sqrt(C) * gamma;  out = silu ? y * sigmoid(y) : y.

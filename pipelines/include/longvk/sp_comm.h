@@ -67,6 +67,34 @@ lv_status lv_sp_comm_halo(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *const *ow
  * band. */
 lv_status lv_sp_comm_gather_rows(lv_sp_comm *c, float *all, int F, int H, int64_t X);
 
+/* ---- bands stacked with their halo rows (the VAE decoder over the bands) ----
+ *
+ * A stacked tensor [F, height, W, X] f32 holds this process's bands one above the other,
+ * each between its halo rows: band r (of R, over H0 rows at `scale`: scale times the rows
+ * lv_sp_band(H0, R, r) gives) has a halo row above when r > 0 and one below when r < R - 1.
+ * For the one band of a process it is [top, rows, bottom]; for the emulation, which holds
+ * every band, the whole frame with each band boundary's two rows doubled. A kernel run over
+ * the stacked tensor computes every band's own rows as separate ranks would, as long as
+ * what it reads across a band boundary is one row deep and the halo rows are fresh; what it
+ * writes into the halo rows is not used. A NULL communicator is one band: the whole frame. */
+typedef struct lv_sp_stacked_band {
+    int64_t offset;       /* the band's first row in the stacked tensor (its halo row, if any) */
+    int64_t top, rows, bottom; /* halo rows above (0 or 1), own rows, halo rows below */
+    int64_t row0;         /* the first own row's row in the whole frame */
+} lv_sp_stacked_band;
+
+/* Rows of the stacked tensor; LV_ERR_INVALID when there are more bands than H0 rows. */
+lv_status lv_sp_stacked_height(const lv_sp_comm *c, int H0, int scale, int64_t *height);
+/* Local band i's place (0 <= i < lv_sp_comm_count, or 0 with c NULL). */
+lv_sp_stacked_band lv_sp_stacked_band_at(const lv_sp_comm *c, int H0, int scale, int i);
+/* Every halo row of t receives its neighbour's edge row (the last own row of the band
+ * above, the first of the band below), in every frame. */
+lv_status lv_sp_comm_halo_stacked(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *t, int H0, int scale);
+/* all [F, H0 * scale, W, X] on the host: every band's own rows of t, on every process, or
+ * (to_first) on the process holding band 0 only (the others then get their own rows). */
+lv_status lv_sp_comm_gather_stacked(lv_sp_comm *c, lv_ctx *ctx, const lv_tensor *t, int H0, int scale, float *all,
+                                    bool to_first);
+
 /* Between the processes of a run, outside the model's arithmetic (`longvk generate`'s
  * block loop): nothing to do when one process holds every band. */
 

@@ -50,6 +50,19 @@ void lv_vae_set_clamp(lv_vae_decoder *dec, int clamp);
 /* Latent frames decoded per internal step (default 1: the least memory). Larger steps
  * give the same frames; work buffers grow with it. */
 lv_status lv_vae_set_step_frames(lv_vae_decoder *dec, int step_frames);
+/* Sequence parallelism (pipelines/parallel/README.md): every latent frame's rows in bands
+ * (lv_sp_band over the latent rows), each computed as one rank would: each 3x3 conv reads
+ * one halo row from each neighbouring band, the middle attention its keys and values from
+ * the normalised rows of every band (gathered). bands R > 0: all R bands in this process
+ * (the emulation, `decode --sp-emulate R`); comm: a communicator holding some of the bands
+ * (an MPI rank's one, longvk/sp_comm_mpi.h), borrowed, with every process decoding the
+ * same latents; both 0 / NULL: whole frames (the default). The frames equal an unsplit
+ * decode's and reach the callback (or frames_out) on the process holding band 0 only; the
+ * others count them (lv_vae_frames_decoded). Only between videos (after lv_vae_reset or
+ * before the first decode); decoding fails, naming both, when R exceeds the latent rows.
+ * Taps are not called over bands; lv_vae_decode_tiled refuses them. */
+struct lv_sp_comm;
+lv_status lv_vae_set_sequence_parallel(lv_vae_decoder *dec, int bands, struct lv_sp_comm *comm);
 /* Forget the history: the next call starts a new video. Also needed to change h, w. */
 void lv_vae_reset(lv_vae_decoder *dec);
 /* Pixel frames the next call with n latent frames will give: 1 + 4 (n - 1) for the first
