@@ -10,7 +10,8 @@
  * test checks that generate feeds the DiT exactly what `encode-text` computes, that the same
  * rows given as --text-embeds make the same frames, the original release layout, and the
  * errors of a pipeline that does not fit together. With MPI: the pipeline over 2 ranks
- * (rank 0 encodes the text and decodes) makes the frames of --sp-emulate 2. */
+ * (rank 0 encodes the text, each rank decodes its band of latent rows) makes the frames of
+ * --sp-emulate 2. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -300,8 +301,9 @@ Test(generate_pipeline, pieces_that_do_not_fit_are_named, .timeout = 300) {
 }
 
 #ifdef LONGVK_HAVE_MPI
-/* 32 pixel rows = 4 latent rows = 2 token rows: a band of one row per rank. Rank 0 alone runs
- * the text encoder (the rows are broadcast) and the VAE; the frames are --sp-emulate 2's. */
+/* 32 pixel rows = 4 latent rows = 2 token rows: a band of one token row per rank. Rank 0
+ * alone runs the text encoder (the rows are broadcast); the VAE decodes 2 latent rows on each
+ * rank (halo rows exchanged, pixel rows gathered to rank 0); the frames are --sp-emulate 2's. */
 Test(generate_pipeline, two_ranks_make_the_frames_of_two_bands, .timeout = 600) {
     const char *dir = make_pipeline("pipe-mpi");
     char cmd[4096], e[1024], m[1024];

@@ -206,3 +206,107 @@ Test(vae_bands, errors_are_clean) {
     ts_ctx_done(ctx);
     lv_weights_close(w);
 }
+
+/* ---- longvk decode --sp-emulate / --sequence-parallel ------------------------------------- */
+
+static char *run(const char *cmd, bool fail) {
+    char *out;
+    int rc = ts_run(cmd, &out);
+    cr_assert(fail ? rc != 0 : rc == 0, "%s: exit %d\n%s", cmd, rc, out);
+    return out;
+}
+
+/* The random latents as an .npy file, and their frames decoded by one process (ffv1 is
+ * lossless: decoded frames compare exactly). */
+static const char *latents_file(void) {
+    static char path[1100];
+    snprintf(path, sizeof path, "%s", ts_tmp("vb_latents.npy"));
+    float *lat = ts_rand_alloc((size_t)Z * N * LH * LW, 4504, -2, 2);
+    int64_t shape[4] = {Z, N, LH, LW};
+    cr_assert_eq(lv_npy_write(path, 4, shape, lat), LV_OK, "%s", lv_last_error());
+    free(lat);
+    return path;
+}
+
+static uint8_t *decoded_frames(const char *path) {
+    int64_t n;
+    size_t fb;
+    uint8_t *f = ts_decode_all(path, &n, &fb);
+    cr_assert_eq(n, FRAMES, "%s: %lld frames", path, (long long)n);
+    cr_assert_eq(fb, (size_t)64 * LH * LW * 3);
+    return f;
+}
+
+#define DECODE_FRAME_BYTES ((size_t)FRAMES * 64 * LH * LW * 3)
+
+static uint8_t *decode_cli(const char *env, const char *lat, const char *extra, const char *name) {
+    char cmd[4096], out[1100];
+    snprintf(out, sizeof out, "%s", ts_tmp(name));
+    snprintf(cmd, sizeof cmd, "%s %s decode --vae " WEIGHTS " --latents %s --codec ffv1 %s -o %s", env, LONGVK_CLI,
+             lat, extra, out);
+    free(run(cmd, false));
+    return decoded_frames(out);
+}
+
+Test(vae_bands, cli_emulated_bands_write_the_frames, .timeout = 300) {
+    const char *lat = latents_file();
+    uint8_t *one = decode_cli("", lat, "", "vb_one.mkv"), *three = decode_cli("", lat, "--sp-emulate 3", "vb_e3.mkv");
+    cr_assert_eq(memcmp(one, three, DECODE_FRAME_BYTES), 0, "--sp-emulate 3 wrote other frames");
+    free(one);
+    free(three);
+    /* refused before anything is written: more bands than latent rows, bands with tiles */
+    char cmd[4096];
+    const char *never = ts_tmp("vb_never.mkv");
+    snprintf(cmd, sizeof cmd, "%s decode --vae " WEIGHTS " --latents %s --sp-emulate 8 -o %s", LONGVK_CLI, lat, never);
+    char *out = run(cmd, true);
+    cr_assert(strstr(out, "8 sequence-parallel bands over 7 latent rows"), "%s", out);
+    free(out);
+    cr_assert_neq(access(never, F_OK), 0, "%s was written", never);
+    snprintf(cmd, sizeof cmd, "%s decode --vae " WEIGHTS " --latents %s --sp-emulate 2 --vae-tiling -o %s", LONGVK_CLI,
+             lat, never);
+    out = run(cmd, true);
+    cr_assert(strstr(out, "tiles or bands"), "%s", out);
+    free(out);
+    cr_assert_neq(access(never, F_OK), 0, "%s was written", never);
+}
+
+#ifdef LONGVK_HAVE_MPI
+Test(vae_bands, cli_ranks_write_the_frames_of_one_process, .timeout = 600) {
+    const char *lat = latents_file();
+    uint8_t *one = decode_cli("", lat, "", "vb_one.mkv");
+    for (int R = 2; R <= 3; R++) { /* 7 rows: 4/3, 3/2/2 */
+        char mpirun[256];
+        snprintf(mpirun, sizeof mpirun, TS_MPIRUN "-np %d", R);
+        uint8_t *m = decode_cli(mpirun, lat, "--sequence-parallel", R == 2 ? "vb_m2.mkv" : "vb_m3.mkv");
+        cr_assert_eq(memcmp(one, m, DECODE_FRAME_BYTES), 0, "%d ranks wrote other frames", R);
+        free(m);
+    }
+    free(one);
+    /* more ranks than latent rows: refused, nothing written */
+    char cmd[4096];
+    const char *never = ts_tmp("vb_never.mkv");
+    snprintf(cmd, sizeof cmd, TS_MPIRUN "-np 8 %s decode --vae " WEIGHTS " --latents %s --sequence-parallel -o %s",
+             LONGVK_CLI, lat, never);
+    char *out = run(cmd, true);
+    cr_assert(strstr(out, "8 sequence-parallel bands over 7 latent rows"), "%s", out);
+    free(out);
+    cr_assert_neq(access(never, F_OK), 0, "%s was written", never);
+    /* started by mpirun without the flag: refused */
+    snprintf(cmd, sizeof cmd, TS_MPIRUN "-np 2 %s decode --vae " WEIGHTS " --latents %s -o %s", LONGVK_CLI, lat, never);
+    out = run(cmd, true);
+    cr_assert(strstr(out, "without --sequence-parallel"), "%s", out);
+    free(out);
+    cr_assert_neq(access(never, F_OK), 0, "%s was written", never);
+}
+#else
+Test(vae_bands, cli_sequence_parallel_needs_mpi) {
+    char cmd[4096];
+    const char *never = ts_tmp("vb_never.mkv");
+    snprintf(cmd, sizeof cmd, "%s decode --vae " WEIGHTS " --latents %s --sequence-parallel -o %s", LONGVK_CLI,
+             latents_file(), never);
+    char *out = run(cmd, true);
+    cr_assert(strstr(out, "needs a build with MPI"), "%s", out);
+    free(out);
+    cr_assert_neq(access(never, F_OK), 0, "%s was written", never);
+}
+#endif

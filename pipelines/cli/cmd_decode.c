@@ -5,15 +5,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_mpi.h"
 #include "commands.h"
 #include "longvk.h"
+#include "longvk/sp_comm.h"
 #include "longvk/vae.h"
 
 typedef struct decode_args {
     const char *vae, *latents, *output, *codec;
-    long fps, crf, step, device, overlap;
+    long fps, crf, step, device, overlap, sp_emulate;
     long tile[2];
-    bool tiling;
+    bool tiling, sequence_parallel;
 } decode_args;
 
 static decode_args args = {.fps = 16, .crf = -1, .step = 1, .device = -1, .overlap = 8, .tile = {32, 32}};
@@ -44,6 +46,15 @@ static cli_option options[] = {
      .def = "32x32: 256 x 256 pixels", .help = "tile size in latent pixels"},
     {.name = "--tile-overlap", .kind = CLI_LONG, .dest = &args.overlap, .min = 0, .max = 4096, .def = "8",
      .help = "overlap of neighbouring tiles in latent pixels"},
+    {.name = "--sequence-parallel", .kind = CLI_FLAG, .dest = &args.sequence_parallel,
+     .help = "run by every rank of `mpirun -np R`: each latent frame's rows in R bands, one per rank on its own "
+             "device (rank modulo the devices, unless --device or LONGVK_DEVICE), one halo row per 3x3 conv from "
+             "each neighbour; rank 0 writes the video, the frames of a one-process decode (needs a build with "
+             "-DLONGVK_MPI=ON)"},
+    {.name = "--sp-emulate", .kind = CLI_LONG, .dest = &args.sp_emulate, .metavar = "R", .min = 1, .max = 4096,
+     .def = "off",
+     .help = "the bands of --sequence-parallel emulated on this device, each computed as one rank would "
+             "(R <= latent rows)"},
     {.name = "--device", .kind = CLI_LONG, .dest = &args.device, .min = 0, .max = 64,
      .help = "Vulkan device (see `longvk devices`)"},
 };
@@ -54,7 +65,8 @@ const cli_spec cmd_decode_spec = {
     .about = "Decodes normalised latents [16, F, h, w] (float32 .npy, as `generate` and\n"
              "`forward` write them; [1, 16, F, h, w] is accepted) with the Wan2.1 VAE into\n"
              "1 + 4 (F - 1) frames of 8h x 8w pixels. Values are clamped to [-1, 1] and stored\n"
-             "as uint8(127.5 x + 127.5), truncated, as SANA-Video does.\n",
+             "as uint8(127.5 x + 127.5), truncated, as SANA-Video does.\n"
+             "Over several GPUs: mpirun -np R longvk decode ... --sequence-parallel (the same frames).\n",
     .options = options,
     .count = CLI_COUNT(options),
 };
@@ -115,6 +127,20 @@ int cmd_decode(int argc, char **argv) {
         return cli_usage_error("decode", "--tile-overlap %ld must be smaller than the tile %dx%d", overlap, tile_h,
                                tile_w);
     }
+    long sp_emulate = args.sp_emulate;
+    if (tiling && (sp_emulate || args.sequence_parallel))
+        return cli_usage_error("decode", "--vae-tiling and %s: tiles or bands, one or the other",
+                               sp_emulate ? "--sp-emulate" : "--sequence-parallel");
+    if (sp_emulate && args.sequence_parallel)
+        return cli_usage_error("decode", "--sequence-parallel and --sp-emulate: one or the other");
+    if (cli_mpi_check_launch("decode", args.sequence_parallel)) return 2;
+    cli_mpi mpi = {.rank = 0, .ranks = 1};
+    if (args.sequence_parallel) {
+        int m = cli_mpi_begin("decode", false, &mpi);
+        if (m) return m;
+        device = cli_mpi_device(&mpi, (int)device);
+    }
+    const bool root = mpi.rank == 0; /* writes the video and speaks */
 
     lv_npy x = {0};
     lv_weights *w = NULL;
@@ -142,7 +168,8 @@ int cmd_decode(int argc, char **argv) {
         cli_fail(NULL);
         goto done;
     }
-    if (lv_vae_decoder_create(ctx, w, &dec) != LV_OK || lv_vae_set_step_frames(dec, (int)step) != LV_OK) {
+    if (lv_vae_decoder_create(ctx, w, &dec) != LV_OK || lv_vae_set_step_frames(dec, (int)step) != LV_OK ||
+        lv_vae_set_sequence_parallel(dec, (int)sp_emulate, mpi.comm) != LV_OK) {
         cli_fail("VAE");
         goto done;
     }
@@ -176,28 +203,37 @@ int cmd_decode(int argc, char **argv) {
         fprintf(stderr, "longvk decode: %s: latent size %d x %d is out of range\n", latents, h, wd);
         goto done;
     }
+    int bands = sp_emulate ? (int)sp_emulate : mpi.ranks;
+    if (bands > h) {
+        fprintf(stderr, "longvk decode: %d sequence-parallel bands over %d latent rows: each band needs at least one "
+                        "row (1 to %d bands)\n", bands, h, h);
+        goto done;
+    }
     int64_t T = lv_vae_frames_for(dec, F);
     uint64_t need = tiling ? lv_vae_tiled_memory(dec, h, wd, &tiles) : lv_vae_decoder_memory(dec, h, wd);
     const lv_device_info *info = lv_ctx_device(ctx);
-    printf("decoding %d latent frames of %d x %d into %lld frames of %d x %d\n", F, h, wd,
-           (long long)T, 8 * wd, 8 * h);
     char b1[32], b2[32];
-    printf("device memory needed: %s (weights, conv history and work buffers%s); '%s' has %s\n",
-           human(need, b1, sizeof b1), tiling ? " of one tile" : "", info->name,
-           human(info->device_local_bytes, b2, sizeof b2));
+    if (root) {
+        printf("decoding %d latent frames of %d x %d into %lld frames of %d x %d", F, h, wd, (long long)T, 8 * wd,
+               8 * h);
+        if (bands > 1) printf(" in %d bands of latent rows%s", bands, sp_emulate ? " (emulated)" : ", one per rank");
+        printf("\ndevice memory needed%s: %s (weights, conv history and work buffers%s); '%s' has %s\n",
+               mpi.ranks > 1 ? " on each rank" : "", human(need, b1, sizeof b1), tiling ? " of one tile" : "",
+               info->name, human(info->device_local_bytes, b2, sizeof b2));
+    }
     if (tiling)
         printf("tiles of %dx%d latent pixels overlapping by %ld; host memory for the video: %s\n",
                tile_h, tile_w, overlap, human((uint64_t)T * 3 * 64 * h * wd * sizeof(float), b1, sizeof b1));
     fflush(stdout);
     if (info->device_local_bytes && need > info->device_local_bytes)
         fprintf(stderr, "longvk decode: warning: the decode needs more memory than the device "
-                        "reports; it may fail\n");
+                        "reports; it may fail%s\n", tiling || bands > 1 ? "" : " (--vae-tiling uses less)");
 
     lv_encoder_options eopt;
     lv_encoder_options_default(&eopt);
     eopt.codec = codec;
     eopt.crf = (int)crf;
-    if (lv_encoder_open(output, 8 * wd, 8 * h, (double)fps, &eopt, &s.enc) != LV_OK) {
+    if (root && lv_encoder_open(output, 8 * wd, 8 * h, (double)fps, &eopt, &s.enc) != LV_OK) {
         cli_fail(output);
         goto done;
     }
@@ -224,11 +260,11 @@ int cmd_decode(int argc, char **argv) {
     }
     lv_encoder *enc = s.enc;
     s.enc = NULL;
-    if (lv_encoder_close(enc) != LV_OK) {
+    if (root && lv_encoder_close(enc) != LV_OK) {
         cli_fail(output);
         goto done;
     }
-    printf("wrote %lld frames to %s\n", (long long)s.frames, output);
+    if (root) printf("wrote %lld frames to %s\n", (long long)s.frames, output);
     rc = 0;
 done:
     if (s.enc) lv_encoder_abort(s.enc);
@@ -238,5 +274,6 @@ done:
     if (ctx) lv_ctx_destroy(ctx);
     lv_weights_close(w);
     lv_npy_free(&x);
+    cli_mpi_end(&mpi, "decode", rc);
     return rc;
 }

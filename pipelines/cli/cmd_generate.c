@@ -143,7 +143,8 @@ static cli_option options[] = {
     {.name = "--sequence-parallel", .kind = CLI_FLAG, .dest = &args.sequence_parallel,
      .help = "run by every rank of `mpirun -np R`: one band of token rows per rank (per rank of a group with "
              "--cfg-parallel), each on its own device "
-             "(rank modulo the devices, unless --device or LONGVK_DEVICE); rank 0 writes the video and the "
+             "(rank modulo the devices, unless --device or LONGVK_DEVICE); with --vae each rank also decodes "
+             "its band of latent rows; rank 0 writes the video and the "
              "resume file and prints progress, the others print only errors; the frames of --sp-emulate R. "
              "`kill -USR1` to mpirun stops every rank after the same block (Ctrl-C on mpirun kills the job: "
              "--resume continues from the last block). --parallel-cfg is off (needs a build with "
@@ -157,8 +158,9 @@ static cli_option options[] = {
     {.name = "--sp-emulate", .kind = CLI_INT, .dest = &args.o.sp_bands, .metavar = "R", .min = 1, .max = 4096,
      .def = "off",
      .help = "sequence parallelism emulated on this device: every pass's token rows in R bands, each computed "
-             "as one rank would (R <= the token rows, height / 4 for the default model); the reference for "
-             "--sequence-parallel. --parallel-cfg is off"},
+             "as one rank would (R <= the token rows, height / 4 for the default model), and with --vae the "
+             "latent rows of every decoded chunk too; the reference for --sequence-parallel. --parallel-cfg is "
+             "off"},
     {.name = "--quiet", .alias = "-q", .kind = CLI_FLAG, .dest = &args.quiet, .help = "no progress on stderr"},
     {.name = "--output", .alias = "-o", .kind = CLI_OUTPUT, .dest = &args.o.output, .required = true,
      .help = ".mp4, .mkv or .webm (.npy for the latents of a latent-space model without --vae)"},

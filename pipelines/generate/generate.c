@@ -437,20 +437,21 @@ static lv_status on_vae_frame(void *user, int64_t index, const float *rgb, int h
     return encode_frames(user, rgb, 1, height, width);
 }
 
-/* A finished latent chunk of n frames through the VAE into the encoder (on_vae_frame),
- * on the process that writes. With sequence parallelism the chunk x0 is whole and the same
- * on every process, and this process decodes all of it for now; the VAE over the DiT's bands
- * (pipelines/parallel/README.md, "VAE, same bands") replaces this function: each process
- * decodes its rows with halos, and the pixel rows are gathered here. */
+/* A finished latent chunk of n frames through the VAE into the encoder (on_vae_frame).
+ * With sequence parallelism the chunk x0 is whole and the same on every process of the
+ * writing group; each decodes its bands' rows (lv_vae_set_sequence_parallel) and the pixel
+ * rows reach the writing process, which alone gets frames. */
 static lv_status decode_chunk(gen_run *r, int n) {
     return lv_vae_decode_frames_cb(r->ctx, r->vae, r->x0, n, r->grid_h, r->grid_w, on_vae_frame, r);
 }
 
 /* A finished chunk of n model frames, starting at model frame f0, to the output. The other
- * processes of a sequence-parallel run only count the frames. */
+ * processes of a sequence-parallel run decode their bands of it (a latent model with a
+ * VAE) and count the frames. */
 static lv_status emit_chunk(gen_run *r, int f0, int n) {
     const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
     if (!r->root) { /* pixel frames, or latent frames; the VAE makes 4 of each, the first 1 */
+        if (r->vae) LV_TRY(decode_chunk(r, n));
         r->frames_done += r->m.card.pixel || !r->o.vae_path ? n : f0 == 0 ? 1 + 4 * (n - 1) : 4 * n;
         return LV_OK;
     }
@@ -509,18 +510,22 @@ static lv_status alloc_buffers(gen_run *r) {
     size_t chunk = (size_t)cfg->in_channels * maxf * r->grid_h * r->grid_w;
     r->x0 = malloc(chunk * sizeof *r->x0);
     if (!r->x0) return lv_error(LV_ERR_NOMEM, "out of host memory for a block of %d frames", maxf);
-    if (!r->root) return LV_OK; /* the rest is the output's: the writing process's alone */
-    if (!r->m.card.pixel && !r->o.vae_path) {
-        r->latents = malloc((size_t)cfg->in_channels * r->units * r->grid_h * r->grid_w * sizeof *r->latents);
-        return r->latents ? LV_OK : lv_error(LV_ERR_NOMEM, "out of host memory for the latents");
-    }
-    if (r->o.vae_path) {
+    /* the VAE over the bands: every process of the writing group (with --cfg-parallel the
+     * conditional one; the other group has no frames to make) */
+    const bool decodes = r->root || (r->sp && (!r->o.cfg_partner || r->o.cfg_partner->role == LV_CFG_COND));
+    if (r->o.vae_path && !r->m.card.pixel && decodes) {
         LV_TRY(lv_weights_open(r->o.vae_path, &r->vae_weights));
         LV_TRY(lv_vae_decoder_create(r->ctx, r->vae_weights, &r->vae));
         lv_vae_set_clamp(r->vae, 1);
         if (lv_vae_z_dim(r->vae) != cfg->in_channels)
             return lv_error(LV_ERR_INVALID, "the VAE %s has %d latent channels, the model %d", r->o.vae_path,
                             lv_vae_z_dim(r->vae), cfg->in_channels);
+        LV_TRY(lv_vae_set_sequence_parallel(r->vae, r->o.sp_bands, r->sp));
+    }
+    if (!r->root) return LV_OK; /* the rest is the output's: the writing process's alone */
+    if (!r->m.card.pixel && !r->o.vae_path) {
+        r->latents = malloc((size_t)cfg->in_channels * r->units * r->grid_h * r->grid_w * sizeof *r->latents);
+        return r->latents ? LV_OK : lv_error(LV_ERR_NOMEM, "out of host memory for the latents");
     }
     /* frames reaching the encoder at once: a written pixel chunk, or one decoded frame */
     size_t frame = (size_t)3 * r->o.height * r->o.width;

@@ -432,6 +432,7 @@ lv_status lv_vae_set_sequence_parallel(lv_vae_decoder *dec, int bands, struct lv
     lv_sp_comm_destroy(dec->own_comm);
     dec->own_comm = own;
     dec->comm = own ? own : comm;
+    dec->comm_checked = own != NULL; /* one process: nothing to compare */
     dec->h = dec->w = 0; /* the buffers' rows change: made again by the next decode */
     return LV_OK;
 }
@@ -469,6 +470,13 @@ lv_status lv_vae_decode_frames_cb(lv_ctx *ctx, lv_vae_decoder *dec, const float 
     if (dec->started && (h != dec->h || w != dec->w))
         return lv_error(LV_ERR_INVALID, "lv_vae_decode_frames: latents are %d x %d but this video "
                         "started at %d x %d (lv_vae_reset starts a new one)", h, w, dec->h, dec->w);
+    if (dec->comm && !dec->comm_checked) { /* D4: ranks on other kinds of device would not make the same bits */
+        const lv_device_info *dev = lv_ctx_device(ctx);
+        char kind[600]; /* the comparison takes the first 511 bytes */
+        snprintf(kind, sizeof kind, "%.250s (%.250s)", dev->name, dev->driver);
+        LV_TRY(lv_sp_comm_check_same(dec->comm, "the device", kind));
+        dec->comm_checked = true;
+    }
     LV_TRY(ensure_buffers(ctx, dec, h, w));
 
     const vae_arch *a = &dec->arch;

@@ -111,6 +111,7 @@ struct lv_vae_decoder {
     /* sequence parallelism (lv_vae_set_sequence_parallel): NULL, or the bands; own_comm is
      * the emulation this decoder made (freed with it), else comm is borrowed */
     struct lv_sp_comm *comm, *own_comm;
+    bool comm_checked;         /* D4 (every rank on the same kind of device) asked */
 };
 
 /* wan_vae_weights.c: reads the structure and uploads every weight (dec zeroed before). */

@@ -197,7 +197,9 @@ typedef struct lv_generate_options {
      * communicator (longvk/sp_comm_mpi.h), one band per process, every process calling
      * lv_generate with the same options. The sampler stays replicated: every process
      * draws the same noise and gets the whole prediction, so the frames are those of
-     * sp_bands R, bit for bit. The process holding band 0 alone writes the video, the
+     * sp_bands R, bit for bit. With a VAE every process of the writing group decodes its
+     * band of latent rows (lv_vae_set_sequence_parallel, the same bands or communicator;
+     * the frames of an unsplit decode). The process holding band 0 alone writes the video, the
      * .npy and the resume file, reads the resume file (and hands its state to the others)
      * and gets warnings; progress comes to every process (print it on one). The stop flag
      * is agreed at every block boundary, so all processes stop after the same block. It
