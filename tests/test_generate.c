@@ -517,3 +517,97 @@ Test(generate, bench_generate_runs_the_block_loop, .timeout = 600) {
     cr_assert(rc == 0 && atoi(out) == 0, "temporary folders left: %s", out);
     free(out);
 }
+
+/* Frames to the caller (lv_generate_options.frame_sink): with no output file, every frame in
+ * order and nothing on disk; converted as the encoder does (lv_encoder_write_float: clamp to
+ * [-1, 1], (int)(127.5 x + 128)), they are the frames of the ffv1 video a file run writes. */
+typedef struct sink_frames {
+    uint8_t *rgb; /* [frames][h][w][3] */
+    int64_t calls, next;
+    int w, h;
+} sink_frames;
+
+static lv_status to_bytes(void *user, int64_t index, const float *x, int height, int width) {
+    sink_frames *s = user;
+    cr_assert_eq(index, s->next, "frame %lld after %lld", (long long)index, (long long)s->next);
+    cr_assert(height == s->h && width == s->w);
+    const size_t P = (size_t)height * width;
+    for (int c = 0; c < 3; c++)
+        for (size_t p = 0; p < P; p++) {
+            float v = x[c * P + p];
+            v = !(v > -1.0f) ? -1.0f : v > 1.0f ? 1.0f : v;
+            s->rgb[((size_t)index * P + p) * 3 + c] = (uint8_t)(int)(127.5 * (double)v + 128.0);
+        }
+    s->next++;
+    s->calls++;
+    return LV_OK;
+}
+
+static lv_status refuse_third(void *user, int64_t index, const float *x, int height, int width) {
+    (void)user, (void)x, (void)height, (void)width;
+    return index == 2 ? lv_error(LV_ERR_IO, "the caller's sink is full") : LV_OK;
+}
+
+Test(generate, frames_to_a_sink, .timeout = 600) {
+    const char *a = LONGVK_TEST_TMP "/gen_sink_file.mkv";
+    const int frames = 7;
+    lv_generate_options o;
+    options(&o, a, frames);
+    o.scale = 2; /* the sink gets what the encoder gets: upscaled */
+    cr_assert_eq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_OK, "%s", lv_last_error());
+    int64_t n;
+    int w, h;
+    uint8_t *want = decode_all(a, &n, &w, &h);
+    cr_assert_eq(n, frames);
+    cr_assert(w == 64 && h == 64);
+
+    sink_frames s = {.rgb = calloc((size_t)frames * w * h * 3, 1), .w = w, .h = h};
+    options(&o, NULL, frames);
+    o.scale = 2;
+    o.frame_sink = to_bytes;
+    o.frame_user = &s;
+    /* run in an empty folder of its own (other tests share the tmp folder): it stays empty */
+    char cwd[4096], *listing;
+    cr_assert_not_null(getcwd(cwd, sizeof cwd));
+    const char *empty = LONGVK_TEST_TMP "/gen_sink_cwd";
+    cr_assert_eq(ts_run("rm -rf " LONGVK_TEST_TMP "/gen_sink_cwd && mkdir " LONGVK_TEST_TMP "/gen_sink_cwd", &listing),
+                 0);
+    free(listing);
+    cr_assert_eq(chdir(empty), 0);
+    lv_status st = lv_generate(&o, NULL, NULL, NULL, NULL);
+    cr_assert_eq(chdir(cwd), 0);
+    cr_assert_eq(st, LV_OK, "%s", lv_last_error());
+    cr_assert_eq(ts_run("ls -A " LONGVK_TEST_TMP "/gen_sink_cwd", &listing), 0);
+    cr_assert_str_eq(listing, "", "a run without an output file wrote: %s", listing);
+    free(listing);
+    cr_assert_eq(s.calls, frames);
+    cr_assert(memcmp(s.rgb, want, (size_t)frames * w * h * 3) == 0, "the sink's frames are not the video's");
+
+    /* a sink that fails stops the run with its message; no sink and no file is refused; a
+     * latent model without a VAE has no frames to give */
+    options(&o, NULL, frames);
+    o.frame_sink = refuse_third;
+    cr_assert_eq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_ERR_IO);
+    cr_assert(strstr(lv_last_error(), "the caller's sink is full"), "%s", lv_last_error());
+    options(&o, NULL, frames);
+    cr_assert_eq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_ERR_INVALID);
+    cr_assert(strstr(lv_last_error(), "no output file"), "%s", lv_last_error());
+    options(&o, NULL, frames);
+    o.frame_sink = to_bytes;
+    o.resume = true;
+    cr_assert_eq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_ERR_INVALID);
+    cr_assert(strstr(lv_last_error(), "--resume needs the output file"), "%s", lv_last_error());
+    free(s.rgb);
+    free(want);
+}
+
+/* --no-encode: the frames go to a sink, FFmpeg is never called and no video is written. */
+Test(generate, bench_generate_without_the_encoder, .timeout = 600) {
+    char *out = NULL;
+    int rc = ts_run("TMPDIR=" LONGVK_TEST_TMP " " LONGVK_CLI " bench generate --depth 1 --frames 2 --latent 8x8 "
+                    "--vae-dim 8 --text-tokens 8 --no-encode --json", &out);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_assert(strstr(out, "\"pixel_frames\": 21,") && strstr(out, "\"codec\": \"none\"") &&
+              strstr(out, "\"video_bytes\": 0"), "%s", out);
+    free(out);
+}

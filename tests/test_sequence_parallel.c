@@ -54,6 +54,97 @@ Test(sequence_parallel, bands_cover_the_rows_first_ones_taller) {
 
 /* ---- the linear-attention state fed an externally summed contribution ---- */
 
+/* ---- bands stacked with their halo rows (the VAE's layout) ---- */
+
+/* Stacked rows of 7 rows at scale 2 over 3 bands (4/3/... : 3/2/2 latent rows, so 6/4/4):
+ * [6 own, 1 halo] [1 halo, 4 own, 1 halo] [1 halo, 4 own] = 18 rows; the emulation's halo
+ * exchange fills each halo row with the neighbour's edge row, the gather puts every own row
+ * back in place, the solo transport stands its own rows in for the neighbours'. */
+Test(sequence_parallel, stacked_bands_halo_and_gather) {
+    lv_ctx *ctx = ts_ctx();
+    lv_sp_comm *c;
+    cr_assert_eq(lv_sp_comm_emulated_create(3, &c), LV_OK);
+    int64_t height;
+    cr_assert_eq(lv_sp_stacked_height(c, 7, 2, &height), LV_OK);
+    cr_assert_eq(height, 18);
+    const int64_t want[3][5] = {{0, 0, 6, 1, 0}, {7, 1, 4, 1, 6}, {13, 1, 4, 0, 10}}; /* offset top rows bottom row0 */
+    for (int i = 0; i < 3; i++) {
+        lv_sp_stacked_band g = lv_sp_stacked_band_at(c, 7, 2, i);
+        cr_assert(g.offset == want[i][0] && g.top == want[i][1] && g.rows == want[i][2] && g.bottom == want[i][3] &&
+                      g.row0 == want[i][4], "band %d: offset %lld top %lld rows %lld bottom %lld row0 %lld", i,
+                  (long long)g.offset, (long long)g.top, (long long)g.rows, (long long)g.bottom, (long long)g.row0);
+    }
+    cr_assert_eq(lv_sp_stacked_height(c, 2, 1, &height), LV_ERR_INVALID); /* 3 bands over 2 rows */
+    lv_sp_stacked_band whole = lv_sp_stacked_band_at(NULL, 7, 2, 0);
+    cr_assert(whole.offset == 0 && whole.top == 0 && whole.rows == 14 && whole.bottom == 0);
+
+    /* frame f, whole row y, element x: a value that names them; halo rows start as -1 */
+    enum { F = 2, H = 14, WX = 3 };
+    float full[F * H * WX], stacked[F * 18 * WX];
+    for (int i = 0; i < F * H * WX; i++) full[i] = (float)i;
+    for (int i = 0; i < F * 18 * WX; i++) stacked[i] = -1.0f;
+    for (int b = 0; b < 3; b++) {
+        lv_sp_stacked_band g = lv_sp_stacked_band_at(c, 7, 2, b);
+        for (int f = 0; f < F; f++)
+            memcpy(stacked + ((size_t)f * 18 + g.offset + g.top) * WX, full + ((size_t)f * H + g.row0) * WX,
+                   (size_t)g.rows * WX * sizeof(float));
+    }
+    int64_t shape[4] = {F, 18, 1, WX};
+    lv_tensor t = ts_tensor(ctx, LV_F32, 4, shape, stacked);
+    cr_assert_eq(lv_sp_comm_halo_stacked(c, ctx, &t, 7, 2), LV_OK, "%s", lv_last_error());
+    float *got = ts_read(ctx, &t);
+    for (int b = 0; b < 3; b++) {
+        lv_sp_stacked_band g = lv_sp_stacked_band_at(c, 7, 2, b);
+        for (int f = 0; f < F; f++)
+            for (int64_t r = 0; r < g.top + g.rows + g.bottom; r++) {
+                const int64_t y = g.row0 - g.top + r; /* the whole frame's row this stacked row shows */
+                for (int x = 0; x < WX; x++)
+                    cr_assert_eq(got[((size_t)f * 18 + g.offset + r) * WX + x], full[((size_t)f * H + y) * WX + x],
+                                 "band %d frame %d stacked row %lld", b, f, (long long)r);
+            }
+    }
+    float all[F * H * WX];
+    memset(all, 0, sizeof all);
+    cr_assert_eq(lv_sp_comm_gather_stacked(c, ctx, &t, 7, 2, all, true), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(memcmp(all, full, sizeof all), 0, "the gathered rows are not the whole frames");
+    lv_sp_comm_stats st;
+    lv_sp_comm_stats_get(c, &st);
+    cr_assert_eq(st.bytes_sent[LV_SP_HALO], 4u * F * WX * sizeof(float)); /* 4 edge rows a frame */
+    cr_assert_eq(st.bytes_sent[LV_SP_GATHER_ROWS], (4u + 4u) * F * WX * sizeof(float)); /* bands 1, 2 to band 0 */
+    lv_sp_comm_destroy(c);
+
+    /* solo, band 1 of 3: [1 halo, 4 own, 1 halo], its own edge rows in the halo rows */
+    cr_assert_eq(lv_sp_comm_solo_create(3, 1, &c), LV_OK);
+    cr_assert_eq(lv_sp_stacked_height(c, 7, 2, &height), LV_OK);
+    cr_assert_eq(height, 6);
+    float band[F * 6 * WX];
+    for (int f = 0; f < F; f++)
+        for (int r = 0; r < 6; r++)
+            for (int x = 0; x < WX; x++) band[(f * 6 + r) * WX + x] = r == 0 || r == 5 ? -1.0f : full[(f * H + 6 + r - 1) * WX + x];
+    int64_t bshape[4] = {F, 6, 1, WX};
+    lv_tensor tb = ts_tensor(ctx, LV_F32, 4, bshape, band);
+    cr_assert_eq(lv_sp_comm_halo_stacked(c, ctx, &tb, 7, 2), LV_OK, "%s", lv_last_error());
+    float *gb = ts_read(ctx, &tb);
+    for (int f = 0; f < F; f++)
+        for (int x = 0; x < WX; x++) {
+            cr_assert_eq(gb[(f * 6 + 0) * WX + x], full[(f * H + 9) * WX + x]); /* its last own row */
+            cr_assert_eq(gb[(f * 6 + 5) * WX + x], full[(f * H + 6) * WX + x]); /* its first own row */
+        }
+    memset(all, 0, sizeof all);
+    cr_assert_eq(lv_sp_comm_gather_stacked(c, ctx, &tb, 7, 2, all, false), LV_OK, "%s", lv_last_error());
+    for (int f = 0; f < F; f++)
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < WX; x++)
+                cr_assert_eq(all[(f * H + y) * WX + x], y >= 6 && y < 10 ? full[(f * H + y) * WX + x] : 0.0f,
+                             "solo gather frame %d row %d", f, y);
+    lv_sp_comm_destroy(c);
+    free(got);
+    free(gb);
+    lv_tensor_free(ctx, &t);
+    lv_tensor_free(ctx, &tb);
+    ts_ctx_done(ctx);
+}
+
 /* Tokens split 3 ways, partials by lv_op_linattn_state, summed by the emulated transport,
  * read with begin/query/commit: the same as lv_linattn_block_read/write over all tokens,
  * for the additive and the window rule, over 3 blocks. */

@@ -114,6 +114,7 @@ typedef struct gen_run {
     lv_weights *vae_weights;
     lv_vae_decoder *vae;
     float *x0, *big;         /* one chunk; its upscaled frames */
+    float *sink_frame;       /* one frame for the frame sink [3, H, W] (several frames at once) */
     float *last_frame;       /* the last chunk's last frame [C, H, W] (model space) */
     int64_t frame_values;    /* C * H * W */
     float *latents;          /* latent model without a VAE: every latent frame, for the .npy */
@@ -154,7 +155,10 @@ static lv_block_recipe pick_steps(const lv_block_recipe *full, int steps) {
 /* What can be checked before the model is opened: every value the caller set, so that a
  * bad one is an error naming it (never a crash, a division by zero or a silent NaN). */
 static lv_status check_options(const lv_generate_options *o) {
-    if (!o->output || !*o->output) return lv_error(LV_ERR_INVALID, "lv_generate: no output file (-o)");
+    if ((!o->output || !*o->output) && !o->frame_sink)
+        return lv_error(LV_ERR_INVALID, "lv_generate: no output file (-o) and no frame sink");
+    if (o->output && !*o->output) return lv_error(LV_ERR_INVALID, "lv_generate: an empty output file name (-o)");
+    if (!o->output && o->resume) return lv_error(LV_ERR_INVALID, "lv_generate: --resume needs the output file");
     const struct { const char *name; double v; } reals[] = {
         {"seconds (--seconds)", o->seconds}, {"fps (--fps)", o->fps},
         {"cfg_scale (--cfg-scale)", o->cfg_scale}, {"shift (--shift)", o->shift}};
@@ -292,9 +296,10 @@ static lv_status resolve_options(const lv_generate_options *in, gen_run *r) {
                             "encoder (--text-encoder DIR, or a diffusers pipeline folder as --model) or prompt "
                             "embeddings (--text-embeds)", r->m.name);
         if (o->resume) return lv_error(LV_ERR_UNSUPPORTED, "--resume works with pixel-space models only");
-        if (!o->vae_path && !ends_with(o->output, ".npy"))
+        if (!o->vae_path && (!o->output || !ends_with(o->output, ".npy")))
             return lv_error(LV_ERR_INVALID, "without --vae a latent model's output is its latents: "
-                            "give an output ending in .npy, or a VAE with --vae");
+                            "give an output ending in .npy, or a VAE with --vae%s",
+                            o->output ? "" : " (a frame sink needs frames)");
     }
     return LV_OK;
 }
@@ -421,13 +426,23 @@ static lv_status encode_text(gen_run *r, lv_generate_callback progress, void *us
     return LV_OK;
 }
 
+/* n frames [3, n, h, w] to the encoder and the frame sink, upscaled by o.scale. */
 static lv_status encode_frames(gen_run *r, const float *frames, int n, int h, int w) {
     const float *src = frames;
     if (r->o.scale > 1) {
         upscale(frames, n, h, w, r->o.scale, r->big);
         src = r->big;
     }
-    LV_TRY(lv_encoder_write_float(r->enc, src, n, LV_LAYOUT_CFHW));
+    if (r->enc) LV_TRY(lv_encoder_write_float(r->enc, src, n, LV_LAYOUT_CFHW));
+    const int H = h * r->o.scale, W = w * r->o.scale;
+    const size_t plane = (size_t)H * W;
+    for (int t = 0; r->o.frame_sink && t < n; t++) {
+        const float *frame = src;
+        if (n > 1) /* [3, n, H, W] -> frame t's [3, H, W] */
+            for (int c = 0; c < 3; c++)
+                memcpy(r->sink_frame + c * plane, src + ((size_t)c * n + t) * plane, plane * sizeof *frame);
+        LV_TRY(r->o.frame_sink(r->o.frame_user, r->frames_done + t, n > 1 ? r->sink_frame : frame, H, W));
+    }
     r->frames_done += n;
     return LV_OK;
 }
@@ -457,11 +472,11 @@ static lv_status emit_chunk(gen_run *r, int f0, int n) {
     }
     if (r->m.card.pixel) {
         LV_TRY(encode_frames(r, r->x0, n, r->grid_h, r->grid_w));
-        return lv_encoder_flush_block(r->enc);
+        return r->enc ? lv_encoder_flush_block(r->enc) : LV_OK;
     }
     if (r->vae) {
         LV_TRY(decode_chunk(r, n));
-        return lv_encoder_flush_block(r->enc);
+        return r->enc ? lv_encoder_flush_block(r->enc) : LV_OK;
     }
     size_t plane = (size_t)r->grid_h * r->grid_w;
     for (int c = 0; c < cfg->in_channels; c++)
@@ -534,10 +549,15 @@ static lv_status alloc_buffers(gen_run *r) {
         r->big = malloc(at_once * frame * (size_t)r->o.scale * r->o.scale * sizeof *r->big);
         if (!r->big) return lv_error(LV_ERR_NOMEM, "out of host memory");
     }
+    if (r->o.frame_sink && at_once > 1) {
+        r->sink_frame = malloc(frame * (size_t)r->o.scale * r->o.scale * sizeof *r->sink_frame);
+        if (!r->sink_frame) return lv_error(LV_ERR_NOMEM, "out of host memory");
+    }
     return LV_OK;
 }
 
-static bool writes_video(const gen_run *r) { return r->m.card.pixel || r->o.vae_path; }
+/* A video file (a pixel model, or a VAE): not when the frames go to a frame sink alone. */
+static bool writes_video(const gen_run *r) { return (r->m.card.pixel || r->o.vae_path) && r->o.output; }
 
 /* A new video under the temporary name (see above); keep_frames > 0: the interrupted
  * run's first keep_frames frames, continued. */
@@ -587,6 +607,7 @@ static void run_free(gen_run *r) {
     free(r->x0);
     free(r->last_frame);
     free(r->big);
+    free(r->sink_frame);
     free(r->latents);
 }
 
@@ -686,6 +707,7 @@ static double eta_seconds(const gen_run *r, int next, int total) {
  * the writing process alone writes it: whole, the same file whatever the bands. */
 static lv_status save_state(gen_run *r, int chunks_done, int64_t frames_done) {
     if (!r->m.card.pixel || r->o.sampler != LV_GEN_LONGSANA) return LV_OK; /* resume: block-wise, pixel space */
+    if (!r->state_path[0]) return LV_OK; /* no file: frames to a sink alone */
     float *state = NULL;
     int64_t count = 0;
     if (chunks_done) LV_TRY(lv_dit_state_save(r->ctx, r->dit, &state, &count)); /* 0: before the first block */
@@ -756,6 +778,9 @@ static lv_status interrupted(const gen_run *r, int next) {
     int total = r->o.burn_in_blocks + r->chunks;
     if (next == 0)
         return lv_error(LV_ERR_INTERRUPTED, "interrupted before the first block: nothing is made yet");
+    if (!r->o.output) /* frames to a sink alone */
+        return lv_error(LV_ERR_INTERRUPTED, "interrupted after block %d of %d: %lld of %lld frames made", next, total,
+                        (long long)r->frames_done, (long long)r->frames_total);
     if (r->frames_done == 0)
         return lv_error(LV_ERR_INTERRUPTED, "interrupted in the burn-in after block %d of %d (%d made and dropped "
                         "before the first written frame): no frame is written yet, %s holds the blocks made",
@@ -788,6 +813,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
     LV_TRY(resolve_options(opt_in, r));
     const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
     if (opt_in->state_path) snprintf(r->state_path, sizeof r->state_path, "%s", opt_in->state_path);
+    else if (!o->output) r->state_path[0] = '\0'; /* frames to a sink alone: no file, no resume file */
     else if (snprintf(r->state_path, sizeof r->state_path, "%s.longvk-state", o->output) >= (int)sizeof r->state_path)
         return lv_error(LV_ERR_INVALID, "output path too long: %s", o->output);
 
@@ -813,7 +839,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
          * has started (see "what a killed run leaves") */
         if (writes_video(r)) LV_TRY(probe_output(r));
         LV_TRY(save_state(r, 0, 0));
-        r->wrote_start_state = r->m.card.pixel && o->sampler == LV_GEN_LONGSANA;
+        r->wrote_start_state = r->m.card.pixel && o->sampler == LV_GEN_LONGSANA && r->state_path[0];
     }
 
     lv_ctx_options copt;

@@ -1,5 +1,5 @@
 /* `longvk bench generate [--depth N] [--blocks N] [--frames N] [--latent HxW] [--text-tokens L]
- *                        [--vae-dim D] [--codec C] [--json]`
+ *                        [--vae-dim D] [--codec C | --no-encode] [--json]`
  *
  * The whole block loop at SANA-Video 2B's 480p shape, as a user runs it: lv_generate (the
  * call behind `longvk generate`) with a released-layout model file of random bf16 weights
@@ -8,7 +8,10 @@
  * and the write pass), its VAE decode and the frames handed to the encoder, exactly as in
  * `generate` (a latent model writes no resume file yet: `--resume` is for pixel models).
  * The first block also creates every pipeline; the blocks after it give the steady rate:
- * pixel frames/s end to end. The 720p preset is not offered: SANA's 720p release decodes
+ * pixel frames/s end to end. --no-encode hands the frames to a frame sink that discards them
+ * (lv_generate_options.frame_sink) instead: no FFmpeg call at all, for a machine that has
+ * none (the GPU bundle's FFmpeg is a stub); the encoder's share is then not counted.
+ * The 720p preset is not offered: SANA's 720p release decodes
  * with LTX-2's VAE, which longvk does not have. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +32,7 @@ typedef struct gen_bench_args {
     bool json;
     int blocks, vae_dim;
     const char *codec;
+    bool no_encode;
 } gen_bench_args;
 
 static gen_bench_args args;
@@ -50,12 +54,15 @@ static cli_option options[] = {
      .def = "96, Wan2.1's", .help = "base width of the random VAE decoder, a multiple of 4"},
     {.name = "--codec", .kind = CLI_STRING, .dest = &args.codec, .metavar = "NAME", .def = "libx264",
      .help = "the encoder (as generate's --codec)"},
+    {.name = "--no-encode", .kind = CLI_FLAG, .dest = &args.no_encode,
+     .help = "frames to a sink that discards them instead of the encoder (no FFmpeg call: the encoder's time is "
+             "not counted)"},
 };
 
 const cli_spec bench_generate_spec = {
     .command = "bench generate",
     .usage = "[--json] [--depth N] [--blocks N] [--frames N] [--latent HxW] [--text-tokens L] [--vae-dim D]\n"
-             "                      [--codec NAME]",
+             "                      [--codec NAME | --no-encode]",
     .about = "The whole block loop at SANA-Video 2B's 480p shape with random weights, through lv_generate (DiT,\n"
              "VAE decode, frames to the encoder): seconds per block and pixel frames/s end to\n"
              "end, after the first block. Writes the model, the embeddings, the VAE and the video into a\n"
@@ -64,6 +71,13 @@ const cli_spec bench_generate_spec = {
     .options = options,
     .count = CLI_COUNT(options),
 };
+
+/* --no-encode: every frame ends here; the first value read so that the frame is really there */
+static lv_status discard_frame(void *user, int64_t index, const float *rgb, int height, int width) {
+    (void)index, (void)height, (void)width;
+    *(volatile float *)user = rgb[0];
+    return LV_OK;
+}
 
 typedef struct block_clock {
     double seconds[MAX_BLOCKS + 1];
@@ -180,7 +194,10 @@ int bench_generate(int argc, char **argv) {
     o.model_path = model;
     o.text_embeds_path = text;
     o.vae_path = vae;
-    o.output = out;
+    static float seen;
+    o.output = args.no_encode ? NULL : out;
+    o.frame_sink = args.no_encode ? discard_frame : NULL;
+    o.frame_user = &seen;
     o.frames = (int)pixel_frames;
     o.width = 8 * lw;
     o.height = 8 * lh;
@@ -199,7 +216,8 @@ int bench_generate(int argc, char **argv) {
     const double first_s = clock.seconds[1], steady_s = clock.seconds[n] - clock.seconds[1];
     const int64_t steady_frames = clock.frames[n] - clock.frames[1];
     const double fps = steady_frames / steady_s, per_block = steady_s / (n - 1);
-    const long long video_bytes = file_size(out);
+    const long long video_bytes = args.no_encode ? 0 : file_size(out);
+    const char *sink = args.no_encode ? "none: frames discarded" : args.codec;
     if (args.json) {
         printf("{\"bench\": \"generate\", \"device\": \"%s\", \"preset\": \"%s\", \"depth\": %d, \"model_depth\": %d, "
                "\"blocks\": %d, \"latent_frames_per_block\": %d, \"latent\": [%d, %d], \"pixels\": [%d, %d], "
@@ -207,17 +225,20 @@ int bench_generate(int argc, char **argv) {
                "\"first_block_s\": %.4f, \"block_s\": %.4f, \"frames_per_s\": %.4f, \"device_memory_peak_bytes\": "
                "%llu, \"state_bytes\": %llu, \"video_bytes\": %lld}\n",
                clock.device_name, shp->preset, cfg.depth, full_depth, n, F, lh, lw, 8 * lh, 8 * lw,
-               args.shape.text_tokens, args.vae_dim, args.codec, (long long)clock.frames[n], first_s, per_block, fps,
+               args.shape.text_tokens, args.vae_dim, args.no_encode ? "none" : args.codec, (long long)clock.frames[n],
+               first_s, per_block, fps,
                (unsigned long long)clock.memory, (unsigned long long)clock.state_bytes, video_bytes);
     } else {
         printf("generate on %s: %s, depth %d of %d, VAE width %d, %s; %d blocks of %d latent frames of %dx%d "
-               "(%dx%d pixels)\n", clock.device_name, shp->preset, cfg.depth, full_depth, args.vae_dim, args.codec, n,
+               "(%dx%d pixels)\n", clock.device_name, shp->preset, cfg.depth, full_depth, args.vae_dim, sink, n,
                F, lh, lw, 8 * lw, 8 * lh);
         printf("  first block %.3f s (pipelines created); then %.3f s a block: %.3g pixel frames/s end to end "
-               "(DiT, VAE, encoder)", first_s, per_block, fps);
+               "(DiT, VAE, %s)", first_s, per_block, fps, args.no_encode ? "no encoder" : "encoder");
         if (cfg.depth != full_depth) printf("; the DiT is %d of the model's %d blocks", cfg.depth, full_depth);
-        printf("\n  device memory: peak %.2f GiB, carried state %.1f MiB; video %.1f MiB\n",
-               (double)clock.memory / (1 << 30), (double)clock.state_bytes / (1 << 20), (double)video_bytes / (1 << 20));
+        printf("\n  device memory: peak %.2f GiB, carried state %.1f MiB; ", (double)clock.memory / (1 << 30),
+               (double)clock.state_bytes / (1 << 20));
+        if (args.no_encode) printf("no video (frames discarded)\n");
+        else printf("video %.1f MiB\n", (double)video_bytes / (1 << 20));
     }
     rc = 0;
 done:

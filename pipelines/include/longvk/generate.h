@@ -123,6 +123,11 @@ typedef enum lv_gen_sampler {
     LV_GEN_DPMPP_2M       /* the base model's single clip: DPM-Solver++ 2M */
 } lv_gen_sampler;
 
+/* A frame: rgb [3, height, width] planes of floats, nominally in [-1, 1] (the encoder clamps
+ * and stores uint8(127.5 x + 127.5)); index counts from the video's first frame. Valid only
+ * during the call; anything but LV_OK stops the run with that status. */
+typedef lv_status (*lv_generate_frame_fn)(void *user, int64_t index, const float *rgb, int height, int width);
+
 typedef struct lv_generate_options {
     const char *model_path;       /* NULL: the embedded default model; a weights file, a
                                      transformer folder or a diffusers pipeline folder */
@@ -216,6 +221,12 @@ typedef struct lv_generate_options {
      * one process running both passes (with sp_comm: of sp_bands R), bit for bit.
      * Block-wise generation with CFG at some block only; not with the CFG twin. */
     const lv_cfg_partner *cfg_partner;
+    /* Frames to the caller (a program embedding longvk, `bench generate --no-encode`): every
+     * frame of the video in order, as the encoder gets it (upscaled by `scale`), on the
+     * process that writes. With output NULL there is no file at all: no video, no resume
+     * file (resume needs an output). A latent model needs a VAE for frames. */
+    lv_generate_frame_fn frame_sink;
+    void *frame_user;
 } lv_generate_options;
 
 #define LV_GEN_CPU_THREADS_AUTO (-2)

@@ -4,7 +4,7 @@
 # (a lent GPU machine, say): run
 # there with device-run.sh. FFmpeg is replaced by stub libraries whose functions trap, so
 # `longvk devices`, `info` and every `bench` but `encode` run (the issue-46 ones, `bench gemm --shapes dit`,
-# `bench dit`, `bench vae --preset 480p`, with them); generate, decode
+# `bench dit`, `bench vae --preset 480p`, `bench generate --no-encode`, with them); generate, decode
 # and metrics do not. NVIDIA's driver also needs the GL vendor-neutral dispatch libraries, which
 # are added from Debian's archive (apt-get download: nothing is installed here).
 #
