@@ -715,3 +715,30 @@ Test(sequence_parallel, bench_sp_counts_the_design_bytes, .timeout = 600) {
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) cr_assert(strstr(json, want[i]), "no %s in %s", want[i], json);
     free(json);
 }
+
+/* --vae: the block's decode per rank over bands of latent rows, and the whole block modelled.
+ * 4x4 latents in 2 bands of 2 rows, decoder width 8 (trunk 32): band 1 sends its attention
+ * rows (2 x 4 pixels x 32 channels) to band 0 and its 16 pixel rows of 4 frames (32 wide,
+ * RGB) to rank 0: 1,024 + 24,576 bytes a latent frame; band 0 only its attention rows. */
+Test(sequence_parallel, bench_sp_vae_models_the_block, .timeout = 600) {
+    char cmd[4096], path[1024];
+    snprintf(path, sizeof path, "%s/bench_sp_vae.json", LONGVK_TEST_TMP);
+    snprintf(cmd, sizeof cmd, "%s bench sp --depth 1 --frames 1 --latent 4x4 --text-tokens 8 --ranks 2 --vae "
+             "--vae-dim 8 --json >%s 2>%s.err", LONGVK_CLI, path, path);
+    int rc = system(cmd);
+    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "%s failed", cmd);
+    size_t len;
+    char *json = (char *)ts_slurp(path, &len);
+    cr_assert_not_null(json);
+    const char *want[] = {
+        "\"vae_dim\": 8,",
+        "\"vae_bands\": [{\"band\": 0, \"latent_rows\": 2,",
+        "\"gather_bytes\": 1024,",
+        "{\"band\": 1, \"latent_rows\": 2,",
+        "\"gather_bytes\": 25600,",
+        "\"modelled_block\": [{\"link\": \"PCIe host-staged\", \"block_s\": ",
+        "\"block_speedup_no_network\": ",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) cr_assert(strstr(json, want[i]), "no %s in %s", want[i], json);
+    free(json);
+}

@@ -136,6 +136,25 @@ static int spatial_convs(const vae_arch *a) {
     return n;
 }
 
+/* Values in one halo row of every frame of every 3x3 conv's input, over a step of one latent
+ * frame w wide: the frames double at each upsample3d except in the video's first step, the
+ * width at each resample; a conv's input has its input channels. */
+static uint64_t halo_row_values(const vae_arch *a, int w, bool first) {
+    uint64_t T = 1, W = (uint64_t)w;
+    uint64_t n = T * W * ((uint64_t)a->z + 4u * (uint64_t)a->trunk); /* conv1; the middle's 2 blocks */
+    for (int i = 0; i < a->nups; i++) {
+        const vae_arch_layer *u = &a->ups[i];
+        if (u->kind == VAE_RES) {
+            n += T * W * ((uint64_t)u->ci + (uint64_t)u->co);
+            continue;
+        }
+        if (u->kind == VAE_UP3D && !first) T *= 2;
+        n += T * W * (uint64_t)u->ci; /* the resample's conv reads the frame before the 2x */
+        W *= 2;
+    }
+    return n + T * W * (uint64_t)a->head_ch;
+}
+
 Test(vae_bands, what_the_bands_send) {
     lv_weights *w;
     cr_assert_eq(lv_weights_open(WEIGHTS, &w), LV_OK, "%s", lv_last_error());
@@ -152,6 +171,10 @@ Test(vae_bands, what_the_bands_send) {
     const vae_arch *a = &dec->arch;
     cr_assert_eq(st.calls[LV_SP_HALO], 2u * (uint64_t)spatial_convs(a), "halo exchanges: %llu",
                  (unsigned long long)st.calls[LV_SP_HALO]);
+    /* every band's edge rows to each neighbour: 4 rows a conv over 3 bands */
+    const uint64_t halo = 4u * 4u * (halo_row_values(a, LW, true) + halo_row_values(a, LW, false));
+    cr_assert_eq(st.bytes_sent[LV_SP_HALO], halo, "halo bytes %llu, want %llu",
+                 (unsigned long long)st.bytes_sent[LV_SP_HALO], (unsigned long long)halo);
     /* per step: the attention's rows to every band, the pixel rows to band 0 */
     cr_assert_eq(st.calls[LV_SP_GATHER_ROWS], 4u);
     int row0, rows0;

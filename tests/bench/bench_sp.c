@@ -1,5 +1,5 @@
 /* `longvk bench sp [--preset P] [--depth N] [--frames N] [--latent HxW] [--text-tokens L]
- *                  [--ranks LIST] [--link GBPS,US] [--runs N] [--json]`
+ *                  [--ranks LIST] [--link GBPS,US] [--runs N] [--vae] [--vae-dim D] [--json]`
  *
  * What sequence parallelism over R ranks (pipelines/parallel/README.md) costs and gains for
  * one LongSANA chunk of SANA-Video 2B at the real shape, random bf16 weights (bench dit's
@@ -19,15 +19,25 @@
  * network time, and R ranks take as long as the slowest. Measured: the one-rank chunk, each
  * rank's chunk, staging and compute, the bytes; modelled: the network and the speed-ups.
  * The carried state goes on from one rank's runs to the next (a rank's values are no
- * video's), so every timed chunk reads a carried state, as in a long video. */
+ * video's), so every timed chunk reads a carried state, as in a long video.
+ *
+ * --vae adds the block's other half: the Wan2.1 VAE (random weights, bench vae's) decoding
+ * latent frames after the video's first, unsplit and as each rank over the same number of
+ * bands of latent rows (lv_vae_set_sequence_parallel with the solo transport: the band's
+ * convs with their halo rows, the attention's gathered rows, the pixel rows to rank 0); a
+ * block is then the chunk plus its frames' decode, one after the other on each rank, as
+ * `generate` runs them. */
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
 #include "bench_dit_setup.h"
+#include "bench_vae_weights.h"
 #include "longvk/sampler.h"
 #include "longvk/sp_comm.h"
+#include "longvk/vae.h"
 
 #define STEPS 4
 #define PASSES (STEPS + 1)
@@ -36,14 +46,14 @@
 #define MAX_RANKS 64
 #define MAX_LINKS 4
 
-typedef struct link {
+typedef struct sp_link {
     const char *name;
     double gbytes_per_s, latency_us;
-} link;
+} sp_link;
 
 /* The design note's links (section 6), without NVLink: MPI moves host memory, which
  * Vulkan allocations reach only through the host. */
-static const link default_links[] = {
+static const sp_link default_links[] = {
     {"PCIe host-staged", 25, 30},
     {"InfiniBand 100 Gb/s", 12.5, 5},
     {"InfiniBand 400 Gb/s", 50, 5},
@@ -54,8 +64,10 @@ typedef struct sp_bench_args {
     bool json;
     int runs;
     int ranks[MAX_RANK_COUNTS], nranks;
-    link given;
+    sp_link given;
     bool have_link;
+    bool vae;
+    int vae_dim;
 } sp_bench_args;
 
 static sp_bench_args args;
@@ -87,7 +99,7 @@ static const char *parse_link(const char *s, void *dest) {
     double g, us;
     if (!cli_parse_finite(bw, &g) || !cli_parse_finite(comma + 1, &us) || g <= 0 || us < 0)
         return "is not GBPS,US with GB/s > 0 and microseconds >= 0 (e.g. 12.5,5)";
-    a->given = (link){"given", g, us};
+    a->given = (sp_link){"given", g, us};
     a->have_link = true;
     return NULL;
 }
@@ -102,17 +114,23 @@ static cli_option options[] = {
      .help = "the link to model instead: GB/s per direction and microseconds a message"},
     {.name = "--runs", .kind = CLI_INT, .dest = &args.runs, .metavar = "N", .min = 1, .max = MAX_RUNS, .def = "1",
      .help = "timed chunks per rank and for one rank, after one warm-up chunk (medians reported)"},
+    {.name = "--vae", .kind = CLI_FLAG, .dest = &args.vae,
+     .help = "also the VAE decode of the block's frames (random Wan2.1 weights), per rank over bands of latent "
+             "rows, and the whole block modelled (at 480p: about 3 GB more device memory)"},
+    {.name = "--vae-dim", .kind = CLI_INT, .dest = &args.vae_dim, .metavar = "D", .min = 4, .max = 512,
+     .def = "96, Wan2.1's", .help = "with --vae: the decoder's base width, a multiple of 4 (e.g. 8 on lavapipe)"},
 };
 
 const cli_spec bench_sp_spec = {
     .command = "bench sp",
     .usage = "[--json] [--preset P] [--depth N] [--frames N] [--latent HxW] [--text-tokens L] [--ranks LIST]\n"
-             "                [--link GBPS,US] [--runs N]",
+             "                [--link GBPS,US] [--runs N] [--vae] [--vae-dim D]",
     .about = "Sequence parallelism for one LongSANA chunk of SANA-Video 2B (random bf16 weights): each rank of\n"
              "R measured alone on this device (its band's work and host staging, no network), the bytes it\n"
              "sends per layer, its time in compute and in communication; then the chunk's time and speed-up\n"
-             "at R ranks, modelled from those measurements and a link. On lavapipe use e.g. --depth 1\n"
-             "--frames 1 --latent 16x26.\n",
+             "at R ranks, modelled from those measurements and a link. --vae adds the VAE decode of the\n"
+             "block's frames the same way, and models the whole block. On lavapipe use e.g. --depth 1\n"
+             "--frames 1 --latent 16x26 (with --vae: --latent 4x4 --vae-dim 8).\n",
     .options = options,
     .count = CLI_COUNT(options),
 };
@@ -122,10 +140,14 @@ typedef struct rank_figures {
     int rows, halo_rows;
     double chunk_s, staging_s, compute_s;
     lv_sp_comm_stats per_chunk; /* one chunk's calls, bytes and messages; seconds averaged over the runs */
+    /* --vae: one latent frame's decode (4 pixel frames) over bands of latent rows */
+    int vae_rows;
+    double vae_s, vae_staging_s;
+    lv_sp_comm_stats vae_per_frame;
 } rank_figures;
 
 /* A link's time for a rank's chunk: per message its latency, per byte its bandwidth. */
-static double network_s(const lv_sp_comm_stats *st, const link *l) {
+static double network_s(const lv_sp_comm_stats *st, const sp_link *l) {
     double t = 0;
     for (int op = 0; op < LV_SP_OPS; op++)
         t += (double)st->messages[op] * l->latency_us * 1e-6 + (double)st->bytes_sent[op] / (l->gbytes_per_s * 1e9);
@@ -182,27 +204,130 @@ static lv_status measure_rank(chunk_runner *cr, int R, int r, int Hp, int runs, 
     return LV_OK;
 }
 
+/* ---- --vae ---- */
+
+typedef struct vae_runner {
+    lv_weights *weights;
+    lv_vae_decoder *dec;
+    float *frame; /* one latent frame [z, 1, h, w] */
+    int h, w;
+    char path[4096];
+} vae_runner;
+
+static lv_status discard_frame(void *user, int64_t index, const float *rgb, int height, int width) {
+    (void)user, (void)index, (void)rgb, (void)height, (void)width;
+    return LV_OK;
+}
+
+static void vae_close(lv_ctx *ctx, vae_runner *v) {
+    if (v->dec) lv_vae_decoder_destroy(ctx, v->dec);
+    lv_weights_close(v->weights);
+    if (v->path[0]) unlink(v->path);
+    free(v->frame);
+    *v = (vae_runner){0};
+}
+
+/* Random weights of base width dim written to a temporary file and loaded. */
+static lv_status vae_open(lv_ctx *ctx, int dim, int h, int w, vae_runner *v) {
+    *v = (vae_runner){.h = h, .w = w};
+    const char *tmpdir = getenv("TMPDIR");
+    snprintf(v->path, sizeof v->path, "%s/longvk-bench-sp-vae-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    int fd = mkstemp(v->path);
+    if (fd < 0) {
+        v->path[0] = '\0';
+        return lv_error(LV_ERR_IO, "cannot make a temporary file in %s", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    }
+    close(fd);
+    lv_status s = bench_vae_write_random(v->path, dim);
+    if (s == LV_OK) s = lv_weights_open(v->path, &v->weights);
+    if (s == LV_OK) s = lv_vae_decoder_create(ctx, v->weights, &v->dec);
+    if (s == LV_OK) {
+        const size_t n = (size_t)lv_vae_z_dim(v->dec) * h * w;
+        if (!(v->frame = malloc(n * sizeof *v->frame))) s = lv_error(LV_ERR_NOMEM, "out of host memory");
+        uint64_t noise = 777; /* uniform in [-1, 1), as bench vae */
+        for (size_t i = 0; s == LV_OK && i < n; i++) {
+            noise = noise * 6364136223846793005ull + 1442695040888963407ull;
+            v->frame[i] = (float)((noise >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+        }
+    }
+    if (s != LV_OK) vae_close(ctx, v);
+    return s;
+}
+
+/* Latent frames after a video's first (which makes 1 pixel frame, not 4), over comm's bands
+ * (NULL: unsplit): the median of `runs` decodes, and with comm one frame's statistics and
+ * the mean staging time. */
+static lv_status vae_time(lv_ctx *ctx, vae_runner *v, lv_sp_comm *comm, int runs, double *seconds, double *staging,
+                          lv_sp_comm_stats *per_frame) {
+    lv_vae_reset(v->dec);
+    LV_TRY(lv_vae_set_sequence_parallel(v->dec, 0, comm));
+    LV_TRY(lv_vae_decode_frames_cb(ctx, v->dec, v->frame, 1, v->h, v->w, discard_frame, NULL)); /* the first */
+    double t[MAX_RUNS], stage = 0;
+    for (int k = 0; k < runs; k++) {
+        lv_sp_comm_stats_reset(comm);
+        LV_TRY(lv_flush(ctx));
+        double t0 = bench_now();
+        LV_TRY(lv_vae_decode_frames_cb(ctx, v->dec, v->frame, 1, v->h, v->w, discard_frame, NULL));
+        LV_TRY(lv_flush(ctx));
+        t[k] = bench_now() - t0;
+        if (comm) {
+            lv_sp_comm_stats_get(comm, per_frame);
+            for (int op = 0; op < LV_SP_OPS; op++) stage += per_frame->seconds[op];
+        }
+    }
+    *seconds = bench_median(t, runs);
+    if (staging) *staging = stage / runs;
+    if (comm) for (int op = 0; op < LV_SP_OPS; op++) per_frame->seconds[op] = 0;
+    lv_vae_reset(v->dec);
+    return lv_vae_set_sequence_parallel(v->dec, 0, NULL);
+}
+
+/* Rank r of R decoding its band of latent rows alone (the solo transport). */
+static lv_status measure_vae_rank(lv_ctx *ctx, vae_runner *v, int R, int r, int runs, rank_figures *out) {
+    int row0;
+    LV_TRY(lv_sp_band(v->h, R, r, &row0, &out->vae_rows));
+    lv_sp_comm *comm = NULL;
+    LV_TRY(lv_sp_comm_solo_create(R, r, &comm));
+    lv_sp_comm_set_timing(comm, true);
+    lv_status s = vae_time(ctx, v, comm, runs, &out->vae_s, &out->vae_staging_s, &out->vae_per_frame);
+    lv_sp_comm_destroy(comm);
+    return s;
+}
+
 /* R ranks: the slowest rank's compute and chunk, and per link the modelled chunk (each rank's
  * measured chunk plus its network time; R ranks take as long as the slowest). */
 typedef struct rank_count_summary {
     double slowest_compute, slowest_chunk, modelled[MAX_LINKS];
+    /* --vae: a block = the chunk + `frames` latent frames' decode, on each rank one after the other */
+    double slowest_block_no_network, modelled_block[MAX_LINKS];
 } rank_count_summary;
 
-static rank_count_summary summarize(int R, const rank_figures *rf, const link *links, int nlinks) {
+static rank_count_summary summarize(int R, const rank_figures *rf, const sp_link *links, int nlinks, int frames) {
     rank_count_summary m = {0};
     for (int r = 0; r < R; r++) {
         if (rf[r].compute_s > m.slowest_compute) m.slowest_compute = rf[r].compute_s;
         if (rf[r].chunk_s > m.slowest_chunk) m.slowest_chunk = rf[r].chunk_s;
+        const double block = rf[r].chunk_s + frames * rf[r].vae_s;
+        if (block > m.slowest_block_no_network) m.slowest_block_no_network = block;
         for (int l = 0; l < nlinks; l++) {
             double t = rf[r].chunk_s + network_s(&rf[r].per_chunk, &links[l]);
             if (t > m.modelled[l]) m.modelled[l] = t;
+            t = block + network_s(&rf[r].per_chunk, &links[l]) + frames * network_s(&rf[r].vae_per_frame, &links[l]);
+            if (t > m.modelled_block[l]) m.modelled_block[l] = t;
         }
     }
     return m;
 }
 
-static void print_rank_count(int R, const rank_figures *rf, const link *links, int nlinks, double one_rank_s,
-                             int depth) {
+/* --vae: what one block costs on one rank, unsplit */
+typedef struct vae_one_rank {
+    bool on;
+    int frames;        /* latent frames in a block */
+    double latent_s;   /* one latent frame's decode */
+} vae_one_rank;
+
+static void print_rank_count(int R, const rank_figures *rf, const sp_link *links, int nlinks, double one_rank_s,
+                             int depth, const vae_one_rank *vo) {
     printf("\nR = %d, bands of", R);
     for (int r = 0; r < R; r++) printf("%s%d", r ? "/" : " ", rf[r].rows);
     printf(" token rows\n");
@@ -214,7 +339,7 @@ static void print_rank_count(int R, const rank_figures *rf, const link *links, i
                rf[r].chunk_s, rf[r].staging_s, rf[r].compute_s, per_call(st, LV_SP_STATE_SUM) / 1e6,
                per_call(st, LV_SP_HALO) / 1e6, per_call(st, LV_SP_GATHER_ROWS) / 1e6);
     }
-    const rank_count_summary m = summarize(R, rf, links, nlinks);
+    const rank_count_summary m = summarize(R, rf, links, nlinks, vo->on ? vo->frames : 0);
     printf("  per layer: %.1f ms of compute on the slowest rank (a pass's compute over its %d block%s, the "
            "embedding and final layer counted in)\n", 1e3 * m.slowest_compute / PASSES / depth, depth,
            depth == 1 ? "" : "s");
@@ -224,10 +349,25 @@ static void print_rank_count(int R, const rank_figures *rf, const link *links, i
                links[l].latency_us, m.modelled[l], one_rank_s / m.modelled[l]);
     printf("    no network at all: x%.2f (staging included); compute alone: x%.2f\n", one_rank_s / m.slowest_chunk,
            one_rank_s / m.slowest_compute);
+    if (!vo->on) return;
+    printf("  VAE, one latent frame after the first (4 pixel frames), bands of latent rows:\n");
+    printf("  rank rows | measured: decode s  staging s | counted, sent: halo MB  gathered MB  messages\n");
+    for (int r = 0; r < R; r++) {
+        const lv_sp_comm_stats *st = &rf[r].vae_per_frame;
+        printf("  %4d %4d | %18.4f %10.4f | %21.3f %12.3f %9llu\n", r, rf[r].vae_rows, rf[r].vae_s,
+               rf[r].vae_staging_s, st->bytes_sent[LV_SP_HALO] / 1e6, st->bytes_sent[LV_SP_GATHER_ROWS] / 1e6,
+               (unsigned long long)(st->messages[LV_SP_HALO] + st->messages[LV_SP_GATHER_ROWS]));
+    }
+    const double one_block = one_rank_s + vo->frames * vo->latent_s;
+    printf("  modelled block (the chunk, then its %d latent frames' decode; one rank: %.4f s):\n", vo->frames,
+           one_block);
+    for (int l = 0; l < nlinks; l++)
+        printf("    %-20s %.4f s, speed-up x%.2f\n", links[l].name, m.modelled_block[l], one_block / m.modelled_block[l]);
+    printf("    no network at all: x%.2f\n", one_block / m.slowest_block_no_network);
 }
 
-static void json_rank_count(int R, const rank_figures *rf, const link *links, int nlinks, double one_rank_s,
-                            bool first) {
+static void json_rank_count(int R, const rank_figures *rf, const sp_link *links, int nlinks, double one_rank_s,
+                            bool first, const vae_one_rank *vo) {
     printf("%s{\"ranks\": %d, \"bands\": [", first ? "" : ", ", R);
     for (int r = 0; r < R; r++) {
         const lv_sp_comm_stats *st = &rf[r].per_chunk;
@@ -242,8 +382,26 @@ static void json_rank_count(int R, const rank_figures *rf, const link *links, in
                (unsigned long long)st->bytes_sent[2], (unsigned long long)st->messages[0],
                (unsigned long long)st->messages[1], (unsigned long long)st->messages[2]);
     }
-    const rank_count_summary m = summarize(R, rf, links, nlinks);
-    printf("], \"modelled\": [");
+    const rank_count_summary m = summarize(R, rf, links, nlinks, vo->on ? vo->frames : 0);
+    printf("]");
+    if (vo->on) {
+        printf(", \"vae_bands\": [");
+        for (int r = 0; r < R; r++) {
+            const lv_sp_comm_stats *st = &rf[r].vae_per_frame;
+            printf("%s{\"band\": %d, \"latent_rows\": %d, \"latent_frame_s\": %.6f, \"staging_s\": %.6f, "
+                   "\"halo_bytes\": %llu, \"gather_bytes\": %llu, \"messages\": %llu}", r ? ", " : "", r,
+                   rf[r].vae_rows, rf[r].vae_s, rf[r].vae_staging_s, (unsigned long long)st->bytes_sent[LV_SP_HALO],
+                   (unsigned long long)st->bytes_sent[LV_SP_GATHER_ROWS],
+                   (unsigned long long)(st->messages[LV_SP_HALO] + st->messages[LV_SP_GATHER_ROWS]));
+        }
+        const double one_block = one_rank_s + vo->frames * vo->latent_s;
+        printf("], \"modelled_block\": [");
+        for (int l = 0; l < nlinks; l++)
+            printf("%s{\"link\": \"%s\", \"block_s\": %.6f, \"speedup\": %.4f}", l ? ", " : "", links[l].name,
+                   m.modelled_block[l], one_block / m.modelled_block[l]);
+        printf("], \"block_speedup_no_network\": %.4f", one_block / m.slowest_block_no_network);
+    }
+    printf(", \"modelled\": [");
     for (int l = 0; l < nlinks; l++)
         printf("%s{\"link\": \"%s\", \"chunk_s\": %.6f, \"speedup\": %.4f}", l ? ", " : "", links[l].name,
                m.modelled[l], one_rank_s / m.modelled[l]);
@@ -252,10 +410,10 @@ static void json_rank_count(int R, const rank_figures *rf, const link *links, in
 }
 
 int bench_sp(int argc, char **argv) {
-    args = (sp_bench_args){.shape = BENCH_DIT_ARGS_DEFAULT, .runs = 1, .ranks = {2, 4, 8}, .nranks = 3};
+    args = (sp_bench_args){.shape = BENCH_DIT_ARGS_DEFAULT, .runs = 1, .ranks = {2, 4, 8}, .nranks = 3, .vae_dim = 96};
     int r = cli_parse(&bench_sp_spec, argc, argv);
     if (r >= 0) return r;
-    const link *links = args.have_link ? &args.given : default_links;
+    const sp_link *links = args.have_link ? &args.given : default_links;
     const int nlinks = args.have_link ? 1 : (int)(sizeof default_links / sizeof default_links[0]);
     /* the rank counts against the token rows first: making the weights takes seconds */
     lv_sana_config pc;
@@ -270,8 +428,12 @@ int bench_sp(int argc, char **argv) {
         if (args.ranks[i] > Hp)
             return cli_usage_error("bench sp", "--ranks: %d ranks but the chunk has %d token rows (latent height %d "
                                    "/ patch %d): at most %d", args.ranks[i], Hp, lh, pc.patch[1], Hp);
+    if (args.vae && args.vae_dim % 4) return cli_usage_error("bench sp", "--vae-dim must be a multiple of 4");
+    if (!args.vae && cli_given(&bench_sp_spec, "--vae-dim")) return cli_usage_error("bench sp", "--vae-dim needs --vae");
     bench_dit_run run;
     if ((r = bench_dit_open("bench sp", &args.shape, NULL, NULL, &run)) != 0) return r;
+    vae_runner vr = {0};
+    vae_one_rank vo = {.on = args.vae, .frames = args.shape.frames};
     const lv_device_info *dev = lv_ctx_device(run.ctx);
     int rc = 1;
     static const float steps[STEPS] = {1000, 960, 889, 727};
@@ -299,29 +461,41 @@ int bench_sp(int argc, char **argv) {
             goto done;
         }
     const double one_rank_s = bench_median(one, args.runs);
+    if (args.vae) {
+        if (vae_open(run.ctx, args.vae_dim, run.lh, run.lw, &vr) != LV_OK ||
+            vae_time(run.ctx, &vr, NULL, args.runs, &vo.latent_s, NULL, NULL) != LV_OK) {
+            fprintf(stderr, "longvk bench sp: the VAE: %s\n", lv_last_error());
+            goto done;
+        }
+    }
     if (args.json)
         printf("{\"bench\": \"sp\", \"device\": \"%s\", \"preset\": \"%s\", \"depth\": %d, \"model_depth\": %d, "
                "\"frames\": %d, \"latent\": [%d, %d], \"tokens\": %lld, \"token_rows\": %d, \"runs\": %d, "
                "\"passes_per_chunk\": %d, \"one_rank_chunk_s\": %.6f, \"ops\": [\"%s\", \"%s\", \"%s\"], "
-               "\"rank_counts\": [",
+               "\"vae_dim\": %d, \"one_rank_vae_latent_frame_s\": %.6f, \"rank_counts\": [",
                dev->name, run.shape->preset, run.cfg.depth, run.full_depth, args.shape.frames, run.lh, run.lw,
                (long long)run.T, Hp, args.runs, PASSES, one_rank_s, lv_sp_op_name(LV_SP_STATE_SUM),
-               lv_sp_op_name(LV_SP_HALO), lv_sp_op_name(LV_SP_GATHER_ROWS));
+               lv_sp_op_name(LV_SP_HALO), lv_sp_op_name(LV_SP_GATHER_ROWS), args.vae ? args.vae_dim : 0,
+               vo.latent_s);
     else
         printf("sequence parallelism on %s: %s, depth %d of %d, %d latent frames of %dx%d = %lld tokens, %d token "
                "rows\none rank, unsplit (measured): %.4f s a chunk (%d passes), %.1f ms a layer\n",
                dev->name, run.shape->preset, run.cfg.depth, run.full_depth, args.shape.frames, run.lh, run.lw,
                (long long)run.T, Hp, one_rank_s, PASSES, 1e3 * one_rank_s / PASSES / run.cfg.depth);
+    if (args.vae && !args.json)
+        printf("VAE of width %d, one rank, unsplit (measured): %.4f s a latent frame after the first (4 pixel "
+               "frames)\n", args.vae_dim, vo.latent_s);
     for (int i = 0; i < args.nranks; i++) {
         const int R = args.ranks[i];
         for (int b = 0; b < R; b++)
-            if (measure_rank(&cr, R, b, Hp, args.runs, &rf[b]) != LV_OK) {
+            if (measure_rank(&cr, R, b, Hp, args.runs, &rf[b]) != LV_OK ||
+                (args.vae && measure_vae_rank(run.ctx, &vr, R, b, args.runs, &rf[b]) != LV_OK)) {
                 if (args.json) printf("]}\n");
                 fprintf(stderr, "longvk bench sp: rank %d of %d: %s\n", b, R, lv_last_error());
                 goto done;
             }
-        if (args.json) json_rank_count(R, rf, links, nlinks, one_rank_s, i == 0);
-        else print_rank_count(R, rf, links, nlinks, one_rank_s, run.cfg.depth);
+        if (args.json) json_rank_count(R, rf, links, nlinks, one_rank_s, i == 0, &vo);
+        else print_rank_count(R, rf, links, nlinks, one_rank_s, run.cfg.depth, &vo);
         fflush(stdout);
     }
     if (args.json) {
@@ -337,6 +511,7 @@ int bench_sp(int argc, char **argv) {
     }
     rc = 0;
 done:
+    vae_close(run.ctx, &vr);
     bench_dit_close(&run);
     free(cr.x0);
     free(rf);

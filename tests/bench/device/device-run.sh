@@ -81,9 +81,10 @@ run_bench() {
     # (bundle.sh), so the frames go to a sink that discards them (the encoder's time is not counted)
     bench generate_480p 240 ./longvk bench generate "${small[@]}" $([ "${SMOKE:-0}" = 1 ] && echo --vae-dim 8) \
         --no-encode --json
-    # every rank of R = 2, 4, 8 alone: 15 chunks of 4 blocks (2 ranks in the smoke run's 2 rows)
-    bench sp_480p 150 ./longvk bench sp --preset sana-video-2b-480p --depth 4 "${small[@]}" \
-        $([ "${SMOKE:-0}" = 1 ] && echo --ranks 2) --json
+    # every rank of R = 2, 4, 8 alone: 15 chunks of 4 blocks (2 ranks in the smoke run's 2 rows),
+    # and 15 + 1 VAE decodes of a latent frame (--vae: the whole block modelled)
+    bench sp_480p 240 ./longvk bench sp --preset sana-video-2b-480p --depth 4 "${small[@]}" \
+        $([ "${SMOKE:-0}" = 1 ] && echo --ranks 2 --vae-dim 8) --vae --json
     peer peer_480p 180 --preset sana-video-2b-480p "${small[@]}" "${pdtype[@]}" "${pgemm[@]}" --runs "$runs"
     peer peer_720p 120 --preset sana-video-2b-720p "${small[@]}" "${pdtype[@]}" --runs "$runs" --gemm none
     python3 "$repo/tests/bench/device/ratios.py" "$json" --out "$out/bench.json" | tee -a "$out/bench.log"

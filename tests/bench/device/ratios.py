@@ -110,6 +110,9 @@ def main():
         for rc in sp["rank_counts"]:
             links = ", ".join(f"{m['link']} x{m['speedup']:.2f}" for m in rc["modelled"])
             print(f"  R = {rc['ranks']}: compute alone x{rc['speedup_compute_only']:.2f}, {links}")
+            if "modelled_block" in rc:  # --vae: the chunk and its frames' decode
+                links = ", ".join(f"{m['link']} x{m['speedup']:.2f}" for m in rc["modelled_block"])
+                print(f"    the whole block (DiT chunk + VAE of width {sp['vae_dim']}): {links}")
     if a.out:
         with open(a.out, "w") as f:
             json.dump(got, f, indent=1)
