@@ -71,6 +71,7 @@ struct lv_ctx {
     bool coopmat;            /* VK_KHR_cooperative_matrix enabled on the device */
 
     /* memory.c */
+    lv_tensor scratch;           /* lv_ctx_scratch's buffer (none until an op asks) */
     lv_block *blocks;
     uint64_t memory_in_use, memory_peak;
     lv_alloc *deferred_frees;    /* released after the next lv_flush */
@@ -181,6 +182,11 @@ lv_status lv_alloc_create(lv_ctx *ctx, uint64_t size, lv_alloc **out);
 void lv_alloc_free(lv_ctx *ctx, lv_alloc *a);
 /* Release allocations freed while recorded work used them (after that work has run). */
 void lv_memory_release_deferred(lv_ctx *ctx);
+/* A view of n elements of dtype in the context's scratch buffer, for an op's temporaries
+ * (the VAE convolution's columns): grown on demand and kept for the next op, so that
+ * temporaries neither allocate per call nor wait for a flush to be freed. One op uses it
+ * at a time; the stream's barriers order one use after the other. */
+lv_status lv_ctx_scratch(lv_ctx *ctx, lv_dtype dtype, int64_t n, lv_tensor *out);
 lv_status lv_alloc_upload(lv_ctx *ctx, lv_alloc *a, uint64_t offset, const void *src,
                           uint64_t size);
 lv_status lv_alloc_download(lv_ctx *ctx, lv_alloc *a, uint64_t offset, void *dst,

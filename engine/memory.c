@@ -107,7 +107,23 @@ static void block_destroy(lv_ctx *ctx, lv_block *b) {
     free(b);
 }
 
+lv_status lv_ctx_scratch(lv_ctx *ctx, lv_dtype dtype, int64_t n, lv_tensor *out) {
+    const uint64_t bytes = (uint64_t)n * lv_dtype_size(dtype);
+    if (n < 1) return lv_error(LV_ERR_INVALID, "scratch of %lld elements", (long long)n);
+    if (!ctx->scratch.alloc || lv_tensor_nbytes(&ctx->scratch) < bytes) {
+        lv_tensor_free(ctx, &ctx->scratch); /* deferred while recorded work reads it */
+        int64_t words = (int64_t)((bytes + 3) / 4);
+        lv_status s = lv_tensor_create(ctx, LV_F32, 1, &words, &ctx->scratch);
+        if (s != LV_OK) return lv_error_prefix(s, "scratch of %llu bytes", (unsigned long long)bytes);
+    }
+    lv_tensor v = ctx->scratch;
+    v.dtype = dtype;
+    *out = lv_tensor_view(&v, 0, 1, &n);
+    return LV_OK;
+}
+
 void lv_memory_destroy(lv_ctx *ctx) {
+    lv_tensor_free(ctx, &ctx->scratch);
     for (lv_block *b = ctx->blocks, *next; b; b = next) {
         next = b->next;
         block_destroy(ctx, b);

@@ -28,10 +28,22 @@
 #include <time.h>
 
 #include "longvk/ops_vae.h"
+#include "lv_internal.h"
 #include "ref_vae.h"
 #include "test_support.h"
 
 #define U 5.9604644775390625e-08 /* 2^-24 */
+
+/* The tensor-core path's tests (conv_as_columns_and_a_product) store the columns in 16 bits:
+ * their inputs are then made exactly representable in that dtype, so that the columns hold
+ * the very inputs and the f32 bounds below still apply. */
+static lv_dtype round_inputs = LV_F32;
+
+static void round_to(float *x, size_t n) {
+    for (size_t i = 0; round_inputs != LV_F32 && i < n; i++)
+        x[i] = round_inputs == LV_F16 ? lv_half_to_float(lv_float_to_half(x[i]))
+                                      : lv_bf16_to_float(lv_float_to_bf16(x[i]));
+}
 
 static void check_conv_bound(const char *what, const float *got, const float *want,
                              const double *mag, size_t n, int terms) {
@@ -61,6 +73,7 @@ static void conv3d_run(lv_ctx *ctx, const conv3d_case *c, uint64_t seed) {
     if (c->hist_old) ts_rand_fill(s, fr_in, seed, -1, 1);
     if (c->hist_new) ts_rand_fill(s + fr_in, fr_in, seed + 1, -1, 1);
     ts_rand_fill(s + 2 * fr_in, (size_t)T * fr_in, seed + 2, -1, 1);
+    round_to(s, (size_t)(T + 2) * fr_in);
     size_t nw = (size_t)Co * Ci * 3 * ks * ks;
     float *wt = ts_rand_alloc(nw, seed + 3, -1, 1), *bias = ts_rand_alloc((size_t)Co, seed + 4, -1, 1);
     float *res = ts_rand_alloc((size_t)T * fr_out, seed + 5, -1, 1);
@@ -124,6 +137,7 @@ static void time_conv_run(lv_ctx *ctx, int T, int H, int W, int C, int hist, uin
     cr_assert_not_null(s);
     if (hist) ts_rand_fill(s, 2 * fr, seed, -1, 1);
     ts_rand_fill(s + 2 * fr, (size_t)T * fr, seed + 1, -1, 1);
+    round_to(s, (size_t)(T + 2) * fr);
     float *wt = ts_rand_alloc((size_t)2 * C * C * 3, seed + 2, -1, 1);
     float *bias = ts_rand_alloc((size_t)2 * C, seed + 3, -1, 1);
     float *wp = packed(wt, 2 * C, C, 3, 1);
@@ -177,6 +191,7 @@ static void conv2d_rows_run(lv_ctx *ctx, int T, int H, int W, int Ci, int Co, in
     size_t n_in = (size_t)T * H * W * Ci;
     int OH = H << up, OW = W << up, R = nrows ? nrows : OH;
     float *x = ts_rand_alloc(n_in, seed, -1, 1);
+    round_to(x, n_in);
     float *wt = ts_rand_alloc((size_t)Co * Ci * 9, seed + 1, -1, 1);
     float *bias = ts_rand_alloc((size_t)Co, seed + 2, -1, 1);
     float *wp = packed(wt, Co, Ci, 1, 3);
@@ -252,6 +267,43 @@ Test(vae_ops, conv2d_rows_window) {
     cr_assert_eq(lv_op_vae_conv2d_rows(ctx, &to, &tx, &tw, NULL, 1, 5), LV_OK, "%s", lv_last_error());
     lv_tensor_free(ctx, &tx), lv_tensor_free(ctx, &tw), lv_tensor_free(ctx, &to);
     ts_ctx_done(ctx);
+}
+
+/* ---- the tensor-core path: columns and one matrix product ----------------------------------- */
+
+/* LONGVK_VAE_CONV=gemm: every convolution as its columns (vae_im2col.comp) times the packed
+ * weight (lv_op_matmul; on lavapipe the register kernel, on a GPU with f16 precision the
+ * tensor cores), columns in f32, f16 and bf16 (the context's precision). The same cases as
+ * the direct kernel's, under the same bounds (16-bit columns: inputs exactly representable
+ * in them, so only the f32 sums differ): causal 3x3x3 with and without history, residual in
+ * place and separate, the scalar column path (odd Ci), the 3x1x1 time_conv, the 2x upsampled
+ * 2-D conv and a window of its rows. Bindings too small for one row's columns fall back to
+ * the direct kernel (conv3d_splits_rows_over_small_bindings passes either way). */
+Test(vae_ops, conv_as_columns_and_a_product) {
+    setenv("LONGVK_VAE_CONV", "gemm", 1);
+    const lv_precision precisions[3] = {LV_PRECISION_F32, LV_PRECISION_F16, LV_PRECISION_BF16};
+    const lv_dtype dtypes[3] = {LV_F32, LV_F16, LV_BF16};
+    for (int p = 0; p < 3; p++) {
+        lv_ctx_options opt;
+        lv_ctx_options_default(&opt);
+        opt.precision = precisions[p];
+        lv_ctx *ctx = ts_ctx_with(opt);
+        round_inputs = dtypes[p];
+        const conv3d_case cases[] = {
+            {1, 5, 7, 8, 12, 3, 1, 1, 1, 0},
+            {3, 4, 9, 5, 3, 3, 0, 0, 1, 0},
+            {2, 6, 10, 16, 20, 3, 0, 1, 1, 2},
+            {4, 3, 5, 4, 9, 3, 1, 1, 0, 1},
+            {2, 3, 17, 4, 33, 1, 1, 1, 1, 0},
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) conv3d_run(ctx, &cases[i], 600 + 10 * i + p);
+        time_conv_run(ctx, 3, 3, 5, 8, 1, 650 + p);
+        conv2d_run(ctx, 2, 3, 5, 8, 6, 1, 660 + p);
+        conv2d_rows_run(ctx, 2, 6, 5, 8, 6, 1, 3, 7, 670 + p);
+        cr_assert_not_null(ctx->scratch.alloc, "no columns were made: the direct kernel ran");
+        ts_ctx_done(ctx);
+    }
+    round_inputs = LV_F32;
 }
 
 /* ---- channel RMS norm -------------------------------------------------------------------- */

@@ -11,12 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "longvk/ops.h"
 #include "longvk/ops_vae.h"
 #include "lv_internal.h"
 #include "norm_modes.h"
 #include "op_helpers.h"
+#include "ops_matmul_internal.h"
 #include "push_flash_attention.h"
 #include "push_vae_conv.h"
+#include "push_vae_im2col.h"
 #include "push_vae_resample.h"
 #include "push_vae_rmsnorm.h"
 
@@ -87,6 +90,107 @@ typedef struct conv_frame_args {
     int64_t row0, rows;     /* out holds output rows [row0, row0 + rows); rows 0: all of them */
 } conv_frame_args;
 
+/* ---- the tensor-core path: columns, then one matrix product ---- */
+
+/* Where the matrix product runs on cooperative matrices (lv_matmul_auto_variant: f16
+ * precision on a device with them), a convolution is its columns (im2col, in the
+ * precision's dtype) times the packed weight seen as [co, K]: the product takes almost all
+ * the work onto the tensor cores, as ggml's Vulkan backend does its 2-D convs. Elsewhere
+ * the direct kernel (vae_conv.comp) is faster: it never writes the K = 27 ci columns of a
+ * pixel. LONGVK_VAE_CONV=gemm or =direct forces one (tests run the columns on lavapipe). */
+static bool conv_as_gemm(lv_ctx *ctx) {
+    const char *v = getenv("LONGVK_VAE_CONV");
+    if (v && strcmp(v, "gemm") == 0) return true;
+    if (v && strcmp(v, "direct") == 0) return false;
+    return lv_matmul_auto_variant(ctx) == LV_MATMUL_COOPMAT;
+}
+
+/* columns of at most this many bytes per product: 64 MiB is 12 output rows of the 480p
+ * decoder's last stage (832 pixels x 27 x 96 columns in f16), M about 10,000 */
+#define VAE_GEMM_COLUMN_BYTES (64ull << 20)
+
+/* The columns' dtype: the precision's (f32 unless 16-bit activations were asked for). */
+static lv_dtype column_dtype(const lv_ctx *ctx) {
+    const lv_precision prec = lv_ctx_precision(ctx);
+    return prec == LV_PRECISION_F16 ? LV_F16 : prec == LV_PRECISION_BF16 ? LV_BF16 : LV_F32;
+}
+
+/* Output rows per product: their columns within the cap and a binding, the source rows they
+ * read within a binding. 0 when one row's columns do not fit (tiny test bindings): the
+ * direct kernel then. */
+static int64_t gemm_rows(const lv_ctx *ctx, const conv_frame_args *a, int64_t rows) {
+    const int64_t OW = a->W << a->up, P = a->ks / 2, K = (int64_t)a->kt * a->ks * a->ks * a->ci;
+    const uint64_t usable = usable_binding(ctx), cap = VAE_GEMM_COLUMN_BYTES < usable ? VAE_GEMM_COLUMN_BYTES : usable;
+    int64_t band = (int64_t)(cap / ((uint64_t)OW * K * lv_dtype_size(column_dtype(ctx))));
+    int64_t ri = (int64_t)(usable / (uint64_t)(a->W * a->ci * 4));
+    int64_t rmax = ri >= 2 ? ((ri - 2) << a->up) + 1 - 2 * P : 0;
+    if (band > rmax) band = rmax;
+    return band < rows ? band : rows;
+}
+
+static lv_status conv_frame_gemm(lv_ctx *ctx, const char *op, const conv_frame_args *a, int64_t row_first,
+                                 int64_t row_end, int64_t band) {
+    const int64_t OH = a->H << a->up, OW = a->W << a->up, P = a->ks / 2, ci = a->ci, co = a->co;
+    const int64_t K = (int64_t)a->kt * a->ks * a->ks * ci;
+    const lv_dtype cdt = column_dtype(ctx);
+    int first = -1;
+    for (int f = 0; f < 3; f++)
+        if (a->in[f] && first < 0) first = f;
+    lv_tensor col;
+    LV_TRY(lv_ctx_scratch(ctx, cdt, band * OW * K, &col));
+    int64_t wshape[2] = {co, K};
+    lv_tensor w2 = lv_tensor_view(a->w, 0, 2, wshape);
+    for (int64_t r0 = row_first; r0 < row_end; r0 += band) {
+        int64_t nr = row_end - r0 < band ? row_end - r0 : band;
+        int64_t lo = (r0 - P < 0 ? 0 : r0 - P) >> a->up;
+        int64_t hi = (r0 + nr - 1 + P > OH - 1 ? OH - 1 : r0 + nr - 1 + P) >> a->up;
+        int64_t cshape[2] = {nr * OW, K};
+        lv_tensor cv = lv_tensor_view(&col, 0, 2, cshape), iv[3];
+        for (int f = 0; f < 3; f++)
+            iv[f] = flat_view(a->in[f] ? a->in[f] : a->in[first], lo * a->W * ci, (hi - lo + 1) * a->W * ci);
+        lv_binding b[4] = {{&cv, true, 0}, {&iv[0], false, 0}, {&iv[1], false, 0}, {&iv[2], false, 0}};
+        LV_TRY(lv_bindings_prepare(ctx, LV_OP_VAE_IM2COL, b, 4));
+        uint32_t vec = ci % 4 == 0 && b[0].elem_offset % 4 == 0;
+        for (int f = 1; f <= 3; f++) vec = vec && b[f].elem_offset % 4 == 0;
+        uint32_t flags = 0;
+        for (int f = 0; f < 3; f++)
+            if (a->in[f]) flags |= 1u << f;
+        const uint64_t groups = (uint64_t)(nr * OW * K) / (vec ? 4u : 1u);
+        if (groups > 0xffffffffu)
+            return lv_error(LV_ERR_LIMIT, "%s: %llu column groups in one dispatch", op, (unsigned long long)groups);
+        lv_push_vae_im2col pc = {
+            .col_off = b[0].elem_offset,
+            .in_off0 = b[1].elem_offset,
+            .in_off1 = b[2].elem_offset,
+            .in_off2 = b[3].elem_offset,
+            .flags = flags,
+            .ci = (uint32_t)ci,
+            .kt = (uint32_t)a->kt,
+            .src_h = (uint32_t)a->H,
+            .src_w = (uint32_t)a->W,
+            .out_row0 = (uint32_t)r0,
+            .rows = (uint32_t)nr,
+            .in_row0 = (uint32_t)lo,
+            .groups = (uint32_t)groups,
+        };
+        uint32_t spec[4] = {(uint32_t)a->ks, (uint32_t)a->up, vec, (uint32_t)cdt};
+        uint32_t gx, gy;
+        lv_grid_1d(ctx, (groups + 255) / 256, &gx, &gy);
+        LV_TRY(lv_dispatch(ctx, LV_OP_VAE_IM2COL, spec, 4, b, 4, &pc, sizeof pc, gx, gy, 1));
+        /* out rows = columns x w^T + bias (+ the residual, added in the product's store) */
+        int64_t oshape[2] = {nr * OW, co};
+        lv_tensor ov = lv_tensor_view(a->out, (r0 - row_first) * OW * co, 2, oshape);
+        if (!a->res) {
+            LV_TRY(lv_op_matmul(ctx, &ov, &cv, &w2, a->bias));
+            continue;
+        }
+        lv_tensor rv = lv_tensor_view(a->res, (r0 - row_first) * OW * co, 2, oshape);
+        if (!same_range(&rv, &ov)) LV_TRY(lv_tensor_copy(ctx, &ov, &rv));
+        LV_TRY(lv_op_matmul_add(ctx, &ov, &cv, &w2, a->bias));
+    }
+    return LV_OK;
+}
+
 static lv_status conv_frame(lv_ctx *ctx, const char *op, const conv_frame_args *a) {
     const int64_t OH = a->H << a->up, OW = a->W << a->up, P = a->ks / 2;
     const int64_t ci = a->ci, co = a->co;
@@ -108,6 +212,10 @@ static lv_status conv_frame(lv_ctx *ctx, const char *op, const conv_frame_args *
     int64_t out_row = OW * co * 4, in_row = a->W * (ci > 0 ? ci : 1) * 4;
     int64_t ro = (int64_t)(usable / (uint64_t)out_row), ri = (int64_t)(usable / (uint64_t)in_row);
     int64_t rmax = ri >= 2 ? ((ri - 2) << a->up) + 1 - 2 * P : 0;
+    if (conv_as_gemm(ctx)) {
+        const int64_t gb = gemm_rows(ctx, a, row_end - row_first);
+        if (gb > 0) return conv_frame_gemm(ctx, op, a, row_first, row_end, gb);
+    }
     int64_t band = row_end - row_first;
     if (band > ro) band = ro;
     if (band > rmax) band = rmax;

@@ -97,7 +97,7 @@ static lv_status upload(lv_gemma2 *m) {
         for (int t = 0; t < G2_LAYER_TENSORS; t++) {
             lv_status s = g2_layer_is_matmul[t] ? upload_matmul(m, src[t], &m->layers[l].t[t])
                                                 : upload_norm(m, src[t], &m->layers[l].t[t]);
-            if (s != LV_OK) return lv_error_prefix(s, "gemma2: uploading '%s': ", src[t]->name);
+            if (s != LV_OK) return lv_error_prefix(s, "gemma2: uploading '%s'", src[t]->name);
         }
     }
     LV_TRY(upload_norm(m, g2_file_norm(m->file), &m->final_norm));
@@ -205,7 +205,7 @@ static lv_status work_reserve(lv_gemma2 *m, int n) {
         lv_status s = lv_tensor_create(m->ctx, LV_F32, 2, shape, need[i].t);
         if (s != LV_OK) {
             work_free(m);
-            return lv_error_prefix(s, "gemma2: work buffers for %d tokens: ", n);
+            return lv_error_prefix(s, "gemma2: work buffers for %d tokens", n);
         }
     }
     m->host_rows = malloc((size_t)n * (size_t)H * sizeof(float));
@@ -305,7 +305,7 @@ static lv_status run(lv_gemma2 *m, const int32_t *ids, int n, int layers, int fi
     LV_TRY(rope_table(m, n, &rope));
     for (int l = 0; l < layers; l++) {
         lv_status s = layer(m, l, n);
-        if (s != LV_OK) return lv_error_prefix(s, "gemma2: layer %d of %d tokens: ", l, n);
+        if (s != LV_OK) return lv_error_prefix(s, "gemma2: layer %d of %d tokens", l, n);
     }
     if (final_norm) {
         LV_TRY(lv_op_rmsnorm(m->ctx, &x, &h, &m->final_norm, (float)m->cfg.rms_norm_eps));

@@ -325,7 +325,7 @@ static lv_status band_plan(const lv_vae_decoder *d, int h, int w, vae_memory *m)
     int64_t rows = h;
     if (d->comm) {
         lv_status s = lv_sp_stacked_height(d->comm, h, 1, &rows);
-        if (s != LV_OK) return lv_error_prefix(s, "VAE decoder at latent %d x %d: ", h, w);
+        if (s != LV_OK) return lv_error_prefix(s, "VAE decoder at latent %d x %d", h, w);
     }
     vae_arch_memory(&d->arch, (int)rows, w, d->step_frames, m);
     if (d->comm) {
@@ -352,7 +352,7 @@ static lv_status ensure_buffers(lv_ctx *ctx, lv_vae_decoder *d, int h, int w) {
             lv_status s = lv_tensor_create(ctx, LV_F32, 4, shape, &hs->frames);
             if (s != LV_OK) {
                 d->h = d->w = 0;
-                return lv_error_prefix(s, "VAE decoder at latent %d x %d: conv history: ", h, w);
+                return lv_error_prefix(s, "VAE decoder at latent %d x %d: conv history", h, w);
             }
         }
         for (int i = 0; i < 3; i++) lv_tensor_free(ctx, &d->work[i]);
@@ -365,7 +365,7 @@ static lv_status ensure_buffers(lv_ctx *ctx, lv_vae_decoder *d, int h, int w) {
             lv_status s = lv_tensor_create(ctx, LV_F32, 1, &n, &d->work[i]);
             if (s != LV_OK) {
                 d->work_elems = 0;
-                return lv_error_prefix(s, "VAE decoder at latent %d x %d: work buffers: ", h, w);
+                return lv_error_prefix(s, "VAE decoder at latent %d x %d: work buffers", h, w);
             }
         }
         d->work_elems = m.work_elems;

@@ -33,6 +33,7 @@ typedef struct gen_bench_args {
     int blocks, vae_dim;
     const char *codec;
     bool no_encode;
+    int precision;
 } gen_bench_args;
 
 static gen_bench_args args;
@@ -57,12 +58,15 @@ static cli_option options[] = {
     {.name = "--no-encode", .kind = CLI_FLAG, .dest = &args.no_encode,
      .help = "frames to a sink that discards them instead of the encoder (no FFmpeg call: the encoder's time is "
              "not counted)"},
+    {.name = "--precision", .kind = CLI_CHOICE, .dest = &args.precision, .choices = cli_precisions,
+     .def = "f32, or LONGVK_PRECISION", .help = "as generate's --precision (f16: the DiT's activations, and the "
+             "tensor cores for its products and the VAE's convolutions where the device has them)"},
 };
 
 const cli_spec bench_generate_spec = {
     .command = "bench generate",
     .usage = "[--json] [--depth N] [--blocks N] [--frames N] [--latent HxW] [--text-tokens L] [--vae-dim D]\n"
-             "                      [--codec NAME | --no-encode]",
+             "                      [--codec NAME | --no-encode] [--precision P]",
     .about = "The whole block loop at SANA-Video 2B's 480p shape with random weights, through lv_generate (DiT,\n"
              "VAE decode, frames to the encoder): seconds per block and pixel frames/s end to\n"
              "end, after the first block. Writes the model, the embeddings, the VAE and the video into a\n"
@@ -203,6 +207,7 @@ int bench_generate(int argc, char **argv) {
     o.height = 8 * lh;
     o.block_frames = F;
     o.encoder.codec = args.codec;
+    o.precision = args.precision;
     s = lv_generate(&o, on_progress, NULL, &clock, NULL);
     if (s != LV_OK) {
         fprintf(stderr, "longvk bench generate: %s\n", lv_last_error());
@@ -218,19 +223,24 @@ int bench_generate(int argc, char **argv) {
     const double fps = steady_frames / steady_s, per_block = steady_s / (n - 1);
     const long long video_bytes = args.no_encode ? 0 : file_size(out);
     const char *sink = args.no_encode ? "none: frames discarded" : args.codec;
+    static const char *const precision_names[] = {"auto", "f32", "f16", "bf16"};
+    const char *env = getenv("LONGVK_PRECISION"); /* what AUTO resolves to (lv_ctx_options) */
+    const char *precision = args.precision ? precision_names[args.precision] : env && *env ? env : "f32";
     if (args.json) {
         printf("{\"bench\": \"generate\", \"device\": \"%s\", \"preset\": \"%s\", \"depth\": %d, \"model_depth\": %d, "
                "\"blocks\": %d, \"latent_frames_per_block\": %d, \"latent\": [%d, %d], \"pixels\": [%d, %d], "
-               "\"text_tokens\": %d, \"vae_dim\": %d, \"codec\": \"%s\", \"pixel_frames\": %lld, "
+               "\"text_tokens\": %d, \"vae_dim\": %d, \"codec\": \"%s\", \"precision\": \"%s\", \"pixel_frames\": %lld, "
                "\"first_block_s\": %.4f, \"block_s\": %.4f, \"frames_per_s\": %.4f, \"device_memory_peak_bytes\": "
                "%llu, \"state_bytes\": %llu, \"video_bytes\": %lld}\n",
                clock.device_name, shp->preset, cfg.depth, full_depth, n, F, lh, lw, 8 * lh, 8 * lw,
-               args.shape.text_tokens, args.vae_dim, args.no_encode ? "none" : args.codec, (long long)clock.frames[n],
+               args.shape.text_tokens, args.vae_dim, args.no_encode ? "none" : args.codec, precision,
+               (long long)clock.frames[n],
                first_s, per_block, fps,
                (unsigned long long)clock.memory, (unsigned long long)clock.state_bytes, video_bytes);
     } else {
-        printf("generate on %s: %s, depth %d of %d, VAE width %d, %s; %d blocks of %d latent frames of %dx%d "
-               "(%dx%d pixels)\n", clock.device_name, shp->preset, cfg.depth, full_depth, args.vae_dim, sink, n,
+        printf("generate on %s: %s, depth %d of %d, VAE width %d, %s, precision %s; %d blocks of %d latent frames of "
+               "%dx%d (%dx%d pixels)\n", clock.device_name, shp->preset, cfg.depth, full_depth, args.vae_dim, sink,
+               precision, n,
                F, lh, lw, 8 * lw, 8 * lh);
         printf("  first block %.3f s (pipelines created); then %.3f s a block: %.3g pixel frames/s end to end "
                "(DiT, VAE, %s)", first_s, per_block, fps, args.no_encode ? "no encoder" : "encoder");

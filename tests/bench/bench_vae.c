@@ -54,7 +54,7 @@ static lv_status count_frame(void *user, int64_t index, const float *rgb, int he
 typedef struct vae_bench_args {
     bool json;
     const char *vae;
-    int dim, frames, preset;
+    int dim, frames, preset, precision;
     long latent[2];
 } vae_bench_args;
 
@@ -79,11 +79,15 @@ static cli_option options[] = {
      .def = "the preset's", .help = "latent size instead"},
     {.name = "--frames", .kind = CLI_INT, .dest = &args.frames, .min = 2, .max = 64,
      .def = "4: frame 0, then 3 timed ones", .help = "latent frames"},
+    {.name = "--precision", .kind = CLI_CHOICE, .dest = &args.precision, .choices = cli_precisions,
+     .def = "f32, or LONGVK_PRECISION",
+     .help = "f16 on a device with tensor cores: every convolution as f16 columns times the weights on them "
+             "(engine/README.md); f32: the direct kernel"},
 };
 
 const cli_spec bench_vae_spec = {
     .command = "bench vae",
-    .usage = "[--json] [--vae FILE | --dim D] [--preset small|480p] [--latent HxW] [--frames N]",
+    .usage = "[--json] [--vae FILE | --dim D] [--preset small|480p] [--latent HxW] [--frames N] [--precision P]",
     .about = "The Wan VAE decoder's time per latent frame, pixel frames/s and its memory: by default the real\n"
              "Wan2.1 decoder structure with random weights at a small latent; --preset 480p at SANA-Video's.\n",
     .options = options,
@@ -131,6 +135,7 @@ int bench_vae(int argc, char **argv) {
     if (lv_weights_open(vae, &weights) != LV_OK) FAIL();
     lv_ctx_options opt;
     lv_ctx_options_default(&opt);
+    opt.precision = args.precision;
     if (lv_ctx_create(&opt, &ctx) != LV_OK) FAIL();
     uint64_t base = lv_ctx_memory_in_use(ctx);
     if (lv_vae_decoder_create(ctx, weights, &dec) != LV_OK) FAIL();
@@ -175,23 +180,25 @@ int bench_vae(int argc, char **argv) {
     for (int i = 0; i < arch->nups; i++)
         if (arch->ups[i].kind != VAE_RES) up *= 2;
     const lv_device_info *dev = lv_ctx_device(ctx);
+    static const char *const precision_names[] = {"auto", "f32", "f16", "bf16"};
+    const char *precision = precision_names[lv_ctx_precision(ctx)];
     if (json) {
-        printf("{\"device\": \"%s\", \"weights\": \"%s\", \"trunk\": %d, \"head\": %d, \"z\": %d, "
+        printf("{\"device\": \"%s\", \"precision\": \"%s\", \"weights\": \"%s\", \"trunk\": %d, \"head\": %d, \"z\": %d, "
                "\"latent\": [%d, %d], \"pixels\": [%d, %d], \"latent_frames\": %d, \"pixel_frames\": %lld, "
                "\"first_frame_ms\": %.1f, \"ms_per_latent_frame\": %.1f, \"pixel_frames_per_s\": %.3f, "
                "\"gflop_per_latent_frame\": %.3f, "
                "\"gflops\": %.2f, \"device_peak_bytes\": %llu, \"device_estimate_bytes\": %llu, "
                "\"host_peak_rss_bytes\": %lld, \"estimate_480p_bytes\": %llu, "
                "\"estimate_480p\": {\"weights\": %llu, \"history\": %llu, \"work\": %llu}}\n",
-               dev->name, tmp_made ? "random" : vae, arch->trunk, arch->head_ch, z, h, w, up * h,
+               dev->name, precision, tmp_made ? "random" : vae, arch->trunk, arch->head_ch, z, h, w, up * h,
                up * w, frames, (long long)fc.frames, first_ms, med, 4e3 / med, gflop, gflop / (med / 1e3),
                (unsigned long long)peak, (unsigned long long)est, bench_peak_rss(),
                (unsigned long long)lv_vae_memory_estimate(60, 104), (unsigned long long)m480.weights,
                (unsigned long long)m480.history, (unsigned long long)m480.work);
     } else {
-        printf("VAE decode on %s: %s decoder (trunk %d, head %d, z %d), latent %dx%d -> %dx%d pixels\n",
-               dev->name, tmp_made ? "random-weight" : vae, arch->trunk, arch->head_ch, z, h, w,
-               up * h, up * w);
+        printf("VAE decode on %s: %s decoder (trunk %d, head %d, z %d), latent %dx%d -> %dx%d pixels, "
+               "precision %s\n", dev->name, tmp_made ? "random-weight" : vae, arch->trunk, arch->head_ch, z, h, w,
+               up * h, up * w, precision);
         printf("  latent frame 0 (1 pixel frame, pipelines created): %.1f ms\n", first_ms);
         printf("  later latent frames (4 pixel frames each), median of %d: %.1f ms  (%.2f GFLOP, %.2f GFLOP/s)\n",
                frames - 1, med, gflop, gflop / (med / 1e3));

@@ -77,10 +77,12 @@ run_bench() {
     bench dit_480p 300 ./longvk bench dit --preset sana-video-2b-480p "${small[@]}" --runs "$runs" --json
     bench dit_720p 180 ./longvk bench dit --preset sana-video-2b-720p "${small[@]}" --runs "$runs" --json
     bench vae_480p 150 ./longvk bench vae "${vae[@]}" --json
+    # f16: every convolution as f16 columns times the weights, on the tensor cores
+    bench vae_480p_f16 150 ./longvk bench vae "${vae[@]}" --precision f16 --json
     # the whole block loop through lv_generate; --no-encode: the bundle's FFmpeg is a stub that traps
     # (bundle.sh), so the frames go to a sink that discards them (the encoder's time is not counted)
     bench generate_480p 240 ./longvk bench generate "${small[@]}" $([ "${SMOKE:-0}" = 1 ] && echo --vae-dim 8) \
-        --no-encode --json
+        --no-encode --precision f16 --json
     # every rank of R = 2, 4, 8 alone: 15 chunks of 4 blocks (2 ranks in the smoke run's 2 rows),
     # and 15 + 1 VAE decodes of a latent frame (--vae: the whole block modelled)
     bench sp_480p 240 ./longvk bench sp --preset sana-video-2b-480p --depth 4 "${small[@]}" \

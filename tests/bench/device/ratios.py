@@ -82,18 +82,21 @@ def main():
     ap.add_argument("dir")
     ap.add_argument("--out")
     a = ap.parse_args()
-    names = ["gemm_dit", "gemm_4096", "dit_480p", "dit_720p", "vae_480p", "peer_480p", "peer_720p", "sp_480p", "generate_480p"]
+    names = ["gemm_dit", "gemm_4096", "dit_480p", "dit_720p", "vae_480p", "vae_480p_f16", "peer_480p", "peer_720p",
+             "sp_480p", "generate_480p"]
     got = {n: load(a.dir, n + ".json") for n in names}
     peer_gemm = got["peer_480p"]
     gemm_table(got["gemm_dit"], peer_gemm)
     gemm_table(got["gemm_4096"], peer_gemm)
     dit_pair(got["dit_480p"], got["peer_480p"], "480p")
     dit_pair(got["dit_720p"], got["peer_720p"], "720p")
-    v = got["vae_480p"]
-    if v:
-        print(f"VAE decode 480p on {v['device']}: {v['ms_per_latent_frame']:.1f} ms a latent frame, "
-              f"{v['pixel_frames_per_s']:.2f} pixel frames/s, {v['gflops'] / 1e3:.2f} TFLOP/s, "
-              f"device memory {v['device_peak_bytes'] / 2**30:.2f} GiB")
+    for name in ["vae_480p", "vae_480p_f16"]:
+        v = got[name]
+        if v:
+            print(f"VAE decode 480p on {v['device']}, precision {v.get('precision', 'f32')}: "
+                  f"{v['ms_per_latent_frame']:.1f} ms a latent frame, {v['pixel_frames_per_s']:.2f} pixel frames/s, "
+                  f"{v['gflops'] / 1e3:.2f} TFLOP/s, device memory {v['device_peak_bytes'] / 2**30:.2f} GiB")
+    v = got["vae_480p_f16"] or got["vae_480p"]
     d = got["dit_480p"]
     if d and v:  # DiT and VAE one after the other on one GPU, encoder not counted
         both = 1 / (1 / d["frames_per_s"] + 1 / v["pixel_frames_per_s"])
@@ -101,7 +104,8 @@ def main():
     g = got["generate_480p"]
     if g:
         handed = "encoder" if g["codec"] != "none" else "frames discarded, the encoder not counted"
-        print(f"generate at 480p on {g['device']}, depth {g['depth']} (DiT, VAE, {handed}; measured): "
+        print(f"generate at 480p on {g['device']}, depth {g['depth']}, precision {g.get('precision', 'f32')} "
+              f"(DiT, VAE, {handed}; measured): "
               f"{g['block_s']:.2f} s a block, {g['frames_per_s']:.2f} frames/s end to end (goal 27.5)")
     sp = got["sp_480p"]
     if sp:  # issue 45: each rank measured alone, the network modelled
