@@ -106,7 +106,9 @@ uint64_t lv_vae_tiled_memory(const lv_vae_decoder *dec, int h, int w, const lv_v
 /* Device memory a decode at latent size h x w needs, in bytes: weights, the causal convs'
  * history and the work buffers of one step. lv_vae_memory_estimate is for the real
  * Wan2.1 decoder (dim 96, z 16) with 1-frame steps; lv_vae_decoder_memory for a loaded
- * decoder and its step setting. */
+ * decoder, its step setting and its bands (lv_vae_set_sequence_parallel: one process's).
+ * Where the convolutions run on the tensor cores (engine/README.md) the context adds a
+ * scratch buffer of at most 64 MiB for their columns. */
 uint64_t lv_vae_memory_estimate(int h, int w);
 uint64_t lv_vae_decoder_memory(const lv_vae_decoder *dec, int h, int w);
 
