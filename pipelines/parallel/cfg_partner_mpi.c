@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "longvk/sp_comm_mpi.h"
+#include "mpi_status.h"
 
 typedef struct mpi_partner {
     lv_cfg_partner partner; /* first: the object handed out */
@@ -14,10 +15,7 @@ typedef struct mpi_partner {
 } mpi_partner;
 
 static lv_status mpi_failed(int err, const char *call, int rank) {
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(err, text, &len);
-    return lv_error(LV_ERR_IO, "CFG parallel: %s on rank %d: %s", call, rank, text);
+    return lv_mpi_status(err, "CFG parallel", call, rank);
 }
 
 /* MPI counts are ints: a prediction of more than INT_MAX floats goes in pieces. */

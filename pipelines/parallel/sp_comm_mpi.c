@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "longvk/sp_comm_mpi.h"
+#include "mpi_status.h"
 #include "sp_comm_internal.h"
 
 typedef struct mpi_impl {
@@ -14,12 +15,16 @@ typedef struct mpi_impl {
     int rank, size;
 } mpi_impl;
 
-static lv_status mpi_check(int err, const char *call, int rank) {
+lv_status lv_mpi_status(int err, const char *feature, const char *call, int rank) {
     if (err == MPI_SUCCESS) return LV_OK;
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
     MPI_Error_string(err, text, &len);
-    return lv_error(LV_ERR_IO, "sequence parallel: %s on rank %d: %s", call, rank, text);
+    return lv_error(LV_ERR_IO, "%s: %s on rank %d: %s", feature, call, rank, text);
+}
+
+static lv_status mpi_check(int err, const char *call, int rank) {
+    return lv_mpi_status(err, "sequence parallel", call, rank);
 }
 
 /* Every rank's partial [1, M] gathered on the host, then summed on the device in band
