@@ -695,16 +695,21 @@ Test(sequence_parallel, cli_sp_emulate_matches, .timeout = 300) {
  * counts are the design's (pipelines/parallel/README.md, section 3): a partial state is
  * 20 heads x 112 x (112 + 1) floats = 1,012,480 B, sent to each of the R - 1 other ranks;
  * a halo row is 1 frame x 4 columns x 2240 channels x 4 B = 35,840 B per neighbour. */
-Test(sequence_parallel, bench_sp_counts_the_design_bytes, .timeout = 600) {
+/* `longvk bench sp OPTIONS --json` into LONGVK_TEST_TMP/NAME; every string of want[] in it. */
+static void bench_sp_says(const char *options, const char *name, const char *const *want, size_t count) {
     char cmd[4096], path[1024];
-    snprintf(path, sizeof path, "%s/bench_sp.json", LONGVK_TEST_TMP);
-    snprintf(cmd, sizeof cmd, "%s bench sp --depth 1 --frames 1 --latent 8x8 --ranks 2,4 --json >%s 2>%s.err",
-             LONGVK_CLI, path, path);
+    snprintf(path, sizeof path, "%s/%s", LONGVK_TEST_TMP, name);
+    snprintf(cmd, sizeof cmd, "%s bench sp %s --json >%s 2>%s.err", LONGVK_CLI, options, path, path);
     int rc = system(cmd);
     cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "%s failed", cmd);
     size_t len;
     char *json = (char *)ts_slurp(path, &len);
     cr_assert_not_null(json);
+    for (size_t i = 0; i < count; i++) cr_assert(strstr(json, want[i]), "no %s in %s", want[i], json);
+    free(json);
+}
+
+Test(sequence_parallel, bench_sp_counts_the_design_bytes, .timeout = 600) {
     const char *want[] = {
         "\"ranks\": 2, \"bands\": [{\"band\": 0, \"rows\": 2, \"halo_rows\": 1,",
         "\"state_sum_bytes_per_layer\": 1012480, \"halo_bytes_per_layer\": 35840,",
@@ -712,8 +717,7 @@ Test(sequence_parallel, bench_sp_counts_the_design_bytes, .timeout = 600) {
         "\"state_sum_bytes_per_layer\": 3037440, \"halo_bytes_per_layer\": 71680,", /* R = 4, inner band */
         "\"link\": \"InfiniBand 100 Gb/s\"",
     };
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) cr_assert(strstr(json, want[i]), "no %s in %s", want[i], json);
-    free(json);
+    bench_sp_says("--depth 1 --frames 1 --latent 8x8 --ranks 2,4", "bench_sp.json", want, sizeof want / sizeof *want);
 }
 
 /* --vae: the block's decode per rank over bands of latent rows, and the whole block modelled.
@@ -721,15 +725,6 @@ Test(sequence_parallel, bench_sp_counts_the_design_bytes, .timeout = 600) {
  * rows (2 x 4 pixels x 32 channels) to band 0 and its 16 pixel rows of 4 frames (32 wide,
  * RGB) to rank 0: 1,024 + 24,576 bytes a latent frame; band 0 only its attention rows. */
 Test(sequence_parallel, bench_sp_vae_models_the_block, .timeout = 600) {
-    char cmd[4096], path[1024];
-    snprintf(path, sizeof path, "%s/bench_sp_vae.json", LONGVK_TEST_TMP);
-    snprintf(cmd, sizeof cmd, "%s bench sp --depth 1 --frames 1 --latent 4x4 --text-tokens 8 --ranks 2 --vae "
-             "--vae-dim 8 --json >%s 2>%s.err", LONGVK_CLI, path, path);
-    int rc = system(cmd);
-    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "%s failed", cmd);
-    size_t len;
-    char *json = (char *)ts_slurp(path, &len);
-    cr_assert_not_null(json);
     const char *want[] = {
         "\"vae_dim\": 8,",
         "\"vae_bands\": [{\"band\": 0, \"latent_rows\": 2,",
@@ -739,6 +734,6 @@ Test(sequence_parallel, bench_sp_vae_models_the_block, .timeout = 600) {
         "\"modelled_block\": [{\"link\": \"PCIe host-staged\", \"block_s\": ",
         "\"block_speedup_no_network\": ",
     };
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) cr_assert(strstr(json, want[i]), "no %s in %s", want[i], json);
-    free(json);
+    bench_sp_says("--depth 1 --frames 1 --latent 4x4 --text-tokens 8 --ranks 2 --vae --vae-dim 8", "bench_sp_vae.json",
+                  want, sizeof want / sizeof *want);
 }

@@ -90,6 +90,18 @@ typedef struct conv_frame_args {
     int64_t row0, rows;     /* out holds output rows [row0, row0 + rows); rows 0: all of them */
 } conv_frame_args;
 
+/* The source rows [*lo, *hi] that output rows [r0, r0 + nr) read, and the frames given
+ * (bits 0-2), as both convolution kernels take them. */
+static uint32_t source_rows(const conv_frame_args *a, int64_t r0, int64_t nr, int64_t *lo, int64_t *hi) {
+    const int64_t OH = a->H << a->up, P = a->ks / 2;
+    *lo = (r0 - P < 0 ? 0 : r0 - P) >> a->up;
+    *hi = (r0 + nr - 1 + P > OH - 1 ? OH - 1 : r0 + nr - 1 + P) >> a->up;
+    uint32_t frames = 0;
+    for (int f = 0; f < 3; f++)
+        if (a->in[f]) frames |= 1u << f;
+    return frames;
+}
+
 /* ---- the tensor-core path: columns, then one matrix product ---- */
 
 /* Where the matrix product runs on cooperative matrices (lv_matmul_auto_variant: f16
@@ -130,7 +142,7 @@ static int64_t gemm_rows(const lv_ctx *ctx, const conv_frame_args *a, int64_t ro
 
 static lv_status conv_frame_gemm(lv_ctx *ctx, const char *op, const conv_frame_args *a, int64_t row_first,
                                  int64_t row_end, int64_t band) {
-    const int64_t OH = a->H << a->up, OW = a->W << a->up, P = a->ks / 2, ci = a->ci, co = a->co;
+    const int64_t OW = a->W << a->up, ci = a->ci, co = a->co;
     const int64_t K = (int64_t)a->kt * a->ks * a->ks * ci;
     const lv_dtype cdt = column_dtype(ctx);
     int first = -1;
@@ -141,9 +153,8 @@ static lv_status conv_frame_gemm(lv_ctx *ctx, const char *op, const conv_frame_a
     int64_t wshape[2] = {co, K};
     lv_tensor w2 = lv_tensor_view(a->w, 0, 2, wshape);
     for (int64_t r0 = row_first; r0 < row_end; r0 += band) {
-        int64_t nr = row_end - r0 < band ? row_end - r0 : band;
-        int64_t lo = (r0 - P < 0 ? 0 : r0 - P) >> a->up;
-        int64_t hi = (r0 + nr - 1 + P > OH - 1 ? OH - 1 : r0 + nr - 1 + P) >> a->up;
+        int64_t nr = row_end - r0 < band ? row_end - r0 : band, lo, hi;
+        const uint32_t flags = source_rows(a, r0, nr, &lo, &hi);
         int64_t cshape[2] = {nr * OW, K};
         lv_tensor cv = lv_tensor_view(&col, 0, 2, cshape), iv[3];
         for (int f = 0; f < 3; f++)
@@ -152,9 +163,6 @@ static lv_status conv_frame_gemm(lv_ctx *ctx, const char *op, const conv_frame_a
         LV_TRY(lv_bindings_prepare(ctx, LV_OP_VAE_IM2COL, b, 4));
         uint32_t vec = ci % 4 == 0 && b[0].elem_offset % 4 == 0;
         for (int f = 1; f <= 3; f++) vec = vec && b[f].elem_offset % 4 == 0;
-        uint32_t flags = 0;
-        for (int f = 0; f < 3; f++)
-            if (a->in[f]) flags |= 1u << f;
         const uint64_t groups = (uint64_t)(nr * OW * K) / (vec ? 4u : 1u);
         if (groups > 0xffffffffu)
             return lv_error(LV_ERR_LIMIT, "%s: %llu column groups in one dispatch", op, (unsigned long long)groups);
@@ -241,9 +249,8 @@ static lv_status conv_frame(lv_ctx *ctx, const char *op, const conv_frame_args *
                         "more workgroups than the device allows", op, (long long)OW, (long long)co);
 
     for (int64_t r0 = row_first; r0 < row_end; r0 += band) {
-        int64_t nr = row_end - r0 < band ? row_end - r0 : band;
-        int64_t lo = (r0 - P < 0 ? 0 : r0 - P) >> a->up;
-        int64_t hi = (r0 + nr - 1 + P > OH - 1 ? OH - 1 : r0 + nr - 1 + P) >> a->up;
+        int64_t nr = row_end - r0 < band ? row_end - r0 : band, lo, hi;
+        const uint32_t frames = source_rows(a, r0, nr, &lo, &hi);
         int64_t nin = hi - lo + 1;
         lv_tensor ov = flat_view(a->out, (r0 - row_first) * OW * co, nr * OW * co);
         lv_tensor iv[3];
@@ -257,9 +264,7 @@ static lv_status conv_frame(lv_ctx *ctx, const char *op, const conv_frame_args *
         LV_TRY(lv_bindings_prepare(ctx, LV_OP_VAE_CONV, b, 7));
         uint32_t vec = ci % 4 == 0 && b[4].elem_offset % 4 == 0;
         for (int f = 1; f <= 3; f++) vec = vec && b[f].elem_offset % 4 == 0;
-        uint32_t flags = (a->bias ? 8u : 0u) | (a->res ? 16u : 0u);
-        for (int f = 0; f < 3; f++)
-            if (a->in[f]) flags |= 1u << f;
+        const uint32_t flags = frames | (a->bias ? 8u : 0u) | (a->res ? 16u : 0u);
         lv_push_vae_conv pc = {
             .out_off = b[0].elem_offset,
             .in_off0 = b[1].elem_offset,
