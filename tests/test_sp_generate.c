@@ -13,8 +13,12 @@
  * (LONGVK_TEST_KILL, test only) leaves a video that plays that block and a resume file equal
  * byte for byte to the one --sp-emulate 2 leaves at the same block, which --resume completes
  * at 2 ranks, 3 ranks and in one process into the uninterrupted run's frames; a stop
- * signal that reaches one rank stops every rank after the same block (LONGVK_TEST_STOP). */
+ * signal that reaches one rank stops every rank after the same block (LONGVK_TEST_STOP).
+ *
+ * The videos several tests compare against (the unsplit run, --sp-emulate 2 and 3) are each
+ * made once per run of this program, by a run of their own, and shared (reference_frames). */
 #include <criterion/criterion.h>
+#include <criterion/hooks.h>
 #include <criterion/logging.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,23 +119,47 @@ static uint8_t *frames_of(const char *path, int64_t want) {
 
 #define FRAME_BYTES ((size_t)32 * 16 * 3)
 
+/* The reference videos: [0] the unsplit run, [1] and [2] --sp-emulate 2 and 3. */
+static const char *const reference_names[3] = {"spg_ref1.mkv", "spg_ref2.mkv", "spg_ref3.mkv"};
+
+/* In the runner, before any test: no reference of an earlier run (an earlier build) is reused. */
+ReportHook(PRE_ALL)(struct criterion_test_set *tests) {
+    (void)tests;
+    for (int i = 0; i < 3; i++) remove(ts_tmp(reference_names[i]));
+}
+
+/* The frames of a reference video (bands 1: the unsplit run; 2, 3: --sp-emulate), made by a
+ * run of its own as each test made its own before, but once per run of this program: the first
+ * test that needs it makes it under a name of its own (this process's) and renames it into
+ * place, so that tests run at the same time (--jobs) read a whole file or make their own; the
+ * next tests decode that file. Each test still runs alone (--filter). */
+static uint8_t *reference_frames(int bands) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s", ts_tmp(reference_names[bands - 1]));
+    if (access(path, F_OK) != 0) {
+        char part[1100], name[64], extra[64] = "";
+        snprintf(name, sizeof name, "spg_ref%d.%ld.mkv", bands, (long)getpid());
+        snprintf(part, sizeof part, "%s", ts_tmp(name));
+        if (bands > 1) snprintf(extra, sizeof extra, "--sp-emulate %d", bands);
+        free(generate_video("", extra, part, false));
+        cr_assert_eq(rename(part, path), 0, "cannot rename %s to %s", part, path);
+        cr_log_info("made the reference %s (%s), shared by the next tests of this run", path,
+                    bands > 1 ? extra : "unsplit");
+    }
+    return frames_of(path, PIXEL_FRAMES);
+}
+
 Test(sp_generate, pixel_bands_match_unsplit, .timeout = 600) {
-    char one[1100], a[1100], b[1100];
-    snprintf(one, sizeof one, "%s", ts_tmp("spg_p1.mkv"));
-    free(generate_video("", "", one, false));
-    uint8_t *want = frames_of(one, PIXEL_FRAMES);
+    char b[1100];
+    uint8_t *want = reference_frames(1);
     for (int R = 2; R <= 3; R++) {
-        char extra[64];
-        snprintf(extra, sizeof extra, "--sp-emulate %d", R);
-        snprintf(a, sizeof a, "%s", ts_tmp(R == 2 ? "spg_pe2.mkv" : "spg_pe3.mkv"));
-        free(generate_video("", extra, a, false));
-        uint8_t *got = frames_of(a, PIXEL_FRAMES);
+        uint8_t *got = reference_frames(R);
         /* rounding-level differences in the floats, none left in 8-bit frames (measured) */
         cr_assert_eq(memcmp(got, want, PIXEL_FRAMES * FRAME_BYTES), 0, "--sp-emulate %d: frames differ from the "
                      "unsplit run's", R);
-        if (R == 3) {
+        if (R == 3) { /* a second run of its own: the emulation is deterministic */
             snprintf(b, sizeof b, "%s", ts_tmp("spg_pe3b.mkv"));
-            free(generate_video("", extra, b, false));
+            free(generate_video("", "--sp-emulate 3", b, false));
             uint8_t *again = frames_of(b, PIXEL_FRAMES);
             cr_assert_eq(memcmp(got, again, PIXEL_FRAMES * FRAME_BYTES), 0, "two runs at 3 bands differ");
             free(again);
@@ -197,15 +225,12 @@ Test(sp_generate, ranks_equal_the_emulation, .timeout = 600) {
         cr_assert(la == lb && memcmp(ba, bb, la) == 0, "%d ranks: the latents differ from --sp-emulate %d's", R, R);
         free(ba);
         free(bb);
-        /* the video: the same frames */
-        char extra[64], mpirun[256];
-        snprintf(extra, sizeof extra, "--sp-emulate %d", R);
-        snprintf(e, sizeof e, "%s", ts_tmp(R == 2 ? "spg_ve2.mkv" : "spg_ve3.mkv"));
+        /* the video: the same frames as --sp-emulate R's */
+        char mpirun[256];
         snprintf(m, sizeof m, "%s", ts_tmp(R == 2 ? "spg_vm2.mkv" : "spg_vm3.mkv"));
-        free(generate_video("", extra, e, false));
         snprintf(mpirun, sizeof mpirun, TS_MPIRUN "-np %d", R);
         free(generate_video(mpirun, "--sequence-parallel", m, false));
-        uint8_t *fe = frames_of(e, PIXEL_FRAMES), *fm = frames_of(m, PIXEL_FRAMES);
+        uint8_t *fe = reference_frames(R), *fm = frames_of(m, PIXEL_FRAMES);
         cr_assert_eq(memcmp(fe, fm, PIXEL_FRAMES * FRAME_BYTES), 0, "%d ranks: frames differ from --sp-emulate %d's",
                      R, R);
         free(fe);
@@ -228,10 +253,8 @@ static void copy_run(const char *from, const char *to) {
 }
 
 Test(sp_generate, killed_rank_resumes_at_any_count, .timeout = 900) {
-    char ref[1100], k[1100], e[1100], r1[1100], r3[1100];
-    snprintf(ref, sizeof ref, "%s", ts_tmp("spg_kref.mkv"));
-    free(generate_video("", "--sp-emulate 2", ref, false));
-    uint8_t *want = frames_of(ref, PIXEL_FRAMES);
+    char k[1100], e[1100], r1[1100], r3[1100];
+    uint8_t *want = reference_frames(2); /* the uninterrupted run */
 
     /* rank 1 of 2 killed once block 3 (the first written, 4 frames) is made */
     snprintf(k, sizeof k, "%s", ts_tmp("spg_k2.mkv"));
@@ -293,10 +316,8 @@ Test(sp_generate, ranks_without_the_flag_refuse, .timeout = 300) {
  * stop flag is agreed at the block boundary, so both ranks stop after block 3 (without the
  * agreement rank 0 would wait for rank 1 forever), rank 0 says so, and --resume completes. */
 Test(sp_generate, a_stop_on_one_rank_stops_every_rank, .timeout = 600) {
-    char ref[1100], k[1100];
-    snprintf(ref, sizeof ref, "%s", ts_tmp("spg_sref.mkv"));
-    free(generate_video("", "--sp-emulate 2", ref, false));
-    uint8_t *want = frames_of(ref, PIXEL_FRAMES);
+    char k[1100];
+    uint8_t *want = reference_frames(2); /* the uninterrupted run */
     snprintf(k, sizeof k, "%s", ts_tmp("spg_s2.mkv"));
     remove(k);
     char *out = generate_video("LONGVK_TEST_STOP=1:3 " TS_MPIRUN "-np 2", "--sequence-parallel", k, true);
@@ -318,10 +339,8 @@ Test(sp_generate, a_stop_on_one_rank_stops_every_rank, .timeout = 600) {
  * group stops both groups after the same block (agreed across them), and --resume, whose
  * file only the conditional group's rank 0 reads, completes the run on 4 ranks. */
 Test(sp_generate, cfg_parallel_groups_make_the_frames_of_one, .timeout = 900) {
-    char one[1100], m[1100];
-    snprintf(one, sizeof one, "%s", ts_tmp("spg_cfg1.mkv"));
-    free(generate_video("", "", one, false));
-    uint8_t *want = frames_of(one, PIXEL_FRAMES);
+    char m[1100];
+    uint8_t *want = reference_frames(1); /* one process */
     for (int W = 2; W <= 4; W += 2) {
         char mpirun[256];
         snprintf(mpirun, sizeof mpirun, TS_MPIRUN "-np %d", W);
