@@ -561,7 +561,7 @@ static lv_status refuse_third(void *user, int64_t index, const float *x, int hei
 
 Test(generate, frames_to_a_sink, .timeout = 600) {
     const char *a = LONGVK_TEST_TMP "/gen_sink_file.mkv";
-    const int frames = 7;
+    const int frames = 3; /* a block of 1 (the remainder), then one of 2: both sink paths */
     lv_generate_options o;
     options(&o, a, frames);
     o.scale = 2; /* the sink gets what the encoder gets: upscaled */

@@ -11,7 +11,7 @@
  * rows given as --text-embeds make the same frames, the original release layout, and the
  * errors of a pipeline that does not fit together. With MPI: the pipeline over 2 ranks
  * (rank 0 encodes the text, each rank decodes its band of latent rows) makes the frames of
- * --sp-emulate 2. */
+ * --sp-emulate 2, and over 4 ranks in two CFG groups of 2 bands too. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -320,6 +320,21 @@ Test(generate_pipeline, two_ranks_make_the_frames_of_two_bands, .timeout = 600) 
     free(out);
     char *a = framemd5(e), *b = framemd5(m);
     cr_assert_str_eq(a, b, "2 ranks: frames differ from --sp-emulate 2's");
+    free(a);
+    free(b);
+    /* with CFG over two groups of 2 bands: the conditional group decodes (its 2 ranks), the
+     * other has no frames to make; the frames are one process's at 2 emulated bands */
+    snprintf(e, sizeof e, "%s", ts_tmp("pipe-e2cfg.mkv"));
+    snprintf(m, sizeof m, "%s", ts_tmp("pipe-m4cfg.mkv"));
+    snprintf(cmd, sizeof cmd, "%s generate --model %s -p '" PROMPT "' --cfg-scale 3 --frames 5 -W 48 -H 32 "
+             "--block-frames 1 --codec ffv1 -q --sp-emulate 2 -o %s 2>&1", LONGVK_CLI, dir, e);
+    free(run(cmd, 0));
+    snprintf(cmd, sizeof cmd, TS_MPIRUN "-np 4 %s generate --model %s -p '" PROMPT "' --cfg-scale 3 --frames 5 "
+             "-W 48 -H 32 --block-frames 1 --codec ffv1 -q --sequence-parallel --cfg-parallel -o %s 2>&1", LONGVK_CLI,
+             dir, m);
+    free(run(cmd, 0));
+    a = framemd5(e), b = framemd5(m);
+    cr_assert_str_eq(a, b, "4 ranks in two CFG groups: frames differ from --sp-emulate 2's");
     free(a);
     free(b);
 }
