@@ -503,12 +503,12 @@ Test(generate, non_finite_values_stop_the_run, .timeout = 600) {
     remove(model);
 }
 
-/* `longvk bench generate` runs the real loop (lv_generate on files it writes): 3 blocks of 2
- * latent frames are 1 + 4 x 5 = 21 pixel frames in the video, and it cleans up after itself.
+/* `longvk bench generate` runs the real loop (lv_generate on files it writes): 3 blocks of 1
+ * latent frame are 1 + 4 x 2 = 9 pixel frames in the video, and it cleans up after itself.
  * --no-encode: the frames go to a sink, FFmpeg is never called and no video is written. */
 static char *bench_generate(const char *extra) {
     char cmd[1024], *out = NULL;
-    snprintf(cmd, sizeof cmd, "TMPDIR=%s %s bench generate --depth 1 --frames 2 --latent 8x8 --vae-dim 8 "
+    snprintf(cmd, sizeof cmd, "TMPDIR=%s %s bench generate --depth 1 --frames 1 --latent 4x4 --vae-dim 8 "
              "--text-tokens 8 %s --json", LONGVK_TEST_TMP, LONGVK_CLI, extra);
     int rc = ts_run(cmd, &out);
     cr_assert_eq(rc, 0, "%s: %s", cmd, out);
@@ -517,11 +517,11 @@ static char *bench_generate(const char *extra) {
 
 Test(generate, bench_generate_runs_the_block_loop, .timeout = 600) {
     char *out = bench_generate("--codec ffv1");
-    cr_assert(strstr(out, "\"blocks\": 3,") && strstr(out, "\"pixel_frames\": 21,") &&
-              strstr(out, "\"pixels\": [64, 64]") && strstr(out, "\"frames_per_s\": "), "%s", out);
+    cr_assert(strstr(out, "\"blocks\": 3,") && strstr(out, "\"pixel_frames\": 9,") &&
+              strstr(out, "\"pixels\": [32, 32]") && strstr(out, "\"frames_per_s\": "), "%s", out);
     free(out);
     out = bench_generate("--no-encode");
-    cr_assert(strstr(out, "\"pixel_frames\": 21,") && strstr(out, "\"codec\": \"none\"") &&
+    cr_assert(strstr(out, "\"pixel_frames\": 9,") && strstr(out, "\"codec\": \"none\"") &&
               strstr(out, "\"video_bytes\": 0"), "%s", out);
     free(out);
     int rc = ts_run("ls -d " LONGVK_TEST_TMP "/longvk-bench-generate-* 2>/dev/null | wc -l", &out);
