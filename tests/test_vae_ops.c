@@ -34,9 +34,10 @@
 
 #define U 5.9604644775390625e-08 /* 2^-24 */
 
-/* The tensor-core path's tests (conv_as_columns_and_a_product) store the columns in 16 bits:
- * their inputs are then made exactly representable in that dtype, so that the columns hold
- * the very inputs and the f32 bounds below still apply. */
+/* The tensor-core path's tests (conv_as_columns_and_a_product) store the columns in 16 bits,
+ * and on a device with cooperative matrices the product rounds the weights to fp16 too: the
+ * inputs and weights are then made exactly representable in that dtype, so that both reach
+ * the products unchanged and the f32 bounds below still apply. */
 static lv_dtype round_inputs = LV_F32;
 
 static void round_to(float *x, size_t n) {
@@ -76,6 +77,7 @@ static void conv3d_run(lv_ctx *ctx, const conv3d_case *c, uint64_t seed) {
     round_to(s, (size_t)(T + 2) * fr_in);
     size_t nw = (size_t)Co * Ci * 3 * ks * ks;
     float *wt = ts_rand_alloc(nw, seed + 3, -1, 1), *bias = ts_rand_alloc((size_t)Co, seed + 4, -1, 1);
+    round_to(wt, nw);
     float *res = ts_rand_alloc((size_t)T * fr_out, seed + 5, -1, 1);
     float *wp = packed(wt, Co, Ci, 3, ks);
 
@@ -139,6 +141,7 @@ static void time_conv_run(lv_ctx *ctx, int T, int H, int W, int C, int hist, uin
     ts_rand_fill(s + 2 * fr, (size_t)T * fr, seed + 1, -1, 1);
     round_to(s, (size_t)(T + 2) * fr);
     float *wt = ts_rand_alloc((size_t)2 * C * C * 3, seed + 2, -1, 1);
+    round_to(wt, (size_t)2 * C * C * 3);
     float *bias = ts_rand_alloc((size_t)2 * C, seed + 3, -1, 1);
     float *wp = packed(wt, 2 * C, C, 3, 1);
     int64_t xs[4] = {T, H, W, C}, hs[3] = {H, W, C}, ws[5] = {2 * C, 3, 1, 1, C}, bs[1] = {2 * C};
@@ -193,6 +196,7 @@ static void conv2d_rows_run(lv_ctx *ctx, int T, int H, int W, int Ci, int Co, in
     float *x = ts_rand_alloc(n_in, seed, -1, 1);
     round_to(x, n_in);
     float *wt = ts_rand_alloc((size_t)Co * Ci * 9, seed + 1, -1, 1);
+    round_to(wt, (size_t)Co * Ci * 9);
     float *bias = ts_rand_alloc((size_t)Co, seed + 2, -1, 1);
     float *wp = packed(wt, Co, Ci, 1, 3);
     int64_t xs[4] = {T, H, W, Ci}, ws[5] = {Co, 1, 3, 3, Ci}, bs[1] = {Co}, os[4] = {T, OH, OW, Co};
