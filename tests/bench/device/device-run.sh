@@ -7,8 +7,9 @@
 #   longvk bench gemm --shapes dit and 4096        torch.matmul bf16 and fp32 at the same shapes
 #   longvk bench dit --preset sana-video-2b-480p   the reference DiT in bf16, same chunk and depth
 #   longvk bench dit --preset sana-video-2b-720p   the same at 720p
-#   longvk bench vae --preset 480p
-#   longvk bench sp --preset sana-video-2b-480p --depth 4   (issue 45: each rank alone; no peer)
+#   longvk bench vae --preset 480p                 and at --precision f16 (the convs on the tensor cores)
+#   longvk bench generate --no-encode --precision f16   the whole block loop (the FFmpeg here is a stub)
+#   longvk bench sp --preset sana-video-2b-480p --depth 4 --vae   (issue 45: each rank alone; no peer)
 # and prints longvk / PyTorch ratios (ratios.py). Logs in $OUT (or /tmp when unset): tests.log,
 # bench.log (everything the benchmarks printed), bench.json (every figure, one object).
 # ONLY=tests or ONLY=bench runs one half; DIT_RUNS timed chunks per DiT bench (default 2, after a
