@@ -58,7 +58,10 @@ peer() {
     shift 2
     echo "== $name: torch_peer.py $*" | tee -a "$out/bench.log"
     local t0=$SECONDS
-    timeout "$limit" python3 "$repo/tests/bench/device/torch_peer.py" "$@" --json "$json/$name.json" \
+    # without the bundle's libraries: its FFmpeg is a stub, and a torch built against the
+    # system's FFmpeg (Debian's python3-torch) fails to import with it
+    timeout "$limit" env -u LD_LIBRARY_PATH -u VK_LAYER_PATH python3 "$repo/tests/bench/device/torch_peer.py" "$@" \
+        --json "$json/$name.json" \
         >>"$out/bench.log" 2>&1
     echo "   rc=$?, $((SECONDS - t0)) s" | tee -a "$out/bench.log"
 }
