@@ -127,27 +127,24 @@ static lv_dtype column_dtype(const lv_ctx *ctx) {
     return prec == LV_PRECISION_F16 ? LV_F16 : prec == LV_PRECISION_BF16 ? LV_BF16 : LV_F32;
 }
 
-/* Output rows per product: their columns within the cap and a binding, the source rows they
- * read within a binding. 0 when one row's columns do not fit (tiny test bindings): the
- * direct kernel then. */
-static int64_t gemm_rows(const lv_ctx *ctx, const conv_frame_args *a, int64_t rows) {
-    const int64_t OW = a->W << a->up, P = a->ks / 2, K = (int64_t)a->kt * a->ks * a->ks * a->ci;
+/* Output rows per product: their columns within the cap and a binding, at most rmax (the
+ * rows whose source rows fit a binding, as conv_frame reckons them). 0 when one row's
+ * columns do not fit (tiny test bindings): the direct kernel then. */
+static int64_t gemm_rows(const lv_ctx *ctx, const conv_frame_args *a, int64_t rows, int64_t rmax) {
+    const int64_t OW = a->W << a->up, K = (int64_t)a->kt * a->ks * a->ks * a->ci;
     const uint64_t usable = usable_binding(ctx), cap = VAE_GEMM_COLUMN_BYTES < usable ? VAE_GEMM_COLUMN_BYTES : usable;
     int64_t band = (int64_t)(cap / ((uint64_t)OW * K * lv_dtype_size(column_dtype(ctx))));
-    int64_t ri = (int64_t)(usable / (uint64_t)(a->W * a->ci * 4));
-    int64_t rmax = ri >= 2 ? ((ri - 2) << a->up) + 1 - 2 * P : 0;
     if (band > rmax) band = rmax;
     return band < rows ? band : rows;
 }
 
-static lv_status conv_frame_gemm(lv_ctx *ctx, const char *op, const conv_frame_args *a, int64_t row_first,
+/* Output rows [row_first, row_end) in products of `band` rows; `first`: a given input frame
+ * (the absent ones' views point at it and are not read). */
+static lv_status conv_frame_gemm(lv_ctx *ctx, const char *op, const conv_frame_args *a, int first, int64_t row_first,
                                  int64_t row_end, int64_t band) {
     const int64_t OW = a->W << a->up, ci = a->ci, co = a->co;
     const int64_t K = (int64_t)a->kt * a->ks * a->ks * ci;
     const lv_dtype cdt = column_dtype(ctx);
-    int first = -1;
-    for (int f = 0; f < 3; f++)
-        if (a->in[f] && first < 0) first = f;
     lv_tensor col;
     LV_TRY(lv_ctx_scratch(ctx, cdt, band * OW * K, &col));
     int64_t wshape[2] = {co, K};
@@ -221,8 +218,8 @@ static lv_status conv_frame(lv_ctx *ctx, const char *op, const conv_frame_args *
     int64_t ro = (int64_t)(usable / (uint64_t)out_row), ri = (int64_t)(usable / (uint64_t)in_row);
     int64_t rmax = ri >= 2 ? ((ri - 2) << a->up) + 1 - 2 * P : 0;
     if (conv_as_gemm(ctx)) {
-        const int64_t gb = gemm_rows(ctx, a, row_end - row_first);
-        if (gb > 0) return conv_frame_gemm(ctx, op, a, row_first, row_end, gb);
+        const int64_t gb = gemm_rows(ctx, a, row_end - row_first, rmax);
+        if (gb > 0) return conv_frame_gemm(ctx, op, a, first, row_first, row_end, gb);
     }
     int64_t band = row_end - row_first;
     if (band > ro) band = ro;

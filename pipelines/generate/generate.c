@@ -437,11 +437,11 @@ static lv_status encode_frames(gen_run *r, const float *frames, int n, int h, in
     const int H = h * r->o.scale, W = w * r->o.scale;
     const size_t plane = (size_t)H * W;
     for (int t = 0; r->o.frame_sink && t < n; t++) {
-        const float *frame = src;
+        const float *frame = n > 1 ? r->sink_frame : src;
         if (n > 1) /* [3, n, H, W] -> frame t's [3, H, W] */
             for (int c = 0; c < 3; c++)
                 memcpy(r->sink_frame + c * plane, src + ((size_t)c * n + t) * plane, plane * sizeof *frame);
-        LV_TRY(r->o.frame_sink(r->o.frame_user, r->frames_done + t, n > 1 ? r->sink_frame : frame, H, W));
+        LV_TRY(r->o.frame_sink(r->o.frame_user, r->frames_done + t, frame, H, W));
     }
     r->frames_done += n;
     return LV_OK;
