@@ -128,6 +128,7 @@ bool lv_coopmat_prepare(VkPhysicalDevice pd, bool validation, lv_device_info *in
     e->features.pNext = &e->f16;
     vkGetPhysicalDeviceFeatures2(pd, &e->features); /* what the device has ... */
     if (!e->coopmat.cooperativeMatrix || !e->f16.shaderFloat16 || !e->memory_model.vulkanMemoryModel ||
+        !e->memory_model.vulkanMemoryModelDeviceScope ||
         !device_extension(pd, VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME) ||
         !device_extension(pd, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME)) {
         info->coopmat = LV_COOPMAT_NO_F16;
@@ -140,9 +141,12 @@ bool lv_coopmat_prepare(VkPhysicalDevice pd, bool validation, lv_device_info *in
     e->f16 = (VkPhysicalDeviceShaderFloat16Int8Features){
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES, .pNext = &e->memory_model,
         .shaderFloat16 = VK_TRUE};
+    /* With the memory model on, SPIR-V's device-scope operations (the other kernels' atomics and
+     * barriers) need vulkanMemoryModelDeviceScope too (VUID-RuntimeSpirv-vulkanMemoryModel-06265):
+     * enabled where offered, and a device without it keeps the coopmat kernels off. */
     e->memory_model = (VkPhysicalDeviceVulkanMemoryModelFeatures){
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES, .pNext = &e->coopmat,
-        .vulkanMemoryModel = VK_TRUE};
+        .vulkanMemoryModel = VK_TRUE, .vulkanMemoryModelDeviceScope = VK_TRUE};
     e->coopmat = (VkPhysicalDeviceCooperativeMatrixFeaturesKHR){
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR, .cooperativeMatrix = VK_TRUE};
     e->extensions[e->extension_count++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
