@@ -17,7 +17,7 @@ typedef enum lv_op {
 } lv_op;
 
 #define LV_MAX_BINDINGS 8
-#define LV_MAX_SPEC 12
+#define LV_MAX_SPEC 16
 #define LV_PUSH_MAX 128
 
 /* One device memory block; tensors are suballocated from blocks (memory.c). */

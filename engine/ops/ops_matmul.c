@@ -11,6 +11,7 @@
  * a and out may be 16-bit activations (f16 / bf16, lv_ctx_options.precision): the register
  * and tiled kernels read and write them through 32-bit words (specialization constants ADT,
  * ODT) and compute in fp32; the tensor-core kernel takes f32 a and out only. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,28 +124,75 @@ static void kernel_tiled(const lv_ctx *ctx, const lv_tensor *a, const lv_tensor 
     c->tile_n = bn;
 }
 
-/* Tensor-core kernel (shaders/coopmat/matmul_coopmat.comp): 64 x 64 blocks per workgroup
- * of four subgroups, each computing 32 x 32 as tiles of the device's shape, 32-deep k steps
- * staged in shared memory as fp16. */
-static void kernel_coopmat(const lv_ctx *ctx, lv_dtype wdtype, lv_dtype adtype, lv_dtype odtype,
-                           const lv_coopmat_shape *shape, mm_config *c) {
-    uint32_t bm = 64, bn = 64, bk = 32, wm = 32, wn = 32;
+/* Tensor-core kernel (shaders/coopmat/matmul_coopmat.comp): BM x BN blocks per workgroup of
+ * (BM / WM) x (BN / WN) subgroups, each computing WM x WN as tiles of the device's shape,
+ * BK-deep k steps staged in shared memory as fp16. 128 x 128 x 32 with 8 subgroups of 64 x 32
+ * by default (a subgroup does 8 products of 16 x 16 x 16 per 6 tile loads on NVIDIA); the
+ * 64 x 64 x 32 blocks of 4 subgroups of 32 x 32 on CPU devices and where the device allows fewer
+ * invocations or less shared memory. LONGVK_COOPMAT_TILE=BMxBNxBKxWMxWN sets another, for tuning
+ * (tests/bench/device/device-run.sh compares some on a GPU). */
+typedef struct coopmat_tile {
+    uint32_t bm, bn, bk, wm, wn;
+} coopmat_tile;
+
+static uint32_t coopmat_invocations(const lv_ctx *ctx, const coopmat_tile *t) {
+    return lv_ctx_device(ctx)->subgroup_size * (t->bm / t->wm) * (t->bn / t->wn);
+}
+
+static uint64_t coopmat_shared_bytes(const lv_coopmat_shape *shape, const coopmat_tile *t) {
+    return 2ull * (t->bm + t->bn) * (t->bk + 8) + 4ull * (t->bm / t->wm) * (t->bn / t->wn) * shape->m * shape->n;
+}
+
+/* NULL if the tile fits the shape and the device, else what is wrong */
+static const char *coopmat_tile_problem(const lv_ctx *ctx, const lv_coopmat_shape *shape, const coopmat_tile *t) {
+    const lv_device_info *d = lv_ctx_device(ctx);
+    if (!t->bm || !t->bn || !t->bk || !t->wm || !t->wn || t->bm % t->wm || t->bn % t->wn)
+        return "BM and BN must be multiples of WM and WN";
+    if (256 % t->bm || 256 % t->bn) return "BM and BN must divide 256 (the chunks' row and column multiple)";
+    if (t->wm % shape->m || t->wn % shape->n || t->bk % shape->k || t->bk % 4)
+        return "WM, WN and BK must be multiples of the cooperative-matrix shape's M, N and K (BK also of 4)";
+    if (coopmat_invocations(ctx, t) > d->max_workgroup_invocations) return "too many invocations for the device";
+    if (coopmat_shared_bytes(shape, t) > d->max_shared_memory_bytes) return "more shared memory than the device has";
+    return NULL;
+}
+
+static lv_status kernel_coopmat(const lv_ctx *ctx, lv_dtype wdtype, lv_dtype adtype, lv_dtype odtype,
+                                const lv_coopmat_shape *shape, mm_config *c) {
+    coopmat_tile t = {128, 128, 32, 64, 32};
+    const char *env = getenv("LONGVK_COOPMAT_TILE");
+    if (env && *env) {
+        char end;
+        if (sscanf(env, "%ux%ux%ux%ux%u%c", &t.bm, &t.bn, &t.bk, &t.wm, &t.wn, &end) != 5)
+            return lv_error(LV_ERR_INVALID, "LONGVK_COOPMAT_TILE=%s: expected BMxBNxBKxWMxWN, e.g. 128x128x32x64x32",
+                            env);
+        const char *why = coopmat_tile_problem(ctx, shape, &t);
+        if (why)
+            return lv_error(LV_ERR_INVALID, "LONGVK_COOPMAT_TILE=%s: %s (cooperative-matrix shape %ux%ux%u)", env, why,
+                            shape->m, shape->n, shape->k);
+    } else if (lv_ctx_device(ctx)->type == LV_DEVICE_CPU || coopmat_tile_problem(ctx, shape, &t)) {
+        /* CPU devices (lavapipe, where only the tests run it) take the small block: LLVM
+         * compiles the large block's unrolled loads and products for minutes */
+        t = (coopmat_tile){64, 64, 32, 32, 32};
+    }
     c->op = LV_OP_MATMUL_COOPMAT;
-    c->spec[0] = lv_ctx_device(ctx)->subgroup_size * (bm / wm) * (bn / wn);
-    c->spec[1] = bm;
-    c->spec[2] = bn;
-    c->spec[3] = bk;
-    c->spec[4] = wm;
-    c->spec[5] = wn;
+    c->spec[0] = coopmat_invocations(ctx, &t);
+    c->spec[1] = t.bm;
+    c->spec[2] = t.bn;
+    c->spec[3] = t.bk;
+    c->spec[4] = t.wm;
+    c->spec[5] = t.wn;
     c->spec[6] = (uint32_t)wdtype;
     c->spec[7] = shape->m;
     c->spec[8] = shape->n;
     c->spec[9] = shape->k;
     c->spec[10] = (uint32_t)adtype;
     c->spec[11] = (uint32_t)odtype;
-    c->nspec = 12;
-    c->tile_m = bm;
-    c->tile_n = bn;
+    c->spec[12] = (t.bm / t.wm) * (t.bn / t.wn);
+    c->spec[13] = c->spec[0];
+    c->nspec = 14;
+    c->tile_m = t.bm;
+    c->tile_n = t.bn;
+    return LV_OK;
 }
 
 /* ---- shape checks -------------------------------------------------------------------- */
@@ -299,7 +347,7 @@ static lv_status run_chunk(lv_ctx *ctx, lv_matmul_variant variant, const mm_shap
     mm_views v;
     memset(&k, 0, sizeof k);
     if (variant == LV_MATMUL_COOPMAT) {
-        kernel_coopmat(ctx, w->dtype, a->dtype, out->dtype, coopmat_shape(ctx), &k);
+        LV_TRY(kernel_coopmat(ctx, w->dtype, a->dtype, out->dtype, coopmat_shape(ctx), &k));
         chunk_views(s, out, a, w, bias, c, &v);
         return dispatch(ctx, &k, s, &v, bias != NULL, c);
     }

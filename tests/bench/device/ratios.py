@@ -33,27 +33,32 @@ def pct(x):
 def gemm_table(lv, peer):
     if not lv:
         return
-    print(f"GEMM on {lv['device']} (longvk: {lv['variant']} kernel, fp32 compute; no cooperative-matrix kernel yet)")
+    cm = lv.get("coopmat")
+    cm_text = "beside the cooperative-matrix kernel (f16 inputs, f32 accumulation)" if cm is True else f"cooperative matrix: {cm}"
+    print(f"GEMM on {lv['device']} (longvk: {lv['variant']} kernel, fp32 compute, {cm_text})")
     pk = lv.get("peak")
     if pk:
         print(f"  peak: fp32 {pk['fp32_tflops']}, fp16/bf16 tensor {pk['half_tflops']} TFLOP/s ({pk['part']}, {pk['source']})")
     tp = {}
     for g in (peer or {}).get("gemm", []):
         tp[(g["M"], g["K"], g["N"], g["dtype"])] = g["tflops"]
-    print(f"  {'M x K -> N':<22} {'longvk w':<8} {'TFLOP/s':>9} {'%fp32':>7} {'%half':>7} | {'torch bf16':>10} "
-          f"{'torch f32':>10} | {'lv/bf16':>8} {'lv/f32':>8}")
+    print(f"  {'M x K -> N':<22} {'longvk w':<8} {'TFLOP/s':>9} {'%fp32':>7} {'%half':>7} {'coopmat':>8} | "
+          f"{'torch bf16':>10} {'torch f32':>10} | {'lv/f32':>7} {'cm/bf16':>8}")
     for c in lv["cases"]:
         key = (c["M"], c["K"], c["N"])
         tb, tf = tp.get(key + ("bf16",)), tp.get(key + ("f32",))
         shape = f"{c['M']} x {c['K']} -> {c['N']}"
         fp32 = pct(c["fraction_fp32_peak"]) if pk else "-"
         half = pct(c["fraction_half_peak"]) if pk else "-"
+        ct = c.get("coopmat_tflops")
+        cts = "-" if ct is None else f"{ct:.4g}"
         tbs = "-" if tb is None else f"{tb:.4g}"
         tfs = "-" if tf is None else f"{tf:.4g}"
-        rb = "-" if not tb else f"{c['tflops'] / tb:.3f}"
         rf = "-" if not tf else f"{c['tflops'] / tf:.3f}"
-        print(f"  {shape:<22} {c['w_dtype']:<8} {c['tflops']:>9.3f} {fp32:>7} {half:>7} | {tbs:>10} {tfs:>10} | "
-              f"{rb:>8} {rf:>8}")
+        rc = "-" if not tb or ct is None else f"{ct / tb:.3f}"
+        print(f"  {shape:<22} {c['w_dtype']:<8} {c['tflops']:>9.3f} {fp32:>7} {half:>7} {cts:>8} | {tbs:>10} {tfs:>10} | "
+              f"{rf:>7} {rc:>8}")
+
 
 def dit_pair(lv, peer, what):
     if not lv:
@@ -82,13 +87,14 @@ def main():
     ap.add_argument("dir")
     ap.add_argument("--out")
     a = ap.parse_args()
-    names = ["gemm_dit", "gemm_4096", "dit_480p", "dit_720p", "vae_480p", "vae_480p_f16", "peer_480p", "peer_720p",
+    names = ["gemm_dit", "gemm_4096", "dit_480p", "dit_480p_f16", "dit_720p", "vae_480p", "vae_480p_f16", "peer_480p", "peer_720p",
              "sp_480p", "generate_480p"]
     got = {n: load(a.dir, n + ".json") for n in names}
     peer_gemm = got["peer_480p"]
     gemm_table(got["gemm_dit"], peer_gemm)
     gemm_table(got["gemm_4096"], peer_gemm)
     dit_pair(got["dit_480p"], got["peer_480p"], "480p")
+    dit_pair(got["dit_480p_f16"], got["peer_480p"], "480p, --precision f16")
     dit_pair(got["dit_720p"], got["peer_720p"], "720p")
     for name in ["vae_480p", "vae_480p_f16"]:
         v = got[name]
@@ -97,7 +103,7 @@ def main():
                   f"{v['ms_per_latent_frame']:.1f} ms a latent frame, {v['pixel_frames_per_s']:.2f} pixel frames/s, "
                   f"{v['gflops'] / 1e3:.2f} TFLOP/s, device memory {v['device_peak_bytes'] / 2**30:.2f} GiB")
     v = got["vae_480p_f16"] or got["vae_480p"]
-    d = got["dit_480p"]
+    d = got["dit_480p_f16"] or got["dit_480p"]
     if d and v:  # DiT and VAE one after the other on one GPU, encoder not counted
         both = 1 / (1 / d["frames_per_s"] + 1 / v["pixel_frames_per_s"])
         print(f"DiT + VAE at 480p, one after the other: {both:.2f} frames/s (goal 27.5; the encoder not counted)")
