@@ -481,6 +481,52 @@ Test(matmul, coopmat_fp16) {
 }
 
 /* Where the tensor cores are not enabled, asking for their kernel is a clear error. */
+/* The tensor-core kernel loads four k at a time where K and the view's start in its binding
+ * are multiples of 4, else element by element: views of a, w and out starting at element 1
+ * (element by element) and at element 4 (four at a time, from an offset), with K = 24; every
+ * element of out written, none before it, each within coopmat_case's bound. */
+Test(matmul, coopmat_unaligned_views) {
+    lv_ctx *ctx = coopmat_ctx();
+    const int64_t M = 9, N = 20, K = 24, starts[] = {1, 4};
+    const double u = ldexp(1.0, -24), rel = ldexp(1.0, -9) + ldexp(1.0, -20);
+    for (size_t s = 0; s < 2; s++)
+        for (size_t d = 0; d < 3; d++) {
+            const int64_t o0 = starts[s], na = M * K + o0, nw = N * K + o0, no = M * N + o0;
+            float *a = ts_rand_alloc((size_t)na, 31 + s, -1, 1), *w = ts_rand_alloc((size_t)nw, 33 + d, -1, 1);
+            ts_round_to(dtypes[d], w, (size_t)nw);
+            lv_tensor ta = ts_tensor(ctx, LV_F32, 1, &na, a), tw = ts_tensor(ctx, dtypes[d], 1, &nw, w);
+            lv_tensor to = ts_empty(ctx, 1, &no);
+            fill_nan(ctx, &to);
+            lv_tensor va = lv_tensor_view(&ta, o0, 2, (int64_t[]){M, K});
+            lv_tensor vw = lv_tensor_view(&tw, o0, 2, (int64_t[]){N, K});
+            lv_tensor vo = lv_tensor_view(&to, o0, 2, (int64_t[]){M, N});
+            cr_assert_eq(lv_op_matmul_variant(ctx, &vo, &va, &vw, NULL, LV_MATMUL_COOPMAT), LV_OK, "%s",
+                         lv_last_error());
+            float *got = ts_read(ctx, &to), *want = malloc((size_t)(M * N) * sizeof *want);
+            double *mag = malloc((size_t)(M * N) * sizeof *mag);
+            cr_assert(want && mag);
+            for (int64_t e = 0; e < o0; e++)
+                cr_assert(isnan(got[e]), "element %lld before the view was written", (long long)e);
+            ref_matmul(want, mag, a + o0, w + o0, NULL, 1, M, N, K, 0);
+            for (int64_t e = 0; e < M * N; e++) {
+                double bound = 1.01 * (rel + (double)(K + 2) * u) * mag[e] + 1e-30;
+                cr_assert(fabs(got[o0 + e] - want[e]) <= bound, "view at %lld, w %s: out[%lld] = %.9g, want %.9g",
+                          (long long)o0, lv_dtype_name(dtypes[d]), (long long)e, got[o0 + e], (double)want[e]);
+            }
+            free(got);
+            free(want);
+            free(mag);
+            free(a);
+            free(w);
+            lv_tensor_free(ctx, &ta);
+            lv_tensor_free(ctx, &tw);
+            lv_tensor_free(ctx, &to);
+        }
+    uint64_t n = lv_ctx_validation_messages(ctx);
+    lv_ctx_destroy(ctx);
+    cr_assert_eq(n, 0, "the validation layer reported %llu message(s)", (unsigned long long)n);
+}
+
 Test(matmul, coopmat_unavailable_is_an_error) {
     lv_ctx *ctx = ts_ctx();
     if (lv_ctx_coopmat(ctx)) {
