@@ -208,7 +208,10 @@ Test(api_args, sampler_h) {
     EXPECT_INVALID(lv_longsana_chunk(m.ctx, m.dit, &bad, 0, 0, 4, m.H, m.W, x0));
     const float nan_steps[2] = {600, NAN};
     bad.timesteps = nan_steps;
+    lv_chunk_stage stage = LV_CHUNK_STAGE_WRITE_PASS;
+    bad.failed_stage = &stage;
     EXPECT_INVALID(lv_longsana_chunk(m.ctx, m.dit, &bad, 0, 0, 4, m.H, m.W, x0));
+    cr_assert_eq(stage, LV_CHUNK_STAGE_NONE, "bad arguments are no stage's");
     lv_clip_options clip = {.steps = 2, .shift = 8, .cfg_scale = 1};
     EXPECT_INVALID(lv_sample_clip(NULL, m.dit, &clip, 4, m.H, m.W, x0));
     EXPECT_INVALID(lv_sample_clip(m.ctx, NULL, &clip, 4, m.H, m.W, x0));
@@ -223,12 +226,16 @@ Test(api_args, sampler_h) {
     const float *draws[2] = {noise, noise};
     lv_chunk_options with_noise = o;
     with_noise.noise = draws;
+    with_noise.failed_stage = &stage;
     cr_assert_eq(lv_longsana_chunk(m.ctx, m.dit, &with_noise, 0, 0, 4, m.H, m.W, x0), LV_ERR_INVALID);
     cr_assert(strstr(lv_last_error(), "step 1 of 2: the DiT's output has non-finite values") == lv_last_error(), "%s",
               lv_last_error());
+    cr_assert_eq(stage, LV_CHUNK_STAGE_STEP, "the stage is set with the message that names it");
     /* a sound chunk after it: nothing was committed by the failed one */
     cr_assert_eq(lv_dit_chunks(m.dit), 0);
+    o.failed_stage = &stage;
     cr_assert_eq(lv_longsana_chunk(m.ctx, m.dit, &o, 0, 0, 4, m.H, m.W, x0), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(stage, LV_CHUNK_STAGE_NONE, "a sound chunk leaves no stage");
     cr_assert_eq(lv_dit_chunks(m.dit), 1);
     free(noise);
     free(x0);
