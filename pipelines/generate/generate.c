@@ -53,8 +53,7 @@ static void run_free(gen_run *r) {
     free(r->mask);
     free(r->x0);
     free(r->last_frame);
-    free(r->big);
-    free(r->sink_frame);
+    lv_frame_writer_free(&r->writer);
     free(r->latents);
 }
 

@@ -1,73 +1,35 @@
 /* What a run writes: each finished chunk to the encoder and the frame sink (upscaled,
  * through the VAE for a latent model) or into the latents of the .npy; the video file from
  * its probe to its close. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "generate_run.h"
+#include "longvk/frame_writer.h"
 #include "longvk/npy.h"
 
-/* [3, F, h, w] -> [3, F, h*s, w*s], bilinear with edge clamping (half-pixel centres). */
-static void upscale(const float *in, int F, int h, int w, int s, float *out) {
-    int H = h * s, W = w * s;
-    for (int c = 0; c < 3; c++)
-        for (int f = 0; f < F; f++) {
-            const float *src = in + ((size_t)c * F + f) * h * w;
-            float *dst = out + ((size_t)c * F + f) * H * W;
-            for (int y = 0; y < H; y++) {
-                double sy = (y + 0.5) / s - 0.5;
-                int y0 = (int)floor(sy);
-                double fy = sy - y0;
-                int ya = y0 < 0 ? 0 : y0, yb = y0 + 1 >= h ? h - 1 : y0 + 1;
-                if (ya > h - 1) ya = h - 1;
-                for (int x = 0; x < W; x++) {
-                    double sx = (x + 0.5) / s - 0.5;
-                    int x0 = (int)floor(sx);
-                    double fx = sx - x0;
-                    int xa = x0 < 0 ? 0 : x0, xb = x0 + 1 >= w ? w - 1 : x0 + 1;
-                    if (xa > w - 1) xa = w - 1;
-                    double top = src[ya * w + xa] * (1 - fx) + src[ya * w + xb] * fx;
-                    double bot = src[yb * w + xa] * (1 - fx) + src[yb * w + xb] * fx;
-                    dst[y * W + x] = (float)(top * (1 - fy) + bot * fy);
-                }
-            }
-        }
-}
-
-/* n frames [3, n, h, w] to the encoder and the frame sink, upscaled by o.scale. */
+/* n frames [3, n, h, w] to the encoder and the frame sink, upscaled by o.scale (the
+ * writer: lv_frame_writer). */
 static lv_status encode_frames(gen_run *r, const float *frames, int n, int h, int w) {
-    const float *src = frames;
-    if (r->o.scale > 1) {
-        upscale(frames, n, h, w, r->o.scale, r->big);
-        src = r->big;
-    }
-    if (r->enc) LV_TRY(lv_encoder_write_float(r->enc, src, n, LV_LAYOUT_CFHW));
-    const int H = h * r->o.scale, W = w * r->o.scale;
-    const size_t plane = (size_t)H * W;
-    for (int t = 0; r->o.frame_sink && t < n; t++) {
-        const float *frame = n > 1 ? r->sink_frame : src;
-        if (n > 1) /* [3, n, H, W] -> frame t's [3, H, W] */
-            for (int c = 0; c < 3; c++)
-                memcpy(r->sink_frame + c * plane, src + ((size_t)c * n + t) * plane, plane * sizeof *frame);
-        LV_TRY(r->o.frame_sink(r->o.frame_user, r->frames_done + t, frame, H, W));
-    }
-    r->frames_done += n;
+    r->writer.encoder = r->enc; /* opened with the first written block */
+    r->writer.frames = r->frames_done;
+    LV_TRY(lv_frame_writer_write(&r->writer, frames, n, h, w));
+    r->frames_done = r->writer.frames;
     return LV_OK;
 }
 
-static lv_status on_vae_frame(void *user, int64_t index, const float *rgb, int height, int width) {
-    (void)index;
-    return encode_frames(user, rgb, 1, height, width);
-}
-
-/* A finished latent chunk of n frames through the VAE into the encoder (on_vae_frame).
- * With sequence parallelism the chunk x0 is whole and the same on every process of the
- * writing group; each decodes its bands' rows (lv_vae_set_sequence_parallel) and the pixel
- * rows reach the writing process, which alone gets frames. */
+/* A finished latent chunk of n frames through the VAE into the encoder and the frame sink
+ * (lv_vae_decode_to_writer). With sequence parallelism the chunk x0 is whole and the same
+ * on every process of the writing group; each decodes its bands' rows
+ * (lv_vae_set_sequence_parallel) and the pixel rows reach the writing process, which alone
+ * gets frames (the others' writers write nothing and count nothing). */
 static lv_status decode_chunk(gen_run *r, int n) {
-    return lv_vae_decode_frames_cb(r->ctx, r->vae, r->x0, n, r->grid_h, r->grid_w, on_vae_frame, r);
+    r->writer.encoder = r->enc;
+    r->writer.frames = r->frames_done;
+    LV_TRY(lv_vae_decode_to_writer(r->ctx, r->vae, r->x0, n, r->grid_h, r->grid_w, NULL, &r->writer));
+    r->frames_done = r->writer.frames;
+    return LV_OK;
 }
 
 /* A finished chunk of n model frames, starting at model frame f0, to the output. The other
@@ -153,17 +115,10 @@ lv_status lv_gen_alloc_buffers(gen_run *r) {
         return r->latents ? LV_OK : lv_error(LV_ERR_NOMEM, "out of host memory for the latents");
     }
     /* frames reaching the encoder at once: a written pixel chunk, or one decoded frame */
-    size_t frame = (size_t)3 * r->o.height * r->o.width;
-    size_t at_once = r->m.card.pixel ? (size_t)shown : 1;
-    if (r->o.scale > 1) {
-        r->big = malloc(at_once * frame * (size_t)r->o.scale * r->o.scale * sizeof *r->big);
-        if (!r->big) return lv_error(LV_ERR_NOMEM, "out of host memory");
-    }
-    if (r->o.frame_sink && at_once > 1) {
-        r->sink_frame = malloc(frame * (size_t)r->o.scale * r->o.scale * sizeof *r->sink_frame);
-        if (!r->sink_frame) return lv_error(LV_ERR_NOMEM, "out of host memory");
-    }
-    return LV_OK;
+    int at_once = r->m.card.pixel ? shown : 1;
+    r->writer = (lv_frame_writer){.rounding = LV_FRAME_ROUND, .scale = r->o.scale, .sink = r->o.frame_sink,
+                                  .sink_user = r->o.frame_user};
+    return lv_frame_writer_reserve(&r->writer, at_once, r->o.height, r->o.width);
 }
 
 /* A video file (a pixel model, or a VAE): not when the frames go to a frame sink alone. */

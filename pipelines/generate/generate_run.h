@@ -11,6 +11,7 @@
 
 #include "generate_internal.h"
 #include "longvk/codec.h"
+#include "longvk/frame_writer.h"
 #include "longvk/sp_comm.h"
 #include "longvk/vae.h"
 #include "longvk/weights.h"
@@ -35,8 +36,8 @@ typedef struct gen_run {
     lv_encoder *enc;
     lv_weights *vae_weights;
     lv_vae_decoder *vae;
-    float *x0, *big;         /* one chunk; its upscaled frames */
-    float *sink_frame;       /* one frame for the frame sink [3, H, W] (several frames at once) */
+    float *x0;               /* one chunk */
+    lv_frame_writer writer;  /* frames to the encoder and the frame sink (the writing process) */
     float *last_frame;       /* the last chunk's last frame [C, H, W] (model space) */
     int64_t frame_values;    /* C * H * W */
     float *latents;          /* latent model without a VAE: every latent frame, for the .npy */

@@ -17,6 +17,7 @@
 #include "longvk/sp_comm.h"
 #include "longvk/sampler.h"
 #include "longvk/generate.h"
+#include "longvk/frame_writer.h"
 #include "longvk/vae.h"
 #include "longvk/tokenizer.h"
 #include "longvk/gemma2.h"
