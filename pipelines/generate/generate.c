@@ -47,7 +47,7 @@ static void run_free(gen_run *r) {
     lv_dit_twin_destroy(r->twin);
     if (r->dit) lv_dit_destroy(r->ctx, r->dit);
     if (r->ctx) lv_ctx_destroy(r->ctx);
-    lv_gen_text_close(&r->text);
+    lv_text_encoder_close(r->text);
     lv_gen_model_close(&r->m);
     free(r->y);
     free(r->mask);

@@ -27,7 +27,7 @@ typedef struct gen_run {
     int text_len;
     float *y, *mask;         /* [2, L, caption] and [2, L]: prompt, negative prompt */
     bool use_encoder;        /* the text goes through a Gemma-2 encoder (latent models) */
-    lv_gen_text text;        /* its files and the tokenized prompts, until it has run */
+    lv_text_encoder *text;   /* its files and the tokenized prompts, until it has run */
     uint64_t text_memory;    /* the encoder's device bytes at most (0: none ran) */
     double text_seconds;
     lv_ctx *ctx;

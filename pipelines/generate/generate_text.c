@@ -1,27 +1,11 @@
-/* The text a run conditions on: the prompt through the model's word tables, prompt
- * embeddings from a file, or the prompt tokenized for a Gemma-2 encoder that runs once the
- * device is up; kept in the file --text-embeds reads, and handed to the other processes. */
+/* The text a run conditions on: prompt embeddings from a file, or the prompt through a text
+ * encoder (longvk/text.h): the model's word tables, or Gemma-2, which runs once the device
+ * is up; kept in the file --text-embeds reads, and handed to the other processes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "generate_run.h"
-
-/* Text: the prompt through the card's tokenizer and the model's word tables. What the
- * tokenizer ignores (words not in the vocabulary, digits, emoji, words past the model's
- * text length) is said, in the prompt's own characters. */
-static lv_status embed_prompt(const lv_gen_model *m, const char *what, const char *prompt, float *y, float *mask,
-                              void (*warn)(void *, const char *), void *user) {
-    char ignored[1024];
-    LV_TRY(lv_text_tables_embed(&m->text, &m->card, prompt, y, mask, ignored, sizeof ignored));
-    if (ignored[0] && warn) {
-        char msg[1400];
-        snprintf(msg, sizeof msg, "%s: %s%s", what, ignored,
-                 strstr(ignored, "not in the vocabulary") ? " (`longvk info` lists the vocabulary)" : "");
-        warn(user, msg);
-    }
-    return LV_OK;
-}
 
 /* Prompt embeddings from a file: y [L, caption] (or [1, L, caption]) and mask [L]; with
  * CFG also negative_y / negative_mask. */
@@ -66,30 +50,33 @@ static lv_status load_text_embeds(gen_run *r, const char *path, int cap) {
 
 lv_status lv_gen_prepare_text(gen_run *r, void (*warn)(void *, const char *), void *user) {
     int cap = lv_sana_file_config(r->m.file)->caption_channels;
-    /* tokenized now; encoded once the device is up (encode_text); with processes of a
-     * sequence-parallel run, by rank 0 alone, which hands the rows on (share_text) */
+    if (!r->use_encoder && (!r->m.card.pixel || r->o.text_embeds_path))
+        return load_text_embeds(r, r->o.text_embeds_path, cap);
+    /* a text encoder (longvk/text.h): the model's word tables, or Gemma-2, which runs on rank
+     * 0 alone (lv_gen_encode_text once the device is up) and hands the rows on (share_text) */
+    const lv_generate_options *o = &r->o;
     if (r->use_encoder) {
-        const lv_generate_options *o = &r->o;
-        const char *negative = !r->uncond ? NULL : o->negative_prompt ? o->negative_prompt
-                                                                      : lv_sana_video_negative_prompt;
-        int motion = o->motion_score == LV_GEN_MODEL_DEFAULT ? LV_SANA_VIDEO_MOTION_SCORE : o->motion_score;
-        if (r->root)
-            LV_TRY(lv_gen_text_open(&r->text, o->text_encoder_path, o->tokenizer_path, o->prompt, negative, motion,
-                                    cap, warn, user));
+        lv_text_gemma2_options g = {
+            .encoder = o->text_encoder_path, .tokenizer = o->tokenizer_path, .caption_channels = cap,
+            .motion_score = o->motion_score == LV_GEN_MODEL_DEFAULT ? LV_SANA_VIDEO_MOTION_SCORE : o->motion_score,
+            .softcap = o->text_softcap};
+        if (r->root) LV_TRY(lv_text_encoder_open_gemma2(&g, &r->text));
         r->text_len = LV_SANA_PROMPT_ROWS;
-        r->y = calloc((size_t)2 * r->text_len * cap, sizeof *r->y);
-        r->mask = calloc((size_t)2 * r->text_len, sizeof *r->mask);
-        return r->y && r->mask ? LV_OK : lv_error(LV_ERR_NOMEM, "out of host memory");
+    } else {
+        lv_word_vocab vocab = lv_model_card_vocab(&r->m.card);
+        LV_TRY(lv_text_encoder_open_words(&r->m.text, &vocab, &r->text));
+        r->text_len = r->m.card.text_len;
     }
-    if (!r->m.card.pixel || r->o.text_embeds_path) return load_text_embeds(r, r->o.text_embeds_path, cap);
-    r->text_len = r->m.card.text_len;
-    r->y = malloc((size_t)2 * r->text_len * cap * sizeof *r->y);
-    r->mask = malloc((size_t)2 * r->text_len * sizeof *r->mask);
+    /* tokenized now, before any device work: a bad text fails at once, and what the model
+     * will not read is said */
+    if (r->text) LV_TRY(lv_text_encoder_set_prompts(r->text, o->prompt, r->uncond, o->negative_prompt, warn, user));
+    r->y = calloc((size_t)2 * r->text_len * cap, sizeof *r->y);
+    r->mask = calloc((size_t)2 * r->text_len, sizeof *r->mask);
     if (!r->y || !r->mask) return lv_error(LV_ERR_NOMEM, "out of host memory");
-    LV_TRY(embed_prompt(&r->m, "prompt", r->o.prompt, r->y, r->mask, warn, user));
-    if (r->uncond)
-        LV_TRY(embed_prompt(&r->m, "negative prompt", r->o.negative_prompt ? r->o.negative_prompt : "",
-                            r->y + (size_t)r->text_len * cap, r->mask + r->text_len, warn, user));
+    if (r->use_encoder) return LV_OK;
+    LV_TRY(lv_text_encoder_encode(r->text, NULL, r->y, r->mask, NULL)); /* the word tables: on the host, now */
+    lv_text_encoder_close(r->text);
+    r->text = NULL;
     return LV_OK;
 }
 
@@ -115,16 +102,17 @@ lv_status lv_gen_share_text(gen_run *r) {
     return lv_gen_share(r, r->mask, (uint64_t)2 * r->text_len * sizeof *r->mask);
 }
 
-/* The text encoder's pass: uploaded, run on the prompts and freed before the DiT is
- * created (see gen_text.c); progress says when it starts and what it took. */
+/* The Gemma-2 text encoder's pass: uploaded, run on the prompts and freed before the DiT is
+ * created (lv_text_encoder_encode); progress says when it starts and what it took. */
 lv_status lv_gen_encode_text(gen_run *r, lv_generate_callback progress, void *user) {
     lv_generate_progress p = {.phase = LV_GEN_PHASE_TEXT_START, .device = lv_ctx_device(r->ctx)->name,
-                              .text_tokens = r->text.prompt.n_ids + r->text.negative.n_ids};
+                              .text_tokens = lv_text_encoder_tokens(r->text)};
     if (progress) progress(user, &p);
     double t0 = lv_gen_now();
-    LV_TRY(lv_gen_text_encode(&r->text, r->ctx, r->o.text_softcap, r->y, r->mask, &r->text_memory));
+    LV_TRY(lv_text_encoder_encode(r->text, r->ctx, r->y, r->mask, &r->text_memory));
     r->text_seconds = lv_gen_now() - t0;
-    lv_gen_text_close(&r->text); /* the tokenizer and the mapped weights too */
+    lv_text_encoder_close(r->text); /* the tokenizer and the mapped weights too */
+    r->text = NULL;
     lv_ctx_memory_reset_peak(r->ctx); /* from here the peak is the DiT's */
     p.phase = LV_GEN_PHASE_TEXT_DONE;
     p.text_seconds = r->text_seconds;

@@ -22,5 +22,6 @@
 #include "longvk/tokenizer.h"
 #include "longvk/gemma2.h"
 #include "longvk/sana_prompt.h"
+#include "longvk/text.h"
 
 #endif
