@@ -148,16 +148,8 @@ static void tap_whole(lv_dit *dit, lv_ctx *ctx, const bands *bs, const char *nam
 /* adaLN, q, k, v with their norms, and the band's partial (S_r, z_r) into `partial` */
 static lv_status attention_partial(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, band *b,
                                    lv_tensor *const t0[6], const lv_tensor *partial) {
-    const int C = dit->cfg.hidden, H = dit->cfg.heads, D = dit->cfg.head_dim;
-    LV_TRY(lv_op_layernorm_modulate(ctx, &b->h, &b->x, t0[0], t0[1], dit->cfg.ln_eps));
-    lv_tensor wq = lv_tensor_rows(&blk->qkv_w, 0, C);
-    lv_tensor wk = lv_tensor_rows(&blk->qkv_w, C, C);
-    lv_tensor wv = lv_tensor_rows(&blk->qkv_w, 2 * C, C);
-    LV_TRY(lv_op_matmul(ctx, &b->q, &b->h, &wq, NULL));
-    LV_TRY(lv_op_matmul(ctx, &b->k, &b->h, &wk, NULL));
-    LV_TRY(lv_op_matmul(ctx, &b->v, &b->h, &wv, NULL));
-    LV_TRY(lv_op_rmsnorm(ctx, &b->q, &b->q, &blk->q_norm, dit->cfg.qk_norm_eps));
-    LV_TRY(lv_op_rmsnorm(ctx, &b->k, &b->k, &blk->k_norm, dit->cfg.qk_norm_eps));
+    const int H = dit->cfg.heads, D = dit->cfg.head_dim;
+    LV_TRY(lv_dit_block_qkv(ctx, dit, blk, &b->x, t0, &b->h, &b->q, &b->k, &b->v));
     int64_t sshape[3] = {H, D, D}, zshape[2] = {H, D};
     lv_tensor S = lv_tensor_view(partial, 0, 3, sshape);
     lv_tensor z = lv_tensor_view(partial, (int64_t)H * D * D, 2, zshape);
@@ -343,13 +335,7 @@ lv_status lv_dit_forward_bands(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass
 
     /* the timestep conditioning is replicated: every band computes the same */
     const lv_dit_cond *cond = NULL;
-    if (st == LV_OK) {
-        float *ts = malloc((size_t)bs.F * sizeof *ts);
-        if (!ts) st = lv_error(LV_ERR_NOMEM, "out of host memory");
-        for (int f = 0; ts && f < bs.F; f++) ts[f] = pass.timesteps[f * cfg->patch[0]];
-        if (st == LV_OK) st = lv_dit_timestep_conditioning(ctx, dit, s, ts, bs.F, &cond);
-        free(ts);
-    }
+    if (st == LV_OK) st = lv_dit_pass_conditioning(ctx, dit, s, &pass, &cond);
     if (st == LV_OK) tap_whole(dit, ctx, &bs, "temb", -1, &cond->temb);
 
     for (int l = 0; st == LV_OK && l < cfg->depth; l++) {
