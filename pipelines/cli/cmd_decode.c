@@ -138,42 +138,12 @@ int cmd_decode(int argc, char **argv) {
         cli_fail("VAE");
         goto done;
     }
-    int z = lv_vae_z_dim(dec);
-    if (x.ndim != 4 || x.shape[0] != z) {
-        fprintf(stderr, "longvk decode: %s: latents must be [%d, F, h, w] (the VAE's %d channels), "
-                        "got %d dimensions", latents, z, z, x.ndim);
-        if (x.ndim == 4) fprintf(stderr, " with %lld channels", (long long)x.shape[0]);
-        fputc('\n', stderr);
-        goto done;
-    }
-    if (x.shape[1] < 1 || x.shape[2] < 1 || x.shape[3] < 1) {
-        fprintf(stderr, "longvk decode: %s: latents of shape [%lld, %lld, %lld, %lld] have a zero dimension "
-                        "(%s): there is nothing to decode\n", latents, (long long)x.shape[0], (long long)x.shape[1],
-                (long long)x.shape[2], (long long)x.shape[3],
-                x.shape[1] < 1 ? "no latent frames" : "no latent pixels");
-        goto done;
-    }
-    if (!lv_vae_has_normalization(dec)) {
-        fprintf(stderr, "longvk decode: %s has %d latent channels and no de-normalisation tables (Wan2.1's are "
-                        "built in for 16 channels only; a .safetensors file can carry them as latents_mean and "
-                        "latents_std in its metadata, a .pth file cannot). Give --vae a .safetensors copy of "
-                        "these weights with both in its metadata, each a JSON list of %d numbers (in Python: "
-                        "safetensors.torch.save_file(state_dict, 'vae.safetensors', metadata={'latents_mean': "
-                        "'[...]', 'latents_std': '[...]'}))\n",
-                vae, z, z);
+    int bands = sp_emulate ? (int)sp_emulate : mpi.ranks;
+    if (lv_decode_check_latents(dec, vae, latents, x.ndim, x.shape, bands) != LV_OK) {
+        fprintf(stderr, "longvk decode: %s\n", lv_last_error());
         goto done;
     }
     int F = (int)x.shape[1], h = (int)x.shape[2], wd = (int)x.shape[3];
-    if (h < 1 || wd < 1 || h > 4096 || wd > 4096) {
-        fprintf(stderr, "longvk decode: %s: latent size %d x %d is out of range\n", latents, h, wd);
-        goto done;
-    }
-    int bands = sp_emulate ? (int)sp_emulate : mpi.ranks;
-    if (bands > h) {
-        fprintf(stderr, "longvk decode: %d sequence-parallel bands over %d latent rows: each band needs at least one "
-                        "row (1 to %d bands)\n", bands, h, h);
-        goto done;
-    }
     int64_t T = lv_vae_frames_for(dec, F);
     uint64_t need = tiling ? lv_vae_tiled_memory(dec, h, wd, &tiles) : lv_vae_decoder_memory(dec, h, wd);
     const lv_device_info *info = lv_ctx_device(ctx);

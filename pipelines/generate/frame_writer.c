@@ -1,6 +1,7 @@
 /* Frames to the encoder and the frame sink (see longvk/frame_writer.h): the upscale, the
  * float-to-byte conversion and the sink's copy of each frame, for frames made by the model
- * (lv_generate) and frames decoded by the VAE (lv_generate, `longvk decode`). */
+ * (lv_generate) and frames decoded by the VAE (decode_latents.c: lv_generate, `longvk
+ * decode`). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,24 +109,4 @@ void lv_frame_writer_free(lv_frame_writer *w) {
     w->upscaled = w->one = NULL;
     w->rgb = NULL;
     w->upscaled_size = w->one_size = w->rgb_size = 0;
-}
-
-static lv_status on_decoded(void *user, int64_t index, const float *rgb, int height, int width) {
-    (void)index; /* the writer counts the frames of the whole video */
-    return lv_frame_writer_write(user, rgb, 1, height, width);
-}
-
-lv_status lv_vae_decode_to_writer(lv_ctx *ctx, lv_vae_decoder *vae, const float *latents, int n, int h, int w,
-                                  const lv_vae_tiling *tiling, lv_frame_writer *out) {
-    if (!out) return lv_error(LV_ERR_INVALID, "lv_vae_decode_to_writer: the writer is NULL");
-    if (!tiling) return lv_vae_decode_frames_cb(ctx, vae, latents, n, h, w, on_decoded, out);
-    if (!vae || n < 1 || h < 1 || w < 1)
-        return lv_error(LV_ERR_INVALID, "lv_vae_decode_to_writer: %s", !vae ? "the VAE is NULL" : "a bad size");
-    const int64_t T = 1 + 4 * (int64_t)(n - 1); /* a whole video, from its start */
-    float *video = malloc((size_t)T * 3 * 64 * h * w * sizeof *video);
-    if (!video) return lv_error(LV_ERR_NOMEM, "out of host memory for the tiled video");
-    lv_status st = lv_vae_decode_tiled(ctx, vae, latents, n, h, w, tiling, video);
-    if (st == LV_OK) st = lv_frame_writer_write(out, video, (int)T, 8 * h, 8 * w);
-    free(video);
-    return st;
 }

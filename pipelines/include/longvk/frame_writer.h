@@ -1,4 +1,4 @@
-/* Frames to where they go (pipelines/generate/frame_writer.c): the one path by which frames,
+/* Frames to where they go (pipelines/generate/frame_writer.c, decode_latents.c): the one path by which frames,
  * made by the model or decoded by the VAE, reach a video encoder and a frame sink, for
  * lv_generate and `longvk decode` alike. */
 #ifndef LONGVK_FRAME_WRITER_H
@@ -46,6 +46,13 @@ lv_status lv_frame_writer_reserve(lv_frame_writer *w, int n, int height, int wid
 /* n frames [3, n, height, width] (channel planes, frame-major within each) in order. */
 lv_status lv_frame_writer_write(lv_frame_writer *w, const float *frames, int n, int height, int width);
 void lv_frame_writer_free(lv_frame_writer *w);
+
+/* Whether latents of shape [ndim] can be decoded by `vae` (its channels, no zero or
+ * out-of-range size, de-normalisation tables, at least one latent row per sequence-parallel
+ * band): LV_OK, or the error saying what is wrong, naming the files (vae_name,
+ * latents_name; NULL: generic words). (pipelines/generate/decode_latents.c) */
+lv_status lv_decode_check_latents(const lv_vae_decoder *vae, const char *vae_name, const char *latents_name,
+                                  int ndim, const int64_t *shape, int bands);
 
 /* Latents [z, n, h, w] (normalised, diffusion space) through the VAE into the writer: frame
  * by frame as each is decoded (lv_vae_decode_frames_cb), continuing the decoder's video; or
