@@ -42,19 +42,20 @@ Test(api_args, generate_h) {
     lv_weights *w;
     cr_assert_eq(lv_weights_open_memory(lv_default_model_data(), lv_default_model_size(), "default", &w), LV_OK);
     lv_text_tables t;
-    EXPECT_INVALID(lv_text_tables_open(NULL, &card, 32, &t));
+    lv_word_vocab vocab = lv_model_card_vocab(&card);
+    EXPECT_INVALID(lv_text_tables_open(NULL, &vocab, 32, &t));
     EXPECT_INVALID(lv_text_tables_open(w, NULL, 32, &t));
-    EXPECT_INVALID(lv_text_tables_open(w, &card, 32, NULL));
-    EXPECT_INVALID(lv_text_tables_open(w, &card, 0, &t));
-    cr_assert_eq(lv_text_tables_open(w, &card, 32, &t), LV_OK, "%s", lv_last_error());
-    float *y = malloc((size_t)card.text_len * 32 * sizeof *y);
-    EXPECT_INVALID(lv_text_tables_embed(NULL, &card, "red", y, mask, NULL, 0));
+    EXPECT_INVALID(lv_text_tables_open(w, &vocab, 32, NULL));
+    EXPECT_INVALID(lv_text_tables_open(w, &vocab, 0, &t));
+    cr_assert_eq(lv_text_tables_open(w, &vocab, 32, &t), LV_OK, "%s", lv_last_error());
+    float *y = malloc((size_t)vocab.text_len * 32 * sizeof *y);
+    EXPECT_INVALID(lv_text_tables_embed(NULL, &vocab, "red", y, mask, NULL, 0));
     EXPECT_INVALID(lv_text_tables_embed(&t, NULL, "red", y, mask, NULL, 0));
-    EXPECT_INVALID(lv_text_tables_embed(&t, &card, "red", NULL, mask, NULL, 0));
-    EXPECT_INVALID(lv_text_tables_embed(&t, &card, "red", y, NULL, NULL, 0));
+    EXPECT_INVALID(lv_text_tables_embed(&t, &vocab, "red", NULL, mask, NULL, 0));
+    EXPECT_INVALID(lv_text_tables_embed(&t, &vocab, "red", y, NULL, NULL, 0));
     lv_text_tables closed = {0};
-    EXPECT_INVALID(lv_text_tables_embed(&closed, &card, "red", y, mask, NULL, 0));
-    cr_assert_eq(lv_text_tables_embed(&t, &card, "red", y, mask, NULL, 0), LV_OK);
+    EXPECT_INVALID(lv_text_tables_embed(&closed, &vocab, "red", y, mask, NULL, 0));
+    cr_assert_eq(lv_text_tables_embed(&t, &vocab, "red", y, mask, NULL, 0), LV_OK);
     free(y);
     lv_weights_close(w);
     lv_model_card_free(&card);
@@ -208,7 +209,10 @@ Test(api_args, sampler_h) {
     EXPECT_INVALID(lv_longsana_chunk(m.ctx, m.dit, &bad, 0, 0, 4, m.H, m.W, x0));
     const float nan_steps[2] = {600, NAN};
     bad.timesteps = nan_steps;
+    lv_chunk_stage stage = LV_CHUNK_STAGE_WRITE_PASS;
+    bad.failed_stage = &stage;
     EXPECT_INVALID(lv_longsana_chunk(m.ctx, m.dit, &bad, 0, 0, 4, m.H, m.W, x0));
+    cr_assert_eq(stage, LV_CHUNK_STAGE_NONE, "bad arguments are no stage's");
     lv_clip_options clip = {.steps = 2, .shift = 8, .cfg_scale = 1};
     EXPECT_INVALID(lv_sample_clip(NULL, m.dit, &clip, 4, m.H, m.W, x0));
     EXPECT_INVALID(lv_sample_clip(m.ctx, NULL, &clip, 4, m.H, m.W, x0));
@@ -223,12 +227,16 @@ Test(api_args, sampler_h) {
     const float *draws[2] = {noise, noise};
     lv_chunk_options with_noise = o;
     with_noise.noise = draws;
+    with_noise.failed_stage = &stage;
     cr_assert_eq(lv_longsana_chunk(m.ctx, m.dit, &with_noise, 0, 0, 4, m.H, m.W, x0), LV_ERR_INVALID);
     cr_assert(strstr(lv_last_error(), "step 1 of 2: the DiT's output has non-finite values") == lv_last_error(), "%s",
               lv_last_error());
+    cr_assert_eq(stage, LV_CHUNK_STAGE_STEP, "the stage is set with the message that names it");
     /* a sound chunk after it: nothing was committed by the failed one */
     cr_assert_eq(lv_dit_chunks(m.dit), 0);
+    o.failed_stage = &stage;
     cr_assert_eq(lv_longsana_chunk(m.ctx, m.dit, &o, 0, 0, 4, m.H, m.W, x0), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(stage, LV_CHUNK_STAGE_NONE, "a sound chunk leaves no stage");
     cr_assert_eq(lv_dit_chunks(m.dit), 1);
     free(noise);
     free(x0);

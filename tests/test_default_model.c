@@ -195,12 +195,13 @@ Test(default_model, text_encoder_matches_reference) {
     open_fixture(&fx);
     int L = fx.card.text_len, cap = lv_sana_file_config(fx.model)->caption_channels;
     lv_text_tables tables;
-    cr_assert_eq(lv_text_tables_open(lv_sana_file_weights(fx.model), &fx.card, cap, &tables), LV_OK, "%s",
+    lv_word_vocab vocab = lv_model_card_vocab(&fx.card);
+    cr_assert_eq(lv_text_tables_open(lv_sana_file_weights(fx.model), &vocab, cap, &tables), LV_OK, "%s",
                  lv_last_error());
     cr_assert_not_null(tables.prev, "the default model has a previous-word table");
     cr_assert_not_null(tables.next, "the default model has a next-word table");
     float *y = malloc((size_t)L * cap * sizeof *y), *mask = malloc((size_t)L * sizeof *mask);
-    cr_assert_eq(lv_text_tables_embed(&tables, &fx.card, lv_weights_metadata(fx.vec, "prompt"), y, mask, NULL, 0),
+    cr_assert_eq(lv_text_tables_embed(&tables, &vocab, lv_weights_metadata(fx.vec, "prompt"), y, mask, NULL, 0),
                  LV_OK, "%s", lv_last_error());
     const float *want_y = vec(&fx, "y", (int64_t)L * cap), *want_mask = vec(&fx, "mask", L);
     for (int i = 0; i < L; i++) cr_assert_eq(mask[i], want_mask[i], "mask[%d]", i);

@@ -523,6 +523,99 @@ Test(sequence_parallel, state_saved_at_3_bands_continues_unsplit, .timeout = 600
     close_model(&md);
 }
 
+/* ---- the two forward paths held together ----
+ * The unsplit forward (sana_dit.c) and the band path (sana_dit_bands.c) are two codings of
+ * one pass. At one band the band path runs the same kernels on the same rows in the same
+ * order (no halo rows, a state sum of one partial, the band's rows the whole frame), so
+ * every tapped activation, layer by layer, must equal the unsplit one bit for bit: a
+ * change made to one path and not the other shows here, at the layer it touches. */
+
+typedef struct tap_log {
+    int n, cap;
+    char (*name)[48];
+    float **data;
+    int64_t *numel;
+} tap_log;
+
+static void record_tap(void *user, const char *name, lv_ctx *ctx, const lv_tensor *t) {
+    tap_log *log = user;
+    if (log->n == log->cap) {
+        log->cap = log->cap ? 2 * log->cap : 64;
+        log->name = realloc(log->name, (size_t)log->cap * sizeof *log->name);
+        log->data = realloc(log->data, (size_t)log->cap * sizeof *log->data);
+        log->numel = realloc(log->numel, (size_t)log->cap * sizeof *log->numel);
+        cr_assert(log->name && log->data && log->numel);
+    }
+    snprintf(log->name[log->n], sizeof log->name[log->n], "%s", name);
+    log->numel[log->n] = lv_tensor_numel(t);
+    log->data[log->n] = ts_read(ctx, t);
+    log->n++;
+}
+
+static void tap_log_free(tap_log *log) {
+    for (int i = 0; i < log->n; i++) free(log->data[i]);
+    free(log->name);
+    free(log->data);
+    free(log->numel);
+}
+
+/* A one-shot pass, then two LongSANA chunks: the read pass at t = 727 and the write pass
+ * (with its prediction) of each, the second chunk's over the state the first carried. */
+static void passes_with_taps(model *md, int bands, tap_log *log) {
+    const int HW = md->H * md->W;
+    const size_t cn = (size_t)md->C * md->cf * HW;
+    lv_dit *dit = make_dit(md, bands);
+    lv_dit_set_tap(dit, record_tap, log);
+    const float *x = vec(md->vec, "x", -1);
+    float *out = malloc((size_t)md->C * md->F * HW * sizeof *out), *xk = malloc(cn * sizeof *xk), ts[64];
+    lv_dit_pass pass = {.x = x, .frames = md->F, .height = md->H, .width = md->W,
+                        .timesteps = vec(md->vec, "fwd_timesteps", md->F)};
+    cr_assert_eq(lv_dit_forward(md->ctx, dit, &pass, out), LV_OK, "%s", lv_last_error());
+    for (int k = 0; k < 2 && k < md->chunks; k++) {
+        for (int c = 0; c < md->C; c++)
+            memcpy(xk + (size_t)c * md->cf * HW, x + ((size_t)c * md->F + k * md->cf) * HW, (size_t)md->cf * HW * 4);
+        for (int f = 0; f < md->cf; f++) ts[f] = 727.0f;
+        lv_dit_pass rp = {.x = xk, .frames = md->cf, .height = md->H, .width = md->W, .timesteps = ts,
+                          .frame_offset = k * md->cf};
+        cr_assert_eq(lv_dit_forward(md->ctx, dit, &rp, out), LV_OK, "%s", lv_last_error());
+        char name[64];
+        snprintf(name, sizeof name, "ls_chunk%d_clean", k);
+        for (int f = 0; f < md->cf; f++) ts[f] = 0.0f;
+        rp.x = vec(md->vec, name, (int64_t)cn);
+        rp.commit = true;
+        cr_assert_eq(lv_dit_forward(md->ctx, dit, &rp, out), LV_OK, "%s", lv_last_error());
+    }
+    free(out);
+    free(xk);
+    lv_dit_destroy(md->ctx, dit);
+}
+
+Test(sequence_parallel, one_band_equals_unsplit_layer_by_layer, .timeout = 600) {
+    model md;
+    open_model(&md, "tiny-hd32");
+    const int depth = lv_sana_file_config(md.file)->depth;
+    tap_log whole = {0}, band = {0}, split = {0};
+    passes_with_taps(&md, 0, &whole);
+    passes_with_taps(&md, 1, &band);
+    /* per pass: patch_embed, temb, 5 per layer, final_tokens; 1 + 2 x 2 passes */
+    cr_assert_eq(whole.n, 5 * (2 + 5 * depth + 1), "%d taps of the unsplit passes", whole.n);
+    cr_assert_eq(band.n, whole.n, "the band path tapped %d activations, the unsplit %d", band.n, whole.n);
+    for (int i = 0; i < whole.n; i++) {
+        cr_assert_str_eq(band.name[i], whole.name[i], "tap %d", i);
+        cr_assert_eq(band.numel[i], whole.numel[i], "tap %d (%s) size", i, whole.name[i]);
+        cr_assert(memcmp(band.data[i], whole.data[i], (size_t)whole.numel[i] * sizeof(float)) == 0,
+                  "tap %d (pass %d, %s): one band differs from the unsplit pass (nmse %.3g)", i,
+                  i / (2 + 5 * depth + 1), whole.name[i],
+                  ts_nmse(band.data[i], whole.data[i], (size_t)whole.numel[i]));
+    }
+    passes_with_taps(&md, 2, &split); /* a band's rows are not the named tensor: no taps */
+    cr_assert_eq(split.n, 0, "%d taps at 2 bands", split.n);
+    tap_log_free(&whole);
+    tap_log_free(&band);
+    tap_log_free(&split);
+    close_model(&md);
+}
+
 Test(sequence_parallel, more_bands_than_rows_is_an_error) {
     model md;
     open_model(&md, "tiny-hd32");

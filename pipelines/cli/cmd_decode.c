@@ -8,6 +8,7 @@
 #include "cli_mpi.h"
 #include "commands.h"
 #include "longvk.h"
+#include "longvk/frame_writer.h"
 #include "longvk/sp_comm.h"
 #include "longvk/vae.h"
 
@@ -71,42 +72,6 @@ const cli_spec cmd_decode_spec = {
     .count = CLI_COUNT(options),
 };
 
-typedef struct sink {
-    lv_encoder *enc;
-    uint8_t *rgb; /* one frame, [H, W, 3] */
-    int64_t frames;
-} sink;
-
-/* [3, H, W] floats -> packed RGB bytes: uint8(clamp(127.5 x + 127.5, 0, 255)), truncated */
-static lv_status on_frame(void *user, int64_t index, const float *x, int height, int width) {
-    (void)index;
-    sink *s = user;
-    size_t P = (size_t)height * width;
-    for (int c = 0; c < 3; c++)
-        for (size_t p = 0; p < P; p++) {
-            float v = 127.5f * x[c * P + p] + 127.5f;
-            v = v > 0.0f ? v : 0.0f; /* also maps NaN to 0 */
-            v = v < 255.0f ? v : 255.0f;
-            s->rgb[p * 3 + c] = (uint8_t)v;
-        }
-    s->frames++;
-    return lv_encoder_write_rgb(s->enc, s->rgb, 1);
-}
-
-/* The tiled path: the whole video in host memory, then frame by frame to the encoder. */
-static lv_status encode_video(sink *s, const float *video, int64_t T, int height, int width) {
-    size_t P = (size_t)height * width;
-    float *frame = malloc(3 * P * sizeof *frame);
-    if (!frame) return lv_error(LV_ERR_NOMEM, "out of host memory");
-    lv_status st = LV_OK;
-    for (int64_t t = 0; st == LV_OK && t < T; t++) {
-        for (int c = 0; c < 3; c++) memcpy(frame + c * P, video + ((size_t)c * T + t) * P, P * sizeof *frame);
-        st = on_frame(s, t, frame, height, width);
-    }
-    free(frame);
-    return st;
-}
-
 static double gib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024.0); }
 
 /* "5.51 GiB" or "37.2 MiB" */
@@ -146,8 +111,8 @@ int cmd_decode(int argc, char **argv) {
     lv_weights *w = NULL;
     lv_ctx *ctx = NULL;
     lv_vae_decoder *dec = NULL;
-    sink s = {0};
-    float *video = NULL;
+    /* SANA-Video's conversion: uint8(127.5 x + 127.5), truncated */
+    lv_frame_writer out = {.rounding = LV_FRAME_TRUNCATE};
     int rc = 1;
     if (lv_npy_read(latents, &x) != LV_OK) {
         cli_fail("latents");
@@ -173,42 +138,12 @@ int cmd_decode(int argc, char **argv) {
         cli_fail("VAE");
         goto done;
     }
-    int z = lv_vae_z_dim(dec);
-    if (x.ndim != 4 || x.shape[0] != z) {
-        fprintf(stderr, "longvk decode: %s: latents must be [%d, F, h, w] (the VAE's %d channels), "
-                        "got %d dimensions", latents, z, z, x.ndim);
-        if (x.ndim == 4) fprintf(stderr, " with %lld channels", (long long)x.shape[0]);
-        fputc('\n', stderr);
-        goto done;
-    }
-    if (x.shape[1] < 1 || x.shape[2] < 1 || x.shape[3] < 1) {
-        fprintf(stderr, "longvk decode: %s: latents of shape [%lld, %lld, %lld, %lld] have a zero dimension "
-                        "(%s): there is nothing to decode\n", latents, (long long)x.shape[0], (long long)x.shape[1],
-                (long long)x.shape[2], (long long)x.shape[3],
-                x.shape[1] < 1 ? "no latent frames" : "no latent pixels");
-        goto done;
-    }
-    if (!lv_vae_has_normalization(dec)) {
-        fprintf(stderr, "longvk decode: %s has %d latent channels and no de-normalisation tables (Wan2.1's are "
-                        "built in for 16 channels only; a .safetensors file can carry them as latents_mean and "
-                        "latents_std in its metadata, a .pth file cannot). Give --vae a .safetensors copy of "
-                        "these weights with both in its metadata, each a JSON list of %d numbers (in Python: "
-                        "safetensors.torch.save_file(state_dict, 'vae.safetensors', metadata={'latents_mean': "
-                        "'[...]', 'latents_std': '[...]'}))\n",
-                vae, z, z);
+    int bands = sp_emulate ? (int)sp_emulate : mpi.ranks;
+    if (lv_decode_check_latents(dec, vae, latents, x.ndim, x.shape, bands) != LV_OK) {
+        fprintf(stderr, "longvk decode: %s\n", lv_last_error());
         goto done;
     }
     int F = (int)x.shape[1], h = (int)x.shape[2], wd = (int)x.shape[3];
-    if (h < 1 || wd < 1 || h > 4096 || wd > 4096) {
-        fprintf(stderr, "longvk decode: %s: latent size %d x %d is out of range\n", latents, h, wd);
-        goto done;
-    }
-    int bands = sp_emulate ? (int)sp_emulate : mpi.ranks;
-    if (bands > h) {
-        fprintf(stderr, "longvk decode: %d sequence-parallel bands over %d latent rows: each band needs at least one "
-                        "row (1 to %d bands)\n", bands, h, h);
-        goto done;
-    }
     int64_t T = lv_vae_frames_for(dec, F);
     uint64_t need = tiling ? lv_vae_tiled_memory(dec, h, wd, &tiles) : lv_vae_decoder_memory(dec, h, wd);
     const lv_device_info *info = lv_ctx_device(ctx);
@@ -233,43 +168,30 @@ int cmd_decode(int argc, char **argv) {
     lv_encoder_options_default(&eopt);
     eopt.codec = codec;
     eopt.crf = (int)crf;
-    if (root && lv_encoder_open(output, 8 * wd, 8 * h, (double)fps, &eopt, &s.enc) != LV_OK) {
+    if (root && lv_encoder_open(output, 8 * wd, 8 * h, (double)fps, &eopt, &out.encoder) != LV_OK) {
         cli_fail(output);
         goto done;
     }
-    s.rgb = malloc((size_t)64 * h * wd * 3);
-    if (!s.rgb) {
+    if (lv_frame_writer_reserve(&out, 1, 8 * h, 8 * wd) != LV_OK) {
         fprintf(stderr, "longvk decode: out of host memory\n");
         goto done;
     }
     lv_vae_set_clamp(dec, 1);
-    if (tiling) {
-        video = malloc((size_t)T * 3 * 64 * h * wd * sizeof *video);
-        if (!video) {
-            fprintf(stderr, "longvk decode: out of host memory for the tiled video\n");
-            goto done;
-        }
-        if (lv_vae_decode_tiled(ctx, dec, x.data, F, h, wd, &tiles, video) != LV_OK ||
-            encode_video(&s, video, T, 8 * h, 8 * wd) != LV_OK) {
-            cli_fail("decode");
-            goto done;
-        }
-    } else if (lv_vae_decode_frames_cb(ctx, dec, x.data, F, h, wd, on_frame, &s) != LV_OK) {
+    if (lv_vae_decode_to_writer(ctx, dec, x.data, F, h, wd, tiling ? &tiles : NULL, &out) != LV_OK) {
         cli_fail("decode");
         goto done;
     }
-    lv_encoder *enc = s.enc;
-    s.enc = NULL;
+    lv_encoder *enc = out.encoder;
+    out.encoder = NULL;
     if (root && lv_encoder_close(enc) != LV_OK) {
         cli_fail(output);
         goto done;
     }
-    if (root) printf("wrote %lld frames to %s\n", (long long)s.frames, output);
+    if (root) printf("wrote %lld frames to %s\n", (long long)out.frames, output);
     rc = 0;
 done:
-    if (s.enc) lv_encoder_abort(s.enc);
-    free(s.rgb);
-    free(video);
+    if (out.encoder) lv_encoder_abort(out.encoder);
+    lv_frame_writer_free(&out);
     if (dec) lv_vae_decoder_destroy(ctx, dec);
     if (ctx) lv_ctx_destroy(ctx);
     lv_weights_close(w);

@@ -27,7 +27,8 @@ lv_status lv_gen_model_open(const char *path, lv_gen_model *m) {
     if (card) s = lv_model_card_parse(card, m->name, &m->card);
     else lv_model_card_longsana(&m->card); /* a released latent-space model */
     if (s == LV_OK && m->card.vocab_size) {
-        s = lv_text_tables_open(w, &m->card, lv_sana_file_config(m->file)->caption_channels, &m->text);
+        lv_word_vocab vocab = lv_model_card_vocab(&m->card);
+        s = lv_text_tables_open(w, &vocab, lv_sana_file_config(m->file)->caption_channels, &m->text);
         if (s != LV_OK) s = lv_error_prefix(s, "%s", m->name);
     }
     if (s != LV_OK) lv_gen_model_close(m);

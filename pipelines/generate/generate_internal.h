@@ -1,5 +1,6 @@
 /* Shared by the generation sources: the opened model (pipelines/generate/gen_model.c) and the
- * resume file (pipelines/generate/resume_state.c). */
+ * resume file (pipelines/generate/resume_state.c). The text encoders are pipelines/text's
+ * (longvk/text.h). */
 #ifndef LONGVK_GENERATE_INTERNAL_H
 #define LONGVK_GENERATE_INTERNAL_H
 
@@ -8,7 +9,7 @@
 #include "longvk/generate.h"
 #include "longvk/sana.h"
 #include "longvk/sana_prompt.h"
-#include "longvk/tokenizer.h"
+#include "longvk/text.h"
 
 typedef struct lv_gen_model {
     lv_sana_file *file;
@@ -44,28 +45,6 @@ lv_status lv_gen_resume_save(const char *path, const lv_generate_options *o, con
 lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, const lv_gen_model *m,
                              lv_gen_resume *out, float **state, int64_t *state_count, float *last_frame,
                              int64_t frame_values);
-
-/* ---- the prompt through a Gemma-2 text encoder (pipelines/generate/gen_text.c) ---- */
-
-typedef struct lv_gen_text {
-    lv_gemma2_file *file;
-    lv_tokenizer *tok;
-    lv_sana_prompt prompt, negative; /* ids, selection and mask of each */
-    bool with_negative;              /* CFG: the negative prompt is encoded too */
-    char encoder[4096];              /* the encoder's path, for messages */
-} lv_gen_text;
-
-/* Opens the encoder's files (every tensor checked, nothing on the device yet) and the
- * tokenizer (NULL: lv_tokenizer_find), and tokenizes the prompt (and the negative prompt,
- * when not NULL) as SANA-Video does; a prompt longer than the model reads is truncated, and
- * `warn` says so. The encoder's hidden size must be the DiT's caption_channels. */
-lv_status lv_gen_text_open(lv_gen_text *t, const char *encoder, const char *tokenizer, const char *prompt,
-                           const char *negative, int motion_score, int caption_channels,
-                           void (*warn)(void *, const char *), void *user);
-/* Uploads the encoder, encodes into y [2, 300, hidden] and mask [2, 300] (slot 1: the
- * negative prompt), and frees it again; *peak receives the device bytes it held at most. */
-lv_status lv_gen_text_encode(lv_gen_text *t, lv_ctx *ctx, int softcap, float *y, float *mask, uint64_t *peak);
-void lv_gen_text_close(lv_gen_text *t);
 
 int lv_generate_chunk_frames(int total, int block_frames, int chunk);
 int lv_generate_chunk_count(int total, int block_frames);

@@ -17,9 +17,11 @@
 #include "longvk/sp_comm.h"
 #include "longvk/sampler.h"
 #include "longvk/generate.h"
+#include "longvk/frame_writer.h"
 #include "longvk/vae.h"
 #include "longvk/tokenizer.h"
 #include "longvk/gemma2.h"
 #include "longvk/sana_prompt.h"
+#include "longvk/text.h"
 
 #endif

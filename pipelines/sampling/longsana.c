@@ -49,9 +49,15 @@ static lv_status guided_with_partner(lv_ctx *ctx, lv_dit *dit, const lv_cfg_part
     return s;
 }
 
+/* Where the chunk failed, for the caller (lv_chunk_options.failed_stage). */
+static void set_stage(const lv_chunk_options *opt, lv_chunk_stage stage) {
+    if (opt->failed_stage) *opt->failed_stage = stage;
+}
+
 /* A stage that failed: "step 2 of 2[ (the unconditional pass)]: <its message>". */
-static lv_status step_error(lv_status s, int k, int steps, bool uncond_failed) {
-    return lv_error_prefix(s, "step %d of %d%s", k + 1, steps, uncond_failed ? " (the unconditional pass)" : "");
+static lv_status step_error(const lv_chunk_options *opt, lv_status s, int k, bool uncond_failed) {
+    set_stage(opt, LV_CHUNK_STAGE_STEP);
+    return lv_error_prefix(s, "step %d of %d%s", k + 1, opt->steps, uncond_failed ? " (the unconditional pass)" : "");
 }
 
 static lv_status check_chunk_args(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *opt, int64_t chunk_index,
@@ -90,6 +96,7 @@ static lv_status check_chunk_args(lv_ctx *ctx, lv_dit *dit, const lv_chunk_optio
 lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *opt,
                             int64_t chunk_index, int frame_offset, int frames, int height,
                             int width, float *x0) {
+    if (opt) set_stage(opt, LV_CHUNK_STAGE_NONE);
     LV_TRY(check_chunk_args(ctx, dit, opt, chunk_index, frame_offset, frames, height, width, x0));
     const lv_sana_config *cfg = lv_dit_config(dit);
     size_t n = (size_t)cfg->in_channels * frames * height * width;
@@ -123,7 +130,7 @@ lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *op
         else
             s = forward_beside(ctx, dit, opt->twin, &pass, v, cfg_here ? &uncond : NULL, vu, &uncond_failed);
         if (s != LV_OK) {
-            step_error(s, k, opt->steps, uncond_failed);
+            step_error(opt, s, k, uncond_failed);
             break;
         }
         if (opt->step_done) opt->step_done(opt->step_user, k, cfg_here ? 2 : 1);
@@ -142,9 +149,11 @@ lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *op
     /* The DiT's predictions were checked on the device; what the host made of them (CFG's
      * extrapolation, x0) can still overflow: a few thousand comparisons per block. */
     for (size_t j = 0; s == LV_OK && j < n; j++)
-        if (!isfinite(x0[j]))
+        if (!isfinite(x0[j])) {
+            set_stage(opt, LV_CHUNK_STAGE_FINISHED_BLOCK);
             s = lv_error(LV_ERR_INVALID, "the finished block has non-finite values (the first at value %zu of %zu; "
                          "the DiT's predictions were finite, the sampler's arithmetic on them overflowed)", j, n);
+        }
     if (s == LV_OK && lv_dit_carries_state(dit)) { /* write pass over the clean chunk */
         for (int f = 0; f < frames; f++) ts[f] = 0.0f;
         pass.x = x0;
@@ -153,8 +162,12 @@ lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *op
         /* no prediction: the state is what it is for; the twin's state follows */
         bool twin_failed;
         s = forward_beside(ctx, dit, opt->twin, &pass, NULL, opt->twin ? &pass : NULL, NULL, &twin_failed);
-        if (s != LV_OK) lv_error_prefix(s, "the write pass%s", twin_failed ? " (on the CFG twin)" : "");
-        else if (opt->step_done) opt->step_done(opt->step_user, opt->steps, 1);
+        if (s != LV_OK) {
+            set_stage(opt, LV_CHUNK_STAGE_WRITE_PASS);
+            lv_error_prefix(s, "the write pass%s", twin_failed ? " (on the CFG twin)" : "");
+        } else if (opt->step_done) {
+            opt->step_done(opt->step_user, opt->steps, 1);
+        }
     }
     free(x);
     free(v);

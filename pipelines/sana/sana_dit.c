@@ -162,6 +162,18 @@ lv_status lv_dit_timestep_conditioning(lv_ctx *ctx, lv_dit *dit, lv_dit_scratch 
     return LV_OK;
 }
 
+lv_status lv_dit_pass_conditioning(lv_ctx *ctx, lv_dit *dit, lv_dit_scratch *s, const lv_dit_pass *pass,
+                                   const lv_dit_cond **out) {
+    /* timesteps per token frame (patch[0] latent frames share one token frame) */
+    const int pt = dit->cfg.patch[0], F = pass->frames / pt;
+    float *ts = malloc((size_t)F * sizeof *ts);
+    if (!ts) return lv_error(LV_ERR_NOMEM, "out of host memory");
+    for (int f = 0; f < F; f++) ts[f] = pass->timesteps[f * pt];
+    lv_status st = lv_dit_timestep_conditioning(ctx, dit, s, ts, F, out);
+    free(ts);
+    return st;
+}
+
 /* x [C_in, F, H, W] -> patches [T, C_in * pt * ph * pw] in the weight's (c, o, p, q) order. */
 void lv_dit_gather_patches(const lv_sana_config *cfg, const float *x, int F, int H, int W,
                            float *patches) {
@@ -259,6 +271,22 @@ typedef struct pass_geometry {
     int64_t T, P;    /* tokens, tokens per frame */
 } pass_geometry;
 
+lv_status lv_dit_block_qkv(lv_ctx *ctx, const lv_dit *dit, const lv_dit_block *blk, const lv_tensor *x,
+                           lv_tensor *const t0[6], const lv_tensor *h, const lv_tensor *q, const lv_tensor *k,
+                           const lv_tensor *v) {
+    const int C = dit->cfg.hidden;
+    /* adaLN: LN without affine, then * (1 + scale1) + shift1 per frame */
+    LV_TRY(lv_op_layernorm_modulate(ctx, h, x, t0[0], t0[1], dit->cfg.ln_eps));
+    lv_tensor wq = lv_tensor_rows(&blk->qkv_w, 0, C);
+    lv_tensor wk = lv_tensor_rows(&blk->qkv_w, C, C);
+    lv_tensor wv = lv_tensor_rows(&blk->qkv_w, 2 * C, C);
+    LV_TRY(lv_op_matmul(ctx, q, h, &wq, NULL));
+    LV_TRY(lv_op_matmul(ctx, k, h, &wk, NULL));
+    LV_TRY(lv_op_matmul(ctx, v, h, &wv, NULL));
+    LV_TRY(lv_op_rmsnorm(ctx, q, q, &blk->q_norm, dit->cfg.qk_norm_eps));
+    return lv_op_rmsnorm(ctx, k, k, &blk->k_norm, dit->cfg.qk_norm_eps);
+}
+
 static lv_status block_linear_attention(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk,
                                         scratch *s, const pass_geometry *g, lv_tensor *x,
                                         lv_tensor *const t0[6], const lv_tensor *rope,
@@ -270,16 +298,7 @@ static lv_status block_linear_attention(lv_ctx *ctx, lv_dit *dit, lv_dit_block *
     LV_TRY(scratch_2d(s, g->T, C, &k));
     LV_TRY(scratch_2d(s, g->T, C, &v));
     LV_TRY(scratch_2d(s, g->T, C, &o));
-    /* adaLN: LN without affine, then * (1 + scale1) + shift1 per frame */
-    LV_TRY(lv_op_layernorm_modulate(ctx, h, x, t0[0], t0[1], dit->cfg.ln_eps));
-    lv_tensor wq = lv_tensor_rows(&blk->qkv_w, 0, C);
-    lv_tensor wk = lv_tensor_rows(&blk->qkv_w, C, C);
-    lv_tensor wv = lv_tensor_rows(&blk->qkv_w, 2 * C, C);
-    LV_TRY(lv_op_matmul(ctx, q, h, &wq, NULL));
-    LV_TRY(lv_op_matmul(ctx, k, h, &wk, NULL));
-    LV_TRY(lv_op_matmul(ctx, v, h, &wv, NULL));
-    LV_TRY(lv_op_rmsnorm(ctx, q, q, &blk->q_norm, dit->cfg.qk_norm_eps));
-    LV_TRY(lv_op_rmsnorm(ctx, k, k, &blk->k_norm, dit->cfg.qk_norm_eps));
+    LV_TRY(lv_dit_block_qkv(ctx, dit, blk, x, t0, h, q, k, v));
     if (pass->commit)
         LV_TRY(lv_linattn_block_write(ctx, blk->state, o, q, k, v, rope));
     else
@@ -469,15 +488,10 @@ static lv_status forward(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass_in, s
     LV_TRY(lv_op_matmul(ctx, x, patches, &dit->x_embed_w, &dit->x_embed_b));
     tap(dit, ctx, "patch_embed", x);
 
-    /* timesteps per token frame (patch[0] latent frames share one token frame) */
-    float *ts = malloc((size_t)g.F * sizeof *ts);
-    if (!ts) return lv_error(LV_ERR_NOMEM, "out of host memory");
-    for (int f = 0; f < g.F; f++) ts[f] = pass->timesteps[f * cfg->patch[0]];
     const lv_dit_cond *cond = NULL;
-    lv_status st = lv_dit_timestep_conditioning(ctx, dit, s, ts, g.F, &cond);
-    free(ts);
-    LV_TRY(st);
+    LV_TRY(lv_dit_pass_conditioning(ctx, dit, s, pass, &cond));
     tap(dit, ctx, "temb", &cond->temb);
+    lv_status st;
 
     /* rotary table for this chunk's grid, time positions from the absolute frame index */
     lv_tensor *rope = NULL;

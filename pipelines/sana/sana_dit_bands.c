@@ -8,6 +8,7 @@
  * the conv cache [P, C] is shared, each band using its rows' slice, so a dit can switch
  * between split and unsplit passes and saves the same state either way. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,21 +132,24 @@ static lv_status band_upload(lv_ctx *ctx, const float *all, const bands *bs, con
     return st;
 }
 
+/* The tap (lv_dit_set_tap) at one band: the band is then the whole pass, and its tensors
+ * are the unsplit pass's under the same names, which tests hold the two paths to. With
+ * more bands no tap is called (a band's rows are not the tensor the name means). */
+static void tap_whole(lv_dit *dit, lv_ctx *ctx, const bands *bs, const char *name, int layer, const lv_tensor *t) {
+    if (!dit->tap || bs->R != 1) return;
+    char full[64];
+    if (layer >= 0) snprintf(full, sizeof full, "block%d_%s", layer, name);
+    else snprintf(full, sizeof full, "%s", name);
+    dit->tap(dit->tap_user, full, ctx, t);
+}
+
 /* ---- one layer, band by band ---------------------------------------------------------- */
 
 /* adaLN, q, k, v with their norms, and the band's partial (S_r, z_r) into `partial` */
 static lv_status attention_partial(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, band *b,
                                    lv_tensor *const t0[6], const lv_tensor *partial) {
-    const int C = dit->cfg.hidden, H = dit->cfg.heads, D = dit->cfg.head_dim;
-    LV_TRY(lv_op_layernorm_modulate(ctx, &b->h, &b->x, t0[0], t0[1], dit->cfg.ln_eps));
-    lv_tensor wq = lv_tensor_rows(&blk->qkv_w, 0, C);
-    lv_tensor wk = lv_tensor_rows(&blk->qkv_w, C, C);
-    lv_tensor wv = lv_tensor_rows(&blk->qkv_w, 2 * C, C);
-    LV_TRY(lv_op_matmul(ctx, &b->q, &b->h, &wq, NULL));
-    LV_TRY(lv_op_matmul(ctx, &b->k, &b->h, &wk, NULL));
-    LV_TRY(lv_op_matmul(ctx, &b->v, &b->h, &wv, NULL));
-    LV_TRY(lv_op_rmsnorm(ctx, &b->q, &b->q, &blk->q_norm, dit->cfg.qk_norm_eps));
-    LV_TRY(lv_op_rmsnorm(ctx, &b->k, &b->k, &blk->k_norm, dit->cfg.qk_norm_eps));
+    const int H = dit->cfg.heads, D = dit->cfg.head_dim;
+    LV_TRY(lv_dit_block_qkv(ctx, dit, blk, &b->x, t0, &b->h, &b->q, &b->k, &b->v));
     int64_t sshape[3] = {H, D, D}, zshape[2] = {H, D};
     lv_tensor S = lv_tensor_view(partial, 0, 3, sshape);
     lv_tensor z = lv_tensor_view(partial, (int64_t)H * D * D, 2, zshape);
@@ -154,10 +158,14 @@ static lv_status attention_partial(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, 
 }
 
 /* the band's queries over carried + summed contribution, projection, gated residual */
-static lv_status attention_finish(lv_ctx *ctx, lv_dit_block *blk, band *b, lv_tensor *const t0[6]) {
+static lv_status attention_finish(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, const bands *bs, band *b,
+                                  lv_tensor *const t0[6]) {
     LV_TRY(lv_linattn_block_query(ctx, blk->state, &b->o, &b->q, &b->rope));
     LV_TRY(lv_op_matmul(ctx, &b->h, &b->o, &blk->proj_w, &blk->proj_b));
-    return lv_op_add_gated(ctx, &b->x, &b->x, &b->h, t0[2]);
+    tap_whole(dit, ctx, bs, "attn_out", (int)(blk - dit->blocks), &b->h);
+    LV_TRY(lv_op_add_gated(ctx, &b->x, &b->x, &b->h, t0[2]));
+    tap_whole(dit, ctx, bs, "after_attn", (int)(blk - dit->blocks), &b->x);
+    return LV_OK;
 }
 
 /* the rest of the Mix-FFN once hpad holds the band's rows and its halo rows */
@@ -199,7 +207,10 @@ static lv_status ffn_finish(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, const b
         LV_TRY(lv_tensor_copy(ctx, &cache, &last));
     }
     LV_TRY(lv_op_add(ctx, &b->u, &b->u, &b->tc));
-    return lv_op_add_gated(ctx, &b->x, &b->x, &b->u, t0[5]);
+    tap_whole(dit, ctx, bs, "ffn_out", (int)(blk - dit->blocks), &b->u);
+    LV_TRY(lv_op_add_gated(ctx, &b->x, &b->x, &b->u, t0[5]));
+    tap_whole(dit, ctx, bs, "after_ffn", (int)(blk - dit->blocks), &b->x);
+    return LV_OK;
 }
 
 static lv_status layer(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, bands *bs, lv_tensor *const t0[6],
@@ -213,11 +224,13 @@ static lv_status layer(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, bands *bs, l
     }
     LV_TRY(lv_sp_comm_state_sum(dit->sp, ctx, &bs->partials, &bs->own));
     LV_TRY(lv_linattn_block_begin(ctx, blk->state, &bs->own));
-    for (int r = 0; r < R; r++) LV_TRY(attention_finish(ctx, blk, &bs->b[r], t0));
+    for (int r = 0; r < R; r++) LV_TRY(attention_finish(ctx, dit, blk, bs, &bs->b[r], t0));
     if (pass->commit) LV_TRY(lv_linattn_block_commit(ctx, blk->state));
 
-    for (int r = 0; r < R; r++)
+    for (int r = 0; r < R; r++) {
         LV_TRY(lv_dit_block_cross_attention(ctx, dit, blk, &bs->b[r].q, &bs->b[r].o, &bs->b[r].x, pass->text_slot));
+        tap_whole(dit, ctx, bs, "after_cross", (int)(blk - dit->blocks), &bs->b[r].x);
+    }
 
     /* Mix-FFN: each band's modulated rows, the halo exchange, then the convs */
     if (blk->conv_cache.alloc && blk->conv_cache.shape[0] != P && (blk->conv_valid || pass->commit))
@@ -254,6 +267,7 @@ static lv_status final_layer(lv_ctx *ctx, lv_dit *dit, bands *bs, const lv_dit_c
         lv_status st = part ? LV_OK : lv_error(LV_ERR_NOMEM, "out of host memory");
         if (st == LV_OK) st = lv_op_layernorm_modulate(ctx, &b->h, &b->x, &cond->shift, &cond->scale, cfg->ln_eps);
         if (st == LV_OK) st = lv_op_matmul(ctx, &final, &b->h, &dit->final_w, &dit->final_b);
+        if (st == LV_OK) tap_whole(dit, ctx, bs, "final_tokens", -1, &final);
         if (st == LV_OK) st = lv_tensor_read(ctx, &final, part, (uint64_t)b->T * Ko * 4);
         if (st == LV_OK) band_scatter(tokens, part, bs, b, Ko);
         free(part);
@@ -308,6 +322,7 @@ lv_status lv_dit_forward_bands(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass
             st = t2(ctx, b->T, K, &patches);
             if (st == LV_OK) st = band_upload(ctx, host, &bs, b, K, &patches);
             if (st == LV_OK) st = lv_op_matmul(ctx, &b->x, &patches, &dit->x_embed_w, &dit->x_embed_b);
+            if (st == LV_OK) tap_whole(dit, ctx, &bs, "patch_embed", -1, &b->x);
             lv_tensor_free(ctx, &patches);
         }
     }
@@ -320,13 +335,8 @@ lv_status lv_dit_forward_bands(lv_ctx *ctx, lv_dit *dit, const lv_dit_pass *pass
 
     /* the timestep conditioning is replicated: every band computes the same */
     const lv_dit_cond *cond = NULL;
-    if (st == LV_OK) {
-        float *ts = malloc((size_t)bs.F * sizeof *ts);
-        if (!ts) st = lv_error(LV_ERR_NOMEM, "out of host memory");
-        for (int f = 0; ts && f < bs.F; f++) ts[f] = pass.timesteps[f * cfg->patch[0]];
-        if (st == LV_OK) st = lv_dit_timestep_conditioning(ctx, dit, s, ts, bs.F, &cond);
-        free(ts);
-    }
+    if (st == LV_OK) st = lv_dit_pass_conditioning(ctx, dit, s, &pass, &cond);
+    if (st == LV_OK) tap_whole(dit, ctx, &bs, "temb", -1, &cond->temb);
 
     for (int l = 0; st == LV_OK && l < cfg->depth; l++) {
         lv_tensor mod[6], *modp[6];

@@ -75,9 +75,17 @@ void lv_dit_text_free(lv_ctx *ctx, lv_dit *dit, int slot);
 /* Pieces of the forward (sana_dit.c) shared by the band-split forward (sana_dit_bands.c). */
 lv_status lv_dit_timestep_conditioning(lv_ctx *ctx, lv_dit *dit, lv_dit_scratch *s, const float *ts, int F,
                                        const lv_dit_cond **out);
+/* The same for a pass: its timesteps taken per token frame (one of every patch[0] frames). */
+lv_status lv_dit_pass_conditioning(lv_ctx *ctx, lv_dit *dit, lv_dit_scratch *s, const lv_dit_pass *pass,
+                                   const lv_dit_cond **out);
 /* x [C_in, F, H, W] -> patches [T, C_in * pt * ph * pw]; final tokens -> out [C_out, F, H, W] */
 void lv_dit_gather_patches(const lv_sana_config *cfg, const float *x, int F, int H, int W, float *patches);
 void lv_dit_unpatchify(const lv_sana_config *cfg, const float *tokens, int F, int H, int W, float *out);
+/* The linear attention's inputs: h = adaLN(x) (modulations t0[0], t0[1]), then q, k, v of h
+ * with the q and k RMS norms; h, q, k, v: [T, C] scratch */
+lv_status lv_dit_block_qkv(lv_ctx *ctx, const lv_dit *dit, const lv_dit_block *blk, const lv_tensor *x,
+                           lv_tensor *const t0[6], const lv_tensor *h, const lv_tensor *q, const lv_tensor *k,
+                           const lv_tensor *v);
 /* x += cross-attention of x's tokens over the text of `slot`; q, o: [T, C] scratch */
 lv_status lv_dit_block_cross_attention(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, const lv_tensor *q,
                                        const lv_tensor *o, const lv_tensor *x, int slot);

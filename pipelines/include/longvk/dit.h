@@ -45,7 +45,9 @@ typedef struct lv_dit_options {
      * linear-attention partial states summed in band order and one halo row per side for
      * the Mix-FFN's 3x3 conv (R = 1: one band, the band path itself). Results match the
      * unsplit pass to rounding and are deterministic. A pass with fewer token rows than R
-     * is an LV_ERR_INVALID naming both. Taps (lv_dit_set_tap) are not called in this mode. */
+     * is an LV_ERR_INVALID naming both. Taps (lv_dit_set_tap) are called at R = 1 only,
+     * where the one band is the whole pass (the same names and tensors as the unsplit
+     * pass's, which tests/test_sequence_parallel.c holds equal bit for bit). */
     int sp_bands;
     /* Sequence parallelism over processes: a communicator holding some of the bands (an MPI
      * rank's one: longvk/sp_comm_mpi.h), which the dit uses and never frees; sp_bands must

@@ -11,6 +11,7 @@
 #include "longvk/codec.h"
 #include "longvk/engine.h"
 #include "longvk/sampler.h"
+#include "longvk/text.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -68,34 +69,12 @@ void lv_model_card_free(lv_model_card *card);
  * lv_model_card_free it. */
 lv_status lv_model_card_of(const char *path, lv_model_card *out);
 
-/* The text encoder of a model with a vocabulary (pipelines/generate/text_tables.c), in place of
- * Gemma: tables [vocab, caption_channels] in the model file, text_embedding.weight (the
- * word) and, when present, text_prev_embedding.weight / text_next_embedding.weight (the
- * words before and after it). For the n valid tokens of the prompt
- *   y[i] = word[id_i] + prev[id_{i-1}] (i > 0) + next[id_{i+1}] (i < n - 1),
- * and y[i] = 0 for the padding. The tables point into the weights, which must outlive them. */
-typedef struct lv_text_tables {
-    const lv_weight *word, *prev, *next; /* prev / next: NULL when absent */
-    int caption_channels;
-} lv_text_tables;
-
-lv_status lv_text_tables_open(const lv_weights *w, const lv_model_card *card, int caption_channels,
-                              lv_text_tables *out);
-/* y [text_len, caption_channels] and mask [text_len] of a prompt; ignored words as in
- * lv_model_card_tokenize. */
-lv_status lv_text_tables_embed(const lv_text_tables *t, const lv_model_card *card, const char *prompt,
-                               float *y, float *mask, char *unknown, size_t unknown_size);
-
-/* The card's tokenizer. Words are runs of letters (ASCII or any other script: "ünïcödé" is
- * one word), runs of digits, and single symbols (an emoji with its modifiers); spaces and
- * punctuation separate them. A word is looked up with its ASCII letters lowercased, so an
- * ASCII prompt gives the ids it always did (runs of a-z/A-Z). Known words take the ids in
- * order; the first text_len get mask 1, the rest are padded with id 0, mask 0.
- * `unknown` (may be NULL) receives what is ignored and why, in the prompt's own
- * characters (UTF-8 kept; a byte that is not UTF-8 shows as U+FFFD), each word once:
- *   "ignored (not in the vocabulary): ünïcödé, 42, 🎈; ignored (past the model's 20 words): red"
- * or "" when every word is used; a list longer than unknown_size ends with "..." (never
- * inside a character). Errors: a NULL card, ids or mask, or a card without a vocabulary. */
+/* The card's vocabulary ("vocab", "text_len") as the word tokenizer and the word tables of
+ * longvk/text.h take it (borrowed from the card). */
+lv_word_vocab lv_model_card_vocab(const lv_model_card *card);
+/* The card's tokenizer: lv_word_tokenize over the card's vocabulary (see longvk/text.h for
+ * what is a word and what `unknown` receives). Errors: a NULL card, ids or mask, or a card
+ * without a vocabulary. */
 lv_status lv_model_card_tokenize(const lv_model_card *card, const char *prompt, int *ids,
                                  float *mask, char *unknown, size_t unknown_size);
 

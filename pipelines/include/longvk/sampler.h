@@ -95,6 +95,17 @@ typedef struct lv_cfg_partner {
     void *user;
 } lv_cfg_partner;
 
+/* Where lv_longsana_chunk failed (lv_chunk_options.failed_stage): a caller that words its
+ * own message around the sampler's tells by this, never by the message's words, whether
+ * the message begins with the stage ("step 2 of 2: ...", "the write pass: ...", "the
+ * finished block has ..."). */
+typedef enum lv_chunk_stage {
+    LV_CHUNK_STAGE_NONE = 0,       /* no failure, or before any pass: the arguments, host memory */
+    LV_CHUNK_STAGE_STEP,           /* a denoising step's pass (or its unconditional pass) */
+    LV_CHUNK_STAGE_FINISHED_BLOCK, /* the finished block's check for non-finite values */
+    LV_CHUNK_STAGE_WRITE_PASS      /* the write pass over the finished block */
+} lv_chunk_stage;
+
 typedef struct lv_chunk_options {
     const float *timesteps;
     int steps;
@@ -118,6 +129,8 @@ typedef struct lv_chunk_options {
      * and timing */
     void (*step_done)(void *user, int step, int passes);
     void *step_user;
+    lv_chunk_stage *failed_stage; /* optional: set to the stage that failed (LV_CHUNK_STAGE_NONE
+                                     when none did) */
 } lv_chunk_options;
 
 /* Errors name the step and the stage: "step 2 of 2: the DiT's output has non-finite values

@@ -1,15 +1,16 @@
 /* The prompt of a latent-space model through its Gemma-2 text encoder, as SANA-Video's
- * inference script prepares it (longvk/sana_prompt.h). Tokenizing happens when the run is
- * checked, before any device work, so that a bad tokenizer or encoder fails at once; the
- * encoder is uploaded, run and freed in one call, before the DiT's weights go to the
- * device, so that the run's peak memory is the larger of the two models, not their sum. */
+ * inference script prepares it (longvk/sana_prompt.h), behind lv_text_encoder. Tokenizing
+ * happens when the prompts are set, before any device work, so that a bad tokenizer or
+ * encoder fails at once; the encoder is uploaded, run and freed in one call, before the
+ * DiT's weights go to the device, so that a run's peak memory is the larger of the two
+ * models, not their sum. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "generate_internal.h"
+#include "text_internal.h"
 
-static lv_status build(lv_gen_text *t, const char *what, const char *text, int negative, int motion_score,
+static lv_status build(lv_text_gemma2 *t, const char *what, const char *text, int negative, int motion_score,
                        lv_sana_prompt *out, void (*warn)(void *, const char *), void *user) {
     lv_sana_prompt_options po;
     lv_sana_prompt_options_default(&po);
@@ -26,17 +27,18 @@ static lv_status build(lv_gen_text *t, const char *what, const char *text, int n
     return LV_OK;
 }
 
-lv_status lv_gen_text_open(lv_gen_text *t, const char *encoder, const char *tokenizer, const char *prompt,
-                           const char *negative, int motion_score, int caption_channels,
-                           void (*warn)(void *, const char *), void *user) {
+lv_status lv_text_gemma2_open(lv_text_gemma2 *t, const lv_text_gemma2_options *opt) {
     memset(t, 0, sizeof *t);
+    const char *encoder = opt->encoder, *tokenizer = opt->tokenizer;
     snprintf(t->encoder, sizeof t->encoder, "%s", encoder);
+    t->motion_score = opt->motion_score;
+    t->softcap = opt->softcap;
     LV_TRY(lv_gemma2_file_open(encoder, NULL, &t->file));
     const lv_gemma2_config *cfg = lv_gemma2_file_config(t->file);
-    if (cfg->hidden_size != caption_channels)
+    if (cfg->hidden_size != opt->caption_channels)
         return lv_error(LV_ERR_INVALID, "the text encoder %s has hidden size %d, the DiT reads captions of %d "
                         "channels (caption_channels): not the model's text encoder", encoder, cfg->hidden_size,
-                        caption_channels);
+                        opt->caption_channels);
     char found[4096];
     if (!tokenizer) {
         if (!lv_tokenizer_find(encoder, found, sizeof found))
@@ -49,18 +51,27 @@ lv_status lv_gen_text_open(lv_gen_text *t, const char *encoder, const char *toke
         return lv_error(LV_ERR_INVALID, "the tokenizer %s has %d pieces, the text encoder %s embeds %d: they do not "
                         "belong together", lv_tokenizer_path(t->tok), lv_tokenizer_vocab_size(t->tok), encoder,
                         cfg->vocab_size);
-    LV_TRY(build(t, "prompt", prompt, 0, motion_score, &t->prompt, warn, user));
-    if (negative) {
-        LV_TRY(build(t, "negative prompt", negative, 1, 0, &t->negative, warn, user));
+    return LV_OK;
+}
+
+lv_status lv_text_gemma2_set_prompts(lv_text_gemma2 *t, const char *prompt, bool with_negative, const char *negative,
+                                     void (*warn)(void *, const char *), void *user) {
+    lv_sana_prompt_free(&t->prompt);
+    lv_sana_prompt_free(&t->negative);
+    t->with_negative = false;
+    LV_TRY(build(t, "prompt", prompt, 0, t->motion_score, &t->prompt, warn, user));
+    if (with_negative) {
+        LV_TRY(build(t, "negative prompt", negative ? negative : lv_sana_video_negative_prompt, 1, 0, &t->negative,
+                     warn, user));
         t->with_negative = true;
     }
     return LV_OK;
 }
 
-lv_status lv_gen_text_encode(lv_gen_text *t, lv_ctx *ctx, int softcap, float *y, float *mask, uint64_t *peak) {
+lv_status lv_text_gemma2_encode(lv_text_gemma2 *t, lv_ctx *ctx, float *y, float *mask, uint64_t *peak) {
     lv_gemma2_options opt;
     lv_gemma2_options_default(&opt);
-    opt.attn_softcap = softcap ? LV_GEMMA2_SOFTCAP_CONFIG : 0.0f;
+    opt.attn_softcap = t->softcap ? LV_GEMMA2_SOFTCAP_CONFIG : 0.0f;
     lv_gemma2 *enc = NULL;
     lv_status s = lv_gemma2_create(ctx, t->file, &opt, &enc);
     if (s != LV_OK) return lv_error_prefix(s, "the text encoder %s", t->encoder);
@@ -77,7 +88,7 @@ lv_status lv_gen_text_encode(lv_gen_text *t, lv_ctx *ctx, int softcap, float *y,
     return LV_OK;
 }
 
-void lv_gen_text_close(lv_gen_text *t) {
+void lv_text_gemma2_close(lv_text_gemma2 *t) {
     lv_sana_prompt_free(&t->prompt);
     lv_sana_prompt_free(&t->negative);
     lv_tokenizer_close(t->tok);

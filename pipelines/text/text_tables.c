@@ -1,10 +1,10 @@
-/* The text encoder of pixel-space models with a vocabulary (the default model): the card's
- * tokenizer, then word tables stored in the model file (see longvk/generate.h). */
+/* The text encoder of pixel-space models with a vocabulary (the default model): the word
+ * tokenizer, then word tables stored in the model file (see longvk/text.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "longvk/generate.h"
+#include "longvk/text.h"
 
 static lv_status find_table(const lv_weights *w, const char *name, int vocab, int cap, bool required,
                             const lv_weight **out) {
@@ -17,16 +17,17 @@ static lv_status find_table(const lv_weights *w, const char *name, int vocab, in
     return LV_OK;
 }
 
-lv_status lv_text_tables_open(const lv_weights *w, const lv_model_card *card, int caption_channels,
+lv_status lv_text_tables_open(const lv_weights *w, const lv_word_vocab *vocab, int caption_channels,
                               lv_text_tables *out) {
-    if (!w || !card || !out)
-        return lv_error(LV_ERR_INVALID, "lv_text_tables_open: %s is NULL", !w ? "the weights" : !card ? "the card" : "out");
+    if (!w || !vocab || !out)
+        return lv_error(LV_ERR_INVALID, "lv_text_tables_open: %s is NULL",
+                        !w ? "the weights" : !vocab ? "the vocabulary" : "out");
     memset(out, 0, sizeof *out);
     if (caption_channels < 1) return lv_error(LV_ERR_INVALID, "lv_text_tables_open: %d caption channels", caption_channels);
     out->caption_channels = caption_channels;
-    LV_TRY(find_table(w, "text_embedding.weight", card->vocab_size, caption_channels, true, &out->word));
-    LV_TRY(find_table(w, "text_prev_embedding.weight", card->vocab_size, caption_channels, false, &out->prev));
-    LV_TRY(find_table(w, "text_next_embedding.weight", card->vocab_size, caption_channels, false, &out->next));
+    LV_TRY(find_table(w, "text_embedding.weight", vocab->size, caption_channels, true, &out->word));
+    LV_TRY(find_table(w, "text_prev_embedding.weight", vocab->size, caption_channels, false, &out->prev));
+    LV_TRY(find_table(w, "text_next_embedding.weight", vocab->size, caption_channels, false, &out->next));
     return LV_OK;
 }
 
@@ -35,16 +36,16 @@ static void add_row(float *y, const lv_weight *table, int id, int cap) {
     for (int c = 0; c < cap; c++) y[c] += row[c];
 }
 
-lv_status lv_text_tables_embed(const lv_text_tables *t, const lv_model_card *card, const char *prompt,
-                               float *y, float *mask, char *unknown, size_t unknown_size) {
-    if (!t || !card || !y || !mask)
+lv_status lv_text_tables_embed(const lv_text_tables *t, const lv_word_vocab *vocab, const char *prompt, float *y,
+                               float *mask, char *unknown, size_t unknown_size) {
+    if (!t || !vocab || !y || !mask)
         return lv_error(LV_ERR_INVALID, "lv_text_tables_embed: %s is NULL",
-                        !t ? "the tables" : !card ? "the card" : !y ? "y" : "mask");
+                        !t ? "the tables" : !vocab ? "the vocabulary" : !y ? "y" : "mask");
     if (!t->word) return lv_error(LV_ERR_INVALID, "lv_text_tables_embed: the tables are not open (lv_text_tables_open)");
-    int L = card->text_len, cap = t->caption_channels;
+    int L = vocab->text_len, cap = t->caption_channels;
     int *ids = malloc((size_t)L * sizeof *ids);
     if (!ids) return lv_error(LV_ERR_NOMEM, "out of host memory");
-    lv_status s = lv_model_card_tokenize(card, prompt, ids, mask, unknown, unknown_size);
+    lv_status s = lv_word_tokenize(vocab, prompt, ids, mask, unknown, unknown_size);
     if (s == LV_OK) {
         int n = 0; /* the valid tokens come first */
         while (n < L && mask[n] > 0.5f) n++;

@@ -1,0 +1,93 @@
+/* The resume file of a run: written after every block (and before the first), read back by
+ * --resume and handed to every process; what an interrupted run says it left. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "generate_run.h"
+
+/* The resume file after chunks_done blocks. Every process takes part in reading the carried
+ * state (with bands on other processes lv_dit_state_save gathers the conv caches' rows);
+ * the writing process alone writes it: whole, the same file whatever the bands. */
+lv_status lv_gen_save_state(gen_run *r, int chunks_done, int64_t frames_done) {
+    if (!r->m.card.pixel || r->o.sampler != LV_GEN_LONGSANA) return LV_OK; /* resume: block-wise, pixel space */
+    if (!r->state_path[0]) return LV_OK; /* no file: frames to a sink alone */
+    float *state = NULL;
+    int64_t count = 0;
+    if (chunks_done) LV_TRY(lv_dit_state_save(r->ctx, r->dit, &state, &count)); /* 0: before the first block */
+    lv_status s = !r->root ? LV_OK
+                           : lv_gen_resume_save(r->state_path, &r->o, &r->m, chunks_done, frames_done, state, count,
+                                                r->last_frame, r->frame_values);
+    free(state);
+    return s;
+}
+
+/* Frames written once `chunks_done` chunks (burn-in included) are made. */
+static int64_t frames_after(const gen_run *r, int chunks_done) {
+    int64_t f = 0;
+    for (int k = 0; k < chunks_done - r->o.burn_in_blocks; k++)
+        f += lv_generate_chunk_frames(r->units, r->o.block_frames, k);
+    return f;
+}
+
+/* Sequence parallelism over processes: the writing process reads the resume file (the
+ * others may not see its folder: cluster nodes need not share the output's) and hands it
+ * on: its verdict first, so that every process stops when it is refused, then the carried
+ * state and the last frame. */
+static lv_status share_resume(gen_run *r, lv_status read, lv_gen_resume *res, float **state, int64_t *count) {
+    int64_t head[4] = {read, res->chunks_done, res->frames_done, *count};
+    LV_TRY(lv_gen_share(r, head, sizeof head));
+    if (head[0] != LV_OK)
+        return r->root ? read : lv_error((lv_status)head[0], "the resume file %s was refused by the process that "
+                                         "reads it (rank 0: its message says why)", r->state_path);
+    res->chunks_done = (int)head[1];
+    res->frames_done = head[2];
+    *count = head[3];
+    if (!r->root && *count > 0 && !(*state = malloc((size_t)*count * sizeof **state)))
+        return lv_error(LV_ERR_NOMEM, "out of host memory for the carried state (%lld values)", (long long)*count);
+    LV_TRY(lv_gen_share(r, *state, (uint64_t)*count * sizeof **state));
+    return lv_gen_share(r, r->last_frame, (uint64_t)r->frame_values * sizeof *r->last_frame);
+}
+
+/* --resume: the state of the interrupted run (into the dit, its twin and last_frame). */
+lv_status lv_gen_load_resume(gen_run *r, int *first_chunk) {
+    lv_gen_resume resume = {0};
+    float *state = NULL;
+    int64_t count = 0;
+    lv_status s = LV_OK;
+    if (r->root)
+        s = lv_gen_resume_read(r->state_path, &r->o, &r->m, &resume, &state, &count, r->last_frame, r->frame_values);
+    if (lv_gen_several(r)) s = share_resume(r, s, &resume, &state, &count);
+    if (s == LV_OK && resume.chunks_done > 0) {
+        s = lv_dit_state_load(r->ctx, r->dit, state, count, resume.chunks_done, lv_gen_frame_tokens(r));
+        if (s != LV_OK) lv_error_prefix(s, "%s", r->state_path);
+    }
+    free(state);
+    LV_TRY(s);
+    int total = r->o.burn_in_blocks + r->chunks;
+    if (resume.chunks_done < 0 || resume.chunks_done > total || resume.frames_done != frames_after(r, resume.chunks_done))
+        return lv_error(LV_ERR_FORMAT, "%s: %d blocks made and %lld frames written do not fit this run (%d blocks, "
+                        "%lld frames after %d)", r->state_path, resume.chunks_done, (long long)resume.frames_done,
+                        total, resume.chunks_done >= 0 && resume.chunks_done <= total
+                            ? (long long)frames_after(r, resume.chunks_done) : -1LL, resume.chunks_done);
+    if (r->twin) LV_TRY(lv_gen_twin_copy_state(r, resume.chunks_done));
+    *first_chunk = resume.chunks_done;
+    r->frames_done = resume.frames_done;
+    return LV_OK;
+}
+
+/* Stopped on request before block `next` (0-based): the resume file already holds the
+ * blocks made. */
+lv_status lv_gen_interrupted(const gen_run *r, int next) {
+    int total = r->o.burn_in_blocks + r->chunks;
+    if (next == 0)
+        return lv_error(LV_ERR_INTERRUPTED, "interrupted before the first block: nothing is made yet");
+    if (!r->o.output) /* frames to a sink alone */
+        return lv_error(LV_ERR_INTERRUPTED, "interrupted after block %d of %d: %lld of %lld frames made", next, total,
+                        (long long)r->frames_done, (long long)r->frames_total);
+    if (r->frames_done == 0)
+        return lv_error(LV_ERR_INTERRUPTED, "interrupted in the burn-in after block %d of %d (%d made and dropped "
+                        "before the first written frame): no frame is written yet, %s holds the blocks made",
+                        next, total, r->o.burn_in_blocks, r->state_path);
+    return lv_error(LV_ERR_INTERRUPTED, "interrupted after block %d of %d: %s plays and holds %lld of %lld frames",
+                    next, total, r->o.output, (long long)r->frames_done, (long long)r->frames_total);
+}

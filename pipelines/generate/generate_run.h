@@ -1,0 +1,111 @@
+/* One generation's state (gen_run) and the pieces of lv_generate, one concern per file:
+ *   generate.c          the run: setting up, the loop over the blocks, closing
+ *   generate_options.c  checking the caller's options and resolving them against the model's card
+ *   generate_text.c     the prompt to the rows the DiT reads (and shared between processes)
+ *   generate_twin.c     CFG's twin (the unconditional passes on a second context)
+ *   generate_output.c   frames to the encoder / frame sink / .npy, the video file's life
+ *   generate_resume.c   the resume file: written after every block, read by --resume; interruption
+ *   generate_progress.c progress reports and the ETA */
+#ifndef LONGVK_GENERATE_RUN_H
+#define LONGVK_GENERATE_RUN_H
+
+#include "generate_internal.h"
+#include "longvk/codec.h"
+#include "longvk/frame_writer.h"
+#include "longvk/sp_comm.h"
+#include "longvk/vae.h"
+#include "longvk/weights.h"
+
+/* One generation: the resolved options and everything it holds. */
+typedef struct gen_run {
+    lv_generate_options o;
+    lv_gen_model m;
+    char state_path[4096];
+    int grid_h, grid_w;      /* the model's frame size: pixels, or latents for latent models */
+    int units;               /* model frames to make: pixel frames, or latent frames */
+    int chunks;              /* chunks of the video (the burn-in not counted) */
+    int text_len;
+    float *y, *mask;         /* [2, L, caption] and [2, L]: prompt, negative prompt */
+    bool use_encoder;        /* the text goes through a Gemma-2 encoder (latent models) */
+    lv_text_encoder *text;   /* its files and the tokenized prompts, until it has run */
+    uint64_t text_memory;    /* the encoder's device bytes at most (0: none ran) */
+    double text_seconds;
+    lv_ctx *ctx;
+    lv_dit *dit;
+    lv_dit_twin *twin;       /* CFG's unconditional passes on a second context, or NULL */
+    lv_encoder *enc;
+    lv_weights *vae_weights;
+    lv_vae_decoder *vae;
+    float *x0;               /* one chunk */
+    lv_frame_writer writer;  /* frames to the encoder and the frame sink (the writing process) */
+    float *last_frame;       /* the last chunk's last frame [C, H, W] (model space) */
+    int64_t frame_values;    /* C * H * W */
+    float *latents;          /* latent model without a VAE: every latent frame, for the .npy */
+    int64_t frames_done;     /* output frames (pixel frames; latent frames without a VAE) */
+    int64_t frames_total;    /* the same, of the whole video */
+    lv_block_recipe first;   /* a block made from the text alone: the first, or every block
+                                when no state is carried */
+    lv_block_recipe later;   /* a block that continues the earlier ones */
+    bool uncond;             /* some block uses CFG: text slot 1 holds the negative prompt */
+    /* the ETA's clock: forward passes done this run, and when the first step of this
+     * run's first block ended (it pays for compiling every kernel: not a rate to go by) */
+    double t_start, warm_end, warm_work, work_done;
+    int blocks_made;         /* by this run */
+    bool wrote_start_state;  /* a fresh run's resume file, written before its first block */
+    lv_sp_comm *sp;          /* sequence parallelism over processes (o.sp_comm), or NULL */
+    bool root;               /* this process writes the video and the resume file (band 0's) */
+} gen_run;
+
+/* generate.c */
+double lv_gen_now(void);
+/* More than one process makes this video: bands (sp_comm), a CFG partner, or both. */
+bool lv_gen_several(const gen_run *r);
+/* data from the writing process to every other (see generate.c) */
+lv_status lv_gen_share(gen_run *r, void *data, uint64_t bytes);
+/* Tokens a frame of the model's grid makes. */
+int64_t lv_gen_frame_tokens(const gen_run *r);
+
+/* generate_options.c */
+/* What can be checked before the model is opened: every value the caller set. */
+lv_status lv_gen_check_options(const lv_generate_options *o);
+/* The options against the opened model (r->m): r->o and the run's sizes and recipes. */
+lv_status lv_gen_resolve_options(const lv_generate_options *in, gen_run *r);
+
+/* generate_text.c */
+/* The prompt (and with CFG the negative prompt) into r->y / r->mask, or tokenized for the
+ * text encoder that lv_gen_encode_text runs once the device is up. */
+lv_status lv_gen_prepare_text(gen_run *r, void (*warn)(void *, const char *), void *user);
+lv_status lv_gen_encode_text(gen_run *r, lv_generate_callback progress, void *user);
+lv_status lv_gen_share_text(gen_run *r);
+lv_status lv_gen_save_text_embeds(const gen_run *r, const char *path);
+
+/* generate_twin.c */
+bool lv_gen_use_twin(const gen_run *r, int cpu_threads);
+/* Text slot 0: the prompt; slot 1, when some block uses CFG: the negative prompt. */
+lv_status lv_gen_set_texts(const gen_run *r, lv_ctx *ctx, lv_dit *dit);
+lv_status lv_gen_twin_open(gen_run *r, const lv_ctx_options *copt, const lv_dit_options *dopt);
+lv_status lv_gen_twin_copy_state(gen_run *r, int64_t chunks);
+
+/* generate_output.c */
+lv_status lv_gen_alloc_buffers(gen_run *r);
+bool lv_gen_writes_video(const gen_run *r);
+lv_status lv_gen_open_video(gen_run *r, int64_t keep_frames, lv_encoder **out);
+lv_status lv_gen_probe_output(gen_run *r);
+lv_status lv_gen_emit_chunk(gen_run *r, int f0, int n);
+void lv_gen_keep_last_frame(gen_run *r, int n);
+/* Closes the video (or writes the .npy) after a run that ended with s; returns the run's status. */
+lv_status lv_gen_close_output(gen_run *r, lv_status s);
+
+/* generate_resume.c */
+lv_status lv_gen_save_state(gen_run *r, int chunks_done, int64_t frames_done);
+lv_status lv_gen_load_resume(gen_run *r, int *first_chunk);
+lv_status lv_gen_interrupted(const gen_run *r, int next);
+
+/* generate_progress.c */
+double lv_gen_recipe_work(const gen_run *r, const lv_block_recipe *rec);
+void lv_gen_on_step(void *user, int step, int passes);
+double lv_gen_eta_seconds(const gen_run *r, int next, int total);
+void lv_gen_report_progress(gen_run *r, lv_generate_callback progress, void *user, int block, int blocks, int burn,
+                            int64_t frames_at_start, int64_t frames_total);
+
+#endif

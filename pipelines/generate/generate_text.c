@@ -1,0 +1,122 @@
+/* The text a run conditions on: prompt embeddings from a file, or the prompt through a text
+ * encoder (longvk/text.h): the model's word tables, or Gemma-2, which runs once the device
+ * is up; kept in the file --text-embeds reads, and handed to the other processes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "generate_run.h"
+
+/* Prompt embeddings from a file: y [L, caption] (or [1, L, caption]) and mask [L]; with
+ * CFG also negative_y / negative_mask. */
+static lv_status load_text_embeds(gen_run *r, const char *path, int cap) {
+    lv_weights *w;
+    LV_TRY(lv_weights_open(path, &w));
+    lv_status s = LV_OK;
+    const char *names[2][2] = {{"y", "mask"}, {"negative_y", "negative_mask"}};
+    int slots = r->uncond ? 2 : 1;
+    for (int slot = 0; s == LV_OK && slot < slots; slot++) {
+        const lv_weight *y = lv_weights_find(w, names[slot][0]), *m = lv_weights_find(w, names[slot][1]);
+        if (!y || y->dtype != LV_F32 || y->ndim < 2 || y->shape[y->ndim - 1] != cap) {
+            s = lv_error(LV_ERR_FORMAT, "%s: needs float32 '%s' [L, %d]%s", path, names[slot][0], cap,
+                         slot ? " for --cfg-scale" : "");
+            break;
+        }
+        int L = (int)y->shape[y->ndim - 2];
+        if (slot == 0) {
+            r->text_len = L;
+            r->y = calloc((size_t)2 * L * cap, sizeof *r->y);
+            r->mask = calloc((size_t)2 * L, sizeof *r->mask);
+            if (!r->y || !r->mask) {
+                s = lv_error(LV_ERR_NOMEM, "out of host memory");
+                break;
+            }
+        } else if (L != r->text_len) {
+            s = lv_error(LV_ERR_FORMAT, "%s: 'negative_y' has %d tokens, 'y' %d", path, L, r->text_len);
+            break;
+        }
+        memcpy(r->y + (size_t)slot * L * cap, y->data, (size_t)L * cap * sizeof(float));
+        for (int i = 0; i < L; i++) r->mask[slot * L + i] = 1.0f;
+        if (m) {
+            if (m->dtype != LV_F32 || (int64_t)lv_weight_numel(m) != L)
+                s = lv_error(LV_ERR_FORMAT, "%s: '%s' must be float32 with %d values", path, names[slot][1], L);
+            else
+                memcpy(r->mask + (size_t)slot * L, m->data, (size_t)L * sizeof(float));
+        }
+    }
+    lv_weights_close(w);
+    return s;
+}
+
+lv_status lv_gen_prepare_text(gen_run *r, void (*warn)(void *, const char *), void *user) {
+    int cap = lv_sana_file_config(r->m.file)->caption_channels;
+    if (!r->use_encoder && (!r->m.card.pixel || r->o.text_embeds_path))
+        return load_text_embeds(r, r->o.text_embeds_path, cap);
+    /* a text encoder (longvk/text.h): the model's word tables, or Gemma-2, which runs on rank
+     * 0 alone (lv_gen_encode_text once the device is up) and hands the rows on (share_text) */
+    const lv_generate_options *o = &r->o;
+    if (r->use_encoder) {
+        lv_text_gemma2_options g = {
+            .encoder = o->text_encoder_path, .tokenizer = o->tokenizer_path, .caption_channels = cap,
+            .motion_score = o->motion_score == LV_GEN_MODEL_DEFAULT ? LV_SANA_VIDEO_MOTION_SCORE : o->motion_score,
+            .softcap = o->text_softcap};
+        if (r->root) LV_TRY(lv_text_encoder_open_gemma2(&g, &r->text));
+        r->text_len = LV_SANA_PROMPT_ROWS;
+    } else {
+        lv_word_vocab vocab = lv_model_card_vocab(&r->m.card);
+        LV_TRY(lv_text_encoder_open_words(&r->m.text, &vocab, &r->text));
+        r->text_len = r->m.card.text_len;
+    }
+    /* tokenized now, before any device work: a bad text fails at once, and what the model
+     * will not read is said */
+    if (r->text) LV_TRY(lv_text_encoder_set_prompts(r->text, o->prompt, r->uncond, o->negative_prompt, warn, user));
+    r->y = calloc((size_t)2 * r->text_len * cap, sizeof *r->y);
+    r->mask = calloc((size_t)2 * r->text_len, sizeof *r->mask);
+    if (!r->y || !r->mask) return lv_error(LV_ERR_NOMEM, "out of host memory");
+    if (r->use_encoder) return LV_OK;
+    LV_TRY(lv_text_encoder_encode(r->text, NULL, r->y, r->mask, NULL)); /* the word tables: on the host, now */
+    lv_text_encoder_close(r->text);
+    r->text = NULL;
+    return LV_OK;
+}
+
+/* The rows fed to the DiT, in the file format --text-embeds reads (text_embeds_out). */
+lv_status lv_gen_save_text_embeds(const gen_run *r, const char *path) {
+    int cap = lv_sana_file_config(r->m.file)->caption_channels, L = r->text_len;
+    lv_weight t[4] = {
+        {.name = "y", .dtype = LV_F32, .ndim = 2, .shape = {L, cap}, .data = r->y,
+         .nbytes = (uint64_t)L * cap * sizeof(float)},
+        {.name = "mask", .dtype = LV_F32, .ndim = 1, .shape = {L}, .data = r->mask, .nbytes = (uint64_t)L * sizeof(float)},
+        {.name = "negative_y", .dtype = LV_F32, .ndim = 2, .shape = {L, cap}, .data = r->y + (size_t)L * cap,
+         .nbytes = (uint64_t)L * cap * sizeof(float)},
+        {.name = "negative_mask", .dtype = LV_F32, .ndim = 1, .shape = {L}, .data = r->mask + L,
+         .nbytes = (uint64_t)L * sizeof(float)}};
+    return lv_safetensors_write(path, t, r->uncond ? 4 : 2, NULL, 0);
+}
+
+/* Sequence parallelism over processes: the Gemma-2 encoder runs on rank 0 alone (the others
+ * need neither its files nor its memory), which hands the rows and masks on. */
+lv_status lv_gen_share_text(gen_run *r) {
+    const int cap = lv_sana_file_config(r->m.file)->caption_channels;
+    LV_TRY(lv_gen_share(r, r->y, (uint64_t)2 * r->text_len * cap * sizeof *r->y));
+    return lv_gen_share(r, r->mask, (uint64_t)2 * r->text_len * sizeof *r->mask);
+}
+
+/* The Gemma-2 text encoder's pass: uploaded, run on the prompts and freed before the DiT is
+ * created (lv_text_encoder_encode); progress says when it starts and what it took. */
+lv_status lv_gen_encode_text(gen_run *r, lv_generate_callback progress, void *user) {
+    lv_generate_progress p = {.phase = LV_GEN_PHASE_TEXT_START, .device = lv_ctx_device(r->ctx)->name,
+                              .text_tokens = lv_text_encoder_tokens(r->text)};
+    if (progress) progress(user, &p);
+    double t0 = lv_gen_now();
+    LV_TRY(lv_text_encoder_encode(r->text, r->ctx, r->y, r->mask, &r->text_memory));
+    r->text_seconds = lv_gen_now() - t0;
+    lv_text_encoder_close(r->text); /* the tokenizer and the mapped weights too */
+    r->text = NULL;
+    lv_ctx_memory_reset_peak(r->ctx); /* from here the peak is the DiT's */
+    p.phase = LV_GEN_PHASE_TEXT_DONE;
+    p.text_seconds = r->text_seconds;
+    p.text_encoder_memory = r->text_memory;
+    if (progress) progress(user, &p);
+    return LV_OK;
+}

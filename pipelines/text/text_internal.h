@@ -1,0 +1,32 @@
+/* The two encoders behind lv_text_encoder (longvk/text.h): the word tables
+ * (text_encoder.c) and Gemma-2 with SANA-Video's prompt handling (gemma2_encoder.c). */
+#ifndef LONGVK_TEXT_INTERNAL_H
+#define LONGVK_TEXT_INTERNAL_H
+
+#include "longvk/gemma2.h"
+#include "longvk/sana_prompt.h"
+#include "longvk/text.h"
+#include "longvk/tokenizer.h"
+
+typedef struct lv_text_gemma2 {
+    lv_gemma2_file *file;
+    lv_tokenizer *tok;
+    lv_sana_prompt prompt, negative; /* ids, selection and mask of each */
+    bool with_negative;              /* CFG: the negative prompt is encoded too */
+    int motion_score, softcap;
+    char encoder[4096];              /* the encoder's path, for messages */
+} lv_text_gemma2;
+
+/* Opens the encoder's files (every tensor checked, nothing on the device yet) and the
+ * tokenizer; the encoder's hidden size must be the DiT's caption_channels. */
+lv_status lv_text_gemma2_open(lv_text_gemma2 *t, const lv_text_gemma2_options *opt);
+/* Tokenizes the prompt (and the negative prompt) as SANA-Video does; a prompt longer than
+ * the model reads is truncated, and `warn` says so. */
+lv_status lv_text_gemma2_set_prompts(lv_text_gemma2 *t, const char *prompt, bool with_negative, const char *negative,
+                                     void (*warn)(void *, const char *), void *user);
+/* Uploads the encoder, encodes into y [2, 300, hidden] and mask [2, 300] (slot 1: the
+ * negative prompt), and frees it again. */
+lv_status lv_text_gemma2_encode(lv_text_gemma2 *t, lv_ctx *ctx, float *y, float *mask, uint64_t *peak);
+void lv_text_gemma2_close(lv_text_gemma2 *t);
+
+#endif
