@@ -30,7 +30,6 @@
 
 #include "bench.h"
 #include "longvk.h"
-#include "ops_matmul_internal.h"
 
 typedef struct gemm_case {
     char name[64];
