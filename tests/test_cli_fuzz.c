@@ -1,5 +1,5 @@
 /* A bounded fuzz of the CLI: every subcommand (and every benchmark of `longvk bench`) run
- * with random combinations of the options of its table (pipelines/cli/options.h) and
+ * with random combinations of the options of its table (pipelines/cli_options/options.h) and
  * values that are good, at the edge, zero, negative, huge, non-finite, empty or garbage,
  * on small input files made here. Each run must end with exit status 0, 1 or 2 (not a
  * signal, not a sanitizer report: under the ASan+UBSan build a report aborts the process

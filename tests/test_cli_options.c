@@ -1,4 +1,4 @@
-/* The CLI's option tables (pipelines/cli/options.h) through the binary (LONGVK_CLI) and
+/* The CLI's option tables (pipelines/cli_options/options.h) through the binary (LONGVK_CLI) and
  * through the parser's value readers: non-finite and malformed numbers are usage errors
  * naming the flag, an output that is an input (by any name: ./x, a hard link, a symbolic
  * link) is refused before anything is written, unknown options are usage errors, and

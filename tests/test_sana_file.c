@@ -482,9 +482,9 @@ Test(sana_file, bf16_weights_and_no_config) {
 static const char *write_sparse_2b(void) {
     lv_sana_config c;
     cr_assert_eq(lv_sana_config_preset("sana-video-2b-480p", &c), LV_OK);
-    sana_tensor_spec *spec;
+    lv_sana_tensor_spec *spec;
     int n;
-    cr_assert_eq(sana_expected_tensors(&c, &spec, &n), LV_OK);
+    cr_assert_eq(lv_sana_expected_tensors(&c, &spec, &n), LV_OK);
     size_t cap = 1 << 20, at = 0;
     char *h = malloc(cap);
     uint64_t off = 0;

@@ -269,6 +269,68 @@ Test(vae, real_config_plan) {
     cr_assert_eq(m.work_elems, 4ull * 96 * 480 * 832);
 }
 
+/* What longvk/vae.h tells of a structure without the internals (`longvk bench vae` uses only
+ * these): the tiny config's tensors are the original module's, by name and shape, in the
+ * file's count; the parts of the 480p estimate add up to it; a loaded decoder's widths and
+ * multiply-adds are its structure's. */
+Test(vae, public_structure_queries) {
+    lv_weights *w;
+    cr_assert_eq(lv_weights_open(WEIGHTS, &w), LV_OK, "%s", lv_last_error());
+    lv_vae_tensor_spec *specs;
+    int n;
+    cr_assert_eq(lv_vae_expected_tensors(8, 4, &specs, &n), LV_OK, "%s", lv_last_error());
+    int decoder_tensors = 0;
+    for (int i = 0; i < lv_weights_count(w); i++) {
+        const char *name = lv_weights_at(w, i)->name;
+        decoder_tensors += strncmp(name, "conv2.", 6) == 0 || strncmp(name, "decoder.", 8) == 0;
+    }
+    cr_assert_eq(n, decoder_tensors, "%d tensors listed, %d in the original's decoder", n, decoder_tensors);
+    for (int i = 0; i < n; i++) {
+        const lv_weight *t = lv_weights_find(w, specs[i].name);
+        cr_assert_not_null(t, "'%s' is not in the original's state dict", specs[i].name);
+        cr_assert_eq(t->ndim, specs[i].ndim, "%s", specs[i].name);
+        for (int d = 0; d < t->ndim; d++) cr_assert_eq(t->shape[d], specs[i].shape[d], "%s dim %d", specs[i].name, d);
+    }
+    free(specs);
+    /* Wan2.1's: the parameters of the spec */
+    cr_assert_eq(lv_vae_expected_tensors(96, 16, &specs, &n), LV_OK, "%s", lv_last_error());
+    uint64_t params = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t count = 1;
+        for (int d = 0; d < specs[i].ndim; d++) count *= (uint64_t)specs[i].shape[d];
+        params += count;
+    }
+    cr_assert_eq(params, 73295603ull);
+    free(specs);
+    cr_assert_eq(lv_vae_expected_tensors(6, 16, &specs, &n), LV_ERR_INVALID);
+    cr_assert_eq(lv_vae_expected_tensors(8, 0, &specs, &n), LV_ERR_INVALID);
+
+    lv_vae_memory m;
+    lv_vae_memory_estimate_parts(60, 104, &m);
+    cr_assert_eq(m.weights + m.history + m.work, lv_vae_memory_estimate(60, 104));
+    cr_assert_eq(m.weights, 4 * 73295603ull);
+
+    lv_ctx *ctx = ts_ctx();
+    lv_vae_decoder *dec;
+    cr_assert_eq(lv_vae_decoder_create(ctx, w, &dec), LV_OK, "%s", lv_last_error());
+    lv_vae_info info;
+    lv_vae_decoder_info(dec, &info);
+    cr_assert_eq(info.z, 4);
+    cr_assert_eq(info.trunk, 32);
+    cr_assert_eq(info.head_ch, 8);
+    cr_assert_eq(info.out_ch, 3);
+    cr_assert_eq(info.upscale, 8);
+    cr_assert_eq(lv_vae_decoder_macs(dec, 3, 5), vae_arch_macs(&dec->arch, 3, 5));
+    vae_arch a;
+    vae_arch_wan21(&a);
+    /* 13.6 TFLOP a latent frame at 480p (`bench vae --help`) */
+    double tflop = 2 * vae_arch_macs(&a, 60, 104) / 1e12;
+    cr_assert(tflop > 13.55 && tflop < 13.65, "%.3f TFLOP", tflop);
+    lv_vae_decoder_destroy(ctx, dec);
+    lv_weights_close(w);
+    ts_ctx_done(ctx);
+}
+
 /* ---- weights under other names, and bad input -------------------------------------------- */
 
 /* A copy of the tiny weights under diffusers AutoencoderKLWan names decodes the same. */

@@ -1,4 +1,5 @@
 /* The commands `longvk` dispatches to, with their option tables. */
+#include "bench.h"
 #include "commands.h"
 
 const cli_command cli_commands[] = {

@@ -12,7 +12,6 @@
 
 int cmd_devices(int argc, char **argv);
 int cmd_attn(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
 int cmd_metrics(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
@@ -24,8 +23,8 @@ int cmd_encode_text(int argc, char **argv);
 extern const cli_spec cmd_devices_spec, cmd_attn_spec, cmd_metrics_spec, cmd_info_spec, cmd_forward_spec,
     cmd_generate_spec, cmd_decode_spec, cmd_convert_spec, cmd_encode_text_spec;
 
-/* Every command, in the order `longvk --help` lists them (commands.c). `bench` has no
- * spec of its own: each benchmark has one (tests/bench/bench.h). */
+/* Every command, in the order `longvk --help` lists them (commands.c). `bench` (cmd_bench,
+ * pipelines/bench/bench.h) has no spec of its own: each benchmark has one. */
 typedef struct cli_command {
     const char *name;
     int (*run)(int argc, char **argv);

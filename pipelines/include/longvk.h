@@ -15,6 +15,7 @@
 #include "longvk/metrics.h"
 #include "longvk/dit.h"
 #include "longvk/sp_comm.h"
+#include "longvk/cfg_partner.h"
 #include "longvk/sampler.h"
 #include "longvk/generate.h"
 #include "longvk/frame_writer.h"

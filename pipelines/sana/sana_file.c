@@ -19,7 +19,7 @@ struct lv_sana_file {
     lv_sana_config cfg;
     char config_source[600];
     lv_sana_naming naming;
-    sana_tensor_spec *specs; /* expected tensors; owns their names */
+    lv_sana_tensor_spec *specs; /* expected tensors; owns their names */
     lv_weight *tensors;      /* one per spec, carrying the original name */
     int n_tensors;
     int *by_name;            /* tensor indices sorted by name */
@@ -207,7 +207,7 @@ static void mark_used(const lv_sana_file *f, const lv_weight *t, int src, unsign
 static lv_status check_tensors(lv_sana_file *f, const char *path, unsigned char **used, lv_problems *pb) {
     char want[96], got[96];
     for (int i = 0; i < f->n_tensors; i++) {
-        const sana_tensor_spec *sp = &f->specs[i];
+        const lv_sana_tensor_spec *sp = &f->specs[i];
         char parts[3][SANA_NAME_MAX];
         int n = 1;
         if (f->naming == LV_SANA_NAMES_ORIGINAL) snprintf(parts[0], SANA_NAME_MAX, "%s", sp->name);
@@ -303,7 +303,7 @@ static lv_status check_model(lv_sana_file *f, const char *path, const char *conf
                              const char *config_dir) {
     LV_TRY(detect_naming(f, path));
     LV_TRY(choose_config(f, path, config_path, preset, config_dir));
-    LV_TRY(sana_expected_tensors(&f->cfg, &f->specs, &f->n_tensors));
+    LV_TRY(lv_sana_expected_tensors(&f->cfg, &f->specs, &f->n_tensors));
     f->tensors = calloc((size_t)f->n_tensors, sizeof *f->tensors);
     f->merged = calloc((size_t)f->n_tensors, sizeof *f->merged);
     f->by_name = malloc((size_t)f->n_tensors * sizeof *f->by_name);

@@ -56,13 +56,13 @@ static const struct {
 #define NBLOCK (sizeof block_names / sizeof block_names[0])
 
 typedef struct spec_list {
-    sana_tensor_spec *items;
+    lv_sana_tensor_spec *items;
     int n;
 } spec_list;
 
 static void add(spec_list *l, const char *name, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3,
                 int64_t d4) {
-    sana_tensor_spec *s = &l->items[l->n++];
+    lv_sana_tensor_spec *s = &l->items[l->n++];
     snprintf(s->name, sizeof s->name, "%s", name);
     s->ndim = ndim;
     int64_t d[5] = {d0, d1, d2, d3, d4};
@@ -73,7 +73,7 @@ static void add(spec_list *l, const char *name, int ndim, int64_t d0, int64_t d1
 #define ADD2(n, a, b) add(&l, n, 2, a, b, 0, 0, 0)
 #define ADD4(n, a, b, c, d) add(&l, n, 4, a, b, c, d, 0)
 
-lv_status sana_expected_tensors(const lv_sana_config *c, sana_tensor_spec **out, int *count) {
+lv_status lv_sana_expected_tensors(const lv_sana_config *c, lv_sana_tensor_spec **out, int *count) {
     *out = NULL;
     *count = 0;
     int total = 16 + (int)NBLOCK * c->depth;

@@ -7,16 +7,9 @@
 
 #include "longvk/sana.h"
 
-#define SANA_NAME_MAX 128
+#define SANA_NAME_MAX LV_SANA_NAME_MAX
 
-typedef struct sana_tensor_spec {
-    char name[SANA_NAME_MAX]; /* original name */
-    int ndim;
-    int64_t shape[LV_MAX_DIMS];
-} sana_tensor_spec;
-
-/* Every tensor the model uses (malloc'd array of *count entries, free() it). */
-lv_status sana_expected_tensors(const lv_sana_config *cfg, sana_tensor_spec **out, int *count);
+/* Every tensor the model uses: lv_sana_expected_tensors (longvk/sana.h, sana_names.c). */
 
 /* The diffusers names of original tensor `original`: 1 for a plain rename, 2 or 3 for parts
  * that are concatenated along the first dimension (q/k/v). 0 when it has none. */

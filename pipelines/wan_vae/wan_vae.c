@@ -551,6 +551,43 @@ uint64_t lv_vae_memory_estimate(int h, int w) {
     return m.weights + m.history + m.work;
 }
 
+void lv_vae_memory_estimate_parts(int h, int w, lv_vae_memory *out) {
+    vae_arch arch;
+    vae_arch_wan21(&arch);
+    vae_memory m;
+    vae_arch_memory(&arch, h, w, 1, &m);
+    *out = (lv_vae_memory){.weights = m.weights, .history = m.history, .work = m.work};
+}
+
+void lv_vae_decoder_info(const lv_vae_decoder *dec, lv_vae_info *out) {
+    int up = 1;
+    for (int i = 0; i < dec->arch.nups; i++)
+        if (dec->arch.ups[i].kind != VAE_RES) up *= 2;
+    *out = (lv_vae_info){.z = dec->arch.z, .trunk = dec->arch.trunk, .head_ch = dec->arch.head_ch,
+                         .out_ch = dec->arch.out_ch, .upscale = up};
+}
+
+double lv_vae_decoder_macs(const lv_vae_decoder *dec, int h, int w) { return vae_arch_macs(&dec->arch, h, w); }
+
+lv_status lv_vae_expected_tensors(int dim, int z, lv_vae_tensor_spec **out, int *count) {
+    if (!out || !count) return lv_error(LV_ERR_INVALID, "lv_vae_expected_tensors: %s is NULL", !out ? "out" : "count");
+    *out = NULL;
+    *count = 0;
+    if (dim < 4 || dim % 4 || z < 1 || z > VAE_MAX_Z)
+        return lv_error(LV_ERR_INVALID, "lv_vae_expected_tensors: base width %d (a positive multiple of 4), "
+                        "z %d (1 to %d)", dim, z, VAE_MAX_Z);
+    vae_arch arch;
+    vae_arch_make(&arch, dim, z);
+    int n = vae_arch_tensors(&arch, NULL, 0);
+    if (n < 0) return lv_error(LV_ERR_INVALID, "lv_vae_expected_tensors: a tensor name longer than %d", LV_VAE_NAME_MAX - 1);
+    lv_vae_tensor_spec *specs = calloc((size_t)n, sizeof *specs);
+    if (!specs) return lv_error(LV_ERR_NOMEM, "out of host memory for %d VAE tensor descriptions", n);
+    vae_arch_tensors(&arch, specs, n);
+    *out = specs;
+    *count = n;
+    return LV_OK;
+}
+
 uint64_t lv_vae_decoder_memory(const lv_vae_decoder *dec, int h, int w) {
     vae_memory m;
     if (band_plan(dec, h, w, &m) != LV_OK) vae_arch_memory(&dec->arch, h, w, dec->step_frames, &m);

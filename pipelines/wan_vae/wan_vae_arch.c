@@ -1,6 +1,8 @@
 /* The Wan VAE decoder's layer structure without weights: the real configuration, the
  * history slots, the parameter count, the device memory of a decode (the plan
- * pipelines/wan_vae/wan_vae.c allocates by), and the diffusers names of the tensors. */
+ * pipelines/wan_vae/wan_vae.c allocates by), the multiply-adds of a frame, the tensors of a
+ * structure under their original names, and the diffusers names of the tensors. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -100,6 +102,122 @@ void vae_arch_memory(const vae_arch *arch, int h, int w, int step, vae_memory *m
     m->history = 4 * hist;
     m->work_elems = act;
     m->work = 3 * 4 * act;
+}
+
+/* Walks the structure as a decode of one later latent frame does (every upsample3d doubles
+ * the frames, every resample the rows and columns). */
+double vae_arch_macs(const vae_arch *a, int h, int w) {
+    double T = 1, P = (double)h * w, z = a->z, t = a->trunk;
+    double m = T * P * z * z + T * P * t * z * 27;
+    m += 2 * T * P * 2 * t * t * 27;                            /* the middle's residual blocks */
+    m += T * (P * 3 * t * t + 2 * P * P * t + P * t * t);      /* attention */
+    for (int i = 0; i < a->nups; i++) {
+        double ci = a->ups[i].ci, co = a->ups[i].co;
+        if (a->ups[i].kind == VAE_RES) {
+            m += T * P * (co * ci * 27 + co * co * 27 + (ci != co ? co * ci : 0));
+            continue;
+        }
+        if (a->ups[i].kind == VAE_UP3D) {
+            m += T * P * 2 * ci * ci * 3;
+            T *= 2;
+        }
+        P *= 4;
+        m += T * P * co * ci * 9;
+    }
+    return m + T * P * a->out_ch * a->head_ch * 27;
+}
+
+/* ---- the tensors of a structure ----------------------------------------------------------- */
+
+typedef struct spec_list {
+    lv_vae_tensor_spec *out;
+    int max, n;
+    bool too_long;
+} spec_list;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+static void add_spec(spec_list *l, int ndim, const int64_t *shape, const char *fmt, ...) {
+    char name[LV_VAE_NAME_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    if (len < 0 || (size_t)len >= sizeof name) l->too_long = true;
+    if (l->out && l->n < l->max) {
+        lv_vae_tensor_spec *t = &l->out[l->n];
+        memset(t, 0, sizeof *t);
+        memcpy(t->name, name, sizeof name);
+        t->ndim = ndim;
+        for (int d = 0; d < ndim; d++) t->shape[d] = shape[d];
+    }
+    l->n++;
+}
+
+#define SPEC(l, shape, ...) add_spec(l, (int)(sizeof shape / sizeof shape[0]), shape, __VA_ARGS__)
+
+/* A causal conv (kt > 0: [co, ci, kt, k, k]) or a 2-D one (kt 0: [co, ci, k, k]), and its bias. */
+static void conv_specs(spec_list *l, const char *prefix, int64_t co, int64_t ci, int kt, int k) {
+    if (kt) {
+        const int64_t w[] = {co, ci, kt, k, k};
+        SPEC(l, w, "%s.weight", prefix);
+    } else {
+        const int64_t w[] = {co, ci, k, k};
+        SPEC(l, w, "%s.weight", prefix);
+    }
+    const int64_t b[] = {co};
+    SPEC(l, b, "%s.bias", prefix);
+}
+
+static void block_specs(spec_list *l, const char *p, int64_t ci, int64_t co) {
+    char conv[LV_VAE_NAME_MAX];
+    const int64_t g0[] = {ci, 1, 1, 1}, g3[] = {co, 1, 1, 1};
+    SPEC(l, g0, "%s.residual.0.gamma", p);
+    snprintf(conv, sizeof conv, "%s.residual.2", p);
+    conv_specs(l, conv, co, ci, 3, 3);
+    SPEC(l, g3, "%s.residual.3.gamma", p);
+    snprintf(conv, sizeof conv, "%s.residual.6", p);
+    conv_specs(l, conv, co, co, 3, 3);
+    if (ci != co) {
+        snprintf(conv, sizeof conv, "%s.shortcut", p);
+        conv_specs(l, conv, co, ci, 1, 1);
+    }
+}
+
+int vae_arch_tensors(const vae_arch *a, lv_vae_tensor_spec *out, int max) {
+    spec_list l = {out, out ? max : 0, 0, false};
+    const int64_t z = a->z, t = a->trunk;
+    conv_specs(&l, "conv2", z, z, 1, 1);
+    conv_specs(&l, "decoder.conv1", t, z, 3, 3);
+    block_specs(&l, "decoder.middle.0", t, t);
+    const int64_t gamma[] = {t, 1, 1}, qkv_w[] = {3 * t, t, 1, 1}, qkv_b[] = {3 * t}, proj_w[] = {t, t, 1, 1},
+                  proj_b[] = {t};
+    SPEC(&l, gamma, "decoder.middle.1.norm.gamma");
+    SPEC(&l, qkv_w, "decoder.middle.1.to_qkv.weight");
+    SPEC(&l, qkv_b, "decoder.middle.1.to_qkv.bias");
+    SPEC(&l, proj_w, "decoder.middle.1.proj.weight");
+    SPEC(&l, proj_b, "decoder.middle.1.proj.bias");
+    block_specs(&l, "decoder.middle.2", t, t);
+    for (int i = 0; i < a->nups; i++) {
+        char p[32], q[LV_VAE_NAME_MAX];
+        snprintf(p, sizeof p, "decoder.upsamples.%d", i);
+        const vae_arch_layer *u = &a->ups[i];
+        if (u->kind == VAE_RES) {
+            block_specs(&l, p, u->ci, u->co);
+            continue;
+        }
+        if (u->kind == VAE_UP3D) {
+            snprintf(q, sizeof q, "%s.time_conv", p);
+            conv_specs(&l, q, 2 * (int64_t)u->ci, u->ci, 3, 1);
+        }
+        snprintf(q, sizeof q, "%s.resample.1", p);
+        conv_specs(&l, q, u->co, u->ci, 0, 3);
+    }
+    const int64_t head_g[] = {a->head_ch, 1, 1, 1};
+    SPEC(&l, head_g, "decoder.head.0.gamma");
+    conv_specs(&l, "decoder.head.2", a->out_ch, a->head_ch, 3, 3);
+    return l.too_long ? -1 : l.n;
 }
 
 /* ---- diffusers names ---------------------------------------------------------------------- */

@@ -48,6 +48,12 @@ typedef struct vae_memory {
     uint64_t work_elems; /* floats in each of the 3 work buffers */
 } vae_memory;
 void vae_arch_memory(const vae_arch *arch, int h, int w, int step, vae_memory *m);
+/* Multiply-adds of one later latent frame at latent h x w (lv_vae_decoder_macs). */
+double vae_arch_macs(const vae_arch *arch, int h, int w);
+/* The tensors of the structure under the original names, in module order, into out (at
+ * most max; NULL: count only); returns how many there are, or -1 when a name does not fit
+ * (lv_vae_expected_tensors). */
+int vae_arch_tensors(const vae_arch *arch, lv_vae_tensor_spec *out, int max);
 
 /* ---- the decoder on the device (wan_vae_weights.c loads it, wan_vae.c runs it) ---------- */
 

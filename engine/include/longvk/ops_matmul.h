@@ -32,6 +32,29 @@ lv_status lv_op_matmul_act(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a
 lv_status lv_op_matmul_add(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a,
                            const lv_tensor *w, const lv_tensor *bias);
 
+/* The matrix product's kernels. lv_op_matmul and the others pick one per device and
+ * precision (LV_MATMUL_AUTO); lv_op_matmul_variant runs the one asked for whatever the
+ * device, to measure or check each (`longvk bench gemm --variant`; on lavapipe both the
+ * register and the tiled kernel run). */
+typedef enum lv_matmul_variant {
+    LV_MATMUL_AUTO = 0,  /* by device type and precision; LONGVK_MATMUL_VARIANT=register|tiled|
+                            coopmat overrides */
+    LV_MATMUL_REGISTER,  /* register-blocked, no shared memory (CPU devices) */
+    LV_MATMUL_TILED,     /* shared-memory tiles (GPUs) */
+    LV_MATMUL_COOPMAT    /* the tensor cores, inputs rounded to fp16, fp32 accumulation: on a
+                            context that enabled them (lv_ctx_coopmat), else LV_ERR_UNSUPPORTED */
+} lv_matmul_variant;
+
+/* lv_op_matmul with the given kernel (LV_MATMUL_AUTO: lv_op_matmul's). */
+lv_status lv_op_matmul_variant(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a,
+                               const lv_tensor *w, const lv_tensor *bias,
+                               lv_matmul_variant variant);
+
+/* The variant lv_op_matmul picks on this context: COOPMAT at fp16 precision on a context
+ * with the tensor cores (NVIDIA's, for now: the kernel assumes a fixed subgroup size),
+ * else REGISTER on CPU devices and TILED elsewhere (LONGVK_MATMUL_VARIANT overrides). */
+lv_matmul_variant lv_matmul_auto_variant(const lv_ctx *ctx);
+
 #ifdef __cplusplus
 }
 #endif

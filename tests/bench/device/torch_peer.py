@@ -9,11 +9,11 @@ fp32 (TF32 off) at the GEMM shapes of `bench gemm --shapes dit` and 4096^3. Time
 events on a GPU (perf_counter on a CPU), medians after warm-up.
 
 The weights are random (uniform in [-0.02, 0.02], norm weights 1 plus that, as
-tests/bench/bench_dit_model.c makes longvk's), drawn on the device by torch: the same
+pipelines/bench/bench_dit_model.c makes longvk's), drawn on the device by torch: the same
 distribution as longvk's, not the same bits. Dense kernels take the same time whatever the
 values, and both DiTs check nothing that depends on them.
 
-FLOPs are counted with the same formula as tests/bench/bench_dit.c, so TFLOP/s of the two
+FLOPs are counted with the same formula as pipelines/bench/bench_dit.c, so TFLOP/s of the two
 are comparable and their ratio is the ratio of times.
 
     PYTHONPATH=tests/reference:assets/default-model python3 tests/bench/device/torch_peer.py \\
@@ -97,7 +97,7 @@ def random_weights(cfg, dtype, device, gen):
 
 
 def dit_flops(cfg, T, L):
-    """(per token per block, read pass, write pass): tests/bench/bench_dit.c's count."""
+    """(per token per block, read pass, write pass): pipelines/bench/bench_dit.c's count."""
     C, F, d = cfg.hidden, cfg.ffn_hidden, cfg.head_dim
     P = cfg.patch[0] * cfg.patch[1] * cfg.patch[2]
     products = 2 * C * 3 * C + 2 * C * C + 2 * C * C + 2 * C * C + 2 * C * 2 * F + 2 * F * C + 2 * 3 * C * C

@@ -191,7 +191,7 @@ typedef struct lv_generate_options {
      * sp_bands and sp_comm. */
     int sp_bands;
     struct lv_sp_comm *sp_comm;
-    /* CFG parallelism (lv_cfg_partner in longvk/sampler.h; over MPI lv_cfg_split_mpi),
+    /* CFG parallelism (lv_cfg_partner in longvk/cfg_partner.h; over MPI lv_cfg_split_mpi),
      * borrowed: this process runs one of the two passes of every guided step, its partner
      * the other, and they swap predictions; sp_comm is then this process's group of bands.
      * The conditional group's band 0 alone writes, reads the resume file and runs the text

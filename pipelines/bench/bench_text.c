@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "commands.h"
 #include "longvk.h"
 
 typedef struct text_bench_args {

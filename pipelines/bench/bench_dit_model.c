@@ -15,7 +15,6 @@
 
 #include "bench_dit_model.h"
 #include "longvk.h"
-#include "sana_names.h"
 
 static uint64_t splitmix64(uint64_t z) {
     z += 0x9e3779b97f4a7c15ull;
@@ -52,10 +51,10 @@ static int sb_add(strbuf *b, const char *text) {
 
 lv_status bench_dit_model_make(const lv_sana_config *cfg, uint64_t seed, bench_dit_model *m) {
     memset(m, 0, sizeof *m);
-    sana_tensor_spec *specs = NULL;
+    lv_sana_tensor_spec *specs = NULL;
     int n = 0;
     strbuf h = {0};
-    lv_status s = sana_expected_tensors(cfg, &specs, &n);
+    lv_status s = lv_sana_expected_tensors(cfg, &specs, &n);
     if (s != LV_OK) return s;
     /* the header: the config in __metadata__, then each tensor's dtype, shape and bytes */
     char config[512], escaped[1024], line[512];

@@ -208,7 +208,7 @@ int bench_dit(int argc, char **argv) {
             printf("  %.3f TFLOP/s: %.1f%% of the fp32 peak, %.1f%% of the fp16/bf16 tensor peak (%s)\n", tflops,
                    100 * f32_frac, 100 * half_frac, pk->label);
         else
-            printf("  %.3f TFLOP/s (peak unknown: the device is not in tests/bench/bench_peak.c)\n", tflops);
+            printf("  %.3f TFLOP/s (peak unknown: the device is not in pipelines/bench/bench_peak.c)\n", tflops);
         printf("  device memory: peak %.2f GiB (weights %.2f GiB, state %.1f MiB, activations %.1f MiB at "
                "precision %s); host peak RSS %.2f GiB\n",
                (double)peak_mem / (1 << 30), (double)weight_bytes / (1 << 30),

@@ -1,4 +1,4 @@
-/* The option-table parser and --help printer (options.h). */
+/* The option-table parser and --help printer (options.h), for the commands and the benchmarks. */
 #include "options.h"
 
 #include <ctype.h>

@@ -17,29 +17,6 @@
 #include "bench_vae_weights.h"
 #include "longvk.h"
 #include "longvk/vae.h"
-#include "wan_vae_internal.h"
-
-/* Multiply-adds of one later latent frame (4 pixel frames for Wan2.1). */
-static double macs_per_frame(const vae_arch *a, int h, int w) {
-    double T = 1, P = (double)h * w, z = a->z, t = a->trunk;
-    double m = T * P * z * z + T * P * t * z * 27;
-    m += 2 * T * P * 2 * t * t * 27;                            /* the middle's residual blocks */
-    m += T * (P * 3 * t * t + 2 * P * P * t + P * t * t);      /* attention */
-    for (int i = 0; i < a->nups; i++) {
-        double ci = a->ups[i].ci, co = a->ups[i].co;
-        if (a->ups[i].kind == VAE_RES) {
-            m += T * P * (co * ci * 27 + co * co * 27 + (ci != co ? co * ci : 0));
-            continue;
-        }
-        if (a->ups[i].kind == VAE_UP3D) {
-            m += T * P * 2 * ci * ci * 3;
-            T *= 2;
-        }
-        P *= 4;
-        m += T * P * co * ci * 9;
-    }
-    return m + T * P * a->out_ch * a->head_ch * 27;
-}
 
 typedef struct frame_count {
     int64_t frames;
@@ -139,7 +116,8 @@ int bench_vae(int argc, char **argv) {
     if (lv_ctx_create(&opt, &ctx) != LV_OK) FAIL();
     uint64_t base = lv_ctx_memory_in_use(ctx);
     if (lv_vae_decoder_create(ctx, weights, &dec) != LV_OK) FAIL();
-    const vae_arch *arch = &dec->arch;
+    lv_vae_info arch;
+    lv_vae_decoder_info(dec, &arch);
     int z = lv_vae_z_dim(dec);
     size_t per = (size_t)z * h * w;
     lat = malloc(per * frames * sizeof *lat);
@@ -171,14 +149,10 @@ int bench_vae(int argc, char **argv) {
     free(one);
     double med = bench_median(times, frames - 1);
     uint64_t peak = lv_ctx_memory_peak(ctx) - base, est = lv_vae_decoder_memory(dec, h, w);
-    vae_arch real;
-    vae_arch_wan21(&real);
-    vae_memory m480;
-    vae_arch_memory(&real, 60, 104, 1, &m480);
-    double gflop = 2 * macs_per_frame(arch, h, w) / 1e9;
-    int up = 1;
-    for (int i = 0; i < arch->nups; i++)
-        if (arch->ups[i].kind != VAE_RES) up *= 2;
+    lv_vae_memory m480;
+    lv_vae_memory_estimate_parts(60, 104, &m480);
+    double gflop = 2 * lv_vae_decoder_macs(dec, h, w) / 1e9;
+    const int up = arch.upscale;
     const lv_device_info *dev = lv_ctx_device(ctx);
     static const char *const precision_names[] = {"auto", "f32", "f16", "bf16"};
     const char *precision = precision_names[lv_ctx_precision(ctx)];
@@ -190,14 +164,14 @@ int bench_vae(int argc, char **argv) {
                "\"gflops\": %.2f, \"device_peak_bytes\": %llu, \"device_estimate_bytes\": %llu, "
                "\"host_peak_rss_bytes\": %lld, \"estimate_480p_bytes\": %llu, "
                "\"estimate_480p\": {\"weights\": %llu, \"history\": %llu, \"work\": %llu}}\n",
-               dev->name, precision, tmp_made ? "random" : vae, arch->trunk, arch->head_ch, z, h, w, up * h,
+               dev->name, precision, tmp_made ? "random" : vae, arch.trunk, arch.head_ch, z, h, w, up * h,
                up * w, frames, (long long)fc.frames, first_ms, med, 4e3 / med, gflop, gflop / (med / 1e3),
                (unsigned long long)peak, (unsigned long long)est, bench_peak_rss(),
                (unsigned long long)lv_vae_memory_estimate(60, 104), (unsigned long long)m480.weights,
                (unsigned long long)m480.history, (unsigned long long)m480.work);
     } else {
         printf("VAE decode on %s: %s decoder (trunk %d, head %d, z %d), latent %dx%d -> %dx%d pixels, "
-               "precision %s\n", dev->name, tmp_made ? "random-weight" : vae, arch->trunk, arch->head_ch, z, h, w,
+               "precision %s\n", dev->name, tmp_made ? "random-weight" : vae, arch.trunk, arch.head_ch, z, h, w,
                up * h, up * w, precision);
         printf("  latent frame 0 (1 pixel frame, pipelines created): %.1f ms\n", first_ms);
         printf("  later latent frames (4 pixel frames each), median of %d: %.1f ms  (%.2f GFLOP, %.2f GFLOP/s)\n",

@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "commands.h"
 #include "longvk.h"
 
 #define BW 832
@@ -100,7 +99,7 @@ static int encode(const char *path, const char *codec, int n, double *seconds) {
     free(frame);
     free(t.rgb);
     if (st != LV_OK) {
-        cli_fail("bench encode");
+        bench_fail("bench encode");
         return 0;
     }
     if (seconds) *seconds = spent;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "longvk/cfg_partner.h"
 #include "longvk/dit.h"
 
 #ifdef __cplusplus
@@ -75,26 +76,6 @@ lv_dit *lv_dit_twin_dit(lv_dit_twin *twin);
 void lv_dit_twin_start(lv_dit_twin *twin, const lv_dit_pass *pass, float *out);
 lv_status lv_dit_twin_wait(lv_dit_twin *twin);
 
-/* CFG parallelism (pipelines/parallel/README.md, section 5): two processes share each
- * guided step, this one running one of its two passes and a partner the other; they swap
- * predictions and both combine them the same way, so both hold the same x0 to the bit,
- * which is the x0 of one process running both passes. Unguided steps and every write pass
- * run on both, so their carried states stay equal. The swap is the transport's
- * (lv_cfg_partner_mpi_create in longvk/sp_comm_mpi.h; tests use threads). */
-typedef enum lv_cfg_role { LV_CFG_COND = 0, LV_CFG_UNCOND } lv_cfg_role;
-typedef struct lv_cfg_partner {
-    lv_cfg_role role; /* the pass this process runs at a guided step */
-    /* Sends mine [n] to the partner and receives its prediction into theirs [n]; on failure
-     * returns the error with its message set. */
-    lv_status (*swap)(void *user, const float *mine, float *theirs, size_t n);
-    /* For lv_generate's block loop (lv_longsana_chunk needs neither): bytes of data from the
-     * conditional process to the unconditional one (what the first read or encoded), and
-     * *value becoming the larger of the two processes' (the stop flag, agreed). */
-    lv_status (*share)(void *user, void *data, uint64_t bytes);
-    lv_status (*agree_max)(void *user, int *value);
-    void *user;
-} lv_cfg_partner;
-
 /* Where lv_longsana_chunk failed (lv_chunk_options.failed_stage): a caller that words its
  * own message around the sampler's tells by this, never by the message's words, whether
  * the message begins with the stage ("step 2 of 2: ...", "the write pass: ...", "the
@@ -123,7 +104,7 @@ typedef struct lv_chunk_options {
     lv_dit_twin *twin;      /* optional: runs the unconditional passes in parallel and
                                mirrors the write pass (lv_dit_twin_create) */
     const lv_cfg_partner *cfg_partner; /* optional, not with a twin: a partner process runs
-                               the other pass of each guided step */
+                               the other pass of each guided step (longvk/cfg_partner.h) */
     /* optional: called after each step's passes (step 0 .. steps-1; `passes` 2 with CFG at
      * that step, else 1) and after the write pass (step = steps, passes 1), for progress
      * and timing */

@@ -111,6 +111,39 @@ uint64_t lv_vae_tiled_memory(const lv_vae_decoder *dec, int h, int w, const lv_v
  * scratch buffer of at most 64 MiB for their columns. */
 uint64_t lv_vae_memory_estimate(int h, int w);
 uint64_t lv_vae_decoder_memory(const lv_vae_decoder *dec, int h, int w);
+/* lv_vae_memory_estimate in its three parts (their sum is its result). */
+typedef struct lv_vae_memory {
+    uint64_t weights, history, work;
+} lv_vae_memory;
+void lv_vae_memory_estimate_parts(int h, int w, lv_vae_memory *out);
+
+/* The structure of a loaded decoder, as read from its weights. */
+typedef struct lv_vae_info {
+    int z;       /* latent channels (lv_vae_z_dim) */
+    int trunk;   /* the middle's width: 4 x the base width (384 for Wan2.1) */
+    int head_ch; /* the head's input width: the base width (96) */
+    int out_ch;  /* output channels (3: RGB) */
+    int upscale; /* pixels per latent pixel, in each direction (8) */
+} lv_vae_info;
+void lv_vae_decoder_info(const lv_vae_decoder *dec, lv_vae_info *out);
+/* Multiply-adds of decoding one later latent frame (4 pixel frames for Wan2.1; the first
+ * latent frame of a video costs less) at latent size h x w: the convolutions' and the
+ * middle attention's, counted from the structure (`longvk bench vae` divides by time). */
+double lv_vae_decoder_macs(const lv_vae_decoder *dec, int h, int w);
+
+/* The tensors of the Wan2.1 decoder's structure at base width `dim` (96 for Wan2.1; a
+ * multiple of 4) and z latent channels (16), under the original names (conv2.*, decoder.*),
+ * in the order of the module tree, with their shapes: what lv_vae_decoder_create reads
+ * (`longvk bench vae` writes random weights of any width from it). *out: a malloc'd array
+ * of *count entries (free() it). LV_ERR_INVALID for a width that is not a positive
+ * multiple of 4, or z outside 1 to 64. */
+#define LV_VAE_NAME_MAX 96
+typedef struct lv_vae_tensor_spec {
+    char name[LV_VAE_NAME_MAX]; /* conv2.weight, decoder.upsamples.3.time_conv.bias, ... */
+    int ndim;
+    int64_t shape[LV_MAX_DIMS];
+} lv_vae_tensor_spec;
+lv_status lv_vae_expected_tensors(int dim, int z, lv_vae_tensor_spec **out, int *count);
 
 /* Test hook: called with intermediate activations of every step, channels-last
  * [T, H, W, C] ("conv2", "decoder.conv1", "decoder.middle.{0,1,2}",

@@ -30,7 +30,6 @@
 
 #include "bench.h"
 #include "longvk.h"
-#include "ops_matmul_internal.h"
 
 typedef struct gemm_case {
     char name[64];
@@ -341,7 +340,7 @@ static int run_set(lv_ctx *ctx, lv_matmul_variant variant, const char *vname, ge
             printf("peak: fp32 %.1f, fp16/bf16 tensor (dense, fp32 accumulate) %.1f TFLOP/s: %s, %s\n", pk->fp32,
                    pk->half, pk->label, pk->source);
         else
-            printf("peak unknown: \"%s\" is not in the table of known devices (tests/bench/bench_peak.c)\n", dev);
+            printf("peak unknown: \"%s\" is not in the table of known devices (pipelines/bench/bench_peak.c)\n", dev);
         printf("%-22s %-5s %10s %9s %12s %12s  %s\n", "M x K -> N", "w", "ms", "TFLOP/s", "% fp32 peak",
                "% half peak", "coopmat");
     }

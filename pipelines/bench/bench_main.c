@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "longvk/status.h"
 
 const bench_entry bench_entries[] = {
     {"gemm", bench_gemm, &bench_gemm_spec, "matrix multiply GFLOP/s vs a C loop; TFLOP/s and % of peak at the DiT's shapes"},
@@ -18,6 +19,12 @@ const bench_entry bench_entries[] = {
     {"sp", bench_sp, &bench_sp_spec, "sequence parallelism: bytes, compute and communication per rank; modelled speed-up"},
 };
 const int bench_count = (int)(sizeof bench_entries / sizeof bench_entries[0]);
+
+int bench_fail(const char *context) {
+    const char *msg = lv_last_error();
+    fprintf(stderr, "longvk: %s: %s\n", context, *msg ? msg : "failed");
+    return 1;
+}
 
 double bench_now(void) {
     struct timespec ts;

@@ -1,13 +1,18 @@
-/* `longvk bench NAME [--json] [options]`: one benchmark per file (tests/bench/bench_<name>.c).
+/* `longvk bench NAME [--json] [options]`: one benchmark per file (pipelines/bench/bench_<name>.c).
  * Each prints its figures, or with --json one JSON object on stdout, and returns the exit
  * status. Timings are medians of repeated runs measured in one process. Each parses its
- * options with one table (pipelines/cli/options.h), bench_<name>_spec. */
+ * options with one table (pipelines/cli_options/options.h), bench_<name>_spec. The
+ * benchmarks use the library's public API only; the program (pipelines/cli) calls cmd_bench. */
 #ifndef LONGVK_BENCH_H
 #define LONGVK_BENCH_H
 
 #include <stdbool.h>
 
 #include "options.h"
+
+/* `longvk bench ARGS...` (argv[0] "bench"): runs the benchmark argv[1] names, or lists them
+ * all with their options; returns the exit status (2: usage). */
+int cmd_bench(int argc, char **argv);
 
 int bench_gemm(int argc, char **argv);
 int bench_attn(int argc, char **argv);
@@ -31,6 +36,9 @@ typedef struct bench_entry {
 } bench_entry;
 extern const bench_entry bench_entries[];
 extern const int bench_count;
+
+/* Print "longvk: <context>: <message>" for the library's last error on stderr; returns 1. */
+int bench_fail(const char *context);
 
 /* Monotonic seconds. */
 double bench_now(void);

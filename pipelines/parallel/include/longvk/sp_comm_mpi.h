@@ -18,7 +18,7 @@
 
 #include <mpi.h>
 
-#include "longvk/sampler.h"
+#include "longvk/cfg_partner.h"
 #include "longvk/sp_comm.h"
 
 #ifdef __cplusplus

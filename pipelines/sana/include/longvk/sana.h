@@ -59,6 +59,19 @@ lv_status lv_sana_config_to_json(const lv_sana_config *cfg, char *buf, size_t si
 /* "hidden 2240, depth 20, 20 heads x 112, ..." */
 const char *lv_sana_config_describe(const lv_sana_config *cfg, char *buf, size_t size);
 
+/* A tensor a model uses: its original name and its shape for a given config. */
+#define LV_SANA_NAME_MAX 128
+typedef struct lv_sana_tensor_spec {
+    char name[LV_SANA_NAME_MAX]; /* original name: x_embedder.proj.weight, blocks.N.attn.qkv.weight, ... */
+    int ndim;
+    int64_t shape[LV_MAX_DIMS];
+} lv_sana_tensor_spec;
+/* Every tensor a model of `cfg` uses, in model order, with its shape: what a weights file of
+ * that config must hold under the original names (lv_sana_file_open checks a file against
+ * it; `longvk bench dit` writes a random model from it). *out: a malloc'd array of *count
+ * entries (free() it). */
+lv_status lv_sana_expected_tensors(const lv_sana_config *cfg, lv_sana_tensor_spec **out, int *count);
+
 typedef struct lv_sana_file lv_sana_file;
 
 typedef enum lv_sana_naming { LV_SANA_NAMES_ORIGINAL = 0, LV_SANA_NAMES_DIFFUSERS } lv_sana_naming;
