@@ -20,7 +20,8 @@
 #   wan_vae      pipelines/wan_vae     engine parallel
 #   sampling     pipelines/sampling    sana parallel
 #   gemma2       pipelines/gemma2      engine
-#   generate     pipelines/generate    sampling wan_vae gemma2 codec
+#   text         pipelines/text        gemma2
+#   generate     pipelines/generate    sampling wan_vae text codec
 #   longvk       pipelines/include     every library layer above (liblongvk.a; longvk.h)
 #   cli_options  pipelines/cli_options longvk
 #   bench        pipelines/bench       cli_options longvk
@@ -45,8 +46,9 @@ sana|pipelines/sana|pipelines/sana/include|engine parallel|longvk_sana
 wan_vae|pipelines/wan_vae|pipelines/wan_vae/include|engine parallel|longvk_wan_vae
 sampling|pipelines/sampling|pipelines/sampling/include|sana parallel|longvk_sampling
 gemma2|pipelines/gemma2|pipelines/gemma2/include|engine|longvk_gemma2
-generate|pipelines/generate|pipelines/generate/include|sampling wan_vae gemma2 codec|longvk_generate
-longvk|pipelines/include|pipelines/include|formats engine codec parallel sana wan_vae sampling generate gemma2|longvk
+text|pipelines/text|pipelines/text/include|gemma2|longvk_text
+generate|pipelines/generate|pipelines/generate/include|sampling wan_vae text codec|longvk_generate
+longvk|pipelines/include|pipelines/include|formats engine codec parallel sana wan_vae sampling generate gemma2 text|longvk
 cli_options|pipelines/cli_options|pipelines/cli_options|longvk|longvk_cli_options
 bench|pipelines/bench|pipelines/bench|cli_options longvk|longvk_bench
 cli|pipelines/cli|pipelines/cli|cli_options bench longvk|longvk_cli_commands longvk_cli
