@@ -50,7 +50,7 @@ static const lv_coopmat_shape *coopmat_shape(const lv_ctx *ctx) {
 }
 
 lv_matmul_variant lv_matmul_auto_variant(const lv_ctx *ctx) {
-    const char *v = getenv("LONGVK_MATMUL_VARIANT");
+    const char *v = lv_env_str("LONGVK_MATMUL_VARIANT");
     if (v && strcmp(v, "register") == 0) return LV_MATMUL_REGISTER;
     if (v && strcmp(v, "tiled") == 0) return LV_MATMUL_TILED;
     if (v && strcmp(v, "coopmat") == 0) return LV_MATMUL_COOPMAT;

@@ -69,13 +69,6 @@ static lv_status shape_fail(const char *op, const char *name, const lv_tensor *t
                     lv_tensor_describe(t, d, sizeof d), want);
 }
 
-static uint32_t env_u32(const char *name, uint32_t fallback) {
-    const char *v = getenv(name);
-    if (!v || !*v) return fallback;
-    long x = strtol(v, NULL, 10);
-    return x > 0 && x <= 64 ? (uint32_t)x : fallback;
-}
-
 /* ---- convolution ---------------------------------------------------------------------- */
 
 /* One output frame of a convolution. */
@@ -111,7 +104,7 @@ static uint32_t source_rows(const conv_frame_args *a, int64_t r0, int64_t nr, in
  * the direct kernel (vae_conv.comp) is faster: it never writes the K = 27 ci columns of a
  * pixel. LONGVK_VAE_CONV=gemm or =direct forces one (tests run the columns on lavapipe). */
 static bool conv_as_gemm(lv_ctx *ctx) {
-    const char *v = getenv("LONGVK_VAE_CONV");
+    const char *v = lv_env_str("LONGVK_VAE_CONV");
     if (v && strcmp(v, "gemm") == 0) return true;
     if (v && strcmp(v, "direct") == 0) return false;
     return lv_matmul_auto_variant(ctx) == LV_MATMUL_COOPMAT;
@@ -229,7 +222,8 @@ static lv_status conv_frame(lv_ctx *ctx, const char *op, const conv_frame_args *
      * per 2 CPU-seconds against 11-13 for tr 1, tn 4; GPUs get the smaller register
      * footprint. LONGVK_VAE_CONV_TR / _TN override (tuning). */
     bool cpu = ctx->info.type == LV_DEVICE_CPU;
-    uint32_t tr = env_u32("LONGVK_VAE_CONV_TR", cpu ? 2 : 1), tn = env_u32("LONGVK_VAE_CONV_TN", cpu ? 8 : 4);
+    uint32_t tr = (uint32_t)lv_env_u64("LONGVK_VAE_CONV_TR", cpu ? 2 : 1, 1, 64),
+             tn = (uint32_t)lv_env_u64("LONGVK_VAE_CONV_TN", cpu ? 8 : 4, 1, 64);
     uint32_t tn_needed = (uint32_t)((co + 7) / 8);
     if (tn > tn_needed) tn = tn_needed;
     int64_t max_band = (int64_t)ctx->limits.maxComputeWorkGroupCount[1] * tr;
@@ -618,7 +612,7 @@ lv_status lv_op_flash_attention(lv_ctx *ctx, const lv_tensor *out, const lv_tens
     }
     int64_t per;
     LV_TRY(lv_rows_per_binding(ctx, op, q, (uint64_t)D * 4, &per));
-    uint32_t qb = env_u32("LONGVK_FA_QB", 1);
+    uint32_t qb = (uint32_t)lv_env_u64("LONGVK_FA_QB", 1, 1, 64);
     uint32_t spec[3] = {(uint32_t)((D + 7) / 8), qb, 8};
     for (int64_t r0 = 0; r0 < N; r0 += per) {
         int64_t nr = N - r0 < per ? N - r0 : per;

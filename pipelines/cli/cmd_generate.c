@@ -271,7 +271,7 @@ static void test_faults(const cli_state *st, int block) {
 }
 
 static void test_fault_at(const char *name, int *rank, int *block) {
-    const char *v = getenv(name);
+    const char *v = lv_env_str(name);
     if (!v || sscanf(v, "%d:%d", rank, block) != 2) *rank = *block = -1;
 }
 
