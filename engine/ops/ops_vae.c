@@ -34,13 +34,6 @@ void lv_vae_pack_conv_weight(const float *torch_w, int co, int ci, int kt, int k
 
 /* ---- shared helpers ------------------------------------------------------------------- */
 
-static bool overlaps(const lv_tensor *a, const lv_tensor *b) {
-    if (!a || !b || !a->alloc || a->alloc != b->alloc) return false;
-    uint64_t a0 = a->offset, a1 = a0 + lv_tensor_nbytes(a);
-    uint64_t b0 = b->offset, b1 = b0 + lv_tensor_nbytes(b);
-    return a0 < b1 && b0 < a1;
-}
-
 static bool same_range(const lv_tensor *a, const lv_tensor *b) {
     return a->alloc == b->alloc && a->offset == b->offset &&
            lv_tensor_nbytes(a) == lv_tensor_nbytes(b);
@@ -299,12 +292,12 @@ static lv_status check_causal(const char *op, const lv_tensor *out, const lv_ten
         if (hist[i]->ndim != 3 || hist[i]->shape[0] != x->shape[1] ||
             hist[i]->shape[1] != x->shape[2] || hist[i]->shape[2] != x->shape[3])
             return shape_fail(op, hname[i], hist[i], "[H, W, Ci] of x");
-        if (overlaps(out, hist[i]))
-            return lv_error(LV_ERR_INVALID, "%s: out overlaps %s", op, hname[i]);
+        LV_TRY(lv_check_alias(op, out, hname[i], hist[i], false));
     }
     if (bias) LV_TRY(check_tensor(op, "bias", bias));
-    if (overlaps(out, x) || overlaps(out, w) || overlaps(out, bias))
-        return lv_error(LV_ERR_INVALID, "%s: out overlaps x, w or bias", op);
+    LV_TRY(lv_check_alias(op, out, "x", x, false));
+    LV_TRY(lv_check_alias(op, out, "w", w, false));
+    if (bias) LV_TRY(lv_check_alias(op, out, "bias", bias, false));
     return LV_OK;
 }
 
@@ -345,9 +338,7 @@ lv_status lv_op_vae_conv3d(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x
     if (residual) {
         LV_TRY(check_tensor(op, "residual", residual));
         if (!lv_tensor_same_shape(residual, out)) return shape_fail(op, "residual", residual, "out's shape");
-        if (overlaps(out, residual) && !same_range(out, residual))
-            return lv_error(LV_ERR_INVALID, "%s: residual overlaps out without being the same "
-                            "range (in place is allowed)", op);
+        LV_TRY(lv_check_alias(op, out, "residual", residual, true)); /* in place is allowed */
     }
     for (int64_t t = 0; t < T; t++) {
         lv_tensor ov = frame_view(out, t), rv = residual ? frame_view(residual, t) : ov;
@@ -541,7 +532,7 @@ static lv_status check_copy(const char *op, const lv_tensor *out, const lv_tenso
     LV_TRY(check_tensor(op, "out", out));
     LV_TRY(check_tensor(op, "x", x));
     if (x->ndim != 4) return shape_fail(op, "x", x, "[T, H, W, C]");
-    if (overlaps(out, x)) return lv_error(LV_ERR_INVALID, "%s: out overlaps x", op);
+    LV_TRY(lv_check_alias(op, out, "x", x, false));
     return LV_OK;
 }
 
@@ -598,8 +589,9 @@ lv_status lv_op_flash_attention(lv_ctx *ctx, const lv_tensor *out, const lv_tens
         return lv_error(LV_ERR_UNSUPPORTED, "%s: head dimension %lld is outside 1..%d", op,
                         (long long)D, FA_MAX_D);
     if (L < 1) return lv_error(LV_ERR_INVALID, "%s: no keys", op);
-    if (overlaps(out, q) || overlaps(out, k) || overlaps(out, v))
-        return lv_error(LV_ERR_INVALID, "%s: out overlaps q, k or v", op);
+    LV_TRY(lv_check_alias(op, out, "q", q, false));
+    LV_TRY(lv_check_alias(op, out, "k", k, false));
+    LV_TRY(lv_check_alias(op, out, "v", v, false));
     if (!isfinite(scale)) return lv_error(LV_ERR_INVALID, "%s: scale must be finite", op);
     if (N == 0) return LV_OK;
     uint64_t usable = usable_binding(ctx);
