@@ -69,6 +69,7 @@ toplevel=$(for k in "${!known[@]}"; do [[ "$k" == */* ]] || echo "$k"; done | so
 capitals=" $(for k in "${!known[@]}"; do k="${k##*/}"; echo "${k%%.*}"; done |
              grep -E '^[A-Z][A-Z0-9_]*$' | sort -u | paste -sd' ') "
 # rule 7: names the build writes, ${SOME_DIR}/name.ext in CMake code
+# shellcheck disable=SC2016
 generated=" $(list 'CMakeLists.txt' '*/CMakeLists.txt' | xargs grep -vh '^[[:space:]]*#' |
               grep -o '\${[A-Za-z_]*}/[A-Za-z0-9_.-]*\.[a-z]*' | sed 's|.*/||' | sort -u | paste -sd' ') "
 ext='c|h|cc|comp|glsl|def|S|md|txt|cmake|in|pc|sh|py|json|safetensors|pth|npy|spv|mkv|mp4|webm|svg|csv|yml|yaml'
