@@ -48,11 +48,6 @@ static int type_rank(lv_device_type t) {
     }
 }
 
-static int env_flag(const char *name) {
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0;
-}
-
 /* Every validation message of every context in this process (tests and the CLI check it). */
 static _Atomic unsigned long long validation_messages_total;
 
@@ -242,9 +237,9 @@ static lv_status resolve_precision(int requested, lv_precision *out) {
     }
     if (requested != LV_PRECISION_AUTO)
         return lv_error(LV_ERR_INVALID, "lv_ctx_options.precision %d: LV_PRECISION_AUTO, _F32, _F16 or _BF16", requested);
-    const char *env = getenv("LONGVK_PRECISION");
+    const char *env = lv_env_str("LONGVK_PRECISION");
     *out = LV_PRECISION_F32;
-    if (!env || !*env || strcmp(env, "f32") == 0) return LV_OK;
+    if (!env || strcmp(env, "f32") == 0) return LV_OK;
     if (strcmp(env, "f16") == 0 || strcmp(env, "bf16") == 0) {
         *out = env[0] == 'f' ? LV_PRECISION_F16 : LV_PRECISION_BF16;
         return LV_OK;
@@ -328,14 +323,6 @@ static lv_status create_device(lv_ctx *ctx) {
     return LV_OK;
 }
 
-static uint64_t env_u64(const char *name) {
-    const char *v = getenv(name);
-    if (!v || !*v) return 0;
-    char *end;
-    unsigned long long x = strtoull(v, &end, 10);
-    return *end ? 0 : (uint64_t)x;
-}
-
 lv_status lv_ctx_create(const lv_ctx_options *opt_in, lv_ctx **out) {
     lv_ctx_options opt;
     if (opt_in) opt = *opt_in;
@@ -344,8 +331,8 @@ lv_status lv_ctx_create(const lv_ctx_options *opt_in, lv_ctx **out) {
 
     int device_index = opt.device_index;
     if (device_index < 0) {
-        const char *env = getenv("LONGVK_DEVICE");
-        if (env && *env) {
+        const char *env = lv_env_str("LONGVK_DEVICE");
+        if (env) {
             char *end;
             long v = strtol(env, &end, 10);
             if (*end || v < 0)
@@ -358,8 +345,8 @@ lv_status lv_ctx_create(const lv_ctx_options *opt_in, lv_ctx **out) {
     lv_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return lv_error(LV_ERR_NOMEM, "out of host memory");
     ctx->precision = precision;
-    ctx->validation = opt.validation < 0 ? env_flag("LONGVK_VALIDATE") : opt.validation != 0;
-    ctx->profile = opt.profile < 0 ? env_flag("LONGVK_PROFILE") : opt.profile != 0;
+    ctx->validation = opt.validation < 0 ? lv_env_flag("LONGVK_VALIDATE") : opt.validation != 0;
+    ctx->profile = opt.profile < 0 ? lv_env_flag("LONGVK_PROFILE") : opt.profile != 0;
 
     /* lavapipe sizes its compute thread pool from LP_NUM_THREADS when the instance
      * enumerates its devices; set it for that moment only, so that other contexts of the
@@ -376,7 +363,7 @@ lv_status lv_ctx_create(const lv_ctx_options *opt_in, lv_ctx **out) {
     if (s == LV_OK) s = create_device(ctx);
     if (s == LV_OK) {
         ctx->max_binding = ctx->info.max_storage_buffer_range;
-        uint64_t override = opt.max_binding_bytes ? opt.max_binding_bytes : env_u64("LONGVK_MAX_BINDING");
+        uint64_t override = opt.max_binding_bytes ? opt.max_binding_bytes : lv_env_u64("LONGVK_MAX_BINDING", 0, 0, UINT64_MAX);
         if (override && override < ctx->max_binding) ctx->max_binding = override;
         ctx->max_texel_bytes = ctx->info.max_texel_buffer_bytes;
         if (opt.max_texel_bytes && opt.max_texel_bytes < ctx->max_texel_bytes)

@@ -81,7 +81,7 @@ static void list_shapes(VkInstance instance, VkPhysicalDevice pd, lv_device_info
 }
 
 static bool coopmat_env_off(void) {
-    const char *v = getenv("LONGVK_COOPMAT");
+    const char *v = lv_env_str("LONGVK_COOPMAT");
     return v && strcmp(v, "0") == 0;
 }
 

@@ -291,7 +291,7 @@ Test(sana_file, bad_configs_name_the_key) {
          "config key 'mlp_ratio' is missing"},
         {"{\"depth\": \"2\", \"num_heads\": 2, \"head_dim\": 32, \"patch_size\": [1,2,2], \"in_channels\": 4, "
          "\"caption_channels\": 32, \"mlp_ratio\": 3}",
-         "config key 'depth' is not a non-negative integer"},
+         "config key 'depth' must be an integer in [0, 1000000000]"},
         {"{\"depth\": 2, \"num_heads\": 2, \"head_dim\": 32, \"patch_size\": 2, \"in_channels\": 4, "
          "\"caption_channels\": 32, \"mlp_ratio\": 3}",
          "patch_size must be a list of 3 positive integers"},

@@ -5,6 +5,7 @@
 
 #include "longvk/ops.h"
 #include "lv_internal.h"
+#include "op_helpers.h"
 #include "push_softmax_attention.h"
 
 /* Largest head dimension: the queries and accumulators of an invocation live in its
@@ -38,13 +39,6 @@ static int64_t loop_iterations(const attn_tile *t, int64_t head_dim, int64_t l) 
     int64_t steps = (head_dim + t->dim_step - 1) / t->dim_step;
     int64_t blocks = (l + t->key_block - 1) / t->key_block;
     return blocks * (2 * steps + 1) + steps * (1 + t->query_block);
-}
-
-static bool overlaps(const lv_tensor *a, const lv_tensor *b) {
-    if (!a->alloc || a->alloc != b->alloc) return false;
-    uint64_t a0 = a->offset, a1 = a0 + lv_tensor_nbytes(a);
-    uint64_t b0 = b->offset, b1 = b0 + lv_tensor_nbytes(b);
-    return a0 < b1 && b0 < a1;
 }
 
 /* What sets the two ops apart. */
@@ -106,9 +100,7 @@ static lv_status attention(lv_ctx *ctx, const attn_mode *md, const lv_tensor *ou
         return lv_error(LV_ERR_INVALID, "%s: soft-cap %g must be 0 (off) or positive", op,
                         (double)md->softcap);
     for (int i = 1; i < 5; i++)
-        if (all[i] && overlaps(out, all[i]))
-            return lv_error(LV_ERR_INVALID, "%s: out overlaps %s (no in-place)", op,
-                            names[i]);
+        if (all[i]) LV_TRY(lv_check_alias(op, out, names[i], all[i], false));
     if (n == 0) return LV_OK;
     if (l == 0) return lv_op_fill(ctx, out, 0.0f); /* no key at all: like all masked */
     if (l > (int64_t)UINT32_MAX / 2 || n > (int64_t)UINT32_MAX / 2)

@@ -1,15 +1,9 @@
 /* The Mix-FFN convolutions: per-frame depthwise 3x3 and the temporal conv over frames. */
 #include "longvk/ops.h"
 #include "lv_internal.h"
+#include "op_helpers.h"
 #include "push_dwconv3x3.h"
 #include "push_temporal_conv.h"
-
-static bool overlaps(const lv_tensor *a, const lv_tensor *b) {
-    if (!a->alloc || a->alloc != b->alloc) return false;
-    uint64_t a0 = a->offset, a1 = a0 + lv_tensor_nbytes(a);
-    uint64_t b0 = b->offset, b1 = b0 + lv_tensor_nbytes(b);
-    return a0 < b1 && b0 < a1;
-}
 
 /* How many rows of `row_bytes` fit one binding (beside `extra` rows of halo), or 0. */
 static int64_t rows_per_binding(const lv_ctx *ctx, uint64_t row_bytes, int64_t extra) {
@@ -50,8 +44,7 @@ lv_status lv_op_dwconv3x3(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
         return lv_error(LV_ERR_INVALID, "dwconv3x3: bias %s must have C = %lld elements",
                         lv_tensor_describe(bias, d0, sizeof d0), (long long)C);
     for (int i = 1; i < 4; i++)
-        if (all[i] && overlaps(out, all[i]))
-            return lv_error(LV_ERR_INVALID, "dwconv3x3: out overlaps %s (no in-place)", names[i]);
+        if (all[i]) LV_TRY(lv_check_alias("dwconv3x3", out, names[i], all[i], false));
     int64_t total_rows = F * H;
     if (total_rows == 0 || W == 0 || C == 0) return LV_OK;
 
@@ -222,8 +215,7 @@ lv_status lv_op_temporal_conv(lv_ctx *ctx, const lv_tensor *out, const lv_tensor
         return lv_error(LV_ERR_INVALID, "temporal_conv: prev %s must be [P, C] = [%lld, %lld]",
                         lv_tensor_describe(prev, d0, sizeof d0), (long long)P, (long long)C);
     for (int i = 1; i < 4; i++)
-        if (all[i] && overlaps(out, all[i]))
-            return lv_error(LV_ERR_INVALID, "temporal_conv: out overlaps %s (no in-place)", names[i]);
+        if (all[i]) LV_TRY(lv_check_alias("temporal_conv", out, names[i], all[i], false));
     if (F == 0 || P == 0 || C == 0) return LV_OK;
     if (lv_tensor_nbytes(w) + ctx->limits.minStorageBufferOffsetAlignment > lv_ctx_max_binding(ctx))
         return lv_error(LV_ERR_LIMIT, "temporal_conv: w %s (%llu bytes) exceeds the device's "

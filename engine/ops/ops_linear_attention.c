@@ -32,12 +32,6 @@ const char *lv_feature_map_name(lv_feature_map phi) {
     return "?";
 }
 
-static uint32_t env_u32(const char *value, uint32_t fallback) {
-    if (!value || !*value) return fallback;
-    char *end;
-    unsigned long v = strtoul(value, &end, 10);
-    return (end != value && v > 0 && v <= 64) ? (uint32_t)v : fallback;
-}
 
 void lv_linattn_tiles_choose(const lv_ctx *ctx, lv_linattn_tiles *t) {
     const lv_device_info *dev = lv_ctx_device(ctx);
@@ -52,8 +46,8 @@ void lv_linattn_tiles_choose(const lv_ctx *ctx, lv_linattn_tiles *t) {
                                 .query_tt = 1, .query_tr = 16, .splits = 4, .bcast = 0};
     }
     if (dev->subgroup_size != 8) t->bcast = 0;
-    const char *tiles = getenv("LONGVK_LINATTN_TILES");
-    if (tiles && *tiles) {
+    const char *tiles = lv_env_str("LONGVK_LINATTN_TILES");
+    if (tiles) {
         unsigned a, b, c, d;
         if (sscanf(tiles, "%u,%u,%u,%u", &a, &b, &c, &d) == 4 && a && b && c && d && a <= 128 &&
             b <= 8 && c <= 8 && d <= 128) {
@@ -63,8 +57,8 @@ void lv_linattn_tiles_choose(const lv_ctx *ctx, lv_linattn_tiles *t) {
             t->query_tr = d;
         }
     }
-    t->splits = env_u32(getenv("LONGVK_LINATTN_SPLITS"), t->splits);
-    const char *bcast = getenv("LONGVK_LINATTN_BCAST");
+    t->splits = (uint32_t)lv_env_u64("LONGVK_LINATTN_SPLITS", t->splits, 1, 64);
+    const char *bcast = lv_env_str("LONGVK_LINATTN_BCAST");
     if (bcast && (strcmp(bcast, "0") == 0 || strcmp(bcast, "1") == 0))
         t->bcast = bcast[0] == '1' && dev->subgroup_size == 8;
 }

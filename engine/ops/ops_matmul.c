@@ -17,6 +17,7 @@
 
 #include "longvk/ops_matmul.h"
 #include "lv_internal.h"
+#include "op_helpers.h"
 #include "ops_matmul_internal.h"
 #include "push_matmul.h"
 
@@ -51,7 +52,7 @@ static const lv_coopmat_shape *coopmat_shape(const lv_ctx *ctx) {
 }
 
 lv_matmul_variant lv_matmul_auto_variant(const lv_ctx *ctx) {
-    const char *v = getenv("LONGVK_MATMUL_VARIANT");
+    const char *v = lv_env_str("LONGVK_MATMUL_VARIANT");
     if (v && strcmp(v, "register") == 0) return LV_MATMUL_REGISTER;
     if (v && strcmp(v, "tiled") == 0) return LV_MATMUL_TILED;
     if (v && strcmp(v, "coopmat") == 0) return LV_MATMUL_COOPMAT;
@@ -212,13 +213,6 @@ static lv_status shape_error(const char *what, const lv_tensor *x, const char *x
                     lv_tensor_describe(x, dx, sizeof dx), yname, lv_tensor_describe(y, dy, sizeof dy));
 }
 
-static int overlaps(const lv_tensor *x, const lv_tensor *y) {
-    if (x->alloc != y->alloc) return 0;
-    uint64_t x0 = x->offset, x1 = x0 + lv_tensor_nbytes(x);
-    uint64_t y0 = y->offset, y1 = y0 + lv_tensor_nbytes(y);
-    return x0 < y1 && y0 < x1;
-}
-
 static lv_status check_shapes(const lv_tensor *out, const lv_tensor *a, const lv_tensor *w,
                               const lv_tensor *bias, mm_shape *s) {
     char d[96];
@@ -264,10 +258,10 @@ static lv_status check_shapes(const lv_tensor *out, const lv_tensor *a, const lv
         if (!bias->alloc) return lv_error(LV_ERR_INVALID, "matmul: bias has no storage");
         if (bias->dtype != LV_F32 || lv_tensor_numel(bias) != s->N || bias->shape[bias->ndim - 1] != s->N)
             return shape_error("bias must be f32 [N]", bias, "bias", w, "w");
-        if (overlaps(out, bias)) return shape_error("out must not overlap bias", out, "out", bias, "bias");
+        LV_TRY(lv_check_alias("matmul", out, "bias", bias, false));
     }
-    if (overlaps(out, a)) return shape_error("out must not overlap a", out, "out", a, "a");
-    if (overlaps(out, w)) return shape_error("out must not overlap w", out, "out", w, "w");
+    LV_TRY(lv_check_alias("matmul", out, "a", a, false));
+    LV_TRY(lv_check_alias("matmul", out, "w", w, false));
     return LV_OK;
 }
 

@@ -36,7 +36,7 @@ static lv_status choose_layout(lv_ctx *ctx, const char *op, int64_t C, norm_layo
         return lv_error(LV_ERR_UNSUPPORTED,
                         "%s: device '%s' lacks subgroup arithmetic in compute shaders (or has "
                         "subgroups under 4 lanes)", op, ctx->info.name);
-    const char *force = getenv("LONGVK_NORM_LAYOUT");
+    const char *force = lv_env_str("LONGVK_NORM_LAYOUT");
     bool workgroup = ctx->info.type != LV_DEVICE_CPU || (force && strcmp(force, "workgroup") == 0);
     if (workgroup) {
         uint32_t wg = C >= 1024 ? 256 : 64;

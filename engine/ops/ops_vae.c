@@ -34,13 +34,6 @@ void lv_vae_pack_conv_weight(const float *torch_w, int co, int ci, int kt, int k
 
 /* ---- shared helpers ------------------------------------------------------------------- */
 
-static bool overlaps(const lv_tensor *a, const lv_tensor *b) {
-    if (!a || !b || !a->alloc || a->alloc != b->alloc) return false;
-    uint64_t a0 = a->offset, a1 = a0 + lv_tensor_nbytes(a);
-    uint64_t b0 = b->offset, b1 = b0 + lv_tensor_nbytes(b);
-    return a0 < b1 && b0 < a1;
-}
-
 static bool same_range(const lv_tensor *a, const lv_tensor *b) {
     return a->alloc == b->alloc && a->offset == b->offset &&
            lv_tensor_nbytes(a) == lv_tensor_nbytes(b);
@@ -67,13 +60,6 @@ static lv_status shape_fail(const char *op, const char *name, const lv_tensor *t
     char d[96];
     return lv_error(LV_ERR_INVALID, "%s: %s is %s, want %s", op, name,
                     lv_tensor_describe(t, d, sizeof d), want);
-}
-
-static uint32_t env_u32(const char *name, uint32_t fallback) {
-    const char *v = getenv(name);
-    if (!v || !*v) return fallback;
-    long x = strtol(v, NULL, 10);
-    return x > 0 && x <= 64 ? (uint32_t)x : fallback;
 }
 
 /* ---- convolution ---------------------------------------------------------------------- */
@@ -111,7 +97,7 @@ static uint32_t source_rows(const conv_frame_args *a, int64_t r0, int64_t nr, in
  * the direct kernel (vae_conv.comp) is faster: it never writes the K = 27 ci columns of a
  * pixel. LONGVK_VAE_CONV=gemm or =direct forces one (tests run the columns on lavapipe). */
 static bool conv_as_gemm(lv_ctx *ctx) {
-    const char *v = getenv("LONGVK_VAE_CONV");
+    const char *v = lv_env_str("LONGVK_VAE_CONV");
     if (v && strcmp(v, "gemm") == 0) return true;
     if (v && strcmp(v, "direct") == 0) return false;
     return lv_matmul_auto_variant(ctx) == LV_MATMUL_COOPMAT;
@@ -229,7 +215,8 @@ static lv_status conv_frame(lv_ctx *ctx, const char *op, const conv_frame_args *
      * per 2 CPU-seconds against 11-13 for tr 1, tn 4; GPUs get the smaller register
      * footprint. LONGVK_VAE_CONV_TR / _TN override (tuning). */
     bool cpu = ctx->info.type == LV_DEVICE_CPU;
-    uint32_t tr = env_u32("LONGVK_VAE_CONV_TR", cpu ? 2 : 1), tn = env_u32("LONGVK_VAE_CONV_TN", cpu ? 8 : 4);
+    uint32_t tr = (uint32_t)lv_env_u64("LONGVK_VAE_CONV_TR", cpu ? 2 : 1, 1, 64),
+             tn = (uint32_t)lv_env_u64("LONGVK_VAE_CONV_TN", cpu ? 8 : 4, 1, 64);
     uint32_t tn_needed = (uint32_t)((co + 7) / 8);
     if (tn > tn_needed) tn = tn_needed;
     int64_t max_band = (int64_t)ctx->limits.maxComputeWorkGroupCount[1] * tr;
@@ -305,12 +292,12 @@ static lv_status check_causal(const char *op, const lv_tensor *out, const lv_ten
         if (hist[i]->ndim != 3 || hist[i]->shape[0] != x->shape[1] ||
             hist[i]->shape[1] != x->shape[2] || hist[i]->shape[2] != x->shape[3])
             return shape_fail(op, hname[i], hist[i], "[H, W, Ci] of x");
-        if (overlaps(out, hist[i]))
-            return lv_error(LV_ERR_INVALID, "%s: out overlaps %s", op, hname[i]);
+        LV_TRY(lv_check_alias(op, out, hname[i], hist[i], false));
     }
     if (bias) LV_TRY(check_tensor(op, "bias", bias));
-    if (overlaps(out, x) || overlaps(out, w) || overlaps(out, bias))
-        return lv_error(LV_ERR_INVALID, "%s: out overlaps x, w or bias", op);
+    LV_TRY(lv_check_alias(op, out, "x", x, false));
+    LV_TRY(lv_check_alias(op, out, "w", w, false));
+    if (bias) LV_TRY(lv_check_alias(op, out, "bias", bias, false));
     return LV_OK;
 }
 
@@ -351,9 +338,7 @@ lv_status lv_op_vae_conv3d(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x
     if (residual) {
         LV_TRY(check_tensor(op, "residual", residual));
         if (!lv_tensor_same_shape(residual, out)) return shape_fail(op, "residual", residual, "out's shape");
-        if (overlaps(out, residual) && !same_range(out, residual))
-            return lv_error(LV_ERR_INVALID, "%s: residual overlaps out without being the same "
-                            "range (in place is allowed)", op);
+        LV_TRY(lv_check_alias(op, out, "residual", residual, true)); /* in place is allowed */
     }
     for (int64_t t = 0; t < T; t++) {
         lv_tensor ov = frame_view(out, t), rv = residual ? frame_view(residual, t) : ov;
@@ -547,7 +532,7 @@ static lv_status check_copy(const char *op, const lv_tensor *out, const lv_tenso
     LV_TRY(check_tensor(op, "out", out));
     LV_TRY(check_tensor(op, "x", x));
     if (x->ndim != 4) return shape_fail(op, "x", x, "[T, H, W, C]");
-    if (overlaps(out, x)) return lv_error(LV_ERR_INVALID, "%s: out overlaps x", op);
+    LV_TRY(lv_check_alias(op, out, "x", x, false));
     return LV_OK;
 }
 
@@ -604,8 +589,9 @@ lv_status lv_op_flash_attention(lv_ctx *ctx, const lv_tensor *out, const lv_tens
         return lv_error(LV_ERR_UNSUPPORTED, "%s: head dimension %lld is outside 1..%d", op,
                         (long long)D, FA_MAX_D);
     if (L < 1) return lv_error(LV_ERR_INVALID, "%s: no keys", op);
-    if (overlaps(out, q) || overlaps(out, k) || overlaps(out, v))
-        return lv_error(LV_ERR_INVALID, "%s: out overlaps q, k or v", op);
+    LV_TRY(lv_check_alias(op, out, "q", q, false));
+    LV_TRY(lv_check_alias(op, out, "k", k, false));
+    LV_TRY(lv_check_alias(op, out, "v", v, false));
     if (!isfinite(scale)) return lv_error(LV_ERR_INVALID, "%s: scale must be finite", op);
     if (N == 0) return LV_OK;
     uint64_t usable = usable_binding(ctx);
@@ -618,7 +604,7 @@ lv_status lv_op_flash_attention(lv_ctx *ctx, const lv_tensor *out, const lv_tens
     }
     int64_t per;
     LV_TRY(lv_rows_per_binding(ctx, op, q, (uint64_t)D * 4, &per));
-    uint32_t qb = env_u32("LONGVK_FA_QB", 1);
+    uint32_t qb = (uint32_t)lv_env_u64("LONGVK_FA_QB", 1, 1, 64);
     uint32_t spec[3] = {(uint32_t)((D + 7) / 8), qb, 8};
     for (int64_t r0 = 0; r0 < N; r0 += per) {
         int64_t nr = N - r0 < per ? N - r0 : per;

@@ -56,7 +56,7 @@ int cli_mpi_begin(const char *command, bool cfg_parallel, cli_mpi *m) {
 }
 
 int cli_mpi_device(const cli_mpi *m, int requested) {
-    if (requested >= 0 || getenv("LONGVK_DEVICE")) return requested; /* the user's choice wins */
+    if (requested >= 0 || lv_env_str("LONGVK_DEVICE")) return requested; /* the user's choice wins */
     int n = 0;
     if (lv_list_devices(NULL, 0, &n) != LV_OK || n < 1) return -1;
     return m->rank % n;

@@ -63,8 +63,7 @@ static cli_option options[] = {
      .def = "all previous blocks", .help = "a block sees its own and the K previous blocks only"},
     {.name = "--decay", .kind = CLI_DOUBLE, .dest = &args.decay, .metavar = "L", .bounds = CLI_AT_LEAST | CLI_AT_MOST,
      .lo = 0, .hi = 1, .def = "1, no decay", .help = "the carried state is multiplied by L in [0, 1] at every block"},
-    {.name = "--device", .kind = CLI_LONG, .dest = &args.device, .min = 0, .max = 1 << 20,
-     .help = "Vulkan device index (see `longvk devices`)"},
+    CLI_DEVICE_OPTION(&args.device),
 };
 
 const cli_spec cmd_attn_spec = {

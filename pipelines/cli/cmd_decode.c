@@ -47,17 +47,13 @@ static cli_option options[] = {
      .def = "32x32: 256 x 256 pixels", .help = "tile size in latent pixels"},
     {.name = "--tile-overlap", .kind = CLI_LONG, .dest = &args.overlap, .min = 0, .max = 4096, .def = "8",
      .help = "overlap of neighbouring tiles in latent pixels"},
-    {.name = "--sequence-parallel", .kind = CLI_FLAG, .dest = &args.sequence_parallel,
-     .help = "run by every rank of `mpirun -np R`: each latent frame's rows in R bands, one per rank on its own "
-             "device (rank modulo the devices, unless --device or LONGVK_DEVICE), one halo row per 3x3 conv from "
-             "each neighbour; rank 0 writes the video, the frames of a one-process decode (needs a build with "
-             "-DLONGVK_MPI=ON)"},
-    {.name = "--sp-emulate", .kind = CLI_LONG, .dest = &args.sp_emulate, .metavar = "R", .min = 1, .max = 4096,
-     .def = "off",
-     .help = "the bands of --sequence-parallel emulated on this device, each computed as one rank would "
-             "(R <= latent rows)"},
-    {.name = "--device", .kind = CLI_LONG, .dest = &args.device, .min = 0, .max = 64,
-     .help = "Vulkan device (see `longvk devices`)"},
+    CLI_SEQUENCE_PARALLEL_OPTION(&args.sequence_parallel,
+        "run by every rank of `mpirun -np R`: each latent frame's rows in R bands, one per rank on its own "
+        "device " CLI_SP_RANK_DEVICE ", one halo row per 3x3 conv from each neighbour; rank 0 writes the "
+        "video, the frames of a one-process decode (" CLI_SP_NEEDS_MPI ")"),
+    CLI_SP_EMULATE_OPTION(&args.sp_emulate, "the bands of --sequence-parallel emulated on this device, each "
+                                            "computed as one rank would (R <= latent rows)"),
+    CLI_DEVICE_OPTION(&args.device),
 };
 
 const cli_spec cmd_decode_spec = {

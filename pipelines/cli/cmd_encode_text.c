@@ -80,8 +80,7 @@ static cli_option options[] = {
              "either way)"},
     {.name = "--print-ids", .kind = CLI_FLAG, .dest = &args.print_ids,
      .help = "print the token ids encoded (comma-separated, one line) on stdout"},
-    {.name = "--device", .kind = CLI_LONG, .dest = &args.device, .min = 0, .max = 64,
-     .help = "Vulkan device (see `longvk devices`)"},
+    CLI_DEVICE_OPTION(&args.device),
     {.name = "--output", .alias = "-o", .kind = CLI_OUTPUT, .dest = &args.output, .metavar = "OUT.npy",
      .required = true, .help = "float32 [tokens, hidden] .npy (written only when the encoder succeeds)"},
 };

@@ -67,16 +67,13 @@ static cli_option options[] = {
      .help = "the DiT's activations that feed matrix products and the Mix-FFN's convs: f32, or stored as "
              "f16 or bf16 (computed in f32; the residual stream, norms and attention stay f32; f16 also puts "
              "the f32-input products on the tensor cores of a device that offers them)"},
-    {.name = "--sequence-parallel", .kind = CLI_FLAG, .dest = &args.sequence_parallel,
-     .help = "run by every rank of `mpirun -np R`: one band of token rows per rank, each on its own device "
-             "(rank modulo the devices, unless --device or LONGVK_DEVICE); rank 0 writes the output, the bits of "
-             "--sp-emulate R (needs a build with -DLONGVK_MPI=ON)"},
-    {.name = "--sp-emulate", .kind = CLI_LONG, .dest = &args.sp_emulate, .metavar = "R", .min = 1, .max = 4096,
-     .def = "off",
-     .help = "sequence parallelism emulated on this device: the token rows in R bands, each computed as one "
-             "rank would, partial states summed in band order, halo rows for the 3x3 conv (R <= token rows)"},
-    {.name = "--device", .kind = CLI_LONG, .dest = &args.device, .min = 0, .max = 64,
-     .help = "Vulkan device (see `longvk devices`)"},
+    CLI_SEQUENCE_PARALLEL_OPTION(&args.sequence_parallel,
+        "run by every rank of `mpirun -np R`: one band of token rows per rank, each on its own device "
+        CLI_SP_RANK_DEVICE "; rank 0 writes the output, the bits of --sp-emulate R (" CLI_SP_NEEDS_MPI ")"),
+    CLI_SP_EMULATE_OPTION(&args.sp_emulate, "sequence parallelism emulated on this device: the token rows in R "
+                                            "bands, each computed as one rank would, partial states summed in "
+                                            "band order, halo rows for the 3x3 conv (R <= token rows)"),
+    CLI_DEVICE_OPTION(&args.device),
     {.name = "--output", .alias = "-o", .kind = CLI_OUTPUT, .dest = &args.output, .metavar = "OUT.npy",
      .required = true, .help = "output file (written only when the pass succeeds)"},
 };

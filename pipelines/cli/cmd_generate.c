@@ -119,8 +119,7 @@ static cli_option options[] = {
      .def = "medium for libx264", .help = "encoder preset"},
     {.name = "--resume", .kind = CLI_FLAG, .dest = &args.resume,
      .help = "continue an interrupted run (same options) from OUT.longvk-state"},
-    {.name = "--device", .kind = CLI_INT, .dest = &args.o.device_index, .min = 0, .max = 64,
-     .help = "Vulkan device (see `longvk devices`)"},
+    CLI_DEVICE_OPTION(&args.o.device_index),
     {.name = "--cpu-threads", .kind = CLI_INT, .dest = &args.o.cpu_threads, .min = 0, .max = 1024,
      .help = "CPU device (lavapipe) only: worker threads; 0 runs every kernel on lavapipe's own thread (default: "
              "0 for small models such as the embedded one, whose kernels are shorter than a hand-off to "
@@ -140,27 +139,23 @@ static cli_option options[] = {
              "(default: on for a CPU device with 2+ cores running kernels inline, see --cpu-threads); the "
              "frames are the same either way, the model's device memory twice; off with --sp-emulate, "
              "--sequence-parallel and --cfg-parallel"},
-    {.name = "--sequence-parallel", .kind = CLI_FLAG, .dest = &args.sequence_parallel,
-     .help = "run by every rank of `mpirun -np R`: one band of token rows per rank (per rank of a group with "
-             "--cfg-parallel), each on its own device "
-             "(rank modulo the devices, unless --device or LONGVK_DEVICE); with --vae each rank also decodes "
-             "its band of latent rows; rank 0 writes the video and the "
-             "resume file and prints progress, the others print only errors; the frames of --sp-emulate R. "
-             "`kill -USR1` to mpirun stops every rank after the same block (Ctrl-C on mpirun kills the job: "
-             "--resume continues from the last block). --parallel-cfg is off (needs a build with "
-             "-DLONGVK_MPI=ON)"},
+    CLI_SEQUENCE_PARALLEL_OPTION(&args.sequence_parallel,
+        "run by every rank of `mpirun -np R`: one band of token rows per rank (per rank of a group with "
+        "--cfg-parallel), each on its own device " CLI_SP_RANK_DEVICE "; with --vae each rank also decodes "
+        "its band of latent rows; rank 0 writes the video and the resume file and prints progress, the others "
+        "print only errors; the frames of --sp-emulate R. `kill -USR1` to mpirun stops every rank after the "
+        "same block (Ctrl-C on mpirun kills the job: --resume continues from the last block). --parallel-cfg "
+        "is off (" CLI_SP_NEEDS_MPI ")"),
     {.name = "--cfg-parallel", .kind = CLI_FLAG, .dest = &args.cfg_parallel,
      .help = "run by every rank of `mpirun -np W` (W even): the first W/2 ranks run the conditional passes of "
              "CFG's guided steps, the others the unconditional ones, and each swaps its prediction with its "
              "partner; with --sequence-parallel each half splits the token rows into W/2 bands. The frames of "
              "one process (or of --sp-emulate W/2). For runs with CFG (the default model's; not LongSANA's "
-             "recipe, which has none); needs a build with -DLONGVK_MPI=ON"},
-    {.name = "--sp-emulate", .kind = CLI_INT, .dest = &args.o.sp_bands, .metavar = "R", .min = 1, .max = 4096,
-     .def = "off",
-     .help = "sequence parallelism emulated on this device: every pass's token rows in R bands, each computed "
-             "as one rank would (R <= the token rows, height / 4 for the default model), and with --vae the "
-             "latent rows of every decoded chunk too; the reference for --sequence-parallel. --parallel-cfg is "
-             "off"},
+             "recipe, which has none); " CLI_SP_NEEDS_MPI},
+    CLI_SP_EMULATE_OPTION(&args.o.sp_bands,
+        "sequence parallelism emulated on this device: every pass's token rows in R bands, each computed as one "
+        "rank would (R <= the token rows, height / 4 for the default model), and with --vae the latent rows of "
+        "every decoded chunk too; the reference for --sequence-parallel. --parallel-cfg is off"),
     {.name = "--quiet", .alias = "-q", .kind = CLI_FLAG, .dest = &args.quiet, .help = "no progress on stderr"},
     {.name = "--output", .alias = "-o", .kind = CLI_OUTPUT, .dest = &args.o.output, .required = true,
      .help = ".mp4, .mkv or .webm (.npy for the latents of a latent-space model without --vae)"},
@@ -271,7 +266,7 @@ static void test_faults(const cli_state *st, int block) {
 }
 
 static void test_fault_at(const char *name, int *rank, int *block) {
-    const char *v = getenv(name);
+    const char *v = lv_env_str(name);
     if (!v || sscanf(v, "%d:%d", rank, block) != 2) *rank = *block = -1;
 }
 

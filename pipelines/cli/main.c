@@ -11,10 +11,13 @@ static void usage(FILE *out) {
         fprintf(out, "  %-12s %s\n", cli_commands[i].name, cli_commands[i].summary);
     fprintf(out,
             "\n`longvk <command> --help` describes a command's options.\n"
-            "\nenvironment:\n"
-            "  LONGVK_DEVICE=N     use Vulkan device N (see `longvk devices`)\n"
-            "  LONGVK_VALIDATE=1   enable the Vulkan validation layer\n"
-            "  LONGVK_PROFILE=1    print device time per op at exit\n");
+            "\nenvironment (every command; the options of a command win over them):\n"
+            "  LONGVK_DEVICE=N          use Vulkan device N (see `longvk devices`; default: the best one)\n"
+            "  LONGVK_VALIDATE=1        enable the Vulkan validation layer; a validation message fails the run\n"
+            "  LONGVK_PROFILE=1         print device time per op at exit\n"
+            "  LONGVK_PRECISION=P       activations f32 (default), f16 or bf16, where --precision is not given\n"
+            "  LONGVK_COOPMAT=0         never use cooperative matrices (tensor cores)\n"
+            "The variables for tests and tuning: engine/README.md, \"Environment variables\".\n");
 }
 
 int main(int argc, char **argv) {

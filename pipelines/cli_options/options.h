@@ -78,6 +78,22 @@ typedef struct cli_spec {
 
 #define CLI_COUNT(table) ((int)(sizeof(table) / sizeof((table)[0])))
 
+/* --device N, the same in every command that opens a device; dest_ is an int * or a long *. */
+#define CLI_DEVICE_OPTION(dest_)                                                                        \
+    {.name = "--device", .kind = _Generic((dest_), int *: CLI_INT, long *: CLI_LONG), .dest = (dest_), \
+     .min = 0, .max = 64, .help = "Vulkan device index (see `longvk devices`; default: LONGVK_DEVICE, or the best)"}
+
+/* Sequence parallelism, the same two options in generate, forward and decode: over the ranks
+ * of mpirun (a bool *), or R bands emulated in one process (an int * or a long *). The help
+ * says what is split; CLI_SP_RANK_DEVICE and CLI_SP_NEEDS_MPI are its common words. */
+#define CLI_SP_RANK_DEVICE "(rank modulo the devices, unless --device or LONGVK_DEVICE)"
+#define CLI_SP_NEEDS_MPI "needs a build with -DLONGVK_MPI=ON"
+#define CLI_SEQUENCE_PARALLEL_OPTION(dest_, help_) \
+    {.name = "--sequence-parallel", .kind = CLI_FLAG, .dest = (dest_), .help = (help_)}
+#define CLI_SP_EMULATE_OPTION(dest_, help_)                                                                \
+    {.name = "--sp-emulate", .kind = _Generic((dest_), int *: CLI_INT, long *: CLI_LONG), .dest = (dest_), \
+     .metavar = "R", .min = 1, .max = 4096, .def = "off", .help = (help_)}
+
 /* Parses argv[1 .. argc-1] into the table's destinations. Returns -1 when the command
  * should go on, else the exit status it should return at once: 0 after --help (printed
  * on stdout), 2 after a usage error (printed on stderr). */

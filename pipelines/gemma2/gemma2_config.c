@@ -9,6 +9,7 @@
 
 #include "gemma2_internal.h"
 #include "longvk/files.h"
+#include "longvk/json.h"
 
 void lv_gemma2_config_default(lv_gemma2_config *c) {
     memset(c, 0, sizeof *c);
@@ -40,21 +41,18 @@ typedef struct int_key {
     int nullable; /* JSON null means 0 */
 } int_key;
 
-static lv_status read_int(const cJSON *obj, const char *source, const int_key *k) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, k->name);
-    if (!v) return LV_OK;
+/* absent: the default stays; null, where allowed: 0 */
+static lv_status read_int(const lv_json_obj *config, const int_key *k) {
+    lv_json_obj j = *config;
+    j.nullable = k->nullable;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j.obj, k->name);
     if (cJSON_IsNull(v) && k->nullable) {
         *k->dst = 0;
         return LV_OK;
     }
     if (cJSON_IsArray(v) && cJSON_GetArraySize(v) > 0 && strstr(k->name, "token_id"))
-        v = v->child; /* "eos_token_id": [1, 107]: the first */
-    if (!cJSON_IsNumber(v) || floor(v->valuedouble) != v->valuedouble || v->valuedouble < k->min ||
-        v->valuedouble > k->max)
-        return lv_error(LV_ERR_INVALID, "%s: config %s must be an integer in [%d, %d]%s", source, k->name, k->min,
-                        k->max, k->nullable ? " or null" : "");
-    *k->dst = (int)v->valuedouble;
-    return LV_OK;
+        return lv_json_int_value(&j, k->name, v->child, k->min, k->max, k->dst); /* "eos_token_id": [1, 107]: the first */
+    return lv_json_int(&j, k->name, k->min, k->max, false, k->dst, NULL);
 }
 
 typedef struct real_key {
@@ -65,19 +63,14 @@ typedef struct real_key {
     int nullable;
 } real_key;
 
-static lv_status read_real(const cJSON *obj, const char *source, const real_key *k) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, k->name);
-    if (!v) return LV_OK;
-    if (cJSON_IsNull(v) && k->nullable) {
+static lv_status read_real(const lv_json_obj *config, const real_key *k) {
+    lv_json_obj j = *config;
+    j.nullable = k->nullable;
+    if (cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j.obj, k->name)) && k->nullable) {
         *k->dst = 0;
         return LV_OK;
     }
-    double x = cJSON_IsNumber(v) ? v->valuedouble : NAN;
-    if (!isfinite(x) || (k->min_open ? x <= k->min : x < k->min) || x > k->max)
-        return lv_error(LV_ERR_INVALID, "%s: config %s must be a number in %c%g, %g]%s", source, k->name,
-                        k->min_open ? '(' : '[', k->min, k->max, k->nullable ? " or null" : "");
-    *k->dst = x;
-    return LV_OK;
+    return lv_json_number(&j, k->name, k->min, k->max, k->min_open, false, k->dst, NULL);
 }
 
 static lv_status from_json(const cJSON *root, const char *source, lv_gemma2_config *c) {
@@ -105,7 +98,8 @@ static lv_status from_json(const cJSON *root, const char *source, lv_gemma2_conf
         {"eos_token_id", &c->eos_token_id, 0, 1 << 24, 0},
         {"bos_token_id", &c->bos_token_id, 0, 1 << 24, 0},
     };
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) LV_TRY(read_int(obj, source, &ints[i]));
+    const lv_json_obj config = {.obj = obj, .source = source, .key_format = "config %s", .status = LV_ERR_INVALID};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) LV_TRY(read_int(&config, &ints[i]));
     const real_key reals[] = {
         {"query_pre_attn_scalar", &c->query_pre_attn_scalar, 0, 1e9, 1, 0},
         {"rms_norm_eps", &c->rms_norm_eps, 0, 1, 1, 0},
@@ -113,7 +107,7 @@ static lv_status from_json(const cJSON *root, const char *source, lv_gemma2_conf
         {"attn_logit_softcapping", &c->attn_logit_softcapping, 0, 1e9, 0, 1},
         {"final_logit_softcapping", &c->final_logit_softcapping, 0, 1e9, 0, 1},
     };
-    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++) LV_TRY(read_real(obj, source, &reals[i]));
+    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++) LV_TRY(read_real(&config, &reals[i]));
     if (c->num_heads % c->num_kv_heads != 0)
         return lv_error(LV_ERR_INVALID, "%s: config num_key_value_heads %d does not divide num_attention_heads %d",
                         source, c->num_kv_heads, c->num_heads);

@@ -9,6 +9,7 @@
 
 #include "longvk/dit.h"
 #include "longvk/generate.h"
+#include "longvk/json.h"
 
 void lv_model_card_free(lv_model_card *card) {
     if (!card) return;
@@ -16,13 +17,16 @@ void lv_model_card_free(lv_model_card *card) {
     memset(card, 0, sizeof *card);
 }
 
+/* The card's keys in messages: SOURCE: "key" (`where` "\"first_block\".": a key of that object) */
+static lv_json_obj card_obj(const cJSON *o, const char *source, const char *where) {
+    return (lv_json_obj){.obj = o, .source = source,
+                         .key_format = *where ? "\"first_block\".\"%s\"" : "\"%s\"", .status = LV_ERR_FORMAT};
+}
+
+/* required: absent is an error too */
 static lv_status get_int(const cJSON *o, const char *key, const char *source, int lo, int hi, int *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble || v->valuedouble < lo ||
-        v->valuedouble > hi)
-        return lv_error(LV_ERR_FORMAT, "%s: \"%s\" must be an integer in [%d, %d]", source, key, lo, hi);
-    *out = (int)v->valuedouble;
-    return LV_OK;
+    lv_json_obj card = card_obj(o, source, "");
+    return lv_json_int(&card, key, lo, hi, true, out, NULL);
 }
 
 /* A list of 1 to LV_CARD_MAX_STEPS timesteps in [0, 1000]. */
@@ -53,14 +57,10 @@ static lv_status get_sampler(const cJSON *o, const char *source, lv_chunk_sample
 /* "cfg_last_steps": an integer in [0, steps] (0: CFG at every step); absent: 0. `where`
  * names the object in messages. */
 static lv_status get_cfg_last_steps(const cJSON *o, const char *source, const char *where, lv_block_recipe *r) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "cfg_last_steps");
+    lv_json_obj card = card_obj(o, source, where);
     r->cfg_last_steps = 0;
-    if (!v) return LV_OK;
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble || v->valuedouble < 0 ||
-        v->valuedouble > r->steps)
-        return lv_error(LV_ERR_FORMAT, "%s: %s\"cfg_last_steps\" must be an integer in [0, %d] (the steps)",
-                        source, where, r->steps);
-    r->cfg_last_steps = (int)v->valuedouble;
+    if (lv_json_int(&card, "cfg_last_steps", 0, r->steps, false, &r->cfg_last_steps, NULL) != LV_OK)
+        return lv_json_error(&card, "cfg_last_steps", "must be an integer in [0, %d] (the steps)", r->steps);
     return LV_OK;
 }
 

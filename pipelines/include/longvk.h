@@ -6,6 +6,7 @@
 #include "longvk/status.h"
 #include "longvk/dtype.h"
 #include "longvk/files.h"
+#include "longvk/json.h"
 #include "longvk/engine.h"
 #include "longvk/ops.h"
 #include "longvk/npy.h"

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "longvk/files.h"
+#include "longvk/json.h"
 #include "sana_config.h"
 
 /* Generous bounds: they only stop absurd configs from asking for absurd allocations. */
@@ -107,20 +108,16 @@ static const cJSON *find_key(const cJSON *obj, const char *const *keys, const ch
     return NULL;
 }
 
-static lv_status get_int(const cJSON *obj, const char *source, const char *const *keys, int required, int *out) {
+/* The first of `keys` present (null counts as absent unless required). */
+static lv_status get_int(const lv_json_obj *config, const char *const *keys, int required, int *out) {
     const char *used = keys[0];
-    const cJSON *v = find_key(obj, keys, &used);
+    const cJSON *v = find_key(config->obj, keys, &used);
     if (!v || (cJSON_IsNull(v) && !required)) {
         if (!required) return LV_OK;
-        if (keys[1])
-            return lv_error(LV_ERR_INVALID, "%s: config key '%s' (or '%s') is missing", source, keys[0], keys[1]);
-        return lv_error(LV_ERR_INVALID, "%s: config key '%s' is missing", source, keys[0]);
+        if (keys[1]) return lv_json_error(config, keys[0], "(or '%s') is missing", keys[1]);
+        return lv_json_error(config, keys[0], "is missing");
     }
-    if (!cJSON_IsNumber(v) || floor(v->valuedouble) != v->valuedouble || v->valuedouble < 0 ||
-        v->valuedouble > 1e9)
-        return lv_error(LV_ERR_INVALID, "%s: config key '%s' is not a non-negative integer", source, used);
-    *out = (int)v->valuedouble;
-    return LV_OK;
+    return lv_json_int_value(config, used, v, 0, 1000000000, out);
 }
 
 lv_status lv_sana_config_from_json(const cJSON *obj, const char *source, lv_sana_config *out) {
@@ -133,13 +130,15 @@ lv_status lv_sana_config_from_json(const cJSON *obj, const char *source, lv_sana
     static const char *const k_in[] = {"in_channels", NULL};
     static const char *const k_out[] = {"out_channels", NULL};
     static const char *const k_caption[] = {"caption_channels", NULL};
-    LV_TRY(get_int(obj, source, k_depth, 1, &out->depth));
-    LV_TRY(get_int(obj, source, k_heads, 1, &out->heads));
-    LV_TRY(get_int(obj, source, k_head_dim, 1, &out->head_dim));
-    LV_TRY(get_int(obj, source, k_in, 1, &out->in_channels));
-    LV_TRY(get_int(obj, source, k_caption, 1, &out->caption_channels));
-    LV_TRY(get_int(obj, source, k_hidden, 0, &out->hidden));
-    LV_TRY(get_int(obj, source, k_out, 0, &out->out_channels));
+    const lv_json_obj config = {.obj = obj, .source = source, .key_format = "config key '%s'",
+                                .status = LV_ERR_INVALID};
+    LV_TRY(get_int(&config, k_depth, 1, &out->depth));
+    LV_TRY(get_int(&config, k_heads, 1, &out->heads));
+    LV_TRY(get_int(&config, k_head_dim, 1, &out->head_dim));
+    LV_TRY(get_int(&config, k_in, 1, &out->in_channels));
+    LV_TRY(get_int(&config, k_caption, 1, &out->caption_channels));
+    LV_TRY(get_int(&config, k_hidden, 0, &out->hidden));
+    LV_TRY(get_int(&config, k_out, 0, &out->out_channels));
     if (!out->out_channels) out->out_channels = out->in_channels;
     if (out->hidden == 0 && cJSON_GetObjectItemCaseSensitive(obj, "hidden_size"))
         return lv_error(LV_ERR_INVALID, "%s: config hidden_size is 0", source);

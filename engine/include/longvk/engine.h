@@ -202,6 +202,15 @@ uint16_t lv_float_to_half(float f);
 float lv_bf16_to_float(uint16_t b);
 uint16_t lv_float_to_bf16(float f); /* round to nearest even */
 
+/* The LONGVK_* environment variables (every one, what it changes and its default:
+ * engine/README.md, "Environment variables"); every reader in longvk goes through these.
+ * lv_env_str: the value, NULL when unset or empty. lv_env_flag: set, not empty and not "0".
+ * lv_env_u64: a decimal number in [lo, hi], else (unset, empty, signed, not a number, out of
+ * range) fallback. */
+const char *lv_env_str(const char *name);
+bool lv_env_flag(const char *name);
+uint64_t lv_env_u64(const char *name, uint64_t fallback, uint64_t lo, uint64_t hi);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,4 +1,4 @@
-/* The SANA-Video diffusion transformer on the engine (pipelines/sana_dit*.c).
+/* The SANA-Video diffusion transformer on the engine (pipelines/sana/sana_dit*.c).
  *
  * A lv_dit holds the model's weights on the device, the text conditioning, and the state
  * it carries from chunk to chunk in long-video mode: per layer the linear-attention state
