@@ -16,7 +16,7 @@
 #     A bare extension (`.pth`) is a kind of file, not a file.
 #  3. Placeholders are not paths: a word in capitals that names no repository file
 #     (OUT.longvk-state, DIR/model.json), and <x.h> as a whole (a system header).
-#  4. Wildcards: <name>, * and ? match anything (push_<op>.h, tests/test_*.c), '...' too
+#  4. Wildcards: <name>, * and ? match anything (push_<op>.h, tests/<layer>/test_*.c), '...' too
 #     (engine/...); {a,b} are alternatives, each must exist. A pattern must match a file.
 #  5. Where a path is looked for: the repository root, then the document's folder. A path
 #     that does not begin with a top-level entry may also be the tail of a repository path

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes the small PyTorch checkpoints that tests/test_pth.c reads, each next to what it
+"""Writes the small PyTorch checkpoints that tests/formats/test_pth.c reads, each next to what it
 must load to. Run with a Python that has torch (Debian's python3-torch):
 
     /usr/bin/python3 tests/reference/make_pth_fixture.py [assets/fixtures]

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes the tiny Wan VAE decoder weights as a PyTorch checkpoint, the way Wan2.1_VAE.pth
-is saved (torch.save of a plain state dict), for tests/test_vae.c:
+is saved (torch.save of a plain state dict), for tests/models/test_vae.c:
 
     PYTHONPATH=assets/default-model /usr/bin/python3 tests/reference/make_wan_vae_pth.py [assets/testdata/wan-vae]
 

@@ -27,6 +27,7 @@ cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_EXE_LINKER_FLAGS=
     -DLONGVK_GLSLANG="$glslang" >/dev/null
 cmake --build "$build" -j"$(nproc)" >/dev/null
 cp "$build/longvk" "$b/"
+# every test executable is built in the build's tests/, whatever its folder of tests/ (tests/CMakeLists.txt)
 for t in "$build"/tests/test_*; do
     [ -x "$t" ] && ! readelf -d "$t" | grep -q 'libav' && cp "$t" "$b/tests/"
 done
