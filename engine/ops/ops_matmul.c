@@ -160,8 +160,8 @@ static const char *coopmat_tile_problem(const lv_ctx *ctx, const lv_coopmat_shap
 static lv_status kernel_coopmat(const lv_ctx *ctx, lv_dtype wdtype, lv_dtype adtype, lv_dtype odtype,
                                 const lv_coopmat_shape *shape, mm_config *c) {
     coopmat_tile t = {128, 128, 32, 64, 32};
-    const char *env = getenv("LONGVK_COOPMAT_TILE");
-    if (env && *env) {
+    const char *env = lv_env_str("LONGVK_COOPMAT_TILE");
+    if (env) {
         char end;
         if (sscanf(env, "%ux%ux%ux%ux%u%c", &t.bm, &t.bn, &t.bk, &t.wm, &t.wn, &end) != 5)
             return lv_error(LV_ERR_INVALID, "LONGVK_COOPMAT_TILE=%s: expected BMxBNxBKxWMxWN, e.g. 128x128x32x64x32",
