@@ -16,8 +16,8 @@
 // per element as in the other matmul kernels. Any M, N, K: loads past an edge read zero.
 //
 // Compiled only with a glslang that knows GL_KHR_cooperative_matrix (shaders/CMakeLists.txt,
-// .ci/glslang); chosen by engine/ops/ops_matmul.c only on a device whose context enabled the
-// extension, at fp16 precision.
+// .ci/glslang; Debian 13's own glslang-tools does); chosen by engine/ops/ops_matmul.c on a GPU
+// whose context enabled the extension, at fp16 precision, never at f32.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_cooperative_matrix : require
@@ -27,9 +27,9 @@
 #include "common.glsl"
 #include "push_matmul.h"
 
-layout(local_size_x_id = 0) in;              // subgroup size * (BM / WM) * (BN / WN): the
-                                             // caller checks the device runs it in as many
-                                             // subgroups (a fixed subgroup size)
+layout(local_size_x_id = 0) in;              // the reported subgroup size * (BM / WM) * (BN / WN):
+                                             // one subgroup per part where the device runs it
+                                             // at that size (any other works: see main)
 layout(constant_id = 1) const uint BM = 64;
 layout(constant_id = 2) const uint BN = 64;
 layout(constant_id = 3) const uint BK = 32;
@@ -67,58 +67,76 @@ float mm_act(float v) { return pc.act == 1u ? v / (1.0 + exp(-v)) : v; }
 
 const uint TILES_M = WM / TM, TILES_N = WN / TN;
 
+// The block's PARTS parts go to the subgroups the device actually runs the workgroup in
+// (gl_NumSubgroups): the workgroup is sized from the subgroup size the device reports, but a
+// device whose subgroup size varies per pipeline (AMD's wave32 / wave64, Intel's SIMD8 to 32)
+// may run it in more subgroups (the extra ones only help stage the blocks) or in fewer (then
+// each takes several parts, one after the other, the k loop once per round). Which part is a
+// subgroup's depends on its id only, so the cooperative-matrix operations stay in
+// subgroup-uniform control flow and every barrier in workgroup-uniform control flow.
+const uint PARTS = (BM / WM) * (BN / WN);
+
 void main() {
     const uint NT = gl_WorkGroupSize.x;
     uint tid = gl_LocalInvocationID.x;
-    uint sg = gl_SubgroupID;                       // this subgroup's part of the block
-    uint sg_m = (sg / (BN / WN)) * WM, sg_n = (sg % (BN / WN)) * WN;
     uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN, z = gl_WorkGroupID.z;
     uint abase = pc.a_off + z * pc.a_batch;
     uint wbase = pc.w_off + z * pc.w_batch;
+    uint nsg = gl_NumSubgroups;
+    uint rounds = (PARTS + nsg - 1u) / nsg;
 
-    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> acc[TILES_M * TILES_N];
-    [[unroll]] for (uint i = 0; i < TILES_M * TILES_N; i++)
-        acc[i] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
+    for (uint round = 0u; round < rounds; round++) {
+        uint part = gl_SubgroupID + round * nsg;   // this subgroup's part of the block
+        bool mine = part < PARTS;
+        uint sg_m = (part / (BN / WN)) * WM, sg_n = (part % (BN / WN)) * WN;
 
-    for (uint k0 = 0; k0 < pc.K; k0 += BK) {
-        // consecutive invocations read consecutive k of one row
-        [[unroll]] for (uint t = 0; t < (BM * BK + NT - 1u) / NT; t++) {
-            uint e = tid + t * NT;
-            uint r = e / BK, kk = e % BK, m = m0 + r, k = k0 + kk;
-            float v = 0.0;
-            if (m < pc.M && k < pc.K) {
-                uint ea = abase + m * pc.K + k;
-                v = ADT == LV_DTYPE_F32 ? a[ea] : lv_half_at(aw[ea >> 1], ea, ADT);
+        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> acc[TILES_M * TILES_N];
+        [[unroll]] for (uint i = 0; i < TILES_M * TILES_N; i++)
+            acc[i] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
+
+        for (uint k0 = 0; k0 < pc.K; k0 += BK) {
+            // consecutive invocations read consecutive k of one row
+            [[unroll]] for (uint t = 0; t < (BM * BK + NT - 1u) / NT; t++) {
+                uint e = tid + t * NT;
+                uint r = e / BK, kk = e % BK, m = m0 + r, k = k0 + kk;
+                float v = 0.0;
+                if (m < pc.M && k < pc.K) {
+                    uint ea = abase + m * pc.K + k;
+                    v = ADT == LV_DTYPE_F32 ? a[ea] : lv_half_at(aw[ea >> 1], ea, ADT);
+                }
+                if (e < BM * BK) As[r * LDS + kk] = float16_t(v);
             }
-            if (e < BM * BK) As[r * LDS + kk] = float16_t(v);
+            [[unroll]] for (uint t = 0; t < (BN * BK + NT - 1u) / NT; t++) {
+                uint e = tid + t * NT;
+                uint c = e / BK, kk = e % BK, n = n0 + c, k = k0 + kk;
+                float v = 0.0;
+                if (n < pc.N && k < pc.K) v = w_at(wbase + n * pc.K + k);
+                if (e < BN * BK) Ws[c * LDS + kk] = float16_t(v);
+            }
+            barrier();
+            if (mine) {
+                [[unroll]] for (uint kk = 0; kk < BK; kk += TK) {
+                    coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> ta[TILES_M];
+                    coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> tb[TILES_N];
+                    [[unroll]] for (uint i = 0; i < TILES_M; i++)
+                        coopMatLoad(ta[i], As, (sg_m + i * TM) * LDS + kk, LDS, gl_CooperativeMatrixLayoutRowMajor);
+                    // B[k][n] = w[n][k]: the w block, n-major, is B in column-major order
+                    [[unroll]] for (uint j = 0; j < TILES_N; j++)
+                        coopMatLoad(tb[j], Ws, (sg_n + j * TN) * LDS + kk, LDS, gl_CooperativeMatrixLayoutColumnMajor);
+                    [[unroll]] for (uint i = 0; i < TILES_M; i++)
+                        [[unroll]] for (uint j = 0; j < TILES_N; j++)
+                            acc[i * TILES_N + j] = coopMatMulAdd(ta[i], tb[j], acc[i * TILES_N + j]);
+                }
+            }
+            barrier();
         }
-        [[unroll]] for (uint t = 0; t < (BN * BK + NT - 1u) / NT; t++) {
-            uint e = tid + t * NT;
-            uint c = e / BK, kk = e % BK, n = n0 + c, k = k0 + kk;
-            float v = 0.0;
-            if (n < pc.N && k < pc.K) v = w_at(wbase + n * pc.K + k);
-            if (e < BN * BK) Ws[c * LDS + kk] = float16_t(v);
-        }
-        barrier();
-        [[unroll]] for (uint kk = 0; kk < BK; kk += TK) {
-            coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> ta[TILES_M];
-            coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> tb[TILES_N];
-            [[unroll]] for (uint i = 0; i < TILES_M; i++)
-                coopMatLoad(ta[i], As, (sg_m + i * TM) * LDS + kk, LDS, gl_CooperativeMatrixLayoutRowMajor);
-            // B[k][n] = w[n][k]: the w block, n-major, is B in column-major order
-            [[unroll]] for (uint j = 0; j < TILES_N; j++)
-                coopMatLoad(tb[j], Ws, (sg_n + j * TN) * LDS + kk, LDS, gl_CooperativeMatrixLayoutColumnMajor);
+
+        if (mine)
             [[unroll]] for (uint i = 0; i < TILES_M; i++)
                 [[unroll]] for (uint j = 0; j < TILES_N; j++)
-                    acc[i * TILES_N + j] = coopMatMulAdd(ta[i], tb[j], acc[i * TILES_N + j]);
-        }
-        barrier();
+                    coopMatStore(acc[i * TILES_N + j], Cs, (sg_m + i * TM) * LDC + sg_n + j * TN, LDC,
+                                 gl_CooperativeMatrixLayoutRowMajor);
     }
-
-    [[unroll]] for (uint i = 0; i < TILES_M; i++)
-        [[unroll]] for (uint j = 0; j < TILES_N; j++)
-            coopMatStore(acc[i * TILES_N + j], Cs, (sg_m + i * TM) * LDC + sg_n + j * TN, LDC,
-                         gl_CooperativeMatrixLayoutRowMajor);
     barrier();
 
     uint obase = pc.out_off + z * pc.out_batch;
