@@ -523,7 +523,7 @@ static void coopmat_case(lv_ctx *ctx, const mm_case *c, lv_activation act, bool 
     for (size_t i = 0; i < 4; i++) lv_tensor_free(ctx, all[i]);
 }
 
-Test(matmul, coopmat_fp16, .timeout = 600) {
+Test(matmul, coopmat_fp16) {
     lv_ctx *ctx = coopmat_ctx();
     static const int64_t shapes[][3] = {{1, 1, 1},     {7, 13, 5},    {33, 65, 129}, {100, 3, 257},
                                         {64, 64, 64},  {130, 200, 96}, {5, 68, 16},   {256, 192, 320}};
@@ -665,7 +665,7 @@ Test(matmul, half_activations) {
 /* The tensor-core kernel with 16-bit activations, as --precision f16 runs the DiT on a GPU
  * (skipped where the tensor cores are not enabled, e.g. lavapipe): the same cases as
  * half_activations, bound widened by the kernel's fp16 rounding of a and w (coopmat_case). */
-Test(matmul, coopmat_half_activations, .timeout = 600) {
+Test(matmul, coopmat_half_activations) {
     lv_ctx *ctx = coopmat_ctx();
     static const int64_t shapes[][3] = {{33, 68, 136}, {40, 200, 136}, {7, 13, 5}, {5, 66, 16}, {64, 96, 96}};
     static const lv_dtype half[] = {LV_F16, LV_BF16};

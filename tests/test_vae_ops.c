@@ -326,7 +326,7 @@ Test(vae_ops, conv_as_columns_and_a_product) {
  * against 3.61e-4), the fp32 kernels meet the f32 bounds, and the count is 0. Without
  * cooperative matrices on the device (or with a validation layer older than them) the
  * 16-bit passes are reported NOT RUN. */
-Test(vae_ops, columns_through_the_tensor_cores, .timeout = 900) {
+Test(vae_ops, columns_through_the_tensor_cores) {
     setenv("LONGVK_VAE_CONV", "gemm", 1);
     setenv("LONGVK_MATMUL_VARIANT", "coopmat", 1);
     for (int p = 0; p < 3; p++) {
