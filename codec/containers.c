@@ -111,9 +111,24 @@ int lv_codec_reorder_bound(const AVCodec *codec) {
     return i < 0 ? 0 : encoders[i].reorder;
 }
 
+/* The encoder's list of pixel formats: AVCodec.pix_fmts until FFmpeg 7.1 (libavcodec 61.13),
+ * which deprecates it for avcodec_get_supported_config (Debian 12 has 5.1, Debian 13 7.1).
+ * NULL when the encoder does not say. */
+static const enum AVPixelFormat *pix_fmts(const AVCodec *codec) {
+#if LIBAVCODEC_VERSION_INT >= AV_VERSION_INT(61, 13, 100)
+    const void *list = NULL;
+    int n = 0;
+    if (avcodec_get_supported_config(NULL, codec, AV_CODEC_CONFIG_PIX_FORMAT, 0, &list, &n) < 0) return NULL;
+    return list;
+#else
+    return codec->pix_fmts;
+#endif
+}
+
 static int supports(const AVCodec *codec, enum AVPixelFormat fmt) {
-    if (!codec->pix_fmts) return 0;
-    for (const enum AVPixelFormat *p = codec->pix_fmts; *p != AV_PIX_FMT_NONE; p++)
+    const enum AVPixelFormat *list = pix_fmts(codec);
+    if (!list) return 0;
+    for (const enum AVPixelFormat *p = list; *p != AV_PIX_FMT_NONE; p++)
         if (*p == fmt) return 1;
     return 0;
 }

@@ -41,6 +41,8 @@ const char *lv_coopmat_scope_name(uint32_t scope) {
     }
 }
 
+int lv_coopmat_built(void) { return LONGVK_HAVE_COOPMAT_SHADERS ? 1 : 0; }
+
 static bool device_extension(VkPhysicalDevice pd, const char *name) {
     uint32_t n = 0;
     if (vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS || n == 0) return false;

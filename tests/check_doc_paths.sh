@@ -25,7 +25,7 @@
 #     names a file of another project and is not checked. A bare file name is checked (as
 #     the name of any repository file) when it is of the repository's C, GLSL, shell or
 #     Markdown kinds; a bare .py or .json name is most often another project's file.
-#  6. Absolute paths: system ones (/usr, /etc, /dev, /proc, /sys, /opt, /lib, /bin) are
+#  6. Absolute paths: system ones (/usr, /etc, /dev, /proc, /sys, /opt, /lib, /bin, /var) are
 #     skipped; any other (/tmp/..., /work/...) is outside the repository: reported.
 #  7. Made by the build, so accepted: FILE where FILE.in exists (longvk.pc), build/..., and a
 #     name a CMakeLists.txt writes in the build tree (${SPIRV_DIR}/spirv_registry.c).
@@ -186,7 +186,7 @@ while IFS=$'\t' read -r doc line c; do
   fi
   [[ "$c" == *:* ]] && continue
   if [[ "$c" == /* ]]; then                                        # rule 6
-    [[ "$c" =~ ^/(usr|etc|dev|proc|sys|opt|lib|lib64|bin)(/|$) ]] && continue
+    [[ "$c" =~ ^/(usr|etc|dev|proc|sys|opt|lib|lib64|bin|var)(/|$) ]] && continue
     echo "$doc:$line: $c (outside the repository)"; bad=$((bad + 1)); continue
   fi
   [[ "$c" =~ \.($ext)$ || "$c" == */ || "$c" =~ ^(\./|\.\./|($toplevel)/) ]] || continue

@@ -10,7 +10,8 @@
  * every dispatch binds views that start at its chunk.
  * a and out may be 16-bit activations (f16 / bf16, lv_ctx_options.precision): the register
  * and tiled kernels read and write them through 32-bit words (specialization constants ADT,
- * ODT) and compute in fp32; the tensor-core kernel takes f32 a and out only. */
+ * ODT) and compute in fp32; the tensor-core kernel reads a as f32 or 16-bit and rounds it
+ * and w to fp16 (16-bit precision only). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,34 +33,66 @@ typedef struct mm_config {
 
 /* ---- kernels ------------------------------------------------------------------------ */
 
-/* The device's fp16 x fp16 + fp32 cooperative-matrix shape the coopmat kernel can tile
- * with (each side dividing its 32 x 32 subgroup part and its 32-deep k step); NULL if none. */
+/* Why the tensor-core kernel cannot tile with shape c (NULL: it can). It stages fp16 A and
+ * B and accumulates in fp32 at subgroup scope, each side dividing its 32 x 32 subgroup part
+ * and its 32-deep k step. */
+const char *lv_matmul_coopmat_unusable(const lv_coopmat_shape *c) {
+    if (c->a_type != VK_COMPONENT_TYPE_FLOAT16_KHR || c->b_type != VK_COMPONENT_TYPE_FLOAT16_KHR)
+        return "A and B are not f16 (the kernel stages its inputs as fp16)";
+    if (c->c_type != VK_COMPONENT_TYPE_FLOAT32_KHR || c->result_type != VK_COMPONENT_TYPE_FLOAT32_KHR)
+        return "the accumulator is not f32 (the kernel accumulates in fp32)";
+    if (c->scope != VK_SCOPE_SUBGROUP_KHR) return "not at subgroup scope";
+    if (c->m == 0 || c->n == 0 || c->k == 0 || 32 % c->m || 32 % c->n || 32 % c->k)
+        return "a side does not divide the kernel's 32 x 32 x 32 step";
+    return NULL;
+}
+
+/* The device's shape the coopmat kernel tiles with: the largest usable one, or the one
+ * LONGVK_COOPMAT_SHAPE=i names (index into the device's list, as `longvk devices` prints it;
+ * the tests run every usable shape this way); NULL if none, or if the named one is unusable. */
 static const lv_coopmat_shape *coopmat_shape(const lv_ctx *ctx) {
     const lv_device_info *d = lv_ctx_device(ctx);
     if (!lv_ctx_coopmat(ctx)) return NULL;
     int n = d->coopmat_count < LV_COOPMAT_MAX_SHAPES ? d->coopmat_count : LV_COOPMAT_MAX_SHAPES;
+    const char *forced = lv_env_str("LONGVK_COOPMAT_SHAPE");
+    if (forced && *forced) {
+        char *end;
+        long i = strtol(forced, &end, 10);
+        if (*end || i < 0 || i >= n || lv_matmul_coopmat_unusable(&d->coopmat_shapes[i])) return NULL;
+        return &d->coopmat_shapes[i];
+    }
     const lv_coopmat_shape *best = NULL;
     for (int i = 0; i < n; i++) {
         const lv_coopmat_shape *c = &d->coopmat_shapes[i];
-        if (c->a_type != VK_COMPONENT_TYPE_FLOAT16_KHR || c->b_type != VK_COMPONENT_TYPE_FLOAT16_KHR ||
-            c->c_type != VK_COMPONENT_TYPE_FLOAT32_KHR || c->result_type != VK_COMPONENT_TYPE_FLOAT32_KHR ||
-            c->scope != VK_SCOPE_SUBGROUP_KHR || c->m == 0 || c->n == 0 || c->k == 0 || 32 % c->m ||
-            32 % c->n || 32 % c->k)
-            continue;
+        if (lv_matmul_coopmat_unusable(c)) continue;
         if (!best || c->m * c->n * c->k > best->m * best->n * best->k) best = c; /* the largest */
     }
     return best;
 }
 
+const lv_coopmat_shape *lv_matmul_coopmat_shape(const lv_ctx *ctx) { return coopmat_shape(ctx); }
+
+/* The tensor-core kernel rounds a and w to fp16 (shaders/coopmat/matmul_coopmat.comp): it
+ * runs only where the context's precision is 16-bit, never at f32, whose bounds it would miss
+ * (the VAE's f32 columns through it: 8.75e-4 against 3.61e-4). Chosen by itself at f16
+ * precision on any device that enabled the tensor cores with a usable shape (what the device
+ * reports, whatever its vendor), except on CPU devices: on lavapipe (Mesa 26, llvmpipe's
+ * 8 x 8 x 8 shapes emulated on AVX2) the register kernel is faster (measured: see
+ * engine/README.md), so it keeps the register kernel unless forced. */
 lv_matmul_variant lv_matmul_auto_variant(const lv_ctx *ctx) {
+    const bool half = lv_ctx_precision(ctx) != LV_PRECISION_F32;
     const char *v = lv_env_str("LONGVK_MATMUL_VARIANT");
     if (v && strcmp(v, "register") == 0) return LV_MATMUL_REGISTER;
     if (v && strcmp(v, "tiled") == 0) return LV_MATMUL_TILED;
-    if (v && strcmp(v, "coopmat") == 0) return LV_MATMUL_COOPMAT;
-    if (lv_ctx_precision(ctx) == LV_PRECISION_F16 && coopmat_shape(ctx) &&
-        lv_ctx_device(ctx)->vendor_id == 0x10de && lv_op_available(ctx, LV_OP_MATMUL_COOPMAT))
-        return LV_MATMUL_COOPMAT;
-    return lv_ctx_device(ctx)->type == LV_DEVICE_CPU ? LV_MATMUL_REGISTER : LV_MATMUL_TILED;
+    if (v && strcmp(v, "coopmat") == 0 && half) return LV_MATMUL_COOPMAT; /* at f32: as unset */
+    return lv_matmul_pick(lv_ctx_device(ctx), lv_ctx_precision(ctx),
+                          coopmat_shape(ctx) && lv_op_available(ctx, LV_OP_MATMUL_COOPMAT));
+}
+
+lv_matmul_variant lv_matmul_pick(const lv_device_info *d, lv_precision precision, bool coopmat_usable) {
+    const bool cpu = d->type == LV_DEVICE_CPU;
+    if (precision == LV_PRECISION_F16 && coopmat_usable && !cpu) return LV_MATMUL_COOPMAT;
+    return cpu ? LV_MATMUL_REGISTER : LV_MATMUL_TILED;
 }
 
 /* Rows of a are shared within a subgroup through subgroupShuffle, which needs subgroups of
@@ -422,9 +455,13 @@ lv_status lv_op_matmul_ex(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a,
         return lv_error(LV_ERR_INVALID, "matmul: out += a w^T needs an f32 out (the residual stream), not %s",
                         lv_tensor_describe(out, d, sizeof d));
     if (variant == LV_MATMUL_AUTO) variant = lv_matmul_auto_variant(ctx);
+    if (variant == LV_MATMUL_COOPMAT && lv_ctx_precision(ctx) == LV_PRECISION_F32)
+        return lv_error(LV_ERR_UNSUPPORTED, "matmul: the tensor-core kernel rounds its inputs to fp16: not at f32 "
+                        "precision (a context at --precision f16 uses it where `longvk devices` says it can)");
     if (variant == LV_MATMUL_COOPMAT && (!coopmat_shape(ctx) || !lv_op_available(ctx, LV_OP_MATMUL_COOPMAT)))
         return lv_error(LV_ERR_UNSUPPORTED, "matmul: the tensor-core kernel needs a device with fp16 cooperative "
-                        "matrices enabled (`longvk devices` says why not here) and a build with its shader");
+                        "matrices enabled (`longvk devices` says why not here) and a build with its shader%s",
+                        lv_env_str("LONGVK_COOPMAT_SHAPE") ? " (LONGVK_COOPMAT_SHAPE names a shape it cannot use)" : "");
     return run(ctx, variant, &s, out, a, w, bias);
 }
 

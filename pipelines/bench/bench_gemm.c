@@ -346,13 +346,25 @@ static int run_set(lv_ctx *ctx, lv_matmul_variant variant, const char *vname, ge
     }
     int rc = 0;
     const bool cm = lv_ctx_coopmat(ctx) && variant != LV_MATMUL_COOPMAT;
+    /* the tensor-core kernel runs at 16-bit precision only (its inputs are fp16): at f32 its
+     * column comes from a second context at f16 on the same device */
+    lv_ctx *cm_ctx = ctx;
+    if (cm && lv_ctx_precision(ctx) == LV_PRECISION_F32) {
+        lv_ctx_options o;
+        lv_ctx_options_default(&o);
+        o.precision = LV_PRECISION_F16;
+        if (lv_ctx_create(&o, &cm_ctx) != LV_OK) {
+            fprintf(stderr, "longvk bench gemm: %s\n", lv_last_error());
+            return 1;
+        }
+    }
     double cm_ms[9] = {0};
     for (int i = 0; i < ncases && rc == 0; i++) {
         gemm_case *c = &cases[i];
         rc = run_case(ctx, c, variant, false);
         if (rc == 0 && cm) { /* the same product on the tensor cores */
             gemm_case t = *c;
-            rc = run_case(ctx, &t, LV_MATMUL_COOPMAT, false);
+            rc = run_case(cm_ctx, &t, LV_MATMUL_COOPMAT, false);
             cm_ms[i] = t.ms;
         }
         if (rc == 0 && !json) {
@@ -394,6 +406,7 @@ static int run_set(lv_ctx *ctx, lv_matmul_variant variant, const char *vname, ge
         }
         printf("]}\n");
     }
+    if (cm_ctx != ctx) lv_ctx_destroy(cm_ctx);
     return rc;
 }
 

@@ -41,8 +41,13 @@ static void print_coopmat(const lv_device_info *d) {
                "(fp32 kernels)\n", d->coopmat_count);
         break;
     case LV_COOPMAT_ON:
-        printf("     cooperative matrix: %d shapes; used at --precision f16 (LONGVK_PRECISION=f16)\n",
-               d->coopmat_count);
+        if (d->type == LV_DEVICE_CPU)
+            printf("     cooperative matrix: %d shapes; unused by default (on a CPU device the fp32 register "
+                   "kernel is faster; LONGVK_MATMUL_VARIANT=coopmat at --precision f16 forces them)\n",
+                   d->coopmat_count);
+        else
+            printf("     cooperative matrix: %d shapes; used at --precision f16 (LONGVK_PRECISION=f16)\n",
+                   d->coopmat_count);
         break;
     }
     int shown = d->coopmat_count < LV_COOPMAT_MAX_SHAPES ? d->coopmat_count : LV_COOPMAT_MAX_SHAPES;
@@ -80,5 +85,11 @@ int cmd_devices(int argc, char **argv) {
                yes_no(d->fp16), yes_no(d->storage16), yes_no(d->bf16));
         print_coopmat(d);
     }
+    if (lv_coopmat_built())
+        printf("this build has the tensor-core kernels (its glslang knows GL_KHR_cooperative_matrix)\n");
+    else
+        printf("this build has no tensor-core kernels: its glslang does not know GL_KHR_cooperative_matrix "
+               "(Debian 12's glslang-tools 12; bash .ci/glslang builds one, then cmake -DLONGVK_GLSLANG=PATH; "
+               "Debian 13's needs nothing)\n");
     return 0;
 }

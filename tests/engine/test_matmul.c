@@ -19,6 +19,7 @@
 #include "ops_matmul_internal.h"
 #include "ref_matmul.h"
 #include "test_support.h"
+#include "vk_coopmat.h"
 
 typedef struct mm_case {
     int64_t batch, M, N, K;
@@ -357,11 +358,50 @@ Test(matmul, variant_choice) {
     cr_assert_eq(lv_matmul_auto_variant(ctx), LV_MATMUL_TILED);
     setenv("LONGVK_MATMUL_VARIANT", "register", 1);
     cr_assert_eq(lv_matmul_auto_variant(ctx), LV_MATMUL_REGISTER);
+    /* the tensor-core kernel rounds its inputs to fp16: at f32 precision it is never taken,
+     * forced or not (issue 57: the VAE's f32 columns through it missed their f32 bound) */
+    cr_assert_eq(lv_ctx_precision(ctx), LV_PRECISION_F32);
+    setenv("LONGVK_MATMUL_VARIANT", "coopmat", 1);
+    cr_assert_eq(lv_matmul_auto_variant(ctx), want, "LONGVK_MATMUL_VARIANT=coopmat at f32 precision");
     /* and through the public entry point */
     mm_case c = {1, 7, 13, 5, LV_F32, 1, 0};
     run_case(ctx, LV_MATMUL_AUTO, &c, 3);
     unsetenv("LONGVK_MATMUL_VARIANT");
     ts_ctx_done(ctx);
+}
+
+/* The automatic choice from what the device reports (issue 57: it took the tensor cores on
+ * NVIDIA's vendor id only, so AMD's RDNA3 and Intel's Arc, which offer the same extension,
+ * kept them idle). The tensor-core kernel at f16 precision on any GPU whose context enabled
+ * a usable shape; never at f32 or bf16 (bf16 activations would lose their range as fp16);
+ * on CPU devices the register kernel (lavapipe's cooperative matrices are slower: measured
+ * in engine/README.md). */
+Test(matmul, variant_rule_from_the_device) {
+    static const struct {
+        const char *name;
+        uint32_t vendor;
+        lv_device_type type;
+    } devices[] = {
+        {"NVIDIA GeForce RTX 4090", 0x10de, LV_DEVICE_DISCRETE},
+        {"AMD Radeon RX 7900 XTX (RADV NAVI31)", 0x1002, LV_DEVICE_DISCRETE},
+        {"Intel(R) Arc(tm) A770 Graphics (DG2)", 0x8086, LV_DEVICE_DISCRETE},
+        {"AMD Radeon 780M (RADV GFX1103_R1)", 0x1002, LV_DEVICE_INTEGRATED},
+        {"llvmpipe (LLVM 19.1.7, 256 bits)", 0x10005, LV_DEVICE_CPU},
+    };
+    for (size_t i = 0; i < sizeof devices / sizeof devices[0]; i++) {
+        lv_device_info d;
+        memset(&d, 0, sizeof d);
+        snprintf(d.name, sizeof d.name, "%s", devices[i].name);
+        d.vendor_id = devices[i].vendor;
+        d.type = devices[i].type;
+        const bool cpu = d.type == LV_DEVICE_CPU;
+        const lv_matmul_variant fp32 = cpu ? LV_MATMUL_REGISTER : LV_MATMUL_TILED;
+        cr_assert_eq(lv_matmul_pick(&d, LV_PRECISION_F16, true), cpu ? LV_MATMUL_REGISTER : LV_MATMUL_COOPMAT,
+                     "%s at f16 with usable cooperative matrices", d.name);
+        cr_assert_eq(lv_matmul_pick(&d, LV_PRECISION_F16, false), fp32, "%s at f16 without", d.name);
+        cr_assert_eq(lv_matmul_pick(&d, LV_PRECISION_F32, true), fp32, "%s at f32", d.name);
+        cr_assert_eq(lv_matmul_pick(&d, LV_PRECISION_BF16, true), fp32, "%s at bf16", d.name);
+    }
 }
 
 /* ---- the tensor-core kernel --------------------------------------------------------------
@@ -390,9 +430,41 @@ static lv_ctx *coopmat_ctx(void) {
     if (!lv_ctx_coopmat(ctx)) {
         int state = (int)lv_ctx_device(ctx)->coopmat;
         lv_ctx_destroy(ctx);
-        cr_skip_test("no tensor cores on this device or build (coopmat state %d; `longvk devices` says why)", state);
+        cr_skip_test("NOT RUN: no tensor cores on this device or build (coopmat state %d; `longvk devices` says why)",
+                     state);
     }
     return ctx;
+}
+
+/* Every shape the device lists that the kernel can use, in the device's order (indices for
+ * LONGVK_COOPMAT_SHAPE), into `usable`; the others are logged with the reason, and so is the
+ * absence of bf16 inputs. Returns how many are usable (at least one on a coopmat context). */
+static int usable_shapes(lv_ctx *ctx, int usable[LV_COOPMAT_MAX_SHAPES]) {
+    const lv_device_info *d = lv_ctx_device(ctx);
+    int n = d->coopmat_count < LV_COOPMAT_MAX_SHAPES ? d->coopmat_count : LV_COOPMAT_MAX_SHAPES, count = 0;
+    bool bf16 = false;
+    for (int i = 0; i < n; i++) {
+        const lv_coopmat_shape *c = &d->coopmat_shapes[i];
+        const char *why = lv_matmul_coopmat_unusable(c);
+        bf16 = bf16 || c->a_type == LV_VK_COMPONENT_TYPE_BFLOAT16;
+        cr_log_info("%s: shape %d: %ux%ux%u %s x %s + %s -> %s, %s scope: %s%s", d->name, i, c->m, c->n, c->k,
+                    lv_coopmat_type_name(c->a_type), lv_coopmat_type_name(c->b_type),
+                    lv_coopmat_type_name(c->c_type), lv_coopmat_type_name(c->result_type),
+                    lv_coopmat_scope_name(c->scope), why ? "not used: " : "tested", why ? why : "");
+        if (!why) usable[count++] = i;
+    }
+    if (!bf16) cr_log_info("%s lists no bf16 cooperative matrix: no bf16 shape to test", d->name);
+    cr_assert_gt(count, 0, "the context enabled the tensor cores but the kernel can use none of %d shapes", n);
+    return count;
+}
+
+/* LONGVK_COOPMAT_SHAPE=index: the kernel tiles with that shape */
+static void use_shape(lv_ctx *ctx, int index) {
+    char v[16];
+    snprintf(v, sizeof v, "%d", index);
+    cr_assert_eq(setenv("LONGVK_COOPMAT_SHAPE", v, 1), 0);
+    const lv_coopmat_shape *c = lv_matmul_coopmat_shape(ctx);
+    cr_assert(c == &lv_ctx_device(ctx)->coopmat_shapes[index], "LONGVK_COOPMAT_SHAPE=%d not taken", index);
 }
 
 static void coopmat_case(lv_ctx *ctx, const mm_case *c, lv_activation act, bool accumulate, uint64_t seed) {
@@ -455,26 +527,34 @@ Test(matmul, coopmat_fp16) {
     lv_ctx *ctx = coopmat_ctx();
     static const int64_t shapes[][3] = {{1, 1, 1},     {7, 13, 5},    {33, 65, 129}, {100, 3, 257},
                                         {64, 64, 64},  {130, 200, 96}, {5, 68, 16},   {256, 192, 320}};
-    uint64_t seed = 900;
-    for (size_t d = 0; d < 3; d++)
-        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-            for (int bias = 0; bias < 2; bias++) {
-                mm_case c = {1, shapes[i][0], shapes[i][1], shapes[i][2], dtypes[d], bias, 0};
-                coopmat_case(ctx, &c, LV_ACT_NONE, false, seed++);
-            }
-    mm_case batched = {3, 40, 70, 48, LV_BF16, 1, 1}, folded = {3, 40, 70, 48, LV_F16, 1, 0};
-    coopmat_case(ctx, &batched, LV_ACT_NONE, false, seed++);
-    coopmat_case(ctx, &folded, LV_ACT_NONE, false, seed++);
-    for (size_t i = 0; i < 3; i++) {
-        mm_case f = {1, fused_shapes[i][0], fused_shapes[i][1], fused_shapes[i][2], LV_F32, 1, 0};
-        coopmat_case(ctx, &f, LV_ACT_SILU, false, seed++);
-        coopmat_case(ctx, &f, LV_ACT_NONE, true, seed++);
+    int usable[LV_COOPMAT_MAX_SHAPES];
+    const int nusable = usable_shapes(ctx, usable);
+    for (int s = 0; s < nusable; s++) { /* every shape the device lists that the kernel can use */
+        use_shape(ctx, usable[s]);
+        uint64_t seed = 900;
+        for (size_t d = 0; d < 3; d++)
+            for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+                for (int bias = 0; bias < 2; bias++) {
+                    mm_case c = {1, shapes[i][0], shapes[i][1], shapes[i][2], dtypes[d], bias, 0};
+                    coopmat_case(ctx, &c, LV_ACT_NONE, false, seed++);
+                }
+        mm_case batched = {3, 40, 70, 48, LV_BF16, 1, 1}, folded = {3, 40, 70, 48, LV_F16, 1, 0};
+        coopmat_case(ctx, &batched, LV_ACT_NONE, false, seed++);
+        coopmat_case(ctx, &folded, LV_ACT_NONE, false, seed++);
+        for (size_t i = 0; i < 3; i++) {
+            mm_case f = {1, fused_shapes[i][0], fused_shapes[i][1], fused_shapes[i][2], LV_F32, 1, 0};
+            coopmat_case(ctx, &f, LV_ACT_SILU, false, seed++);
+            coopmat_case(ctx, &f, LV_ACT_NONE, true, seed++);
+        }
+        const lv_coopmat_shape *c = lv_matmul_coopmat_shape(ctx);
+        cr_log_info("coopmat_fp16: shape %d (%ux%ux%u) passed every case", usable[s], c->m, c->n, c->k);
     }
-    /* at fp16 precision lv_op_matmul takes this kernel on NVIDIA's devices */
-    if (lv_ctx_device(ctx)->vendor_id == 0x10de) {
-        unsetenv("LONGVK_MATMUL_VARIANT");
-        cr_assert_eq(lv_matmul_auto_variant(ctx), LV_MATMUL_COOPMAT);
-    }
+    unsetenv("LONGVK_COOPMAT_SHAPE");
+    /* at fp16 precision lv_op_matmul takes this kernel on every GPU with a usable shape (the
+     * rule: variant_rule_from_the_device), the register kernel on CPU devices */
+    unsetenv("LONGVK_MATMUL_VARIANT");
+    cr_assert_eq(lv_matmul_auto_variant(ctx),
+                 lv_ctx_device(ctx)->type == LV_DEVICE_CPU ? LV_MATMUL_REGISTER : LV_MATMUL_COOPMAT);
     uint64_t n = lv_ctx_validation_messages(ctx);
     lv_ctx_destroy(ctx);
     cr_assert_eq(n, 0, "the validation layer reported %llu message(s)", (unsigned long long)n);
@@ -612,7 +692,10 @@ Test(matmul, half_activations) {
                     half_case(ctx, variants[v], shapes[i], adt, odt, wdt, pair == 2 ? LV_ACT_SILU : LV_ACT_NONE, 0.0,
                               seed++);
                 }
-    /* a 16-bit out cannot take a residual add; the tensor-core kernel is not on this context */
+    /* a 16-bit out cannot take a residual add; the tensor-core kernel is never used at f32
+     * precision (it rounds its inputs to fp16), whether or not the device has cooperative
+     * matrices (Mesa 26's lavapipe has) */
+    cr_assert_eq(lv_ctx_precision(ctx), LV_PRECISION_F32);
     lv_tensor a, w = ts_empty(ctx, 2, (int64_t[]){4, 8}), o = ts_empty(ctx, 2, (int64_t[]){4, 4}), oh;
     cr_assert_eq(lv_tensor_create(ctx, LV_F16, 2, (int64_t[]){4, 8}, &a), LV_OK);
     cr_assert_eq(lv_tensor_create(ctx, LV_F16, 2, (int64_t[]){4, 4}, &oh), LV_OK);
@@ -633,14 +716,21 @@ Test(matmul, coopmat_half_activations) {
     static const int64_t shapes[][3] = {{33, 68, 136}, {40, 200, 136}, {7, 13, 5}, {5, 66, 16}, {64, 96, 96}};
     static const lv_dtype half[] = {LV_F16, LV_BF16};
     const double in_rel = ldexp(1.0, -9) + ldexp(1.0, -20);
-    uint64_t seed = 7500;
-    for (size_t h = 0; h < 2; h++)
-        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-            for (int pair = 0; pair < 3; pair++) {
-                lv_dtype adt = pair == 1 ? LV_F32 : half[h], odt = pair == 0 ? LV_F32 : half[h];
-                half_case(ctx, LV_MATMUL_COOPMAT, shapes[i], adt, odt, i % 2 ? LV_BF16 : LV_F16,
-                          pair == 2 ? LV_ACT_SILU : LV_ACT_NONE, in_rel, seed++);
-            }
+    int usable[LV_COOPMAT_MAX_SHAPES];
+    const int nusable = usable_shapes(ctx, usable);
+    for (int s = 0; s < nusable; s++) {
+        use_shape(ctx, usable[s]);
+        uint64_t seed = 7500;
+        for (size_t h = 0; h < 2; h++)
+            for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+                for (int pair = 0; pair < 3; pair++) {
+                    lv_dtype adt = pair == 1 ? LV_F32 : half[h], odt = pair == 0 ? LV_F32 : half[h];
+                    half_case(ctx, LV_MATMUL_COOPMAT, shapes[i], adt, odt, i % 2 ? LV_BF16 : LV_F16,
+                              pair == 2 ? LV_ACT_SILU : LV_ACT_NONE, in_rel, seed++);
+                }
+        cr_log_info("coopmat_half_activations: shape %d passed every case", usable[s]);
+    }
+    unsetenv("LONGVK_COOPMAT_SHAPE");
     uint64_t n = lv_ctx_validation_messages(ctx);
     lv_ctx_destroy(ctx);
     cr_assert_eq(n, 0, "the validation layer reported %llu message(s)", (unsigned long long)n);

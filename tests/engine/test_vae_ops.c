@@ -29,6 +29,7 @@
 
 #include "longvk/ops_vae.h"
 #include "lv_internal.h"
+#include "ops_matmul_internal.h"
 #include "ref_vae.h"
 #include "test_support.h"
 
@@ -283,30 +284,97 @@ Test(vae_ops, conv2d_rows_window) {
  * place and separate, the scalar column path (odd Ci), the 3x1x1 time_conv, the 2x upsampled
  * 2-D conv and a window of its rows. Bindings too small for one row's columns fall back to
  * the direct kernel (conv3d_splits_rows_over_small_bindings passes either way). */
+static void columns_cases(lv_ctx *ctx, int p) {
+    const conv3d_case cases[] = {
+        {1, 5, 7, 8, 12, 3, 1, 1, 1, 0},
+        {3, 4, 9, 5, 3, 3, 0, 0, 1, 0},
+        {2, 6, 10, 16, 20, 3, 0, 1, 1, 2},
+        {4, 3, 5, 4, 9, 3, 1, 1, 0, 1},
+        {2, 3, 17, 4, 33, 1, 1, 1, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) conv3d_run(ctx, &cases[i], 600 + 10 * i + p);
+    time_conv_run(ctx, 3, 3, 5, 8, 1, 650 + p);
+    conv2d_run(ctx, 2, 3, 5, 8, 6, 1, 660 + p);
+    conv2d_rows_run(ctx, 2, 6, 5, 8, 6, 1, 3, 7, 670 + p);
+    cr_assert_not_null(ctx->scratch.alloc, "no columns were made: the direct kernel ran");
+}
+
+static const lv_precision column_precisions[3] = {LV_PRECISION_F32, LV_PRECISION_F16, LV_PRECISION_BF16};
+static const lv_dtype column_dtypes[3] = {LV_F32, LV_F16, LV_BF16};
+
 Test(vae_ops, conv_as_columns_and_a_product) {
     setenv("LONGVK_VAE_CONV", "gemm", 1);
-    const lv_precision precisions[3] = {LV_PRECISION_F32, LV_PRECISION_F16, LV_PRECISION_BF16};
-    const lv_dtype dtypes[3] = {LV_F32, LV_F16, LV_BF16};
     for (int p = 0; p < 3; p++) {
         lv_ctx_options opt;
         lv_ctx_options_default(&opt);
-        opt.precision = precisions[p];
+        opt.precision = column_precisions[p];
         lv_ctx *ctx = ts_ctx_with(opt);
-        round_inputs = dtypes[p];
-        const conv3d_case cases[] = {
-            {1, 5, 7, 8, 12, 3, 1, 1, 1, 0},
-            {3, 4, 9, 5, 3, 3, 0, 0, 1, 0},
-            {2, 6, 10, 16, 20, 3, 0, 1, 1, 2},
-            {4, 3, 5, 4, 9, 3, 1, 1, 0, 1},
-            {2, 3, 17, 4, 33, 1, 1, 1, 1, 0},
-        };
-        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) conv3d_run(ctx, &cases[i], 600 + 10 * i + p);
-        time_conv_run(ctx, 3, 3, 5, 8, 1, 650 + p);
-        conv2d_run(ctx, 2, 3, 5, 8, 6, 1, 660 + p);
-        conv2d_rows_run(ctx, 2, 6, 5, 8, 6, 1, 3, 7, 670 + p);
-        cr_assert_not_null(ctx->scratch.alloc, "no columns were made: the direct kernel ran");
+        round_inputs = column_dtypes[p];
+        columns_cases(ctx, p);
         ts_ctx_done(ctx);
     }
+    round_inputs = LV_F32;
+}
+
+/* The columns times the weight on the tensor cores (LONGVK_MATMUL_VARIANT=coopmat), the same
+ * cases under the same bounds, at f16 and bf16 precision through every cooperative-matrix
+ * shape the device lists that the kernel can use (LONGVK_COOPMAT_SHAPE): the inputs are
+ * representable in the columns' 16-bit type and in fp16 (the kernel's input type; the
+ * weights are rounded likewise), so only the fp32 sums differ. The profile's count of the
+ * kernel's dispatches says it ran. At f32 precision the forced kernel is not taken (it
+ * rounds its inputs to fp16: issue 57 saw these columns miss their f32 bound, 8.75e-4
+ * against 3.61e-4), the fp32 kernels meet the f32 bounds, and the count is 0. Without
+ * cooperative matrices on the device (or with a validation layer older than them) the
+ * 16-bit passes are reported NOT RUN. */
+Test(vae_ops, columns_through_the_tensor_cores) {
+    setenv("LONGVK_VAE_CONV", "gemm", 1);
+    setenv("LONGVK_MATMUL_VARIANT", "coopmat", 1);
+    for (int p = 0; p < 3; p++) {
+        lv_ctx_options opt;
+        lv_ctx_options_default(&opt);
+        opt.precision = column_precisions[p];
+        opt.profile = 1;
+        lv_ctx *ctx = ts_ctx_with(opt);
+        round_inputs = column_dtypes[p];
+        const lv_device_info *d = lv_ctx_device(ctx);
+        if (p == 0) {
+            columns_cases(ctx, p);
+            cr_assert_eq(lv_flush(ctx), LV_OK, "%s", lv_last_error());
+            cr_assert_eq(ctx->op_calls[LV_OP_MATMUL_COOPMAT], 0, "the tensor-core kernel ran at f32 precision");
+            cr_log_info("f32 columns with LONGVK_MATMUL_VARIANT=coopmat: fp32 kernels, %llu matmul dispatches",
+                        (unsigned long long)ctx->op_calls[LV_OP_MATMUL]);
+            ts_ctx_done(ctx);
+            continue;
+        }
+        if (!lv_ctx_coopmat(ctx)) {
+            cr_log_info("NOT RUN: %s columns through the tensor cores: %s has none enabled (coopmat state %d; "
+                        "`longvk devices` says why)", lv_dtype_name(column_dtypes[p]), d->name, (int)d->coopmat);
+            ts_ctx_done(ctx);
+            continue;
+        }
+        int n = d->coopmat_count < LV_COOPMAT_MAX_SHAPES ? d->coopmat_count : LV_COOPMAT_MAX_SHAPES, ran = 0;
+        for (int i = 0; i < n; i++) {
+            const lv_coopmat_shape *c = &d->coopmat_shapes[i];
+            if (lv_matmul_coopmat_unusable(c)) continue;
+            char v[16];
+            snprintf(v, sizeof v, "%d", i);
+            setenv("LONGVK_COOPMAT_SHAPE", v, 1);
+            uint64_t before = ctx->op_calls[LV_OP_MATMUL_COOPMAT];
+            columns_cases(ctx, p);
+            cr_assert_eq(lv_flush(ctx), LV_OK, "%s", lv_last_error());
+            uint64_t calls = ctx->op_calls[LV_OP_MATMUL_COOPMAT] - before;
+            cr_assert_gt(calls, 0, "shape %d: the tensor-core kernel did not run", i);
+            cr_log_info("%s columns through the tensor cores, shape %d (%ux%ux%u %s x %s + %s): %llu coopmat matmul "
+                        "dispatches, every bound met", lv_dtype_name(column_dtypes[p]), i, c->m, c->n, c->k,
+                        lv_coopmat_type_name(c->a_type), lv_coopmat_type_name(c->b_type),
+                        lv_coopmat_type_name(c->c_type), (unsigned long long)calls);
+            ran++;
+        }
+        unsetenv("LONGVK_COOPMAT_SHAPE");
+        cr_assert_gt(ran, 0, "%s: the tensor cores are enabled but no shape was usable", d->name);
+        ts_ctx_done(ctx);
+    }
+    unsetenv("LONGVK_MATMUL_VARIANT");
     round_inputs = LV_F32;
 }
 

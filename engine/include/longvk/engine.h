@@ -87,6 +87,10 @@ const char *lv_device_type_name(lv_device_type type);
 const char *lv_coopmat_type_name(uint32_t component_type);
 /* "subgroup", "workgroup", "device", "queue family" */
 const char *lv_coopmat_scope_name(uint32_t scope);
+/* Whether this build has the tensor-core kernels (shaders/coopmat/): 1 when the glslang it was
+ * built with knows GL_KHR_cooperative_matrix (Debian 13's does; on Debian 12 the one
+ * .ci/glslang builds, given as -DLONGVK_GLSLANG=PATH), else 0. */
+int lv_coopmat_built(void);
 
 /* Fill up to `max` entries of `out` (out may be NULL to count). Fails with LV_ERR_DEVICE and
  * a message naming mesa-vulkan-drivers when there is no Vulkan device at all. */

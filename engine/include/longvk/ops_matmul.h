@@ -42,7 +42,8 @@ typedef enum lv_matmul_variant {
     LV_MATMUL_REGISTER,  /* register-blocked, no shared memory (CPU devices) */
     LV_MATMUL_TILED,     /* shared-memory tiles (GPUs) */
     LV_MATMUL_COOPMAT    /* the tensor cores, inputs rounded to fp16, fp32 accumulation: on a
-                            context that enabled them (lv_ctx_coopmat), else LV_ERR_UNSUPPORTED */
+                            context at 16-bit precision that enabled them (lv_ctx_coopmat),
+                            else LV_ERR_UNSUPPORTED */
 } lv_matmul_variant;
 
 /* lv_op_matmul with the given kernel (LV_MATMUL_AUTO: lv_op_matmul's). */
@@ -50,9 +51,11 @@ lv_status lv_op_matmul_variant(lv_ctx *ctx, const lv_tensor *out, const lv_tenso
                                const lv_tensor *w, const lv_tensor *bias,
                                lv_matmul_variant variant);
 
-/* The variant lv_op_matmul picks on this context: COOPMAT at fp16 precision on a context
- * with the tensor cores (NVIDIA's, for now: the kernel assumes a fixed subgroup size),
- * else REGISTER on CPU devices and TILED elsewhere (LONGVK_MATMUL_VARIANT overrides). */
+/* The variant lv_op_matmul picks on this context: COOPMAT at fp16 precision on a GPU whose
+ * context enabled the tensor cores with a shape the kernel can use (any vendor), else
+ * REGISTER on CPU devices (lavapipe: faster than its emulated cooperative matrices) and
+ * TILED elsewhere. LONGVK_MATMUL_VARIANT=register|tiled|coopmat forces one; coopmat only at
+ * 16-bit precision (at f32 it is as if unset: the kernel rounds its inputs to fp16). */
 lv_matmul_variant lv_matmul_auto_variant(const lv_ctx *ctx);
 
 #ifdef __cplusplus
