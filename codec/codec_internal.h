@@ -9,6 +9,7 @@
 #include <libavutil/pixfmt.h>
 
 #include "longvk/codec.h"
+#include "longvk/files.h"
 
 /* av_error.c: record `fmt` followed by ": " and FFmpeg's text for `averr`. */
 lv_status lv_av_error(lv_status status, int averr, const char *fmt, ...)
@@ -69,12 +70,9 @@ int lv_file_output_error(const lv_file_output *f);
 /* Flushes and closes; returns the first error met over the file's life. NULL is allowed. */
 lv_status lv_file_output_close(lv_file_output *f);
 
-/* atomic_file.c: text outputs written to a temporary file beside `path`, renamed at commit. */
-typedef struct lv_atomic_file {
-    FILE *fp;
-    char path[4096];
-    char tmp[4200];
-} lv_atomic_file;
+/* atomic_file.c: text outputs written to a temporary file beside `path`, renamed at commit
+ * (a device or FIFO written through): lv_output_file of longvk/files.h. */
+typedef lv_output_file lv_atomic_file;
 lv_status lv_atomic_open(lv_atomic_file *f, const char *path);
 /* Closes and renames; on a write error removes the temporary file and reports it. */
 lv_status lv_atomic_commit(lv_atomic_file *f);

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <libavutil/avstring.h>
@@ -391,7 +392,9 @@ lv_status lv_encoder_open_as(const char *path, const char *tmp_path, int width, 
         char created[sizeof enc->tmp_path];
         snprintf(created, sizeof created, "%s", file_path);
         lv_encoder_abort(enc);
-        if (remove_file) unlink(created);
+        /* a device or FIFO written through (/dev/null), or a link, is never removed */
+        struct stat ls;
+        if (remove_file && lstat(created, &ls) == 0 && S_ISREG(ls.st_mode)) unlink(created);
         return st;
     }
     *out = enc;

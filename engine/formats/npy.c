@@ -1,5 +1,6 @@
 /* .npy reader and writer for float32 arrays (see longvk/npy.h). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,10 +191,9 @@ lv_status lv_npy_write(const char *path, int ndim, const int64_t *shape, const f
     /* pad so that the data starts on a 64-byte boundary, header ends with '\n' */
     int total = 10 + n + 1;
     int pad = (64 - total % 64) % 64;
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return lv_error(LV_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    lv_output_file out; /* a temporary file renamed into place; a device or FIFO written through */
+    LV_TRY(lv_output_open(&out, path));
+    FILE *f = out.fp;
     unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0};
     uint16_t hl = (uint16_t)(n + pad + 1);
     pre[8] = (unsigned char)(hl & 0xff);
@@ -202,11 +202,31 @@ lv_status lv_npy_write(const char *path, int ndim, const int64_t *shape, const f
     for (int i = 0; i < pad && ok; i++) ok = fputc(' ', f) != EOF;
     ok = ok && fputc('\n', f) != EOF;
     ok = ok && fwrite(data, 4, (size_t)numel, f) == (size_t)numel;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
+    if (!ok) {
         int e = errno;
-        unlink(tmp);
+        lv_output_discard(&out);
         return lv_error(LV_ERR_IO, "%s: write failed: %s", path, strerror(e));
+    }
+    LV_TRY(lv_output_commit(&out));
+    return LV_OK;
+}
+
+lv_status lv_check_finite(const char *file, const char *tensor, const float *x, int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    for (int64_t k = 0; k < n; k++) {
+        if (isfinite(x[k])) continue;
+        char index[256] = "";
+        size_t at = 0;
+        int64_t rest = k, stride = n;
+        for (int i = 0; i < ndim && at < sizeof index; i++) {
+            stride = shape[i] ? stride / shape[i] : 1;
+            int64_t v = stride ? rest / stride : 0;
+            rest -= v * stride;
+            at += (size_t)snprintf(index + at, sizeof index - at, "%s%lld", i ? ", " : "", (long long)v);
+        }
+        return lv_error(LV_ERR_INVALID, "%s: tensor '%s': value %g at [%s] (offset %lld of %lld) is not finite", file,
+                        tensor, (double)x[k], index, (long long)k, (long long)n);
     }
     return LV_OK;
 }

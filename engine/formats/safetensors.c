@@ -399,8 +399,8 @@ lv_status lv_safetensors_write(const char *path, const lv_weight *tensors, int n
     uint64_t *offset = malloc(((size_t)n + 1) * sizeof *offset);
     st_buf h = {0};
     lv_status s = LV_OK;
-    int fd = -1;
-    char *tmp = NULL;
+    lv_output_file out;
+    int opened = 0;
     if (!order || !offset) {
         s = lv_error(LV_ERR_NOMEM, "%s: out of memory", path);
         goto done;
@@ -450,49 +450,25 @@ lv_status lv_safetensors_write(const char *path, const lv_weight *tensors, int n
         goto done;
     }
 
-    size_t plen = strlen(path);
-    tmp = malloc(plen + 16);
-    if (!tmp) {
-        s = lv_error(LV_ERR_NOMEM, "%s: out of memory", path);
-        goto done;
-    }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp-XXXXXX", 12);
-    fd = mkstemp(tmp);
-    if (fd < 0) {
-        s = lv_error(LV_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
-        free(tmp);
-        tmp = NULL;
-        goto done;
-    }
+    /* a temporary file renamed into place; a device or FIFO written through (lv_output_open) */
+    if ((s = lv_output_open(&out, path)) != LV_OK) goto done;
+    opened = 1;
+    int fd = fileno(out.fp); /* nothing goes through the FILE's buffer */
+    const char *tmp = out.direct ? path : out.tmp;
     uint8_t len_bytes[8];
     for (int i = 0; i < 8; i++) len_bytes[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
     if ((s = write_all(fd, len_bytes, 8, tmp)) != LV_OK) goto done;
     if ((s = write_all(fd, h.data, h.len, tmp)) != LV_OK) goto done;
     for (int i = 0; i < n; i++)
         if ((s = write_all(fd, tensors[order[i]].data, tensors[order[i]].nbytes, tmp)) != LV_OK) goto done;
-    if (fchmod(fd, 0644) != 0 || fsync(fd) != 0) {
+    if (!out.direct && fsync(fd) != 0) {
         s = lv_error(LV_ERR_IO, "%s: cannot finish the file: %s", tmp, strerror(errno));
         goto done;
     }
-    if (close(fd) != 0) {
-        fd = -1;
-        s = lv_error(LV_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
-        goto done;
-    }
-    fd = -1;
-    if (rename(tmp, path) != 0) {
-        s = lv_error(LV_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-        goto done;
-    }
-    free(tmp);
-    tmp = NULL;
+    opened = 0;
+    s = lv_output_commit(&out);
 done:
-    if (fd >= 0) close(fd);
-    if (tmp) {
-        unlink(tmp);
-        free(tmp);
-    }
+    if (opened) lv_output_discard(&out);
     free(h.data);
     free(order);
     free(offset);

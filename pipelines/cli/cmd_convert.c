@@ -41,6 +41,7 @@ int cmd_convert(int argc, char **argv) {
     if (r >= 0) return r;
     const char *in = args.in, *out = args.out, *preset = args.preset, *config = args.config;
     if (preset && config) return cli_usage_error("convert", "give --preset or --config, not both");
+    if (!cli_check_preset("convert", preset)) return 2;
     char config_json[512] = "";
     if (preset || config) {
         lv_sana_config cfg;

@@ -118,6 +118,11 @@ int cmd_decode(int argc, char **argv) {
         memmove(x.shape, x.shape + 1, 4 * sizeof *x.shape);
         x.ndim = 4;
     }
+    /* NaN or infinite latents decode to black frames: refused, as forward and generate refuse them */
+    if (lv_check_finite(latents, "latents", x.data, x.ndim, x.shape) != LV_OK) {
+        fprintf(stderr, "longvk decode: %s\n", lv_last_error());
+        goto done;
+    }
     if (lv_weights_open(vae, &w) != LV_OK) {
         cli_fail("VAE weights");
         goto done;

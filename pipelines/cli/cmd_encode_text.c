@@ -4,9 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "commands.h"
 #include "longvk.h"
+#include "longvk/files.h"
 #include "longvk/gemma2.h"
 #include "longvk/sana_prompt.h"
 #include "longvk/tokenizer.h"
@@ -132,11 +134,21 @@ int cmd_encode_text(int argc, char **argv) {
         return cli_usage_error(cmd, "--negative and --motion-score apply to --template sana-video only");
     char mask_out[4096] = "";
     if (sana) {
+        /* -o a device or FIFO (/dev/null): the rows are written through it (lv_npy_write), but
+         * the mask goes to a file beside -o, which a device has not: refused rather than
+         * creating /dev/null.mask.npy (--template none writes no mask) */
+        char target[4096];
+        int special = 0;
+        if (lv_output_target(args.output, target, sizeof target, &special) == LV_OK && special)
+            return cli_usage_error(cmd, "-o %s is not a regular file (a device or FIFO): with --template sana-video "
+                                   "the mask is written beside it as OUT.mask.npy; give a file name (or --template "
+                                   "none, which writes no mask)", args.output);
         mask_path(args.output, mask_out, sizeof mask_out);
         const char *inputs[] = {args.encoder, args.tokenizer};
         for (int i = 0; i < 2; i++)
             if (inputs[i] && cli_same_file(mask_out, inputs[i]))
                 return cli_usage_error(cmd, "the mask output %s is an input file", mask_out);
+        if (!cli_check_output(&cmd_encode_text_spec, mask_out, "the mask output")) return 2;
     }
 
     int rc = 1;
@@ -254,7 +266,11 @@ int cmd_encode_text(int argc, char **argv) {
         int64_t mshape[1] = {LV_SANA_PROMPT_ROWS};
         if (lv_npy_write(mask_out, 1, mshape, sp.mask) != LV_OK) {
             cli_fail(NULL);
-            remove(args.output);
+            struct stat ls; /* the rows without their mask: removed (a link stays: its target is the file) */
+            char target[4096];
+            if (lv_output_target(args.output, target, sizeof target, NULL) == LV_OK && lstat(target, &ls) == 0 &&
+                S_ISREG(ls.st_mode))
+                remove(target);
             goto done;
         }
     }

@@ -115,6 +115,12 @@ static int load_text(const char *path, int caption_channels, float **y, float **
     }
     if (!rc) {
         *L = (int)ty->shape[ty->ndim - 2];
+        if (lv_check_finite(path, ty->name, ty->data, ty->ndim, ty->shape) != LV_OK ||
+            (tm && tm->dtype == LV_F32 && lv_check_finite(path, tm->name, tm->data, tm->ndim, tm->shape) != LV_OK)) {
+            fprintf(stderr, "longvk forward: %s\n", lv_last_error());
+            lv_weights_close(w);
+            return 1;
+        }
         *y = malloc(ty->nbytes);
         *mask = NULL;
         memcpy(*y, ty->data, ty->nbytes);
@@ -155,6 +161,7 @@ int cmd_forward(int argc, char **argv) {
     int r = cli_parse(&cmd_forward_spec, argc, argv);
     if (r >= 0) return r;
     const char *model = args.model, *config = args.config, *preset = args.preset, *latents = args.latents;
+    if (!cli_check_preset("forward", preset)) return 2;
     const char *timestep = args.timestep, *text = args.text, *output = args.output;
     long block_frames = args.block_frames, cached = args.cached, device = args.device;
     long sp_emulate = args.sp_emulate;
@@ -185,6 +192,10 @@ int cmd_forward(int argc, char **argv) {
     if (x.ndim != 4 || x.shape[0] != cfg->in_channels) {
         fprintf(stderr, "longvk forward: %s: latents must be [C=%d, F, H, W], got %d dimensions%s\n",
                 latents, cfg->in_channels, x.ndim, x.ndim == 4 ? " with another channel count" : "");
+        goto done;
+    }
+    if (lv_check_finite(latents, "latents", x.data, x.ndim, x.shape) != LV_OK) {
+        fprintf(stderr, "longvk forward: %s\n", lv_last_error());
         goto done;
     }
     int C = (int)x.shape[0], F = (int)x.shape[1], H = (int)x.shape[2], W = (int)x.shape[3];

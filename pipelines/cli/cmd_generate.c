@@ -1,15 +1,20 @@
 /* `longvk generate`: a video from a prompt, block by block, with progress, Ctrl-C that
  * closes the file properly, and --resume. */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli_mpi.h"
 #include "commands.h"
 #include "longvk.h"
+#include "longvk/files.h"
 #include "longvk/generate.h"
 
 static volatile sig_atomic_t interrupted = 0;
@@ -31,7 +36,7 @@ typedef struct generate_args {
     long seed;
     int sampler;
     int motion_score;
-    bool quiet, resume, sequence_parallel, cfg_parallel;
+    bool quiet, resume, overwrite, sequence_parallel, cfg_parallel;
 } generate_args;
 
 static generate_args args;
@@ -119,6 +124,10 @@ static cli_option options[] = {
      .def = "medium for libx264", .help = "encoder preset"},
     {.name = "--resume", .kind = CLI_FLAG, .dest = &args.resume,
      .help = "continue an interrupted run (same options) from OUT.longvk-state"},
+    {.name = "--overwrite", .kind = CLI_FLAG, .dest = &args.overwrite,
+     .help = "start again when OUT.longvk-state says an interrupted run left OUT: its video and state are "
+             "replaced (without --resume or --overwrite such a run is refused, so that a partial video is "
+             "never lost by accident)"},
     CLI_DEVICE_OPTION(&args.o.device_index),
     {.name = "--cpu-threads", .kind = CLI_INT, .dest = &args.o.cpu_threads, .min = 0, .max = 1024,
      .help = "CPU device (lavapipe) only: worker threads; 0 runs every kernel on lavapipe's own thread (default: "
@@ -205,10 +214,9 @@ const cli_spec cmd_generate_spec = {
 };
 
 /* The resume state, OUT.longvk-state, is written as the video grows (and read by --resume):
- * a file the table does not know, so it is checked here against the inputs and the output. */
-static int check_state_file(const lv_generate_options *o) {
-    char state[4200];
-    snprintf(state, sizeof state, "%s.longvk-state", o->output);
+ * a file the table does not know, so it is checked here against the inputs (and the files
+ * an input folder holds) and the outputs. `state`: beside the output's target. */
+static int check_state_file(const lv_generate_options *o, const char *state) {
     const char *files[] = {o->model_path, o->text_embeds_path, o->vae_path, o->output, o->text_encoder_path,
                            o->tokenizer_path, o->text_embeds_out};
     const char *names[] = {"--model", "--text-embeds", "--vae", "--output", "--text-encoder", "--tokenizer",
@@ -219,7 +227,46 @@ static int check_state_file(const lv_generate_options *o) {
                             "overwrite it", state, names[i], files[i]);
             return 0;
         }
-    return 1;
+    return cli_check_output(&cmd_generate_spec, state, "the resume state");
+}
+
+/* One writer per output (issue 53): OUT.longvk-lock beside the output's target, held with
+ * flock for the whole run. The kernel releases it when the process ends, however it ends
+ * (a crash, SIGKILL), so a stale lock file never blocks a later run; the file is removed
+ * at the end. A removed-and-recreated file is detected (its inode) and taken again.
+ * Returns the descriptor, or -1 after a message: another run holds it (exit 1: nothing is
+ * wrong with the command line, the same command works once that run ends). */
+static int lock_output(const char *output, const char *lock_path) {
+    for (int tries = 0; tries < 16; tries++) {
+        int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            fprintf(stderr, "longvk generate: cannot create the lock file %s: %s\n", lock_path, strerror(errno));
+            return -1;
+        }
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            int e = errno;
+            close(fd);
+            if (e == EWOULDBLOCK)
+                fprintf(stderr, "longvk generate: %s is being written by another longvk run (it holds %s): two runs "
+                        "cannot write one output; wait for it to end or give another -o\n", output, lock_path);
+            else
+                fprintf(stderr, "longvk generate: cannot lock %s: %s\n", lock_path, strerror(e));
+            return -1;
+        }
+        struct stat held, named;
+        if (fstat(fd, &held) == 0 && stat(lock_path, &named) == 0 && held.st_dev == named.st_dev &&
+            held.st_ino == named.st_ino)
+            return fd;
+        close(fd); /* the run that held it removed it meanwhile: lock the new one */
+    }
+    fprintf(stderr, "longvk generate: cannot lock %s: it keeps being replaced\n", lock_path);
+    return -1;
+}
+
+static void unlock_output(const char *lock_path, int fd) {
+    if (fd < 0) return;
+    unlink(lock_path); /* while held: a run waiting on the old file sees it is gone */
+    close(fd);
 }
 
 typedef struct cli_state {
@@ -300,6 +347,8 @@ static void on_warning(void *user, const char *message) {
     fprintf(stderr, "longvk generate: warning: %s\n", message);
 }
 
+static int run_generate(lv_generate_options o);
+
 int cmd_generate(int argc, char **argv) {
     lv_generate_options_default(&args.o);
     args.o.scale = 8;
@@ -312,8 +361,48 @@ int cmd_generate(int argc, char **argv) {
     o.sampler = (lv_gen_sampler)args.sampler;
     o.resume = args.resume;
     o.motion_score = cli_given(&cmd_generate_spec, "--motion-score") ? args.motion_score : LV_GEN_MODEL_DEFAULT;
-    if (!check_state_file(&o)) return 2;
+    if (args.resume && args.overwrite) return cli_usage_error("generate", "--resume and --overwrite: one or the other");
+    /* the output as it will be written: a link's target; a write-protected file is refused
+     * (exit 1, as `decode` refuses it), a device or FIFO too (exit 2, see lv_generate: the
+     * video is renamed into place and its resume state kept beside it) */
+    char target[4096], state[4200], lock_path[4200];
+    int special = 0;
+    if (lv_output_target(o.output, target, sizeof target, &special) != LV_OK) return cli_fail("generate");
+    if (special)
+        return cli_usage_error("generate", "the output %s is not a regular file (a device or FIFO): the video is "
+                               "written under a temporary name, renamed into place and resumed from a state beside "
+                               "it; give a file name", o.output);
+    snprintf(state, sizeof state, "%s.longvk-state", target);
+    snprintf(lock_path, sizeof lock_path, "%s.longvk-lock", target);
+    if (!check_state_file(&o, state)) return 2;
+    /* the values against the model, before anything is written: one it does not take (-W 33,
+     * --steps 64 for the embedded model) is a usage error, exit 2; a model that cannot be read 1 */
+    bool bad_value = false;
+    if (lv_generate_check(&o, &bad_value) != LV_OK) {
+        if (bad_value) return cli_usage_error("generate", "%s", lv_last_error());
+        return cli_fail("generate");
+    }
     if (cli_mpi_check_launch("generate", args.sequence_parallel || args.cfg_parallel)) return 2;
+    /* over MPI ranks rank 0 writes; the lock is taken by a single process only (a rank cannot
+     * leave the job alone before it has joined it) */
+    const bool ranks = args.sequence_parallel || args.cfg_parallel;
+    int lock = -1;
+    if (!ranks && (lock = lock_output(o.output, lock_path)) < 0) return 1;
+    /* a state beside the output: an interrupted run left a partial video there. Without
+     * --resume (continue it) or --overwrite (start again) it is refused: a plain re-run
+     * would silently replace both (exit 2: the command line must say which) */
+    struct stat sst;
+    if (!args.resume && !args.overwrite && stat(state, &sst) == 0) {
+        unlock_output(lock_path, lock);
+        return cli_usage_error("generate", "%s holds the state of an interrupted run writing %s: add --resume to "
+                               "continue it, or --overwrite to start again (or remove both files)", state, o.output);
+    }
+    int rc = run_generate(o);
+    unlock_output(lock_path, lock);
+    return rc;
+}
+
+static int run_generate(lv_generate_options o) {
     cli_mpi mpi = {.rank = 0, .ranks = 1};
     if (args.sequence_parallel || args.cfg_parallel) {
         if (o.sp_bands)

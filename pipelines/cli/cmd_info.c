@@ -412,6 +412,7 @@ int cmd_info(int argc, char **argv) {
     int r = cli_parse(&cmd_info_spec, argc, argv);
     if (r >= 0) return r;
     const char *model = args.model, *config = args.config, *preset = args.preset;
+    if (!cli_check_preset("info", preset)) return 2;
     long *latent = args.latent, text_tokens = args.text_tokens;
     int list = args.list, text_tokens_given = cli_given(&cmd_info_spec, "--text-tokens");
     lv_sana_file *f = NULL;

@@ -1,5 +1,6 @@
 /* `longvk`: the command-line program. Dispatches to one subcommand. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
@@ -32,6 +33,12 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "--version") == 0) {
         printf("longvk 0.1.0\n");
         return 0;
+    }
+    /* the environment's values are checked as the options are: a bad one is a usage error */
+    const char *precision = getenv("LONGVK_PRECISION");
+    if (precision && *precision && strcmp(precision, "f32") && strcmp(precision, "f16") && strcmp(precision, "bf16")) {
+        fprintf(stderr, "longvk: LONGVK_PRECISION='%s': f32, f16 or bf16\n", precision);
+        return 2;
     }
     for (int i = 0; i < cli_command_count; i++)
         if (strcmp(argv[1], cli_commands[i].name) == 0) {

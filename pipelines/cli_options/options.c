@@ -2,6 +2,7 @@
 #include "options.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -10,6 +11,8 @@
 #include <sys/stat.h>
 
 #include "longvk/dit.h"
+#include "longvk/files.h"
+#include "longvk/sana.h"
 
 #define HELP_WIDTH 90 /* --help lines wrap at this column */
 #define LABEL_MAX 28  /* longer option labels put their help on the next line */
@@ -189,9 +192,94 @@ static const char *path_of(const cli_option *o) {
     return (o->kind == CLI_INPUT || o->kind == CLI_OUTPUT) && o->dest ? *(const char *const *)o->dest : NULL;
 }
 
+/* ---- what an input reads: its folder's files ------------------------------------------- */
+
+#define TREE_MAX_ENTRIES 20000 /* a folder given as a model is a model's, not a whole disk's */
+
+/* 1 when a regular file under `dir` (to `depth` more levels of folders; links followed) is
+ * `want`; its name in found. *budget bounds the entries looked at. */
+static int tree_has(const char *dir, const struct stat *want, int depth, int *budget, char *found, size_t size) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int hit = 0;
+    for (struct dirent *e; !hit && *budget > 0 && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        (*budget)--;
+        char p[4096];
+        if (snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= (int)sizeof p) continue;
+        struct stat st;
+        if (stat(p, &st) != 0) continue;
+        if (S_ISDIR(st.st_mode)) {
+            if (depth > 0) hit = tree_has(p, want, depth - 1, budget, found, size);
+        } else if (st.st_dev == want->st_dev && st.st_ino == want->st_ino) {
+            snprintf(found, size, "%s", p);
+            hit = 1;
+        }
+    }
+    closedir(d);
+    return hit;
+}
+
+/* 1 when the input `input` (as given) may read the existing file `want`, named in found:
+ * the input itself; a folder: every file under it (weights, shards, configs, tokenizer,
+ * three levels deep: a diffusers pipeline's components) and the tokenizer/ beside it (a
+ * pipeline's text_encoder/ finds its tokenizer there); a file: its config.json,
+ * tokenizer.model, tokenizer/ and ../tokenizer/ beside it, and an index's shards (its
+ * folder). Compared by device and inode, so any spelling or link of the file counts. */
+static int input_reads(const char *input, const struct stat *want, char *found, size_t size) {
+    struct stat st;
+    if (!input || stat(input, &st) != 0) return 0;
+    int budget = TREE_MAX_ENTRIES;
+    char dir[4096], p[4200];
+    if (S_ISDIR(st.st_mode)) {
+        if (tree_has(input, want, 3, &budget, found, size)) return 1;
+        snprintf(dir, sizeof dir, "%s", input);
+    } else {
+        if (st.st_dev == want->st_dev && st.st_ino == want->st_ino) {
+            snprintf(found, size, "%s", input);
+            return 1;
+        }
+        lv_path_dir(input, dir, sizeof dir);
+        if (lv_path_ends_with(input, ".index.json") && tree_has(dir, want, 0, &budget, found, size)) return 1;
+        static const char *const beside[] = {"config.json", "tokenizer.model"};
+        for (int i = 0; i < 2; i++) {
+            struct stat b;
+            snprintf(p, sizeof p, "%s/%s", dir, beside[i]);
+            if (stat(p, &b) == 0 && b.st_dev == want->st_dev && b.st_ino == want->st_ino) {
+                snprintf(found, size, "%s", p);
+                return 1;
+            }
+        }
+        snprintf(p, sizeof p, "%s/tokenizer", dir);
+        if (tree_has(p, want, 1, &budget, found, size)) return 1;
+    }
+    snprintf(p, sizeof p, "%s/../tokenizer", dir);
+    return tree_has(p, want, 1, &budget, found, size);
+}
+
+int cli_check_output(const cli_spec *spec, const char *out, const char *what) {
+    struct stat st;
+    if (!out || stat(out, &st) != 0 || S_ISDIR(st.st_mode)) return 1; /* a new file is no input */
+    for (int j = 0; j < spec->count; j++) {
+        const cli_option *in = &spec->options[j];
+        const char *p = path_of(in);
+        char found[4200];
+        if (in->kind != CLI_INPUT || !p || !input_reads(p, &st, found, sizeof found)) continue;
+        if (strcmp(found, p) == 0)
+            cli_usage_error(spec->command, "%s and %s name the same file ('%s' and '%s'): refusing to overwrite an "
+                            "input", what, display_name(in), out, p);
+        else
+            cli_usage_error(spec->command, "%s '%s' is a file that %s '%s' reads (%s): refusing to overwrite an "
+                            "input", what, out, display_name(in), p, found);
+        return 0;
+    }
+    return 1;
+}
+
 /* Before anything is opened: writing an output that is also an input would destroy the
  * input (often while it is still being read). Device and inode catch "./x" for "x", hard
- * links and symbolic links alike; a file that does not exist yet is no input. */
+ * links and symbolic links alike; a file that does not exist yet is no input. An input
+ * folder counts with the files in it (cli_check_output). */
 int cli_check_files(const cli_spec *spec) {
     for (int i = 0; i < spec->count; i++) {
         const cli_option *out = &spec->options[i];
@@ -209,6 +297,7 @@ int cli_check_files(const cli_spec *spec) {
                 return 0;
             }
         }
+        if (!cli_check_output(spec, op, display_name(out))) return 0;
     }
     return 1;
 }
@@ -293,7 +382,18 @@ int cli_parse(const cli_spec *spec, int argc, char **argv) {
     if (nmissing)
         return cli_usage_error(spec->command, "%s %s required (see longvk %s --help)", missing,
                                nmissing == 1 ? "is" : "are", spec->command);
-    return cli_check_files(spec) ? -1 : 2;
+    if (!cli_check_files(spec)) return 2;
+    /* an existing output this user may not write (a write-protected file) is refused before
+     * any work, exit 1 as `decode` always refused it: never replaced by a rename */
+    for (int i = 0; i < spec->count; i++) {
+        const char *op = path_of(&spec->options[i]);
+        char target[4096];
+        if (spec->options[i].kind == CLI_OUTPUT && op && lv_output_target(op, target, sizeof target, NULL) != LV_OK) {
+            fprintf(stderr, "longvk %s: %s\n", spec->command, lv_last_error());
+            return 1;
+        }
+    }
+    return -1;
 }
 
 /* ---- --help ----------------------------------------------------------------------------- */
@@ -436,6 +536,13 @@ void cli_help(const cli_spec *spec, FILE *out) {
         fputc('\n', out);
         print_block(out, spec->epilog);
     }
+}
+
+int cli_check_preset(const char *command, const char *preset) {
+    lv_sana_config cfg;
+    if (!preset || lv_sana_config_preset(preset, &cfg) == LV_OK) return 1;
+    cli_usage_error(command, "--preset: %s", lv_last_error());
+    return 0;
 }
 
 const cli_choice cli_weight_dtypes[] = {{"as-stored", LV_DIT_WEIGHTS_AS_STORED}, {"f32", LV_DIT_WEIGHTS_F32},

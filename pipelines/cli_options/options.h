@@ -96,7 +96,9 @@ typedef struct cli_spec {
 
 /* Parses argv[1 .. argc-1] into the table's destinations. Returns -1 when the command
  * should go on, else the exit status it should return at once: 0 after --help (printed
- * on stdout), 2 after a usage error (printed on stderr). */
+ * on stdout), 2 after a usage error (printed on stderr), 1 when an existing output may not
+ * be written by this user or is a folder (lv_output_target: a write-protected file is never
+ * replaced). */
 int cli_parse(const cli_spec *spec, int argc, char **argv);
 
 /* Whether the option called `name` was on the command line (after cli_parse). */
@@ -112,6 +114,14 @@ void cli_help_options(const cli_spec *spec, FILE *out);
  * a command whose inputs include files that are not options (found in another file, say)
  * may call cli_same_file itself. */
 int cli_check_files(const cli_spec *spec);
+/* 1 when `out` is no file any given input of the spec reads; else 0 after a usage error
+ * naming `what` (the output: an option, or a file derived from one), the input and the
+ * file: the input itself by any name (device and inode), a file inside an input folder
+ * (three levels: a diffusers pipeline's weights, shards, configs and tokenizer) or the
+ * tokenizer/ folder beside it, and beside an input file its config.json, tokenizer.model,
+ * tokenizer/, ../tokenizer/ and an index's shards. cli_check_files calls it for every
+ * output option; commands call it for the files they derive (OUT.mask.npy, the state). */
+int cli_check_output(const cli_spec *spec, const char *out, const char *what);
 /* 1 when both paths name one existing file (device and inode), else 0. */
 int cli_same_file(const char *a, const char *b);
 
@@ -130,6 +140,10 @@ int cli_usage_error(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+/* --preset NAME: 1 when NAME is a SANA-Video preset (or NULL), else 0 after a usage error
+ * naming the presets (exit 2: a bad value, found before anything is read). */
+int cli_check_preset(const char *command, const char *preset);
 
 /* Choices shared by commands: --weights-dtype (lv_dit_weights) and --precision (lv_precision). */
 extern const cli_choice cli_weight_dtypes[];

@@ -11,6 +11,7 @@
 
 #include "generate_run.h"
 #include "longvk/dit.h"
+#include "longvk/files.h"
 #include "longvk/sampler.h"
 
 double lv_gen_now(void) {
@@ -73,6 +74,18 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
     lv_generate_options *o = &r->o;
     LV_TRY(lv_gen_resolve_options(opt_in, r));
     const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
+    if (o->output) { /* a symbolic link is written through: the video and its state go beside its target */
+        int special = 0;
+        LV_TRY(lv_output_target(o->output, r->output_target, sizeof r->output_target, &special));
+        /* a device or FIFO (/dev/null) cannot take the video: it is built under a temporary name and
+         * renamed into place, its resume state beside it, so that a killed run leaves either nothing
+         * or a playable file; refused rather than replaced */
+        if (special)
+            return lv_error(LV_ERR_INVALID, "the output %s is not a regular file (a device or FIFO): generate "
+                            "writes its video under a temporary name beside it, renames it into place and keeps "
+                            "a resume state beside it; give a file name", o->output);
+        o->output = r->output_target;
+    }
     if (opt_in->state_path) snprintf(r->state_path, sizeof r->state_path, "%s", opt_in->state_path);
     else if (!o->output) r->state_path[0] = '\0'; /* frames to a sink alone: no file, no resume file */
     else if (snprintf(r->state_path, sizeof r->state_path, "%s.longvk-state", o->output) >= (int)sizeof r->state_path)
@@ -215,5 +228,22 @@ lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback pr
     /* a start that failed leaves nothing: not even the resume file it began with */
     if (s != LV_OK && s != LV_ERR_INTERRUPTED && r.wrote_start_state && r.blocks_made == 0) remove(r.state_path);
     run_free(&r);
+    return s;
+}
+
+lv_status lv_generate_check(const lv_generate_options *opt, bool *bad_value) {
+    if (bad_value) *bad_value = false;
+    if (!opt) return lv_error(LV_ERR_INVALID, "lv_generate_check: options are NULL");
+    lv_status s = lv_gen_check_options(opt);
+    if (s != LV_OK) {
+        if (bad_value) *bad_value = true;
+        return s;
+    }
+    gen_run *r = calloc(1, sizeof *r);
+    if (!r) return lv_error(LV_ERR_NOMEM, "out of host memory");
+    s = lv_gen_model_open(opt->model_path, &r->m);
+    if (s == LV_OK && (s = lv_gen_resolve_options(opt, r)) != LV_OK && bad_value) *bad_value = true;
+    run_free(r);
+    free(r);
     return s;
 }

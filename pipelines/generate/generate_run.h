@@ -21,6 +21,7 @@ typedef struct gen_run {
     lv_generate_options o;
     lv_gen_model m;
     char state_path[4096];
+    char output_target[4096]; /* o.output with symbolic links resolved (lv_output_target) */
     int grid_h, grid_w;      /* the model's frame size: pixels, or latents for latent models */
     int units;               /* model frames to make: pixel frames, or latent frames */
     int chunks;              /* chunks of the video (the burn-in not counted) */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "generate_run.h"
+#include "longvk/npy.h"
 
 /* Prompt embeddings from a file: y [L, caption] (or [1, L, caption]) and mask [L]; with
  * CFG also negative_y / negative_mask. */
@@ -35,12 +36,13 @@ static lv_status load_text_embeds(gen_run *r, const char *path, int cap) {
             s = lv_error(LV_ERR_FORMAT, "%s: 'negative_y' has %d tokens, 'y' %d", path, L, r->text_len);
             break;
         }
+        if ((s = lv_check_finite(path, names[slot][0], y->data, y->ndim, y->shape)) != LV_OK) break;
         memcpy(r->y + (size_t)slot * L * cap, y->data, (size_t)L * cap * sizeof(float));
         for (int i = 0; i < L; i++) r->mask[slot * L + i] = 1.0f;
         if (m) {
             if (m->dtype != LV_F32 || (int64_t)lv_weight_numel(m) != L)
                 s = lv_error(LV_ERR_FORMAT, "%s: '%s' must be float32 with %d values", path, names[slot][1], L);
-            else
+            else if ((s = lv_check_finite(path, names[slot][1], m->data, m->ndim, m->shape)) == LV_OK)
                 memcpy(r->mask + (size_t)slot * L, m->data, (size_t)L * sizeof(float));
         }
     }

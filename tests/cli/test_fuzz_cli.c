@@ -18,7 +18,9 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +39,12 @@
 
 #define FUZZ_DIR LONGVK_TEST_TMP "/fuzz"
 #define OUT_DIR LONGVK_TEST_TMP "/fuzz/out"
+/* Outputs that are not plain new files (issue 53): a FIFO (read by a thread), a file only
+ * root may write, and the files of a model folder (a diffusers transformer/), an input. */
+#define SPECIAL_DIR LONGVK_TEST_TMP "/fuzz/special"
+#define OUT_FIFO SPECIAL_DIR "/out.fifo"
+#define OUT_READONLY SPECIAL_DIR "/read-only.bin"
+#define MODEL_DIR LONGVK_TEST_TMP "/fuzz/model-dir"
 #define RUN_TIMEOUT 240.0 /* seconds; a free run is small, so more is a hang */
 
 /* ---- random ------------------------------------------------------------------------------- */
@@ -168,7 +176,56 @@ static void make_fixtures(void) {
     add_fixture("junk", "junk.bin");
 }
 
+/* The model folder's files: inputs too when the folder is given (never written: an output
+ * naming one is refused), hashed like the fixtures. */
+static const char *const folder_names[] = {"config.json", "diffusion_pytorch_model.safetensors"};
+static char folder_files[2][512];
+static uint64_t folder_hash[2], folder_size[2];
+
+static void make_special_outputs(void) {
+    mkdir(SPECIAL_DIR, 0755);
+    mkdir(MODEL_DIR, 0755);
+    const char *from[] = {LONGVK_ASSETS_DIR "/fixtures/tiny-hd32-diffusers/config.json",
+                          LONGVK_ASSETS_DIR "/fixtures/tiny-hd32-diffusers/diffusion_pytorch_model.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(folder_files[i], sizeof folder_files[i], "%s/%s", MODEL_DIR, folder_names[i]);
+        copy_file(from[i], folder_files[i]);
+        folder_hash[i] = ts_file_hash(folder_files[i], &folder_size[i]);
+    }
+    unlink(OUT_FIFO);
+    cr_assert_eq(mkfifo(OUT_FIFO, 0600), 0, "mkfifo %s: %s", OUT_FIFO, strerror(errno));
+}
+
+/* A read-only file (mode 444) before every run: root may replace it, another user not. */
+static void reset_read_only(void) {
+    chmod(OUT_READONLY, 0644);
+    ts_spit(OUT_READONLY, "read-only", 9);
+    chmod(OUT_READONLY, 0444);
+}
+
+/* The FIFO's reader: every run that writes into it finds it there. */
+static volatile int fifo_stop;
+static void *fifo_reader(void *arg) {
+    (void)arg;
+    char buf[65536];
+    while (!fifo_stop) {
+        int fd = open(OUT_FIFO, O_RDONLY); /* waits for a writer */
+        if (fd < 0) break;
+        while (read(fd, buf, sizeof buf) > 0) {}
+        close(fd);
+    }
+    return NULL;
+}
+
 static void check_fixtures(const char *cmdline) {
+    for (int i = 0; i < 2; i++) {
+        uint64_t size, h = ts_file_hash(folder_files[i], &size);
+        cr_assert(h == folder_hash[i] && size == folder_size[i], "a model folder's file changed: %s after\n  %s",
+                  folder_files[i], cmdline);
+    }
+    struct stat st;
+    cr_assert(stat(OUT_FIFO, &st) == 0 && S_ISFIFO(st.st_mode), "the FIFO output %s was replaced after\n  %s",
+              OUT_FIFO, cmdline);
     for (int i = 0; i < nfixtures; i++) {
         uint64_t size, h = ts_file_hash(fixtures[i].path, &size);
         cr_assert(h == fixtures[i].hash && size == fixtures[i].size, "an input changed: %s after\n  %s",
@@ -446,6 +503,15 @@ static const char *fresh_output(run_state *r, const char *ext, int run) {
 static const char *input_alias(const run_state *r) {
     const cli_spec *s = r->t->spec;
     int candidates[64], n = 0;
+    for (int i = 0; i < s->count; i++) /* a file the model folder holds, by its name or a link's */
+        if (s->options[i].kind == CLI_INPUT && r->given[i] && !strcmp(r->value[i], MODEL_DIR) && chance(60)) {
+            const char *f = folder_files[pick(2)];
+            if (chance(50)) return f;
+            const char *link = keep("%s/link-%d", OUT_DIR, pick(1000));
+            unlink(link);
+            cr_assert_eq(symlink(f, link), 0);
+            return link;
+        }
     for (int i = 0; i < s->count; i++)
         if (s->options[i].kind == CLI_INPUT && r->given[i]) {
             const fixture *f = NULL;
@@ -471,6 +537,7 @@ static const char *input_value(const run_state *r, const cli_option *o) {
     const fixture *f = key ? fixture_of(key) : NULL;
     int roll = pick(100);
     if (f && roll < 60) return f->path;
+    if (f && !strcmp(f->key, "model") && roll < 65) return MODEL_DIR; /* a diffusers transformer folder */
     if (f && roll < 70) return PICK(((const char *const[]){f->hard, f->sym, f->dotted}));
     if (roll < 80) return fixtures[pick(nfixtures)].path; /* another input file: the wrong kind */
     switch (pick(4)) {
@@ -483,7 +550,19 @@ static const char *input_value(const run_state *r, const cli_option *o) {
 
 static const char *output_value(run_state *r, const cli_option *o, int run) {
     int roll = pick(100);
-    if (roll < 75) return fresh_output(r, role_of(r->t, o), run);
+    if (roll < 63) return fresh_output(r, role_of(r->t, o), run);
+    if (roll < 75) {
+        switch (pick(3)) {
+        case 0: return OUT_FIFO;     /* written through, or refused */
+        case 1: return OUT_READONLY; /* root may replace it; another user is refused */
+        default: {                   /* a link to a fresh name: written at its target */
+            const char *link = fresh_output(r, ".link", run);
+            unlink(link);
+            cr_assert_eq(symlink(fresh_output(r, role_of(r->t, o), run), link), 0);
+            return link;
+        }
+        }
+    }
     if (roll < 88) {
         const char *a = input_alias(r);
         if (a) return a;
@@ -632,6 +711,7 @@ static void execute(const char **argv, bool must_be_usage_error, stats *st) {
     }
     check_fixtures(line);
     clear_outputs();
+    reset_read_only();
     free(p.err);
     free(line);
 }
@@ -722,6 +802,54 @@ static void free_run(const fuzz_target *t, int run, stats *st) {
     execute(argv, false, st);
 }
 
+/* Each output of a command's cheap valid line made, in turn, a FIFO, a read-only file, a
+ * link to a fresh name, and (with --model the model folder) a file of that folder or a
+ * link to one: the last must be refused (exit 2); every input stays as it was, the FIFO a
+ * FIFO. Random sampling alone reaches these rarely. */
+static void special_output_runs(const fuzz_target *t, int run, stats *st) {
+    const cli_spec *s = t->spec;
+    int model = option_index(s, "--model");
+    for (int i = 0; i < s->count; i++) {
+        if (s->options[i].kind != CLI_OUTPUT) continue;
+        for (int kind = 0; kind < 4; kind++) {
+            if (kind == 3 && (model < 0 || s->options[model].kind != CLI_INPUT)) continue;
+            arena_used = 0;
+            run_state r = {.t = t};
+            for (int k = 0; k < 16 && t->base[k]; k += 2) {
+                int j = option_index(s, t->base[k]);
+                const cli_option *o = &s->options[j];
+                const char *v = t->base[k + 1];
+                if (!*v && o->kind == CLI_INPUT) v = fixture_of(role_of(t, o))->path;
+                if (!*v && o->kind == CLI_OUTPUT) v = fresh_output(&r, role_of(t, o), run);
+                r.value[j] = v;
+                r.given[j] = true;
+            }
+            const char *v = NULL;
+            if (kind == 0) v = OUT_FIFO;
+            else if (kind == 1) v = OUT_READONLY;
+            else if (kind == 2 || kind == 3) {
+                const char *to = kind == 2 ? fresh_output(&r, role_of(t, &s->options[i]), run) : folder_files[pick(2)];
+                v = to;
+                if (kind == 2 || chance(50)) {
+                    v = fresh_output(&r, ".link", run);
+                    unlink(v);
+                    cr_assert_eq(symlink(to, v), 0);
+                }
+            }
+            if (kind == 3) {
+                r.value[model] = MODEL_DIR;
+                r.given[model] = true;
+            }
+            r.value[i] = v;
+            r.given[i] = true;
+            if (t->fixup) t->fixup(&r);
+            const char *argv[160];
+            build_argv(&r, argv, NULL);
+            execute(argv, kind == 3, st);
+        }
+    }
+}
+
 Test(cli_fuzz, random_command_lines, .timeout = 900) {
     const char *seed_env = getenv("LONGVK_FUZZ_SEED"), *scale_env = getenv("LONGVK_FUZZ_SCALE");
     uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0) : 0x10c11f022ull;
@@ -730,7 +858,11 @@ Test(cli_fuzz, random_command_lines, .timeout = 900) {
     verbose = getenv("LONGVK_FUZZ_VERBOSE") != NULL;
     rng = seed;
     make_fixtures();
+    make_special_outputs();
+    reset_read_only();
     clear_outputs();
+    pthread_t reader;
+    cr_assert_eq(pthread_create(&reader, NULL, fifo_reader, NULL), 0);
     cr_log_info("seed 0x%llx, scale %d", (unsigned long long)seed, scale);
     for (size_t k = 0; k < sizeof targets / sizeof *targets; k++) {
         const fuzz_target *t = &targets[k];
@@ -743,7 +875,18 @@ Test(cli_fuzz, random_command_lines, .timeout = 900) {
             arena_used = 0;
             free_run(t, 1000 + i, &st);
         }
+        if (t->free_runs) special_output_runs(t, 2000, &st);
         cr_log_info("%-13s %3d runs in %5.1f s: exit 0 x%d, 1 x%d, 2 x%d", t->spec->command, st.runs, st.seconds,
                     st.by_status[0], st.by_status[1], st.by_status[2]);
     }
+    fifo_stop = 1; /* the reader waits in open: a writer that closes at once ends it */
+    for (int i = 0; i < 300; i++) {
+        int fd = open(OUT_FIFO, O_WRONLY | O_NONBLOCK);
+        if (fd >= 0) {
+            close(fd);
+            break;
+        }
+        usleep(10000);
+    }
+    pthread_join(reader, NULL);
 }

@@ -203,6 +203,15 @@ Test(sp_generate, errors, .timeout = 300) {
 }
 
 #ifdef LONGVK_HAVE_MPI
+/* A video and the resume state beside it: a fresh run is refused where an interrupted
+ * run's state is left (issue 53), so an earlier run's is removed with its video. */
+static void remove_run(const char *out) {
+    char state[1200];
+    snprintf(state, sizeof state, "%s.longvk-state", out);
+    remove(out);
+    remove(state);
+}
+
 Test(sp_generate, ranks_equal_the_emulation, .timeout = 600) {
     const char *text = text_embeds();
     char cmd[4096], e[1100], m[1100];
@@ -258,7 +267,7 @@ Test(sp_generate, killed_rank_resumes_at_any_count, .timeout = 900) {
 
     /* rank 1 of 2 killed once block 3 (the first written, 4 frames) is made */
     snprintf(k, sizeof k, "%s", ts_tmp("spg_k2.mkv"));
-    remove(k);
+    remove_run(k);
     char *out = generate_video("LONGVK_TEST_KILL=1:3 " TS_MPIRUN "-np 2", "--sequence-parallel", k, true);
     cr_log_info("a killed rank:\n%s", out);
     cr_assert(strstr(out, "rank 1") && strstr(out, "signal 9"), "mpirun names the killed rank:\n%s", out);
@@ -269,7 +278,7 @@ Test(sp_generate, killed_rank_resumes_at_any_count, .timeout = 900) {
 
     /* the resume file is independent of how the bands ran: --sp-emulate 2 stopped there too */
     snprintf(e, sizeof e, "%s", ts_tmp("spg_ke2.mkv"));
-    remove(e);
+    remove_run(e);
     free(generate_video("LONGVK_TEST_KILL=0:3", "--sp-emulate 2", e, true));
     char ks[1200], es[1200];
     snprintf(ks, sizeof ks, "%s.longvk-state", k);
@@ -305,7 +314,7 @@ Test(sp_generate, killed_rank_resumes_at_any_count, .timeout = 900) {
 Test(sp_generate, ranks_without_the_flag_refuse, .timeout = 300) {
     char o[1100];
     snprintf(o, sizeof o, "%s", ts_tmp("spg_noflag.mkv"));
-    remove(o);
+    remove_run(o);
     char *out = generate_video(TS_MPIRUN "-np 2", "", o, true);
     cr_assert(strstr(out, "without --sequence-parallel"), "%s", out);
     free(out);
@@ -319,7 +328,7 @@ Test(sp_generate, a_stop_on_one_rank_stops_every_rank, .timeout = 600) {
     char k[1100];
     uint8_t *want = reference_frames(2); /* the uninterrupted run */
     snprintf(k, sizeof k, "%s", ts_tmp("spg_s2.mkv"));
-    remove(k);
+    remove_run(k);
     char *out = generate_video("LONGVK_TEST_STOP=1:3 " TS_MPIRUN "-np 2", "--sequence-parallel", k, true);
     cr_assert(strstr(out, "interrupted after block 3 of 5") && strstr(out, "--resume"), "%s", out);
     free(out);
@@ -356,7 +365,7 @@ Test(sp_generate, cfg_parallel_groups_make_the_frames_of_one, .timeout = 900) {
     }
     /* rank 3: the unconditional group's second band */
     snprintf(m, sizeof m, "%s", ts_tmp("spg_cfgs.mkv"));
-    remove(m);
+    remove_run(m);
     char *out = generate_video("LONGVK_TEST_STOP=3:3 " TS_MPIRUN "-np 4", "--cfg-parallel --sequence-parallel", m,
                                true);
     cr_assert(strstr(out, "interrupted after block 3 of 5"), "%s", out);
@@ -368,7 +377,7 @@ Test(sp_generate, cfg_parallel_groups_make_the_frames_of_one, .timeout = 900) {
     free(want);
     /* two groups of the same size, or nothing */
     snprintf(m, sizeof m, "%s", ts_tmp("spg_cfg3.mkv"));
-    remove(m);
+    remove_run(m);
     out = generate_video(TS_MPIRUN "-np 3", "--cfg-parallel", m, true);
     cr_assert(strstr(out, "even number of ranks") && strstr(out, "not 3"), "%s", out);
     free(out);

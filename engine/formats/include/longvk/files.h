@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "longvk/status.h"
 
@@ -37,6 +38,36 @@ int lv_path_is_file(const char *path);
 int lv_path_ends_with(const char *s, const char *suffix);
 /* The directory part of `path` ("." when it has none, "/" for a file in the root). */
 void lv_path_dir(const char *path, char *dir, size_t size);
+
+/* ---- outputs ----------------------------------------------------------------------------
+ * Where an output goes. Symbolic links are followed, so that a link is written through and
+ * never replaced by a file: `target` gets the name of the file itself (the last link's
+ * target, which need not exist yet). *special is 1 when it exists and is not a regular file
+ * (a character device such as /dev/null, a FIFO): such a file cannot be replaced by a
+ * rename, so it is written through, as FFmpeg does. LV_ERR_IO, naming the path, when it is
+ * a directory, when a link cannot be read, or when an existing regular file may not be
+ * written by this user ("Permission denied": a write-protected file is never replaced, as
+ * opening it for writing would refuse). `special` may be NULL. */
+lv_status lv_output_target(const char *path, char *target, size_t size, int *special);
+
+/* A whole-file output (an .npy, a safetensors file, JSON, SVG): written to a temporary
+ * name beside its target and renamed into place when complete, so that a reader or a
+ * killed process never leaves half a file under the name; the replaced file's mode is
+ * kept. A device or FIFO (lv_output_target) is written through instead (`direct`). */
+typedef struct lv_output_file {
+    FILE *fp;
+    int direct;          /* a device or FIFO, written through: no temporary, no rename */
+    char path[4096];     /* as given, for messages */
+    char target[4096];   /* links resolved: what is written or renamed into */
+    char tmp[4200];      /* the temporary name; "" when direct */
+} lv_output_file;
+
+lv_status lv_output_open(lv_output_file *f, const char *path);
+/* Flushes and closes, then renames into place; on a write error removes the temporary file
+ * and reports it (naming the output). */
+lv_status lv_output_commit(lv_output_file *f);
+/* Closes and removes the temporary file: the target is left as it was. */
+void lv_output_discard(lv_output_file *f);
 
 #ifdef __cplusplus
 }

@@ -30,6 +30,12 @@ lv_status lv_npy_read(const char *path, lv_npy *out);
 lv_status lv_npy_write(const char *path, int ndim, const int64_t *shape, const float *data);
 void lv_npy_free(lv_npy *a);
 
+/* LV_OK when every value of x (shape [ndim]) is finite; else LV_ERR_INVALID with a message
+ * naming the file, the tensor and the first bad value: its index in the shape and its flat
+ * offset ("x.npy: tensor 'latents': value nan at [3, 0, 1, 2] (offset 1234) is not
+ * finite"). Data that enters a model (latents, prompt rows) goes through it first. */
+lv_status lv_check_finite(const char *file, const char *tensor, const float *x, int ndim, const int64_t *shape);
+
 #ifdef __cplusplus
 }
 #endif

@@ -276,6 +276,14 @@ lv_status lv_generate(const lv_generate_options *opt, lv_generate_callback progr
                       void (*warn)(void *user, const char *message), void *user,
                       volatile sig_atomic_t *stop);
 
+/* The options checked against the model before any work, as lv_generate checks them: the
+ * model is opened (its card and config), the options resolved, and it is closed again. On
+ * failure *bad_value (may be NULL) says whether a value of the options is what is wrong
+ * (-W/-H not a multiple of the model's patch, more --steps than its card's, a latent model
+ * without a text encoder, ...: a command line's usage error) rather than the model, which
+ * could not be read. */
+lv_status lv_generate_check(const lv_generate_options *opt, bool *bad_value);
+
 #ifdef __cplusplus
 }
 #endif
