@@ -30,7 +30,7 @@ lv_status lv_container_for_path(const char *path, const lv_container **out) {
 }
 
 /* The encoders longvk writes with: each is tested writing several blocks into every
- * container here that can hold it (tests/test_codec_matrix.c), and through a resume. Other
+ * container here that can hold it (tests/codec/test_codec_matrix.c), and through a resume. Other
  * FFmpeg encoders are refused by name: restarting an encoder at every block boundary needs
  * timestamps the encoder's wrapper does not always give (FFmpeg 5.1's libx265 announces no
  * reordering delay, for one), so an untested one may fail only at its second block.

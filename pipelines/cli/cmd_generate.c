@@ -300,7 +300,7 @@ static void on_text(cli_state *st, const lv_generate_progress *p) {
     fflush(stderr);
 }
 
-/* Test only (tests/test_sp_generate.c), the faults of a run over ranks at a known point:
+/* Test only (tests/generate/test_sp_generate.c), the faults of a run over ranks at a known point:
  * LONGVK_TEST_KILL=RANK:BLOCK makes rank RANK raise SIGKILL once block BLOCK is made, after
  * a barrier, so that rank 0 has written that block's frames and resume file (a rank dying);
  * LONGVK_TEST_STOP=RANK:BLOCK makes rank RANK alone raise SIGUSR1 then (a stop that reached

@@ -2,7 +2,7 @@
 // Matrix multiply on the tensor cores (VK_KHR_cooperative_matrix), for GPUs that offer it:
 //   out[z, m, n] = sum_k a[z, m, k] * w[z?, n, k] + bias[n]
 // with the inputs rounded to fp16 and the products accumulated in fp32 (the C reference of
-// this variant rounds a and w to fp16 first: tests/test_matmul.c). a and out may be 16-bit
+// this variant rounds a and w to fp16 first: tests/engine/test_matmul.c). a and out may be 16-bit
 // activations (f16 or bf16, ADT / ODT, read and written through 32-bit words as in
 // matmul_tiled.comp; a 16-bit out takes no residual add).
 //

@@ -115,7 +115,7 @@ static void cli_vs_reference(const cli_case *c, uint64_t seed) {
     int rule = c->window ? REF_RULE_WINDOW : c->decay != 1.0f ? REF_RULE_DECAY : REF_RULE_ADDITIVE;
     ref_linattn_masked(want, mag, tq, tk, tv, table, N, H, D, c->block, c->phi, c->normalize, 1e-6f,
                        rule, c->window, c->decay);
-    /* bound: see tests/test_linear_attention.c (m roundings along each term's path); the
+    /* bound: see tests/engine/test_linear_attention.c (m roundings along each term's path); the
      * rope table is computed separately in the CLI and the reference (float cos/sin of the
      * same double angles, which may differ in the last bit): 4 more roundings */
     double gamma = (2.0 * N + D + 20) * ldexp(1.0, -24);

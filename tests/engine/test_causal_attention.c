@@ -3,7 +3,7 @@
  * positions, and query chunks split by the binding limit.
  *
  * Error bound (asserted on every output, worst case): the one of lv_op_softmax_attention
- * (tests/test_softmax_attention.c), 4 vmax u ((D + 4) S + 5L + 8) with u = 2^-24, vmax =
+ * (tests/engine/test_softmax_attention.c), 4 vmax u ((D + 4) S + 5L + 8) with u = 2^-24, vmax =
  * max |v| and S = max over queries, heads and visible keys of |scale| sum_d |q_d k_d|. With
  * a soft-cap c the kernel computes x = (scale q . k) / c, tanh(x) (shaders/softmax_attention.comp:
  * a Pade approximant for |x| <= 1, relative error 2.2e-12 before rounding, positive terms

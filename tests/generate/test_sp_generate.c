@@ -4,7 +4,7 @@
  * Emulated in this process (every build): the tiny latent model's 4 token rows (-W/-H 64:
  * 8x8 latents, patch 2) in 2 and 3 bands (2/2 and 2/1/1: uneven, single-row bands), three
  * chunks over the carried state, its latents (.npy) within NMSE 1e-10 of the unsplit run
- * (tests/test_sequence_parallel.c's bound) and bit-identical from run to run; the default
+ * (tests/models/test_sequence_parallel.c's bound) and bit-identical from run to run; the default
  * pixel model at 32x16 (4 token rows) the same way through the codec (ffv1: lossless, so
  * decoded frames compare exactly). More bands than rows, CFG's twin with bands: errors.
  *

@@ -6,7 +6,7 @@
  * Bounds: against the unsplit pass NMSE <= 1e-10 (the issue's bound between R ranks and
  * one; only the grouping of the state sums and the matmuls' row tiling differ, so fp32
  * rounding: 1e-14 to 3e-13 measured on lavapipe, 0 for one band); against the reference
- * vectors the DiT tests' 1e-8 (tests/test_sana_dit.c). Two runs at the same R are
+ * vectors the DiT tests' 1e-8 (tests/models/test_sana_dit.c). Two runs at the same R are
  * bit-identical. */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
@@ -384,7 +384,7 @@ static void compare_runs(model *md, int bands, const run *got, const run *want) 
     }
 }
 
-/* The original SANA-Video modules' outputs (assets/testdata, as tests/test_sana_dit.c's
+/* The original SANA-Video modules' outputs (assets/testdata, as tests/models/test_sana_dit.c's
  * original_outputs): one-shot at t = 500 with the full and the partial text mask, and the
  * LongSANA read passes at t = 727 over the carried state. */
 static void compare_original(model *md, int bands) {

@@ -9,7 +9,7 @@
  * pixels next to a band edge; the attention over the band's own rows only changes every
  * pixel), at 1, 2, 3 and 7 bands over 7 latent rows (uneven bands, single-row bands),
  * in steps of 1 and 2 latent frames, and on the original module's vectors (NMSE 1e-9, as
- * tests/test_vae.c). What the bands send is counted against the decoder's layer table. */
+ * tests/models/test_vae.c). What the bands send is counted against the decoder's layer table. */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* The inputs of the MPI transport check, rebuilt identically by sp_comm_check (one band per
- * rank) and by tests/test_sp_mpi.c (all bands, for the emulation): band r's partial state
+ * rank) and by tests/models/test_sp_mpi.c (all bands, for the emulation): band r's partial state
  * [M] and its rows [F, rows, W, X] of a [F, H, W, X] grid, values from a hash of their
  * indices (no state, so any process computes the same floats). */
 #ifndef LONGVK_SP_CHECK_INPUTS_H

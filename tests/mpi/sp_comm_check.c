@@ -1,4 +1,4 @@
-/* Run under mpirun by tests/test_sp_mpi.c: each rank holds band `rank` of R and runs the MPI
+/* Run under mpirun by tests/models/test_sp_mpi.c: each rank holds band `rank` of R and runs the MPI
  * transport of longvk/sp_comm.h on inputs every process can rebuild (sp_check_inputs.h),
  * then writes what it got to DIR/rank<r>.bin: the band-ordered state sum [M] and its padded
  * band [F, top + rows + bottom, W, X]. The test compares them with the in-process emulation,

@@ -1,4 +1,4 @@
-/* How the tests start `mpirun` (tests/test_sp_mpi.c, tests/test_sp_generate.c). */
+/* How the tests start `mpirun` (tests/models/test_sp_mpi.c, tests/generate/test_sp_generate.c). */
 #ifndef LONGVK_TS_MPI_H
 #define LONGVK_TS_MPI_H
 

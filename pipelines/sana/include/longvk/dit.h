@@ -47,7 +47,7 @@ typedef struct lv_dit_options {
      * unsplit pass to rounding and are deterministic. A pass with fewer token rows than R
      * is an LV_ERR_INVALID naming both. Taps (lv_dit_set_tap) are called at R = 1 only,
      * where the one band is the whole pass (the same names and tensors as the unsplit
-     * pass's, which tests/test_sequence_parallel.c holds equal bit for bit). */
+     * pass's, which tests/models/test_sequence_parallel.c holds equal bit for bit). */
     int sp_bands;
     /* Sequence parallelism over processes: a communicator holding some of the bands (an MPI
      * rank's one: longvk/sp_comm_mpi.h), which the dit uses and never frees; sp_bands must
