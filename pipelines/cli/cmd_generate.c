@@ -31,8 +31,13 @@ static void on_sigint(int sig) {
     (void)w;
 }
 
+#define MAX_PROMPT_AT 256
+
 typedef struct generate_args {
     lv_generate_options o;
+    lv_gen_switch at[MAX_PROMPT_AT]; /* --prompt-at, in order */
+    int n_at;
+    const char *schedule;
     long seed;
     int sampler;
     int motion_score;
@@ -46,15 +51,67 @@ static const cli_choice samplers[] = {
 static const cli_choice sampler_aliases[] = {{"dpmpp2m", LV_GEN_DPMPP_2M}, {0}};
 static const cli_choice on_off[] = {{"on", 1}, {"off", 0}, {0}};
 static const cli_choice all_blocks[] = {{"all", LV_CACHED_ALL}, {0}};
+static const cli_choice on_switch_choices[] = {{"keep", LV_GEN_SWITCH_KEEP}, {"recache", LV_GEN_SWITCH_RECACHE}, {0}};
+
+/* --prompt-at TIME=TEXT, repeatable: an entry of the schedule (its time checked by the
+ * library against the video's length) */
+static const char *parse_prompt_at(const char *value, void *dest) {
+    (void)dest;
+    const char *eq = strchr(value, '=');
+    if (!eq) return "is not TIME=PROMPT (5=..., 0:05=..., 80f=...)";
+    if (args.n_at >= MAX_PROMPT_AT) return "is one too many (at most 256 --prompt-at)";
+    size_t tn = (size_t)(eq - value);
+    char *time = malloc(tn + 1), *where = malloc(strlen(value) + 16);
+    if (!time || !where) {
+        free(time);
+        free(where);
+        return "cannot be kept: out of memory";
+    }
+    memcpy(time, value, tn);
+    time[tn] = '\0';
+    double sec;
+    int64_t frames;
+    if (!lv_gen_parse_time(time, &sec, &frames)) {
+        free(time);
+        free(where);
+        return value[0] == '-' ? "has a negative time" : "has a time that is not seconds (12.5), mm:ss (1:05.5) or frames (80f)";
+    }
+    sprintf(where, "--prompt-at %s", value);
+    lv_gen_switch *e = &args.at[args.n_at++];
+    e->time = time;
+    e->prompt = eq + 1;
+    e->where = where;
+    return NULL;
+}
 
 /* --help states the embedded model's real defaults (its card): prepare_help writes them here */
 static char def_fps[64], def_width[64], def_height[64], def_scale[64], def_steps[64], def_cfg[128], def_block[64],
     def_cached[64], def_burn_in[64], help_steps[512];
 
 static cli_option options[] = {
-    {.name = "--prompt", .alias = "-p", .kind = CLI_STRING, .dest = &args.o.prompt, .required = true,
+    {.name = "--prompt", .alias = "-p", .kind = CLI_STRING, .dest = &args.o.prompt,
      .help = "what to show (default model: colours, shapes, counts, motion and background words; `longvk info` "
-             "lists them)"},
+             "lists them); required unless --schedule gives the start; with a schedule, its entry at time 0"},
+    {.name = "--prompt-at", .kind = CLI_CUSTOM, .parse = parse_prompt_at, .metavar = "TIME=TEXT",
+     .help = "switch to the prompt TEXT at TIME (repeatable, in time order): seconds (12.5), mm:ss (1:05.5) or "
+             "frames (80f). The switch applies from the first frame of the block that holds TIME; progress and "
+             "the summary say which block and frame, and OUT.schedule records them (--schedule OUT.schedule with "
+             "the same seed makes the same video). The default model only, one process"},
+    {.name = "--schedule", .kind = CLI_INPUT, .dest = &args.schedule, .metavar = "FILE",
+     .help = "a prompt schedule, one entry a line:\n"
+             "  TIME | PROMPT [| NEGATIVE PROMPT [| TRANSITION]]\n"
+             "TIME as --prompt-at's, TRANSITION in seconds or NNf frames (empty: --transition), '#' starts a "
+             "comment. The first entry is at time 0 (or -p gives it). Not with --prompt-at"},
+    {.name = "--transition", .kind = CLI_DOUBLE, .dest = &args.o.transition, .metavar = "SECONDS",
+     .bounds = CLI_AT_LEAST | CLI_AT_MOST, .lo = 0, .hi = 3600, .def = "0: at once",
+     .help = "a switch moves the conditioning from the prompt before to the new one over this time: each block "
+             "reads the two prompts' rows interpolated at its middle frame"},
+    {.name = "--on-switch", .kind = CLI_CHOICE, .dest = &args.o.on_switch, .choices = on_switch_choices,
+     .metavar = "keep|recache", .def = "keep",
+     .help = "the carried state at a switch: keep, as it was made under the earlier prompts; recache: the write "
+             "passes of the last --cached-blocks + 1 finished blocks run again under the switch block's "
+             "conditioning, rebuilding the attention state and the conv cache from them (not with --cached-blocks "
+             "all)"},
     {.name = "--negative-prompt", .alias = "-n", .kind = CLI_STRING, .dest = &args.o.negative_prompt,
      .def = "empty; with a text encoder, SANA-Video's own negative prompt", .help = "used when --cfg-scale is not 1"},
     {.name = "--seconds", .kind = CLI_DOUBLE, .dest = &args.o.seconds, .metavar = "S",
@@ -281,6 +338,8 @@ typedef struct cli_state {
     const cli_mpi *mpi;
     int kill_rank, kill_block; /* LONGVK_TEST_KILL (test only), -1: none */
     int stop_rank, stop_block; /* LONGVK_TEST_STOP (test only), -1: none */
+    char switch_lines[64][320]; /* the switches applied, for the summary */
+    int n_switch_lines;
 } cli_state;
 
 static const char *mib(uint64_t bytes, char *buf, size_t size) {
@@ -317,8 +376,29 @@ static void test_fault_at(const char *name, int *rank, int *block) {
     if (!v || sscanf(v, "%d:%d", rank, block) != 2) *rank = *block = -1;
 }
 
+/* "switch 1/1: block 7/12 (block 5 of the video) from frame 64 = 4.000 s (asked: frame 70), transition 16
+ * frames: "three yellow squares ..."" */
+static void on_switch(cli_state *st, const lv_generate_progress *p) {
+    char line[sizeof st->switch_lines[0]];
+    snprintf(line, sizeof line, "switch %d/%d: block %d/%d (block %d of the video) from frame %lld = %.3f s (asked: "
+             "frame %lld), transition %lld frames: \"%.200s\"", p->switch_index, p->switches, p->switch_block,
+             p->blocks, p->switch_block - p->burn_in_blocks, (long long)p->switch_frame,
+             p->switch_seconds, (long long)p->switch_frame_asked,
+             (long long)p->switch_transition_frames, p->switch_prompt ? p->switch_prompt : "");
+    if (st->n_switch_lines < (int)(sizeof st->switch_lines / sizeof st->switch_lines[0]))
+        snprintf(st->switch_lines[st->n_switch_lines++], sizeof st->switch_lines[0], "%s", line);
+    if (st->quiet) return;
+    fprintf(stderr, "%s%s\n", st->tty && st->last_len ? "\n" : "", line);
+    st->last_len = 0;
+    fflush(stderr);
+}
+
 static void on_progress(void *user, const lv_generate_progress *p) {
     cli_state *st = user;
+    if (p->phase == LV_GEN_PHASE_SWITCH) {
+        on_switch(st, p);
+        return;
+    }
     if (p->phase != LV_GEN_PHASE_BLOCK) {
         on_text(st, p);
         return;
@@ -375,6 +455,38 @@ int cmd_generate(int argc, char **argv) {
     snprintf(state, sizeof state, "%s.longvk-state", target);
     snprintf(lock_path, sizeof lock_path, "%s.longvk-lock", target);
     if (!check_state_file(&o, state)) return 2;
+    /* the schedule: -p at time 0, then --prompt-at's or the file's entries */
+    lv_gen_switch *file_entries = NULL;
+    char *file_text = NULL;
+    int n_file = 0;
+    if (!o.prompt && !args.schedule)
+        return cli_usage_error("generate", "--prompt is required (or --schedule; see longvk generate --help)");
+    if (args.schedule && args.n_at)
+        return cli_usage_error("generate", "--schedule and --prompt-at: one or the other (put every entry in the file)");
+    if (args.schedule && lv_gen_schedule_read(args.schedule, &file_entries, &n_file, &file_text) != LV_OK)
+        return cli_usage_error("generate", "%s", lv_last_error());
+    int n_sched = (o.prompt ? 1 : 0) + args.n_at + n_file;
+    lv_gen_switch sched[MAX_PROMPT_AT + 1];
+    lv_gen_switch *entries = n_sched > MAX_PROMPT_AT + 1 ? calloc((size_t)n_sched, sizeof *entries) : sched;
+    if (!entries) return cli_usage_error("generate", "out of memory for the schedule");
+    if (args.n_at || n_file) {
+        int k = 0;
+        if (o.prompt) entries[k++] = (lv_gen_switch){.time = "0", .prompt = o.prompt, .negative_prompt = o.negative_prompt,
+                                                     .where = "-p"};
+        for (int i = 0; i < args.n_at; i++) entries[k++] = args.at[i];
+        for (int i = 0; i < n_file; i++) entries[k++] = file_entries[i];
+        o.schedule = entries;
+        o.schedule_count = k;
+        o.prompt = entries[0].prompt; /* the run's identity names its first prompt */
+        o.negative_prompt = entries[0].negative_prompt;
+        if (args.sequence_parallel || args.cfg_parallel || o.sp_bands)
+            return cli_usage_error("generate", "--prompt-at / --schedule: not with %s yet (one process only)",
+                                   args.sequence_parallel ? "--sequence-parallel" : args.cfg_parallel ? "--cfg-parallel"
+                                                                                                        : "--sp-emulate");
+        if (lv_generate_check_schedule(&o) != LV_OK) return cli_usage_error("generate", "%s", lv_last_error());
+    } else if (cli_given(&cmd_generate_spec, "--transition") || cli_given(&cmd_generate_spec, "--on-switch")) {
+        return cli_usage_error("generate", "--transition and --on-switch need a schedule (--prompt-at or --schedule)");
+    }
     /* the values against the model, before anything is written: one it does not take (-W 33,
      * --steps 64 for the embedded model) is a usage error, exit 2; a model that cannot be read 1 */
     bool bad_value = false;
@@ -399,6 +511,8 @@ int cmd_generate(int argc, char **argv) {
     }
     int rc = run_generate(o);
     unlock_output(lock_path, lock);
+    if (entries != sched) free(entries);
+    lv_gen_schedule_free(file_entries, file_text);
     return rc;
 }
 
@@ -467,6 +581,10 @@ static int run_generate(lv_generate_options o) {
                     st.last.text_encoder_memory > st.last.model_memory ? a : b);
         else
             fprintf(stderr, "device memory: %s at most\n", mib(st.last.model_memory, b, sizeof b));
+        for (int i = 0; i < st.n_switch_lines; i++) fprintf(stderr, "%s\n", st.switch_lines[i]);
+        if (o.schedule_count > 0) fprintf(stderr, "the schedule applied: %s.schedule\n", o.output);
     }
+    if (entries != sched) free(entries);
+    lv_gen_schedule_free(file_entries, file_text);
     return 0;
 }

@@ -8,9 +8,10 @@
 
 #include "commands.h"
 #include "longvk.h"
+#include "longvk/generate.h"
 
 typedef struct metrics_args {
-    const char *video, *json, *plot;
+    const char *video, *json, *plot, *switches;
     long block, first;
     lv_metrics_options opt;
 } metrics_args;
@@ -58,6 +59,10 @@ static cli_option options[] = {
      .help = "a pair with MAE below X counts as frozen"},
     {.name = "--json", .kind = CLI_OUTPUT, .dest = &args.json, .metavar = "OUT.json",
      .help = "write the summary, verdicts and every per-pair, long-range and per-block series"},
+    {.name = "--switches", .kind = CLI_INPUT, .dest = &args.switches, .metavar = "OUT.schedule",
+     .help = "a prompt schedule (what `longvk generate` writes beside its video): the seam (MAE of the frame pair "
+             "across it) at each switch and the largest over its transition, beside the median seam of the "
+             "video's block boundaries"},
     {.name = "--plot", .kind = CLI_OUTPUT, .dest = &args.plot, .metavar = "OUT.svg",
      .help = "draw MAE and 1-SSIM per frame pair with the block boundaries marked, and the per-block colour "
              "means below"},
@@ -136,6 +141,61 @@ static void print_summary(const char *path, const lv_video_info *info, const lv_
            (double)frame_bytes / 1e6, max_d, max_d);
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* --switches: each switch's seam, MAE of the pair (f - 1, f) at its first frame f, and the
+ * largest boundary seam from f to the end of its transition, against the median MAE over
+ * the video's block boundaries. */
+static int print_switches(const lv_metrics *m, const char *path, double fps) {
+    lv_gen_switch *e;
+    char *text;
+    int n;
+    if (lv_gen_schedule_read(path, &e, &n, &text) != LV_OK) return cli_fail("metrics --switches");
+    int64_t pairs;
+    const double *mae = lv_metrics_pair_series(m, LV_SERIES_MAE, &pairs);
+    double *b = malloc((size_t)(pairs > 0 ? pairs : 1) * sizeof *b);
+    int64_t nb = 0;
+    for (int64_t t = 0; b && t < pairs; t++)
+        if (lv_metrics_is_boundary_pair(m, t)) b[nb++] = mae[t];
+    double median = NAN;
+    if (nb > 0) {
+        qsort(b, (size_t)nb, sizeof *b, cmp_double);
+        median = nb % 2 ? b[nb / 2] : 0.5 * (b[nb / 2 - 1] + b[nb / 2]);
+    }
+    free(b);
+    printf("switches         median seam (MAE across a block boundary) %.3f over %lld boundaries\n", median,
+           (long long)nb);
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        double sec, tsec = 0;
+        int64_t f, tf = 0;
+        if (!lv_gen_parse_time(e[i].time, &sec, &f) ||
+            (e[i].transition && !lv_gen_parse_time(e[i].transition, &tsec, &tf))) {
+            lv_error(LV_ERR_FORMAT, "%s: entry %d: bad time '%s'", path, i + 1, e[i].time);
+            rc = cli_fail("metrics --switches");
+            break;
+        }
+        if (f < 0) f = (int64_t)floor(sec * fps + 1e-6);
+        if (tf < 0) tf = (int64_t)floor(tsec * fps + 1e-6);
+        if (f == 0) continue; /* the start: no seam */
+        if (f - 1 >= pairs) {
+            printf("                 frame %lld: past the video's %lld frames\n", (long long)f, (long long)pairs + 1);
+            continue;
+        }
+        double at = mae[f - 1], most = at;
+        for (int64_t t = f - 1; t < pairs && t <= f - 1 + tf; t++)
+            if (lv_metrics_is_boundary_pair(m, t) && mae[t] > most) most = mae[t];
+        printf("                 frame %lld (%.3f s): seam %.3f = %.2fx the median; largest over its transition "
+               "(%lld frames) %.3f = %.2fx\n", (long long)f, (double)f / fps, at, at / median, (long long)tf, most,
+               most / median);
+    }
+    lv_gen_schedule_free(e, text);
+    return rc;
+}
+
 int cmd_metrics(int argc, char **argv) {
     lv_metrics_options_default(&args.opt);
     int r = cli_parse(&cmd_metrics_spec, argc, argv);
@@ -174,7 +234,8 @@ int cmd_metrics(int argc, char **argv) {
         rc = cli_fail("metrics");
     } else {
         print_summary(video, info, &planes, &s, lv_metrics_options_used(m), lv_metrics_frame_bytes(info->width, info->height, &opt));
-        if (json && lv_metrics_write_json(m, json, video, info) != LV_OK) rc = cli_fail("metrics --json");
+        if (args.switches) rc = print_switches(m, args.switches, info->fps);
+        if (rc == 0 && json && lv_metrics_write_json(m, json, video, info) != LV_OK) rc = cli_fail("metrics --json");
         if (plot && rc == 0 && lv_metrics_write_svg(m, plot, video) != LV_OK) rc = cli_fail("metrics --plot");
         if (rc == 0 && json) printf("wrote %s\n", json);
         if (rc == 0 && plot) printf("wrote %s\n", plot);

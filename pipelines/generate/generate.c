@@ -56,6 +56,10 @@ static void run_free(gen_run *r) {
     free(r->last_frame);
     lv_frame_writer_free(&r->writer);
     free(r->latents);
+    free(r->sw);
+    free(r->texts_y);
+    free(r->texts_mask);
+    free(r->hist);
 }
 
 /* Tokens a frame of the model's grid makes. */
@@ -99,6 +103,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
                         : "this run uses no CFG (a CFG scale of 1 at every block): nothing to share between the groups; "
                           "give every rank a band instead (--sequence-parallel alone)");
     if (!r->root) warn = NULL; /* the same words on every process: said once */
+    LV_TRY(lv_gen_resolve_schedule(r));
     LV_TRY(lv_gen_prepare_text(r, warn, user));
     int burn = o->burn_in_blocks, total = burn + r->chunks;
     r->frames_total = r->m.card.pixel || !o->vae_path ? r->units : 1 + 4 * (int64_t)(r->units - 1);
@@ -177,6 +182,16 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         if (r->sp) LV_TRY(lv_sp_comm_agree_max(r->sp, &stop_now));
         if (o->cfg_partner) LV_TRY(o->cfg_partner->agree_max(o->cfg_partner->user, &stop_now));
         if (stop_now) return lv_gen_interrupted(r, c);
+        int started;
+        LV_TRY(lv_gen_schedule_block(r, c, &started));
+        if (started >= 0 && o->on_switch == LV_GEN_SWITCH_RECACHE) LV_TRY(lv_gen_schedule_recache(r, c));
+        if (started >= 0 && progress) {
+            lv_generate_progress sp = {.phase = LV_GEN_PHASE_SWITCH, .block = c + 1, .blocks = total,
+                                       .burn_in_blocks = burn, .frames_done = r->frames_done,
+                                       .frames_total = frames_total};
+            lv_gen_schedule_report(r, started, &sp);
+            progress(user, &sp);
+        }
         bool shown = c >= burn;
         int n = shown ? lv_generate_chunk_frames(r->units, o->block_frames, c - burn) : o->block_frames;
         int position = shown ? (int)((int64_t)burn * o->block_frames + done_units) : c * o->block_frames;
@@ -196,6 +211,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
             return lv_error(s, "block %d of %d%s%s%s", c + 1, total, shown ? "" : " (burn-in)",
                             stage != LV_CHUNK_STAGE_NONE ? ", " : ": ", msg);
         }
+        lv_gen_schedule_keep_block(r, c, position, n);
         r->blocks_made++;
         r->work_done += lv_gen_recipe_work(r, rec);
         lv_gen_keep_last_frame(r, n);
@@ -207,10 +223,24 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         LV_TRY(lv_gen_save_state(r, c + 1, done_units));
         if (progress) lv_gen_report_progress(r, progress, user, c + 1, total, burn, frames_at_start, frames_total);
     }
+    LV_TRY(lv_gen_schedule_write(r));
     /* resumed with every block made (killed while closing): say so all the same */
     if (progress && first_chunk >= total)
         lv_gen_report_progress(r, progress, user, total, total, burn, frames_at_start, frames_total);
     return LV_OK;
+}
+
+lv_status lv_generate_check_schedule(const lv_generate_options *opt_in) {
+    if (!opt_in) return lv_error(LV_ERR_INVALID, "lv_generate_check_schedule: options are NULL");
+    if (!opt_in->schedule || opt_in->schedule_count <= 0) return LV_OK;
+    LV_TRY(lv_gen_check_options(opt_in));
+    gen_run r;
+    memset(&r, 0, sizeof r);
+    LV_TRY(lv_gen_model_open(opt_in->model_path, &r.m));
+    lv_status s = lv_gen_resolve_options(opt_in, &r);
+    if (s == LV_OK) s = lv_gen_resolve_schedule(&r);
+    run_free(&r);
+    return s;
 }
 
 lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback progress,

@@ -16,7 +16,8 @@ lv_status lv_gen_save_state(gen_run *r, int chunks_done, int64_t frames_done) {
     if (chunks_done) LV_TRY(lv_dit_state_save(r->ctx, r->dit, &state, &count)); /* 0: before the first block */
     lv_status s = !r->root ? LV_OK
                            : lv_gen_resume_save(r->state_path, &r->o, &r->m, chunks_done, frames_done, state, count,
-                                                r->last_frame, r->frame_values);
+                                                r->last_frame, r->frame_values, r->hist,
+                                                r->hist ? (int64_t)r->hist_slots * r->hist_stride : 0);
     free(state);
     return s;
 }
@@ -55,7 +56,8 @@ lv_status lv_gen_load_resume(gen_run *r, int *first_chunk) {
     int64_t count = 0;
     lv_status s = LV_OK;
     if (r->root)
-        s = lv_gen_resume_read(r->state_path, &r->o, &r->m, &resume, &state, &count, r->last_frame, r->frame_values);
+        s = lv_gen_resume_read(r->state_path, &r->o, &r->m, &resume, &state, &count, r->last_frame, r->frame_values,
+                               r->hist, r->hist ? (int64_t)r->hist_slots * r->hist_stride : 0);
     if (lv_gen_several(r)) s = share_resume(r, s, &resume, &state, &count);
     if (s == LV_OK && resume.chunks_done > 0) {
         s = lv_dit_state_load(r->ctx, r->dit, state, count, resume.chunks_done, lv_gen_frame_tokens(r));

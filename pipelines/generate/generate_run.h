@@ -5,7 +5,8 @@
  *   generate_twin.c     CFG's twin (the unconditional passes on a second context)
  *   generate_output.c   frames to the encoder / frame sink / .npy, the video file's life
  *   generate_resume.c   the resume file: written after every block, read by --resume; interruption
- *   generate_progress.c progress reports and the ETA */
+ *   generate_progress.c progress reports and the ETA
+ *   generate_schedule.c a prompt schedule: its times to blocks, its texts, each block's */
 #ifndef LONGVK_GENERATE_RUN_H
 #define LONGVK_GENERATE_RUN_H
 
@@ -15,6 +16,16 @@
 #include "longvk/sp_comm.h"
 #include "longvk/vae.h"
 #include "longvk/weights.h"
+
+/* A schedule entry resolved against the run (generate_schedule.c). */
+typedef struct gen_switch {
+    int64_t asked;       /* the frame its time names */
+    int64_t frame;       /* the first frame of the block holding it: where it applies */
+    int block;           /* that block among the written ones (0-based) */
+    int64_t transition;  /* frames its conditioning takes to move from the entry before */
+    int text;            /* its rows in texts_y / texts_mask (the same for the same texts) */
+    const char *prompt, *negative; /* borrowed from the options */
+} gen_switch;
 
 /* One generation: the resolved options and everything it holds. */
 typedef struct gen_run {
@@ -55,7 +66,20 @@ typedef struct gen_run {
     bool wrote_start_state;  /* a fresh run's resume file, written before its first block */
     lv_sp_comm *sp;          /* sequence parallelism over processes (o.sp_comm), or NULL */
     bool root;               /* this process writes the video and the resume file (band 0's) */
+    gen_switch *sw;          /* the prompt schedule (nsw 0: none) */
+    int nsw, ntexts;
+    float *texts_y, *texts_mask; /* [ntexts, 2, L, caption], [ntexts, 2, L]: each distinct text */
+    int cond_switch;         /* the conditioning the DiT holds: entry, and how far its transition is */
+    double cond_alpha;
+    /* --on-switch recache: the last hist_slots finished blocks (K + 1), slot c % hist_slots:
+     * [hist_slots, HIST_HEAD + C x 2B x H x W] floats, each slot its chunk index (-1: none),
+     * frames and position, then the clean latents [C, frames, H, W] */
+    float *hist;
+    int hist_slots;
+    int64_t hist_stride;
 } gen_run;
+
+#define LV_GEN_HIST_HEAD 3
 
 /* generate.c */
 double lv_gen_now(void);
@@ -101,6 +125,17 @@ lv_status lv_gen_close_output(gen_run *r, lv_status s);
 lv_status lv_gen_save_state(gen_run *r, int chunks_done, int64_t frames_done);
 lv_status lv_gen_load_resume(gen_run *r, int *first_chunk);
 lv_status lv_gen_interrupted(const gen_run *r, int next);
+
+/* generate_schedule.c */
+lv_status lv_gen_resolve_schedule(gen_run *r);
+lv_status lv_gen_schedule_texts(gen_run *r, void (*warn)(void *, const char *), void *user);
+lv_status lv_gen_schedule_block(gen_run *r, int chunk, int *started);
+void lv_gen_schedule_report(const gen_run *r, int i, lv_generate_progress *p);
+lv_status lv_gen_schedule_write(const gen_run *r);
+/* --on-switch recache: chunk c (made at `position`, n frames, in r->x0) kept; and the
+ * carried state rebuilt under the conditioning just set, before chunk c */
+void lv_gen_schedule_keep_block(gen_run *r, int c, int position, int n);
+lv_status lv_gen_schedule_recache(gen_run *r, int c);
 
 /* generate_progress.c */
 double lv_gen_recipe_work(const gen_run *r, const lv_block_recipe *rec);

@@ -71,10 +71,16 @@ lv_status lv_gen_prepare_text(gen_run *r, void (*warn)(void *, const char *), vo
     }
     /* tokenized now, before any device work: a bad text fails at once, and what the model
      * will not read is said */
-    if (r->text) LV_TRY(lv_text_encoder_set_prompts(r->text, o->prompt, r->uncond, o->negative_prompt, warn, user));
+    if (r->text && !r->nsw)
+        LV_TRY(lv_text_encoder_set_prompts(r->text, o->prompt, r->uncond, o->negative_prompt, warn, user));
     r->y = calloc((size_t)2 * r->text_len * cap, sizeof *r->y);
     r->mask = calloc((size_t)2 * r->text_len, sizeof *r->mask);
     if (!r->y || !r->mask) return lv_error(LV_ERR_NOMEM, "out of host memory");
+    if (r->nsw) { /* a schedule: every distinct text once, entry 0's rows in y / mask */
+        lv_text_encoder_close(r->text);
+        r->text = NULL;
+        return lv_gen_schedule_texts(r, warn, user);
+    }
     if (r->use_encoder) return LV_OK;
     LV_TRY(lv_text_encoder_encode(r->text, NULL, r->y, r->mask, NULL)); /* the word tables: on the host, now */
     lv_text_encoder_close(r->text);

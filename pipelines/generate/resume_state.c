@@ -39,6 +39,10 @@ static cJSON *run_identity(const lv_generate_options *o, const lv_gen_model *m) 
     cJSON_AddNumberToObject(j, "block_frames", o->block_frames);
     cJSON_AddNumberToObject(j, "cached_blocks", o->cached_blocks);
     cJSON_AddNumberToObject(j, "burn_in_blocks", o->burn_in_blocks);
+    /* only with a schedule: a file of a run without one reads as before */
+    char *schedule = lv_gen_schedule_identity(o);
+    if (schedule) cJSON_AddStringToObject(j, "schedule", schedule);
+    free(schedule);
     return j;
 }
 
@@ -57,14 +61,14 @@ static uLong crc_bytes(uLong crc, const void *data, uint64_t n) {
 static uLong crc_string(uLong crc, const char *s) { return crc_bytes(crc, s, strlen(s) + 1); /* with its NUL */ }
 
 /* The checksum of a resume file's contents: the records and the tensors, in a fixed order. */
-static uint32_t state_checksum(const char *run, const char *position, const lv_weight *const tensors[2]) {
+static uint32_t state_checksum(const char *run, const char *position, const lv_weight *const tensors[3]) {
     uLong crc = crc32(0L, Z_NULL, 0);
     crc = crc_string(crc, "longvk resume state 1");
     crc = crc_string(crc, "run");
     crc = crc_string(crc, run);
     crc = crc_string(crc, "position");
     crc = crc_string(crc, position);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3 && tensors[i]; i++) { /* the third, recent_blocks, only with --on-switch recache */
         char size[64];
         snprintf(size, sizeof size, "%" PRIu64, tensors[i]->nbytes);
         crc = crc_string(crc, tensors[i]->name);
@@ -76,7 +80,8 @@ static uint32_t state_checksum(const char *run, const char *position, const lv_w
 
 lv_status lv_gen_resume_save(const char *path, const lv_generate_options *o, const lv_gen_model *m,
                              int chunks_done, int64_t frames_done, const float *state, int64_t state_count,
-                             const float *last_frame, int64_t frame_values) {
+                             const float *last_frame, int64_t frame_values, const float *recent,
+                             int64_t recent_count) {
     if (chunks_done != 0 && !state)
         return lv_error(LV_ERR_INVALID, "lv_gen_resume_save: no carried state after %d blocks", chunks_done);
     if (chunks_done == 0) state_count = 0; /* before the first block: nothing carried */
@@ -85,15 +90,18 @@ lv_status lv_gen_resume_save(const char *path, const lv_generate_options *o, con
     cJSON_Delete(id);
     char pos[128];
     snprintf(pos, sizeof pos, "{\"chunks_done\": %d, \"frames_done\": %lld}", chunks_done, (long long)frames_done);
-    lv_weight t[2] = {{.name = "carried_state", .dtype = LV_F32, .ndim = 1, .shape = {state_count},
+    lv_weight t[3] = {{.name = "carried_state", .dtype = LV_F32, .ndim = 1, .shape = {state_count},
                        .data = (void *)state, .nbytes = (uint64_t)state_count * 4},
                       {.name = "last_frame", .dtype = LV_F32, .ndim = 1, .shape = {frame_values},
-                       .data = (void *)last_frame, .nbytes = (uint64_t)frame_values * 4}};
-    const lv_weight *const tensors[2] = {&t[0], &t[1]};
+                       .data = (void *)last_frame, .nbytes = (uint64_t)frame_values * 4},
+                      {.name = "recent_blocks", .dtype = LV_F32, .ndim = 1, .shape = {recent_count},
+                       .data = (void *)recent, .nbytes = (uint64_t)recent_count * 4}};
+    const lv_weight *const tensors[3] = {&t[0], &t[1], recent ? &t[2] : NULL};
     char checksum[32];
     snprintf(checksum, sizeof checksum, "crc32:%08" PRIx32, state_checksum(run ? run : "{}", pos, tensors));
     const char *meta[6] = {"run", run ? run : "{}", "position", pos, "checksum", checksum};
-    lv_status s = run ? lv_safetensors_write(path, t, 2, meta, 3) : lv_error(LV_ERR_NOMEM, "out of host memory");
+    lv_status s = run ? lv_safetensors_write(path, t, recent ? 3 : 2, meta, 3)
+                      : lv_error(LV_ERR_NOMEM, "out of host memory");
     if (s != LV_OK) lv_error_prefix(s, "writing the resume file %s", path);
     free(run);
     return s;
@@ -101,7 +109,7 @@ lv_status lv_gen_resume_save(const char *path, const lv_generate_options *o, con
 
 lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, const lv_gen_model *m,
                              lv_gen_resume *out, float **state, int64_t *state_count, float *last_frame,
-                             int64_t frame_values) {
+                             int64_t frame_values, float *recent, int64_t recent_count) {
     *state = NULL;
     *state_count = 0;
     lv_weights *w;
@@ -111,6 +119,7 @@ lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, con
     const char *run = lv_weights_metadata(w, "run"), *pos = lv_weights_metadata(w, "position");
     const char *checksum = lv_weights_metadata(w, "checksum");
     const lv_weight *t = lv_weights_find(w, "carried_state"), *lf = lv_weights_find(w, "last_frame");
+    const lv_weight *rb = lv_weights_find(w, "recent_blocks");
     cJSON *want = run_identity(o, m), *got = run ? cJSON_Parse(run) : NULL, *p = pos ? cJSON_Parse(pos) : NULL;
     uint32_t stored = 0, actual = 0;
     char tail = 0;
@@ -124,7 +133,7 @@ lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, con
     } else if (sscanf(checksum, "crc32:%8" SCNx32 "%c", &stored, &tail) != 1 || strlen(checksum) != 14) {
         s = lv_error(LV_ERR_FORMAT, "%s: its checksum record '%.40s' is malformed (the file is damaged)", path,
                      checksum);
-    } else if ((actual = state_checksum(run, pos, (const lv_weight *const[2]){t, lf})) != stored) {
+    } else if ((actual = state_checksum(run, pos, (const lv_weight *const[3]){t, lf, rb})) != stored) {
         s = lv_error(LV_ERR_FORMAT,
                      "%s is damaged: its contents do not match its checksum (CRC-32 %08" PRIx32 " stored, %08" PRIx32
                      " computed), so it was changed or corrupted after it was written; run again without --resume "
@@ -132,12 +141,18 @@ lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, con
                      path, stored, actual);
     } else if (!got || !p || t->dtype != LV_F32) {
         s = lv_error(LV_ERR_FORMAT, "%s is not a longvk resume file", path);
+    } else if (recent && (!rb || rb->dtype != LV_F32 || (int64_t)lv_weight_numel(rb) != recent_count)) {
+        s = lv_error(LV_ERR_FORMAT, "%s: 'recent_blocks' (the blocks --on-switch recache makes again) must be float32 "
+                     "with %lld values", path, (long long)recent_count);
     } else if (!lf || lf->dtype != LV_F32 || (int64_t)lv_weight_numel(lf) != frame_values) {
         s = lv_error(LV_ERR_FORMAT, "%s: 'last_frame' must be float32 with %lld values (one frame of the model)",
                      path, (long long)frame_values);
     } else {
         cJSON *item;
-        cJSON_ArrayForEach(item, want) {
+        if (cJSON_GetObjectItemCaseSensitive(got, "schedule") && !cJSON_GetObjectItemCaseSensitive(want, "schedule"))
+            s = lv_error(LV_ERR_INVALID, "%s belongs to a run with a prompt schedule (--prompt-at / --schedule): "
+                         "resume with the same schedule", path);
+        if (s == LV_OK) cJSON_ArrayForEach(item, want) {
             const cJSON *g = cJSON_GetObjectItemCaseSensitive(got, item->string);
             if (!g || !cJSON_Compare(item, g, 1)) {
                 char *a = cJSON_PrintUnformatted(item), *b = g ? cJSON_PrintUnformatted(g) : NULL;
@@ -172,6 +187,7 @@ lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, con
         }
     }
     if (s == LV_OK) memcpy(last_frame, lf->data, (size_t)frame_values * sizeof *last_frame);
+    if (s == LV_OK && recent) memcpy(recent, rb->data, (size_t)recent_count * sizeof *recent);
     cJSON_Delete(want);
     cJSON_Delete(got);
     cJSON_Delete(p);

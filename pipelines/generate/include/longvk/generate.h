@@ -206,7 +206,47 @@ typedef struct lv_generate_options {
      * file (resume needs an output). A latent model needs a VAE for frames. */
     lv_generate_frame_fn frame_sink;
     void *frame_user;
+    /* A prompt schedule (block-wise generation of a model with a vocabulary, the default
+     * model; one process): entry 0 at time 0, the others switch the prompt at the block that
+     * holds their time (see lv_gen_switch and pipelines/generate/README.md, "A prompt
+     * schedule"). NULL / 0: `prompt` for the whole video. With a schedule, `prompt` and
+     * `negative_prompt` are ignored: entry 0 holds them. */
+    const struct lv_gen_switch *schedule;
+    int schedule_count;
+    double transition;            /* seconds an entry's conditioning takes to move from the
+                                     prompt before it to its own, when the entry says nothing */
+    int on_switch;                /* lv_gen_on_switch: what a switch does to the carried state */
+    /* Where the switches applied are written, in the schedule format with block-exact times
+     * (NULL: OUTPUT.schedule; nothing without an output or a schedule). */
+    const char *schedule_out;
 } lv_generate_options;
+
+/* One entry of a prompt schedule. time: "12.5" (seconds), "mm:ss" or "mm:ss.s", or "NNf"
+ * (frames); the entry takes effect at the first frame of the block that holds it. */
+typedef struct lv_gen_switch {
+    const char *time;
+    const char *prompt;
+    const char *negative_prompt;  /* NULL: empty */
+    const char *transition;       /* "1.5" seconds or "NNf" frames; NULL: the run's transition */
+    const char *where;            /* for messages: "--prompt-at 0:05", "s.txt line 3" (may be NULL) */
+} lv_gen_switch;
+
+typedef enum lv_gen_on_switch {
+    LV_GEN_SWITCH_KEEP = 0,       /* the carried state as it was made, under the earlier prompts */
+    LV_GEN_SWITCH_RECACHE = 1     /* the write passes of the last cached_blocks + 1 finished
+                                     blocks again under the switch block's conditioning, the
+                                     state rebuilt from them (not with LV_CACHED_ALL) */
+} lv_gen_on_switch;
+
+/* A schedule file: one entry a line, "TIME | PROMPT [| NEGATIVE [| TRANSITION]]", fields
+ * trimmed, '#' to the end of a line a comment, blank lines ignored. *out (malloc'd entries
+ * whose strings live in *text, both freed by lv_gen_schedule_free) and *count. Errors name
+ * the file and line. */
+lv_status lv_gen_schedule_read(const char *path, lv_gen_switch **out, int *count, char **text);
+void lv_gen_schedule_free(lv_gen_switch *entries, char *text);
+/* The time or transition syntax: seconds (>= 0), mm:ss(.s) or NNf. *frames receives the
+ * frame (NNf) or -1, *seconds the seconds otherwise. 0 when it is not one of them. */
+int lv_gen_parse_time(const char *text, double *seconds, int64_t *frames);
 
 #define LV_GEN_CPU_THREADS_AUTO (-2)
 /* The automatic choice: 0 (every dispatch on lavapipe's queue thread) when a block's
@@ -223,7 +263,8 @@ void lv_generate_options_default(lv_generate_options *opt);
 typedef enum lv_generate_phase {
     LV_GEN_PHASE_BLOCK = 0,
     LV_GEN_PHASE_TEXT_START,
-    LV_GEN_PHASE_TEXT_DONE
+    LV_GEN_PHASE_TEXT_DONE,
+    LV_GEN_PHASE_SWITCH           /* a schedule's entry applies from the next block (switch_*) */
 } lv_generate_phase;
 
 typedef struct lv_generate_progress {
@@ -249,6 +290,14 @@ typedef struct lv_generate_progress {
      * none ran), freed before the DiT is uploaded; and the peak since (DiT weights, VAE,
      * carried state, one pass's activations). The run's peak is the larger, not the sum. */
     uint64_t text_encoder_memory, model_memory;
+    /* LV_GEN_PHASE_SWITCH, before the block that applies it: entry switch_index (1 ..
+     * switches) of the schedule, at block switch_block (1-based, burn-in included), from its
+     * first frame switch_frame (the time asked named switch_frame_asked), its conditioning
+     * moving over switch_transition_frames. */
+    int switch_index, switches, switch_block;
+    int64_t switch_frame, switch_frame_asked, switch_transition_frames;
+    double switch_seconds;        /* switch_frame / fps */
+    const char *switch_prompt;
 } lv_generate_progress;
 
 typedef void (*lv_generate_callback)(void *user, const lv_generate_progress *p);
@@ -272,6 +321,11 @@ typedef void (*lv_generate_callback)(void *user, const lv_generate_progress *p);
  * the carried state, lv_dit_forward): the first one stops the run with an error naming the
  * block (burn-in or not), the step and the stage; what was written stays (the file plays,
  * the resume file holds the last good block). */
+/* Checks a run's prompt schedule against its model (the times against its fps and length,
+ * empty prompts, order) without any device work: what lv_generate would refuse at its
+ * start, for a caller that wants usage errors apart. LV_OK without a schedule. */
+lv_status lv_generate_check_schedule(const lv_generate_options *opt);
+
 lv_status lv_generate(const lv_generate_options *opt, lv_generate_callback progress,
                       void (*warn)(void *user, const char *message), void *user,
                       volatile sig_atomic_t *stop);
