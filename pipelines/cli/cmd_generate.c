@@ -584,7 +584,5 @@ static int run_generate(lv_generate_options o) {
         for (int i = 0; i < st.n_switch_lines; i++) fprintf(stderr, "%s\n", st.switch_lines[i]);
         if (o.schedule_count > 0) fprintf(stderr, "the schedule applied: %s.schedule\n", o.output);
     }
-    if (entries != sched) free(entries);
-    lv_gen_schedule_free(file_entries, file_text);
     return 0;
 }
