@@ -57,6 +57,7 @@ static int ggml_type_to_dtype(uint32_t t, lv_dtype *out) {
 
 typedef struct gguf_kv {
     char *key;
+    size_t at;           /* file offset of the pair, for messages */
     int type;            /* GT_* */
     int item_type;       /* arrays: the items' GT_* */
     uint64_t count;      /* arrays */
@@ -303,6 +304,29 @@ static lv_status read_value(lv_weights *w, reader *r, gguf_kv *kv) {
     return lv_weights_add_metadata(w, key, text);
 }
 
+static int by_key(const void *a, const void *b) {
+    const gguf_kv *x = *(const gguf_kv *const *)a, *y = *(const gguf_kv *const *)b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->at > y->at) - (x->at < y->at);
+}
+
+/* No key twice (sorted: a file may hold millions of pairs). */
+static lv_status check_unique_keys(lv_weights *w) {
+    struct lv_gguf_meta *m = w->gguf;
+    if (m->n < 2) return LV_OK;
+    const gguf_kv **sorted = malloc((size_t)m->n * sizeof *sorted);
+    if (!sorted) return lv_error(LV_ERR_NOMEM, "%s: out of memory", w->path);
+    for (int i = 0; i < m->n; i++) sorted[i] = &m->kv[i];
+    qsort(sorted, (size_t)m->n, sizeof *sorted, by_key);
+    lv_status s = LV_OK;
+    for (int i = 1; i < m->n && s == LV_OK; i++)
+        if (strcmp(sorted[i]->key, sorted[i - 1]->key) == 0)
+            s = lv_error(LV_ERR_FORMAT, "%s: metadata key '%s' occurs twice (offsets %zu and %zu)", w->path,
+                         sorted[i]->key, sorted[i - 1]->at, sorted[i]->at);
+    free(sorted);
+    return s;
+}
+
 typedef struct tensor_info {
     char *name;
     lv_dtype dtype;
@@ -392,7 +416,7 @@ lv_status lv_gguf_parse(lv_weights *w, const uint8_t *data, size_t size) {
     LV_TRY(read_u64(&r, &n_tensors, "the tensor count", NULL));
     LV_TRY(read_u64(&r, &n_kv, "the metadata count", NULL));
     /* a metadata pair takes at least 13 bytes, a tensor info 24 */
-    if (n_kv > (size - r.at) / 13)
+    if (n_kv > (size - r.at) / 13 || n_kv > (1u << 24))
         return lv_error(LV_ERR_FORMAT, "%s: %" PRIu64 " metadata pairs (offset 16) cannot fit in the %zu bytes that remain",
                         path, n_kv, size - r.at);
     if (n_tensors > (size - r.at) / 24 || n_tensors > (1u << 24))
@@ -401,22 +425,24 @@ lv_status lv_gguf_parse(lv_weights *w, const uint8_t *data, size_t size) {
     w->gguf = calloc(1, sizeof *w->gguf);
     if (!w->gguf) return lv_error(LV_ERR_NOMEM, "%s: out of memory", path);
     struct lv_gguf_meta *m = w->gguf;
-    if (n_kv) {
-        m->kv = calloc((size_t)n_kv, sizeof *m->kv);
-        if (!m->kv) return lv_error(LV_ERR_NOMEM, "%s: out of memory for %" PRIu64 " metadata pairs", path, n_kv);
-    }
     uint32_t alignment = GGUF_DEFAULT_ALIGNMENT;
     for (uint64_t i = 0; i < n_kv; i++) {
         size_t at = r.at;
         const uint8_t *s;
         uint64_t len;
         LV_TRY(read_string(&r, &s, &len, "a metadata key", NULL));
+        if (m->n == m->cap) { /* grown as pairs are read: a count is only a claim */
+            int cap = m->cap ? 2 * m->cap : 64;
+            gguf_kv *grown = realloc(m->kv, (size_t)cap * sizeof *grown);
+            if (!grown) return lv_error(LV_ERR_NOMEM, "%s: out of memory for %d metadata pairs", path, cap);
+            m->kv = grown;
+            m->cap = cap;
+        }
         gguf_kv *kv = &m->kv[m->n];
+        memset(kv, 0, sizeof *kv);
         LV_TRY(copy_name(&r, s, len, at, "metadata key", &kv->key));
+        kv->at = at;
         m->n++;
-        for (int j = 0; j < m->n - 1; j++)
-            if (strcmp(m->kv[j].key, kv->key) == 0)
-                return lv_error(LV_ERR_FORMAT, "%s: metadata key '%s' occurs twice (offset %zu)", path, kv->key, at);
         uint32_t type;
         LV_TRY(read_u32(&r, &type, "the value type", kv->key));
         kv->type = type < GT_COUNT ? (int)type : -1;
@@ -430,6 +456,7 @@ lv_status lv_gguf_parse(lv_weights *w, const uint8_t *data, size_t size) {
             alignment = (uint32_t)kv->i;
         }
     }
+    LV_TRY(check_unique_keys(w));
     tensor_info *ti = calloc((size_t)n_tensors + 1, sizeof *ti);
     tensor_info **order = calloc((size_t)n_tensors + 1, sizeof *order);
     lv_status st = LV_OK;
