@@ -388,15 +388,19 @@ static lv_status read_tensor_info(lv_weights *w, reader *r, uint32_t alignment, 
     size_t block_bytes;
     int64_t block = lv_dtype_block(ti->dtype, &block_bytes);
     if (n_dims > 0 && ne[0] % (uint64_t)block)
-        return lv_error(LV_ERR_FORMAT, "%s: tensor '%s': rows of %" PRIu64 " %s elements are not whole blocks of %lld",
-                        w->path, name, ne[0], lv_dtype_name(ti->dtype), (long long)block);
+        return lv_error(LV_ERR_FORMAT,
+                        "%s: tensor '%s' (offset %zu): rows of %" PRIu64 " %s elements are not whole blocks of %lld",
+                        w->path, name, ti->info_at, ne[0], lv_dtype_name(ti->dtype), (long long)block);
     if (numel % (uint64_t)block)
-        return lv_error(LV_ERR_FORMAT, "%s: tensor '%s': %" PRIu64 " %s elements are not whole blocks of %lld",
-                        w->path, name, numel, lv_dtype_name(ti->dtype), (long long)block);
+        return lv_error(LV_ERR_FORMAT,
+                        "%s: tensor '%s' (offset %zu): %" PRIu64 " %s elements are not whole blocks of %lld",
+                        w->path, name, ti->info_at, numel, lv_dtype_name(ti->dtype), (long long)block);
     ti->nbytes = numel / (uint64_t)block * block_bytes; /* <= 2^60 * 4 */
     if (ti->offset % alignment)
-        return lv_error(LV_ERR_FORMAT, "%s: tensor '%s': data offset %" PRIu64 " is not a multiple of the alignment %u",
-                        w->path, name, ti->offset, alignment);
+        return lv_error(LV_ERR_FORMAT,
+                        "%s: tensor '%s': data offset %" PRIu64
+                        " (read at offset %zu) is not a multiple of the alignment %u",
+                        w->path, name, ti->offset, r->at - 8, alignment);
     return LV_OK;
 }
 
@@ -417,7 +421,8 @@ lv_status lv_gguf_parse(lv_weights *w, const uint8_t *data, size_t size) {
     LV_TRY(read_u64(&r, &n_kv, "the metadata count", NULL));
     /* a metadata pair takes at least 13 bytes, a tensor info 24 */
     if (n_kv > (size - r.at) / 13 || n_kv > (1u << 24))
-        return lv_error(LV_ERR_FORMAT, "%s: %" PRIu64 " metadata pairs (offset 16) cannot fit in the %zu bytes that remain",
+        return lv_error(LV_ERR_FORMAT,
+                        "%s: %" PRIu64 " metadata pairs (offset 16) cannot fit in the %zu bytes that remain",
                         path, n_kv, size - r.at);
     if (n_tensors > (size - r.at) / 24 || n_tensors > (1u << 24))
         return lv_error(LV_ERR_FORMAT, "%s: %" PRIu64 " tensors (offset 8) cannot fit in the %zu bytes that remain",
@@ -452,7 +457,8 @@ lv_status lv_gguf_parse(lv_weights *w, const uint8_t *data, size_t size) {
         LV_TRY(read_value(w, &r, kv));
         if (strcmp(kv->key, "general.alignment") == 0) {
             if (kv->type != GT_U32 || kv->i == 0 || (kv->i & (kv->i - 1)))
-                return lv_error(LV_ERR_FORMAT, "%s: general.alignment (offset %zu) is not a u32 power of two", path, at);
+                return lv_error(LV_ERR_FORMAT, "%s: general.alignment (offset %zu) is not a u32 power of two", path,
+                                at);
             alignment = (uint32_t)kv->i;
         }
     }

@@ -117,7 +117,8 @@ lv_status lv_quantize_row_q8_0(const float *src, int64_t n, void *dst) {
         float amax = 0.0f;
         for (int i = 0; i < 32; i++) {
             if (!isfinite(x[i]))
-                return lv_error(LV_ERR_INVALID, "lv_quantize_row_q8_0: value %lld is not finite", (long long)(32 * b + i));
+                return lv_error(LV_ERR_INVALID, "lv_quantize_row_q8_0: value %lld is not finite",
+                                (long long)(32 * b + i));
             if (fabsf(x[i]) > amax) amax = fabsf(x[i]);
         }
         uint16_t h = f32_to_f16(amax / 127.0f);

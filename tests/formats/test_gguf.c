@@ -260,7 +260,8 @@ static void check_sample(const lv_weights *w, const sample *s) {
     cr_assert_eq(t->nbytes, 4 * 34);
     cr_assert_eq(t->nbytes, lv_dtype_bytes(LV_Q8_0, (int64_t)lv_weight_numel(t)));
     cr_assert_eq(lv_dequantize_row(t->dtype, t->data, 128, out), LV_OK, "%s", lv_last_error());
-    for (int i = 0; i < 128; i++) cr_assert_eq(out[i], s->q8_ref[i], "q8_0 element %d: %g, expected %g", i, out[i], s->q8_ref[i]);
+    for (int i = 0; i < 128; i++)
+        cr_assert_eq(out[i], s->q8_ref[i], "q8_0 element %d: %g, expected %g", i, out[i], s->q8_ref[i]);
 
     t = lv_weights_find(w, "w.q4k");
     cr_assert(t && t->dtype == LV_Q4_K && t->ndim == 4);
@@ -410,7 +411,8 @@ Test(gguf, metadata_errors) {
     expect_refused(&f, "string length");
     free(f.p), free(kv.p), kv = (buf){0};
     /* an array count far beyond the file */
-    put_str(&kv, "tokenizer.ggml.tokens"), put_u32(&kv, V_ARRAY), put_u32(&kv, V_STRING), put_u64(&kv, (uint64_t)1 << 60);
+    put_str(&kv, "tokenizer.ggml.tokens"), put_u32(&kv, V_ARRAY), put_u32(&kv, V_STRING);
+    put_u64(&kv, (uint64_t)1 << 60);
     f = build(3, &kv, 1, 32, NULL, 0);
     expect_refused(&f, "tokenizer.ggml.tokens");
     expect_refused(&f, "items");
