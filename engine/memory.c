@@ -110,6 +110,7 @@ static void block_destroy(lv_ctx *ctx, lv_block *b) {
 lv_status lv_ctx_scratch(lv_ctx *ctx, lv_dtype dtype, int64_t n, lv_tensor *out) {
     const uint64_t bytes = (uint64_t)n * lv_dtype_size(dtype);
     if (n < 1) return lv_error(LV_ERR_INVALID, "scratch of %lld elements", (long long)n);
+    if (!lv_dtype_size(dtype)) return lv_error(LV_ERR_UNSUPPORTED, "no scratch of dtype %s", lv_dtype_name(dtype));
     if (!ctx->scratch.alloc || lv_tensor_nbytes(&ctx->scratch) < bytes) {
         lv_tensor_free(ctx, &ctx->scratch); /* deferred while recorded work reads it */
         int64_t words = (int64_t)((bytes + 3) / 4);

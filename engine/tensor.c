@@ -21,6 +21,8 @@ lv_status lv_tensor_create(lv_ctx *ctx, lv_dtype dtype, int ndim, const int64_t 
     memset(out, 0, sizeof *out);
     if (ndim < 1 || ndim > LV_MAX_DIMS)
         return lv_error(LV_ERR_INVALID, "tensors have 1 to %d dimensions, not %d", LV_MAX_DIMS, ndim);
+    if (!lv_dtype_size(dtype)) /* block-quantized (host only for now) or not a dtype */
+        return lv_error(LV_ERR_UNSUPPORTED, "no device tensor of dtype %s (%d)", lv_dtype_name(dtype), (int)dtype);
     for (int i = 0; i < ndim; i++)
         if (shape[i] <= 0)
             return lv_error(LV_ERR_INVALID, "dimension %d of a tensor is %lld (must be positive)",

@@ -350,6 +350,9 @@ static lv_status check_tensors(const char *path, const lv_weight *t, int n) {
         if (!name || !*name) return lv_error(LV_ERR_INVALID, "%s: tensor %d has no name", path, i);
         if (strcmp(name, "__metadata__") == 0)
             return lv_error(LV_ERR_INVALID, "%s: '__metadata__' cannot name a tensor", path);
+        if (lv_dtype_quantized(t[i].dtype))
+            return lv_error(LV_ERR_UNSUPPORTED, "%s: tensor '%s': safetensors has no %s dtype (write it as GGUF, "
+                            "or dequantize it to f32/f16/bf16 first)", path, name, lv_dtype_name(t[i].dtype));
         size_t elem = lv_dtype_size(t[i].dtype);
         if (!elem) return lv_error(LV_ERR_INVALID, "%s: tensor '%s': unknown dtype %d", path, name, (int)t[i].dtype);
         if (t[i].ndim < 0 || t[i].ndim > LV_MAX_DIMS)

@@ -121,6 +121,7 @@ void lv_weights_close(lv_weights *w) {
     for (int i = 0; i < w->n_owned; i++) free(w->owned[i]);
     free(w->owned);
     if (w->map) munmap(w->map, w->map_size);
+    lv_gguf_meta_free(w->gguf);
     free(w->path);
     free(w);
 }
@@ -176,6 +177,7 @@ lv_status lv_weights_open(const char *path, lv_weights **out) {
     ssize_t got = pread(fd, head, sizeof head, 0);
     close(fd);
     if (got < 0) return lv_error(LV_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    if (got >= 4 && memcmp(head, "GGUF", 4) == 0) return lv_gguf_open(path, out);
     /* A zip archive (local file header or, for an empty archive, end of central directory). */
     if (got >= 4 && head[0] == 'P' && head[1] == 'K' &&
         ((head[2] == 3 && head[3] == 4) || (head[2] == 5 && head[3] == 6)))
@@ -197,9 +199,10 @@ lv_status lv_weights_open_memory(const void *data, size_t size, const char *name
     if (size >= 4 && b[0] == 'P' && b[1] == 'K')
         return lv_error(LV_ERR_UNSUPPORTED, "%s: a PyTorch checkpoint in memory: only files are read; "
                         "convert it with `longvk convert`", name);
-    lv_weights *w = lv_weights_new(name, "safetensors");
+    int gguf = size >= 4 && memcmp(b, "GGUF", 4) == 0;
+    lv_weights *w = lv_weights_new(name, gguf ? "gguf" : "safetensors");
     if (!w) return lv_error(LV_ERR_NOMEM, "%s: out of memory", name);
-    lv_status s = lv_safetensors_parse(w, b, size);
+    lv_status s = gguf ? lv_gguf_parse(w, b, size) : lv_safetensors_parse(w, b, size);
     if (s != LV_OK) {
         lv_weights_close(w);
         return s;

@@ -11,7 +11,7 @@
 
 struct lv_weights {
     char *path;
-    const char *format;  /* "safetensors" or "pytorch" */
+    const char *format;  /* "safetensors", "pytorch" or "gguf" */
     char note[256];
     lv_weight *tensors;
     int count, capacity;
@@ -22,6 +22,7 @@ struct lv_weights {
     size_t map_size;
     void **owned;        /* buffers freed by lv_weights_close */
     int n_owned, owned_capacity;
+    struct lv_gguf_meta *gguf; /* a GGUF file's typed metadata (gguf.c); NULL otherwise */
 };
 
 /* An empty set of tensors for `path` (copied). NULL when out of memory. */
@@ -52,5 +53,10 @@ typedef lv_status (*lv_pth_storage_fn)(void *user, lv_weights *w, const char *te
  * to `w`, loading each storage it references once through `load`. */
 lv_status lv_pth_from_pickle(lv_weights *w, const uint8_t *pickle, size_t size, lv_pth_storage_fn load,
                              void *user);
+
+/* GGUF files (gguf.c): parse an image held in memory (it must outlive `w`), or map a file. */
+lv_status lv_gguf_parse(lv_weights *w, const uint8_t *data, size_t size);
+lv_status lv_gguf_open(const char *path, lv_weights **out);
+void lv_gguf_meta_free(struct lv_gguf_meta *meta);
 
 #endif

@@ -29,7 +29,7 @@ static const char *parse_latent(const char *value, void *dest) {
 
 static cli_option options[] = {
     {.kind = CLI_INPUT, .dest = &args.model, .metavar = "MODEL",
-     .help = "a .safetensors file, a PyTorch checkpoint (.pth/.pt), a diffusers model directory or its "
+     .help = "a .safetensors file, a PyTorch checkpoint (.pth/.pt), a GGUF file, a diffusers model directory or its "
              "*.safetensors.index.json; without it, the default model embedded in longvk (its generation "
              "recipe and vocabulary are listed)"},
     {.name = "--config", .kind = CLI_INPUT, .dest = &args.config, .metavar = "C.json",
@@ -85,26 +85,33 @@ static void shape_text(const lv_weight *t, char *buf, size_t size) {
     if (at < size) snprintf(buf + at, size - at, "]");
 }
 
-static void print_tensor(const lv_weight *t, const char *indent) {
+/* A tensor's name, dtype and shape; its bytes too when `bytes` is set or its dtype is
+ * block-quantized (GGUF's q8_0, q4_k: the bytes say how tightly it packs). */
+static void print_tensor_bytes(const lv_weight *t, const char *indent, int bytes) {
     char s[128];
     shape_text(t, s, sizeof s);
-    printf("%s%s %s %s\n", indent, t->name, lv_dtype_name(t->dtype), s);
+    if (bytes || lv_dtype_quantized(t->dtype))
+        printf("%s%s %s %s %llu bytes\n", indent, t->name, lv_dtype_name(t->dtype), s, (unsigned long long)t->nbytes);
+    else
+        printf("%s%s %s %s\n", indent, t->name, lv_dtype_name(t->dtype), s);
 }
+
+static void print_tensor(const lv_weight *t, const char *indent) { print_tensor_bytes(t, indent, 0); }
 
 /* Counts and bytes per dtype over `n` tensors given by `at`. */
 static void print_dtypes(const char *label, int width, int n, const lv_weight *(*at)(const void *, int), const void *ctx) {
-    int count[4] = {0};
-    double bytes[4] = {0};
+    int count[LV_DTYPE_COUNT] = {0};
+    double bytes[LV_DTYPE_COUNT] = {0};
     for (int i = 0; i < n; i++) {
         const lv_weight *t = at(ctx, i);
-        if ((unsigned)t->dtype < 4) {
+        if ((unsigned)t->dtype < LV_DTYPE_COUNT) {
             count[t->dtype]++;
             bytes[t->dtype] += (double)t->nbytes;
         }
     }
     printf("%-*s", width, label);
     int first = 1;
-    for (int d = 0; d < 4; d++) {
+    for (int d = 0; d < LV_DTYPE_COUNT; d++) {
         if (!count[d]) continue;
         char b[32];
         printf("%s%s: %d tensor%s (%s)", first ? "" : ", ", lv_dtype_name((lv_dtype)d), count[d],
@@ -135,8 +142,10 @@ static int plain_summary(const lv_weights *w, int list) {
         const char *v = lv_weights_metadata_value(w, i);
         printf("metadata:     %s = %.*s%s\n", lv_weights_metadata_key(w, i), 100, v, strlen(v) > 100 ? "..." : "");
     }
+    /* a GGUF file's tensors with their bytes: its types pack very differently */
+    int gguf = strcmp(lv_weights_format(w), "gguf") == 0;
     if (list)
-        for (int i = 0; i < lv_weights_count(w); i++) print_tensor(lv_weights_at(w, i), "  ");
+        for (int i = 0; i < lv_weights_count(w); i++) print_tensor_bytes(lv_weights_at(w, i), "  ", gguf);
     return 0;
 }
 

@@ -11,6 +11,7 @@
 #include "longvk/ops.h"
 #include "longvk/npy.h"
 #include "longvk/weights.h"
+#include "longvk/quant.h"
 #include "longvk/sana.h"
 #include "longvk/codec.h"
 #include "longvk/metrics.h"

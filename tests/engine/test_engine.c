@@ -230,6 +230,14 @@ Test(engine, bad_requests_are_errors) {
     float buf[8];
     cr_assert_eq(lv_tensor_write(ctx, &small, buf, sizeof buf), LV_ERR_INVALID);
     lv_tensor_free(ctx, &small);
+    /* block-quantized dtypes (GGUF's q8_0, q4_k) are host only: refused, not sized as 0 bytes */
+    int64_t row[1] = {32};
+    cr_assert_eq(lv_tensor_create(ctx, LV_Q8_0, 1, row, &t), LV_ERR_UNSUPPORTED);
+    cr_assert(strstr(lv_last_error(), "q8_0") != NULL, "%s", lv_last_error());
+    static const uint8_t q8[34];
+    lv_weight w = {"blk.0.q", LV_Q8_0, 1, {32}, q8, sizeof q8};
+    cr_assert_eq(lv_tensor_from_weight(ctx, &w, LV_F32, 1, row, &t), LV_ERR_INVALID);
+    cr_assert(strstr(lv_last_error(), "'blk.0.q': q8_0") != NULL, "%s", lv_last_error());
     cr_assert_eq(lv_ctx_memory_in_use(ctx), 0);
     ts_ctx_done(ctx);
 }

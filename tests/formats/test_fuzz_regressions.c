@@ -1,6 +1,6 @@
 /* Replays every input kept under tests/fuzz/regressions/ (crashers and hangs the fuzzers
- * found, see tests/fuzz/CMakeLists.txt) and the fuzz seeds through the parsers they were
- * found in: each must end in a result or a clean error with a message. Runs in every build,
+ * found, see tests/fuzz/CMakeLists.txt) and the fuzz seeds (safetensors, pickle, GGUF)
+ * through the parsers they were found in: each must end in a result or a clean error with a message. Runs in every build,
  * so the sanitizer build of CI re-checks them. */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -51,6 +51,21 @@ static void replay_pickle(const uint8_t *data, size_t len, const char *name) {
     lv_weights_close(w);
 }
 
+static void replay_gguf(const uint8_t *data, size_t len, const char *name) {
+    lv_weights *w = lv_weights_new(name, "gguf");
+    lv_clear_error();
+    if (lv_gguf_parse(w, data, len) == LV_OK) {
+        for (int i = 0; i < lv_weights_count(w); i++) {
+            const lv_weight *t = lv_weights_at(w, i);
+            cr_assert_eq(lv_weights_find(w, t->name), t);
+            cr_assert_eq(t->nbytes, lv_dtype_bytes(t->dtype, (int64_t)lv_weight_numel(t)), "%s: '%s'", name, t->name);
+        }
+    } else {
+        cr_assert(lv_last_error()[0], "%s: refused without a message", name);
+    }
+    lv_weights_close(w);
+}
+
 /* Feeds every file of `dir` to `replay`; returns how many. */
 static int replay_dir(const char *dir, void (*replay)(const uint8_t *, size_t, const char *)) {
     DIR *d = opendir(dir);
@@ -80,6 +95,13 @@ Test(fuzz_regressions, safetensors_inputs_end_cleanly) {
 Test(fuzz_regressions, pickle_inputs_end_cleanly) {
     int n = replay_dir(FUZZ_DIR "/regressions/pickle", replay_pickle);
     int seeds = replay_dir(FUZZ_DIR "/seeds/pickle", replay_pickle);
+    cr_assert_gt(seeds, 0, "no seeds found under %s", FUZZ_DIR);
+    cr_log_info("%d regression inputs, %d seeds", n, seeds);
+}
+
+Test(fuzz_regressions, gguf_inputs_end_cleanly) {
+    int n = replay_dir(FUZZ_DIR "/regressions/gguf", replay_gguf);
+    int seeds = replay_dir(FUZZ_DIR "/seeds/gguf", replay_gguf);
     cr_assert_gt(seeds, 0, "no seeds found under %s", FUZZ_DIR);
     cr_log_info("%d regression inputs, %d seeds", n, seeds);
 }

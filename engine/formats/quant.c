@@ -1,0 +1,143 @@
+/* Row conversions of weights on the host (longvk/quant.h): f16, bf16, q8_0 and q4_k to f32,
+ * f32 to q8_0. The block layouts are ggml's (ggml-common.h, ggml-quants.c), written here from
+ * their description. */
+#include <math.h>
+#include <string.h>
+
+#include "longvk/quant.h"
+
+float lv_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (man << 13); /* inf, NaN */
+    } else if (exp) {
+        bits = sign | ((exp + 112) << 23) | (man << 13);
+    } else {
+        float v = ldexpf((float)man, -24); /* zero and subnormals: exact */
+        return sign ? -v : v;
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+float lv_bf16_to_f32(uint16_t b) {
+    uint32_t bits = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* f32 to f16, rounded to nearest even; finite positive inputs in the normal/subnormal range
+ * (what a q8_0 scale is). Returns 0x7c00 (inf) past 65504. */
+static uint16_t f32_to_f16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000;
+    x &= 0x7fffffff;
+    if (x >= 0x47800000u) return (uint16_t)(sign | 0x7c00); /* >= 65536: inf */
+    if (x < 0x38800000u) {                                 /* below 2^-14: subnormal */
+        float a;
+        memcpy(&a, &x, 4);
+        return (uint16_t)(sign | (uint16_t)lrintf(a * 16777216.0f)); /* units of 2^-24 */
+    }
+    uint32_t r = x + 0xfff + ((x >> 13) & 1);
+    uint32_t h = ((r >> 13) - (112u << 10));
+    if (h >= 0x7c00) h = 0x7c00;
+    return (uint16_t)(sign | h);
+}
+
+static uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+/* The 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes of a q4_k block:
+ * sub-blocks 0-3 hold theirs in the low 6 bits of bytes j and j+4; 4-7 take their low 4 bits
+ * from byte j+4 (scale: low nibble, min: high nibble) and their top 2 bits from the top bits
+ * of bytes j-4 (scale) and j (min). */
+static void q4k_scale_min(int j, const uint8_t *s, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4));
+        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+    }
+}
+
+lv_status lv_dequantize_row(lv_dtype dtype, const void *src, int64_t n, float *dst) {
+    if (n < 0 || (n && (!src || !dst))) return lv_error(LV_ERR_INVALID, "lv_dequantize_row: bad arguments");
+    int64_t block = lv_dtype_block(dtype, NULL);
+    if (!block || dtype == LV_I32)
+        return lv_error(LV_ERR_INVALID, "lv_dequantize_row: %s is not a weight dtype", lv_dtype_name(dtype));
+    if (n % block)
+        return lv_error(LV_ERR_INVALID, "lv_dequantize_row: %lld %s elements are not whole blocks of %lld",
+                        (long long)n, lv_dtype_name(dtype), (long long)block);
+    const uint8_t *p = src;
+    switch (dtype) {
+    case LV_F32: memcpy(dst, src, (size_t)n * 4); break;
+    case LV_F16:
+        for (int64_t i = 0; i < n; i++) dst[i] = lv_f16_to_f32(le16(p + 2 * i));
+        break;
+    case LV_BF16:
+        for (int64_t i = 0; i < n; i++) dst[i] = lv_bf16_to_f32(le16(p + 2 * i));
+        break;
+    case LV_Q8_0:
+        for (int64_t b = 0; b < n / 32; b++, p += 34) {
+            float d = lv_f16_to_f32(le16(p));
+            for (int i = 0; i < 32; i++) *dst++ = d * (float)(int8_t)p[2 + i];
+        }
+        break;
+    case LV_Q4_K:
+        for (int64_t b = 0; b < n / 256; b++, p += 144) {
+            float d = lv_f16_to_f32(le16(p)), dmin = lv_f16_to_f32(le16(p + 2));
+            const uint8_t *scales = p + 4, *q = p + 16;
+            /* 4 groups of 64 weights: 32 bytes of q, low nibbles the first sub-block, high the second */
+            for (int g = 0; g < 4; g++, q += 32) {
+                uint8_t sc0, m0, sc1, m1;
+                q4k_scale_min(2 * g, scales, &sc0, &m0);
+                q4k_scale_min(2 * g + 1, scales, &sc1, &m1);
+                float d0 = d * (float)sc0, mm0 = dmin * (float)m0;
+                float d1 = d * (float)sc1, mm1 = dmin * (float)m1;
+                for (int l = 0; l < 32; l++) dst[l] = d0 * (float)(q[l] & 0x0f) - mm0;
+                for (int l = 0; l < 32; l++) dst[32 + l] = d1 * (float)(q[l] >> 4) - mm1;
+                dst += 64;
+            }
+        }
+        break;
+    case LV_I32: break;
+    }
+    return LV_OK;
+}
+
+lv_status lv_quantize_row_q8_0(const float *src, int64_t n, void *dst) {
+    if (n < 0 || n % 32 || (n && (!src || !dst)))
+        return lv_error(LV_ERR_INVALID, "lv_quantize_row_q8_0: %lld values are not whole blocks of 32", (long long)n);
+    uint8_t *p = dst;
+    for (int64_t b = 0; b < n / 32; b++, p += 34) {
+        const float *x = src + 32 * b;
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++) {
+            if (!isfinite(x[i]))
+                return lv_error(LV_ERR_INVALID, "lv_quantize_row_q8_0: value %lld is not finite",
+                                (long long)(32 * b + i));
+            if (fabsf(x[i]) > amax) amax = fabsf(x[i]);
+        }
+        uint16_t h = f32_to_f16(amax / 127.0f);
+        if (h >= 0x7c00)
+            return lv_error(LV_ERR_INVALID, "lv_quantize_row_q8_0: block %lld: max |x| %g overflows an f16 scale",
+                            (long long)b, (double)amax);
+        /* rounded up, so that max|x| / d <= 127 and nothing clips */
+        if (lv_f16_to_f32(h) * 127.0f < amax && ++h >= 0x7c00)
+            return lv_error(LV_ERR_INVALID, "lv_quantize_row_q8_0: block %lld: max |x| %g overflows an f16 scale",
+                            (long long)b, (double)amax);
+        float d = lv_f16_to_f32(h);
+        p[0] = (uint8_t)(h & 0xff);
+        p[1] = (uint8_t)(h >> 8);
+        for (int i = 0; i < 32; i++) {
+            float q = d > 0.0f ? roundf(x[i] / d) : 0.0f;
+            if (q > 127.0f) q = 127.0f;
+            if (q < -127.0f) q = -127.0f;
+            p[2 + i] = (uint8_t)(int8_t)q;
+        }
+    }
+    return LV_OK;
+}
