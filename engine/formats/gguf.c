@@ -6,14 +6,10 @@
  * then the data section, at the next multiple of general.alignment (a u32, default 32).
  * Every length, count and offset is checked against the bytes that remain before anything is
  * allocated for it; a tensor's shape is handed out row-major (the dims reversed). */
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "longvk/files.h"
 #include "weights_internal.h"
@@ -533,30 +529,5 @@ done:
 }
 
 lv_status lv_gguf_open(const char *path, lv_weights **out) {
-    *out = NULL;
-    int fd;
-    int64_t file_size;
-    LV_TRY(lv_open_regular_file(path, &fd, &file_size));
-    if (file_size == 0) {
-        close(fd);
-        return lv_error(LV_ERR_FORMAT, "%s: the file is empty", path);
-    }
-    size_t size = (size_t)file_size;
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) return lv_error(LV_ERR_IO, "%s: cannot map %zu bytes: %s", path, size, strerror(errno));
-    lv_weights *w = lv_weights_new(path, "gguf");
-    if (!w) {
-        munmap(map, size);
-        return lv_error(LV_ERR_NOMEM, "%s: out of memory", path);
-    }
-    w->map = map;
-    w->map_size = size;
-    lv_status s = lv_gguf_parse(w, map, size);
-    if (s != LV_OK) {
-        lv_weights_close(w);
-        return s;
-    }
-    *out = w;
-    return LV_OK;
+    return lv_weights_map_file(path, "gguf", lv_gguf_parse, out);
 }

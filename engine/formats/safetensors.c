@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -264,32 +263,7 @@ done:
 }
 
 lv_status lv_safetensors_open(const char *path, lv_weights **out) {
-    *out = NULL;
-    int fd;
-    int64_t file_size;
-    LV_TRY(lv_open_regular_file(path, &fd, &file_size));
-    if (file_size == 0) {
-        close(fd);
-        return lv_error(LV_ERR_FORMAT, "%s: the file is empty", path);
-    }
-    size_t size = (size_t)file_size;
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) return lv_error(LV_ERR_IO, "%s: cannot map %zu bytes: %s", path, size, strerror(errno));
-    lv_weights *w = lv_weights_new(path, "safetensors");
-    if (!w) {
-        munmap(map, size);
-        return lv_error(LV_ERR_NOMEM, "%s: out of memory", path);
-    }
-    w->map = map;
-    w->map_size = size;
-    lv_status s = lv_safetensors_parse(w, map, size);
-    if (s != LV_OK) {
-        lv_weights_close(w);
-        return s;
-    }
-    *out = w;
-    return LV_OK;
+    return lv_weights_map_file(path, "safetensors", lv_safetensors_parse, out);
 }
 
 /* ---- writing -------------------------------------------------------------------------- */

@@ -211,6 +211,36 @@ lv_status lv_weights_open_memory(const void *data, size_t size, const char *name
     return LV_OK;
 }
 
+lv_status lv_weights_map_file(const char *path, const char *format,
+                              lv_status (*parse)(lv_weights *w, const uint8_t *data, size_t size), lv_weights **out) {
+    *out = NULL;
+    int fd;
+    int64_t file_size;
+    LV_TRY(lv_open_regular_file(path, &fd, &file_size));
+    if (file_size == 0) {
+        close(fd);
+        return lv_error(LV_ERR_FORMAT, "%s: the file is empty", path);
+    }
+    size_t size = (size_t)file_size;
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) return lv_error(LV_ERR_IO, "%s: cannot map %zu bytes: %s", path, size, strerror(errno));
+    lv_weights *w = lv_weights_new(path, format);
+    if (!w) {
+        munmap(map, size);
+        return lv_error(LV_ERR_NOMEM, "%s: out of memory", path);
+    }
+    w->map = map;
+    w->map_size = size;
+    lv_status s = parse(w, map, size);
+    if (s != LV_OK) {
+        lv_weights_close(w);
+        return s;
+    }
+    *out = w;
+    return LV_OK;
+}
+
 /* ---- models saved in shards ------------------------------------------------------------- */
 
 #define LV_MAX_SHARDS 256

@@ -27,6 +27,11 @@ struct lv_weights {
 
 /* An empty set of tensors for `path` (copied). NULL when out of memory. */
 lv_weights *lv_weights_new(const char *path, const char *format);
+/* Map the regular file `path` read-only and parse it with `parse` into a set of tensors of
+ * that format whose data point into the mapping (unmapped at close); an empty file is refused.
+ * The safetensors and GGUF readers open files this way. */
+lv_status lv_weights_map_file(const char *path, const char *format,
+                              lv_status (*parse)(lv_weights *w, const uint8_t *data, size_t size), lv_weights **out);
 /* Append a tensor; the name is copied, the data is referenced. */
 lv_status lv_weights_add(lv_weights *w, const char *name, lv_dtype dtype, int ndim,
                          const int64_t *shape, const void *data, uint64_t nbytes);
