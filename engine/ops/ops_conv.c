@@ -1,4 +1,6 @@
 /* The Mix-FFN convolutions: per-frame depthwise 3x3 and the temporal conv over frames. */
+#include <string.h>
+
 #include "longvk/ops.h"
 #include "lv_internal.h"
 #include "op_helpers.h"
@@ -258,6 +260,69 @@ lv_status lv_op_temporal_conv(lv_ctx *ctx, const lv_tensor *out, const lv_tensor
         lv_tensor p2 = lv_tensor_view(prev, 0, 2, pshape);
         tconv_pass pp = {&o2, &p2, w, P, C, 1, 1, 1u, true, 0, P};
         LV_TRY(tconv_run(ctx, &pp, budget < max_rows ? budget : max_rows));
+    }
+    return LV_OK;
+}
+
+/* ---- temporal conv as matrix products (GPUs) -------------------------------------------- */
+
+bool lv_temporal_conv_uses_gemm(const lv_ctx *ctx) {
+    const char *forced = lv_env_str("LONGVK_TCONV");
+    if (forced && strcmp(forced, "gemm") == 0) return true;
+    if (forced && strcmp(forced, "direct") == 0) return false;
+    return lv_matmul_auto_variant(ctx) != LV_MATMUL_REGISTER;
+}
+
+void lv_temporal_conv_taps(const lv_weight *w, int64_t C, float *dst) {
+    for (int64_t o = 0; o < C; o++)
+        for (int64_t i = 0; i < C; i++)
+            for (int t = 0; t < 3; t++)
+                dst[((int64_t)t * C + o) * C + i] = lv_weight_float(w, (size_t)((o * C + i) * 3 + t));
+}
+
+lv_status lv_op_temporal_conv_gemm(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
+                                   const lv_tensor *prev, const lv_tensor *w_taps) {
+    char d0[96], d1[96];
+    if (!ctx || !out || !x || !w_taps)
+        return lv_error(LV_ERR_INVALID, "temporal_conv_gemm: ctx, out, x and w_taps are required");
+    const lv_tensor *all[3] = {out, x, prev};
+    const char *names[3] = {"out", "x", "prev"};
+    for (int i = 0; i < 3; i++)
+        if (all[i] && all[i]->dtype != LV_F32)
+            return lv_error(LV_ERR_INVALID, "temporal_conv_gemm: %s must be f32, got %s", names[i],
+                            lv_tensor_describe(all[i], d0, sizeof d0));
+    if (x->ndim != 3 || !lv_tensor_same_shape(out, x))
+        return lv_error(LV_ERR_INVALID, "temporal_conv_gemm: want x and out [F, P, C] of one shape; "
+                        "got x %s, out %s", lv_tensor_describe(x, d0, sizeof d0),
+                        lv_tensor_describe(out, d1, sizeof d1));
+    int64_t F = x->shape[0], P = x->shape[1], C = x->shape[2];
+    if (w_taps->ndim != 3 || w_taps->shape[0] != 3 || w_taps->shape[1] != C || w_taps->shape[2] != C)
+        return lv_error(LV_ERR_INVALID, "temporal_conv_gemm: w_taps %s must be [3, %lld, %lld] "
+                        "(tap-major: lv_temporal_conv_taps)", lv_tensor_describe(w_taps, d0, sizeof d0),
+                        (long long)C, (long long)C);
+    if (prev && (prev->ndim != 2 || prev->shape[0] != P || prev->shape[1] != C))
+        return lv_error(LV_ERR_INVALID, "temporal_conv_gemm: prev %s must be [P, C] = [%lld, %lld]",
+                        lv_tensor_describe(prev, d0, sizeof d0), (long long)P, (long long)C);
+    for (int i = 1; i < 3; i++)
+        if (all[i]) LV_TRY(lv_check_alias("temporal_conv_gemm", out, names[i], all[i], false));
+    if (F == 0 || P == 0 || C == 0) return LV_OK;
+
+    int64_t wshape[2] = {C, C}, shape2[2] = {F * P, C};
+    lv_tensor tap[3];
+    for (int t = 0; t < 3; t++) tap[t] = lv_tensor_view(w_taps, (int64_t)t * C * C, 2, wshape);
+    lv_tensor x2 = lv_tensor_view(x, 0, 2, shape2), o2 = lv_tensor_view(out, 0, 2, shape2);
+    /* the centre tap covers every row and sets out; the others add whole frames moved by one */
+    LV_TRY(lv_op_matmul(ctx, &o2, &x2, &tap[1], NULL));
+    if (F > 1) {
+        lv_tensor o_late = lv_tensor_rows(&o2, P, (F - 1) * P), x_early = lv_tensor_rows(&x2, 0, (F - 1) * P);
+        lv_tensor o_early = lv_tensor_rows(&o2, 0, (F - 1) * P), x_late = lv_tensor_rows(&x2, P, (F - 1) * P);
+        LV_TRY(lv_op_matmul_add(ctx, &o_late, &x_early, &tap[0], NULL));
+        LV_TRY(lv_op_matmul_add(ctx, &o_early, &x_late, &tap[2], NULL));
+    }
+    if (prev) {
+        int64_t pshape[2] = {P, C};
+        lv_tensor p2 = lv_tensor_view(prev, 0, 2, pshape), o_first = lv_tensor_rows(&o2, 0, P);
+        LV_TRY(lv_op_matmul_add(ctx, &o_first, &p2, &tap[0], NULL));
     }
     return LV_OK;
 }

@@ -361,7 +361,7 @@ static lv_status block_mix_ffn(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, scra
     if (have_prev && blk->conv_cache.shape[0] != g->P)
         return lv_error(LV_ERR_INVALID, "dit: chunk has %lld tokens per frame but the carried "
                         "conv cache has %lld", (long long)g->P, (long long)blk->conv_cache.shape[0]);
-    LV_TRY(lv_op_temporal_conv(ctx, &tc3, &u3, have_prev ? &blk->conv_cache : NULL, &blk->tconv_w));
+    LV_TRY((blk->tconv_taps ? lv_op_temporal_conv_gemm : lv_op_temporal_conv)(ctx, &tc3, &u3, have_prev ? &blk->conv_cache : NULL, &blk->tconv_w));
     if (pass->commit) {
         if (!blk->conv_cache.alloc) {
             int64_t cshape[2] = {g->P, C};

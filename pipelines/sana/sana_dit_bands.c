@@ -201,7 +201,7 @@ static lv_status ffn_finish(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, const b
     lv_tensor u3 = lv_tensor_view(&b->u, 0, 3, fpc), tc3 = lv_tensor_view(&b->tc, 0, 3, fpc);
     lv_tensor cache = {0};
     if (blk->conv_cache.alloc) cache = lv_tensor_rows(&blk->conv_cache, (int64_t)b->row0 * bs->Wp, b->P);
-    LV_TRY(lv_op_temporal_conv(ctx, &tc3, &u3, blk->conv_valid ? &cache : NULL, &blk->tconv_w));
+    LV_TRY((blk->tconv_taps ? lv_op_temporal_conv_gemm : lv_op_temporal_conv)(ctx, &tc3, &u3, blk->conv_valid ? &cache : NULL, &blk->tconv_w));
     if (commit) { /* the band's rows of the last frame; the bands' slices are disjoint */
         lv_tensor last = lv_tensor_rows(&b->u, (int64_t)(bs->F - 1) * b->P, b->P);
         LV_TRY(lv_tensor_copy(ctx, &cache, &last));

@@ -29,7 +29,12 @@ typedef struct lv_dit_block {
     lv_tensor sst;                       /* scale_shift_table [6, C] */
     lv_tensor qkv_w, q_norm, k_norm, proj_w, proj_b;
     lv_tensor cq_w, cq_b, ckv_w, ckv_b, cproj_w, cproj_b, cq_norm, ck_norm;
-    lv_tensor inv_w, inv_b, dw_w, dw_b, point_w, tconv_w;
+    lv_tensor inv_w, inv_b, dw_w, dw_b, point_w;
+    /* the temporal conv's weight: [C, C, 3] f32 for the direct kernel, or tap-major
+     * [3, C, C] in the matmul weights' dtype where it runs as products (tconv_taps:
+     * lv_temporal_conv_uses_gemm, GPUs) */
+    lv_tensor tconv_w;
+    bool tconv_taps;
     lv_tensor text_k[LV_DIT_TEXT_SLOTS], text_v[LV_DIT_TEXT_SLOTS]; /* [L, C] per text slot */
     lv_linattn_state *state;             /* carried (S, z) */
     lv_tensor conv_cache;                /* [P, C] last frame before the temporal conv */

@@ -26,6 +26,26 @@ static int matmul_dtype(lv_dit_weights rule) {
     }
 }
 
+/* The temporal conv's [C, C, 3] weight laid out tap-major, [3, C, C] (lv_temporal_conv_taps),
+ * as a matmul weight of dtype `dtype` (-1: as stored), for lv_op_temporal_conv_gemm. */
+static lv_status upload_taps(lv_ctx *ctx, const lv_sana_file *file, const char *name, int dtype, int64_t C,
+                             lv_tensor *out) {
+    const lv_weight *w = lv_sana_file_tensor(file, name);
+    if (!w) return lv_error(LV_ERR_FORMAT, "model: tensor '%s' is missing", name);
+    if (lv_weight_numel(w) != (uint64_t)(3 * C * C))
+        return lv_error(LV_ERR_FORMAT, "model: tensor '%s' has %llu elements, want %lld x %lld x 3", name,
+                        (unsigned long long)lv_weight_numel(w), (long long)C, (long long)C);
+    float *taps = malloc((size_t)(3 * C * C) * sizeof *taps);
+    if (!taps) return lv_error(LV_ERR_NOMEM, "model: no host memory to lay out '%s'", name);
+    lv_temporal_conv_taps(w, C, taps);
+    lv_weight host = {.name = name, .dtype = LV_F32, .ndim = 3, .shape = {3, C, C}, .data = taps,
+                      .nbytes = (uint64_t)(3 * C * C) * sizeof *taps};
+    lv_status st = lv_tensor_from_weight(ctx, &host, dtype < 0 ? w->dtype : (lv_dtype)dtype, 3,
+                                         (const int64_t[]){3, C, C}, out);
+    free(taps);
+    return st;
+}
+
 #define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
 #define NDIM(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
 /* keep: a matmul weight (dtype wdt); else f32 */
@@ -56,9 +76,11 @@ static lv_status upload_block(lv_ctx *ctx, const lv_sana_file *file, const lv_sa
     UP(false, BN("mlp.depth_conv.conv.weight"), &blk->dw_w, 2 * Fh, 1, 3, 3);
     UP(false, BN("mlp.depth_conv.conv.bias"), &blk->dw_b, 2 * Fh);
     UP(true, BN("mlp.point_conv.conv.weight"), &blk->point_w, C, Fh);
-    UP(false, BN("mlp.t_conv.weight"), &blk->tconv_w, C, C, 3);
 #undef BN
-    return LV_OK;
+    snprintf(n, sizeof n, "blocks.%d.mlp.t_conv.weight", b);
+    blk->tconv_taps = lv_temporal_conv_uses_gemm(ctx);
+    if (!blk->tconv_taps) return upload(ctx, file, n, LV_F32, 3, SHAPE(C, C, 3), &blk->tconv_w);
+    return upload_taps(ctx, file, n, wdt, C, &blk->tconv_w);
 }
 
 static lv_status create_states(lv_ctx *ctx, lv_dit *dit) {

@@ -1,4 +1,4 @@
-/* lv_op_dwconv3x3 and lv_op_temporal_conv against the double-precision C references
+/* lv_op_dwconv3x3, lv_op_temporal_conv and lv_op_temporal_conv_gemm against the double-precision C references
  * (ref_conv.c).
  *
  * Error bound (asserted per output, worst case): each output is a sum of n products
@@ -195,6 +195,78 @@ Test(temporal_conv, splits_rows_over_binding_limit) {
     tc_case(ctx, 3, 35, 8, 1, 3, 211);
     tc_case(ctx, 3, 35, 8, 0, 3, 212);
     tc_case(ctx, 9, 5, 8, 1, 3, 213);
+    ts_ctx_done(ctx);
+}
+
+/* lv_op_temporal_conv_gemm (the GPUs' path: three products with whole frames) against the
+ * same reference and bound: each output is still a sum of 3C products, now added in three
+ * products' order (and the accumulate of the later taps), which the bound does not depend
+ * on. wdt LV_BF16: the weights are rounded to bf16 first and the reference takes the
+ * rounded ones, so the bound is the same. */
+static void tc_gemm_case(lv_ctx *ctx, int f, int p, int c, int with_prev, lv_dtype wdt, uint64_t seed) {
+    size_t n = (size_t)f * p * c;
+    float *x = ts_rand_alloc(n, seed, -1, 1);
+    float *prev = ts_rand_alloc((size_t)p * c, seed + 1, -1, 1);
+    float *wt = ts_rand_alloc((size_t)c * c * 3, seed + 2, -1, 1);
+    ts_round_to(wdt, wt, (size_t)c * c * 3);
+    float *taps = malloc((size_t)c * c * 3 * sizeof *taps);
+    lv_weight w = {.name = "w", .dtype = LV_F32, .ndim = 3, .shape = {c, c, 3}, .data = wt,
+                   .nbytes = (uint64_t)c * c * 3 * sizeof *wt};
+    lv_temporal_conv_taps(&w, c, taps);
+    /* the layout itself: taps[t, o, i] = w[o, i, t] */
+    for (int t = 0; t < 3; t++)
+        cr_assert_eq(taps[((size_t)t * c + (size_t)(c - 1)) * c + 1], wt[((size_t)(c - 1) * c + 1) * 3 + t]);
+    int64_t xs[3] = {f, p, c}, ps[2] = {p, c}, ws[3] = {3, c, c};
+    lv_weight host = {.name = "taps", .dtype = LV_F32, .ndim = 3, .shape = {3, c, c}, .data = taps,
+                      .nbytes = (uint64_t)c * c * 3 * sizeof *taps};
+    lv_tensor tw;
+    cr_assert_eq(lv_tensor_from_weight(ctx, &host, wdt, 3, ws, &tw), LV_OK, "%s", lv_last_error());
+    lv_tensor tx = ts_tensor(ctx, LV_F32, 3, xs, x), tp = ts_tensor(ctx, LV_F32, 2, ps, prev);
+    lv_tensor to = ts_empty(ctx, 3, xs);
+    cr_assert_eq(lv_op_fill(ctx, &to, NAN), LV_OK);
+    cr_assert_eq(lv_op_temporal_conv_gemm(ctx, &to, &tx, with_prev ? &tp : NULL, &tw), LV_OK, "%s",
+                 lv_last_error());
+    float *got = ts_read(ctx, &to), *want = malloc(n * sizeof *want);
+    double *mag = malloc(n * sizeof *mag);
+    ref_temporal_conv(want, mag, x, with_prev ? prev : NULL, wt, f, p, c);
+    char what[112];
+    snprintf(what, sizeof what, "temporal_conv_gemm F=%d P=%d C=%d prev=%d w %s", f, p, c, with_prev,
+             lv_dtype_name(wdt));
+    check_bound(what, got, want, mag, n, 3 * c);
+    free(x), free(prev), free(wt), free(taps), free(got), free(want), free(mag);
+    lv_tensor_free(ctx, &tx), lv_tensor_free(ctx, &tp), lv_tensor_free(ctx, &tw), lv_tensor_free(ctx, &to);
+}
+
+Test(temporal_conv, as_matrix_products) {
+    lv_ctx *ctx = ts_ctx();
+    tc_gemm_case(ctx, 1, 5, 3, 0, LV_F32, 301); /* one frame: the centre tap only */
+    tc_gemm_case(ctx, 1, 5, 3, 1, LV_F32, 302); /* one frame after a cached one */
+    tc_gemm_case(ctx, 3, 35, 70, 1, LV_F32, 303);
+    tc_gemm_case(ctx, 3, 35, 70, 0, LV_F32, 304);
+    tc_gemm_case(ctx, 4, 13, 33, 1, LV_F32, 305); /* C not a multiple of 4 */
+    tc_gemm_case(ctx, 2, 24, 64, 1, LV_BF16, 306); /* 16-bit weights, as the DiT's */
+    tc_gemm_case(ctx, 3, 7, 40, 1, LV_F16, 307);
+    ts_ctx_done(ctx);
+}
+
+Test(temporal_conv, as_matrix_products_rejects_bad_arguments) {
+    lv_ctx *ctx = ts_ctx();
+    int64_t xs[3] = {2, 4, 6}, ps[2] = {3, 6}, ws[3] = {3, 6, 6}, wpt[3] = {6, 6, 3};
+    lv_tensor x, o, p, w, wpy;
+    cr_assert_eq(lv_tensor_create(ctx, LV_F32, 3, xs, &x), LV_OK);
+    cr_assert_eq(lv_tensor_create(ctx, LV_F32, 3, xs, &o), LV_OK);
+    cr_assert_eq(lv_tensor_create(ctx, LV_F32, 2, ps, &p), LV_OK);
+    cr_assert_eq(lv_tensor_create(ctx, LV_F32, 3, ws, &w), LV_OK);
+    cr_assert_eq(lv_tensor_create(ctx, LV_F32, 3, wpt, &wpy), LV_OK);
+    /* PyTorch's [C, C, 3] layout is the direct kernel's, not this one's */
+    cr_assert_eq(lv_op_temporal_conv_gemm(ctx, &o, &x, NULL, &wpy), LV_ERR_INVALID);
+    cr_assert(strstr(lv_last_error(), "tap-major"), "%s", lv_last_error());
+    cr_assert_eq(lv_op_temporal_conv_gemm(ctx, &o, &x, &p, &w), LV_ERR_INVALID);
+    cr_assert(strstr(lv_last_error(), "prev"), "%s", lv_last_error());
+    cr_assert_eq(lv_op_temporal_conv_gemm(ctx, &x, &x, NULL, &w), LV_ERR_INVALID);
+    cr_assert(strstr(lv_last_error(), "overlaps"), "%s", lv_last_error());
+    lv_tensor *all[] = {&x, &o, &p, &w, &wpy};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) lv_tensor_free(ctx, all[i]);
     ts_ctx_done(ctx);
 }
 

@@ -454,6 +454,8 @@ Test(sana_dit, half_precision_weights) {
     /* per block: qkv 3C^2, proj C^2, cross q C^2, kv 2C^2, cross proj C^2, inverted 2 Fh C, point C Fh */
     int64_t matrix = c->depth * (8 * C * C + 3 * Fh * C) + C * Kin + C * 256 + C * C + 6 * C * C +
                      C * c->caption_channels + C * C + Kout * C;
+    /* the temporal conv's 3 C^2 are matrix weights where it runs as products (GPUs, LONGVK_TCONV=gemm) */
+    if (lv_temporal_conv_uses_gemm(ctx)) matrix += c->depth * 3 * C * C;
     const lv_weight *x = lv_weights_find(v, "x"), *y = lv_weights_find(v, "y");
     const lv_weight *want = lv_weights_find(v, "out_t500_full_mask");
     int F = (int)x->shape[1], H = (int)x->shape[2], W = (int)x->shape[3], L = (int)y->shape[0];
