@@ -172,8 +172,10 @@ int bench_dit(int argc, char **argv) {
     double f32_frac = bench_peak_fraction(tflops, pk ? pk->fp32 : 0);
     double half_frac = bench_peak_fraction(tflops, pk ? pk->half : 0);
     uint64_t peak_mem = lv_ctx_memory_peak(ctx);
-    /* what is neither weights nor carried state at the peak: the activations and scratch */
-    uint64_t act_mem = peak_mem - weight_bytes - lv_dit_state_bytes(dit);
+    /* what is neither weights nor carried state (nor the text's keys and values) at the peak:
+     * the activations and scratch, i.e. the peak above what stays held between chunks */
+    uint64_t held = lv_ctx_memory_in_use(ctx);
+    uint64_t act_mem = peak_mem > held ? peak_mem - held : 0;
     if (json) {
         char j1[16], j2[16];
         printf("{\"bench\": \"dit\", \"device\": \"%s\", \"preset\": \"%s\", \"depth\": %d, \"model_depth\": %d, "
