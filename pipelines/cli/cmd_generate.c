@@ -116,8 +116,8 @@ static cli_option options[] = {
      .help = "start the video from this picture (PNG, JPEG, WebP; a video's first frame): it is frame 0, held "
              "clean while the rest of the first block is made, and the blocks continue from it (SANA-Video's "
              "image-to-video). Another aspect ratio is centre-cropped, then scaled to the model's size (said when "
-             "it happens). No burn-in; the embedded model only in this build (a latent model needs the VAE "
-             "encoder)"},
+             "it happens). No burn-in; pixel-space models such as the embedded one only in this build (a latent "
+             "model needs the VAE encoder)"},
     {.name = "--negative-prompt", .alias = "-n", .kind = CLI_STRING, .dest = &args.o.negative_prompt,
      .def = "empty; with a text encoder, SANA-Video's own negative prompt", .help = "used when --cfg-scale is not 1"},
     {.name = "--seconds", .kind = CLI_DOUBLE, .dest = &args.o.seconds, .metavar = "S",

@@ -9,7 +9,7 @@
  *   seam ratio (MAE across block boundaries / within blocks) at most 1.5, its "faint seam"
  *   limit (measured 1.29 here, seed 3 over 4 s; 1.21-1.25 over seeds 1-4 at 10 s); and the
  *   video continues the picture: the MAE from frame 0 to frame 1 at most 1.5 times the median
- *   MAE of consecutive frames (measured 1.12 here; 1.11-1.16 over seeds 1-4 at 10 s; a first
+ *   MAE of consecutive frames (measured 1.12 here; 1.13-1.14 over seeds 1-4 at 10 s; a first
  *   block drawn from noise instead of warm-started from the image made 1.8-2.3,
  *   pipelines/generate/README.md). Without --image frame 0 is another picture.
  * - crop_and_scale: a 128 x 64 picture whose centre 64 x 64 is ball.png scaled 2x (each pixel
