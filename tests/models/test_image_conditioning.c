@@ -3,11 +3,13 @@
  * transformer (tests/reference/make_i2v_vectors.py; vectors in
  * assets/testdata/sana-video/tiny-hd32-diffusers-i2v.safetensors): the tiny diffusers-layout
  * pipeline's transformer, the image latent in frame 0 of chunk 0 at timestep 0 in both CFG
- * branches, frame 0 held through every update, then a plain chunk over the carried state.
+ * branches, frame 0 held through every update, then a plain chunk over the carried state;
+ * and the single clip (lv_sample_clip.cond_frames), the pipeline's own sampler, DPM-Solver++ 2M
+ * over every frame with its scheduler stepping frames 1...
  *
  * Bound: NMSE <= 1e-8, the bound of every DiT and sampler check (tests/models/test_sana_dit.c).
  * A float32 run of the same reference lands 3e-12 from the float64 one over the whole chunk
- * (the generator's checks_nmse), CFG 3 included; the engine's fp32 lands 1e-11 .. 3e-10 here
+ * (the generator's checks_nmse), CFG 3 included (the clip: 1.3e-11, CFG 6); the engine's fp32 lands 1e-11 .. 3e-10 here
  * (test_sana_dit's sampler without conditioning: 7e-11 on its output), so 1e-8 leaves a margin
  * of 30 and still catches a conditioning done otherwise by orders of magnitude: frame 0 at the
  * step's t instead of 0 (held all the same) moves chunk 0 by NMSE 0.18, and chunk 0's other
@@ -172,6 +174,30 @@ Test(image_conditioning, tiny_first_call_both_branches) {
     close_fixture(&fx);
 }
 
+/* The single clip (lv_sample_clip, what the pipeline itself runs): DPM-Solver++ 2M over every
+ * frame at once with the image latent in frame 0, against the pipeline's loop with its
+ * scheduler stepping frames 1.. */
+Test(image_conditioning, tiny_single_clip_with_image_latent) {
+    fixture fx;
+    open_fixture(&fx);
+    int HW = fx.H * fx.W;
+    size_t n = (size_t)fx.C * fx.F * HW;
+    const float *image = vec(&fx, "image_latent", (int64_t)fx.C * HW);
+    float *x = malloc(n * 4);
+    lv_clip_options opt = {.steps = atoi(lv_weights_metadata(fx.vec, "clip_steps")),
+                           .shift = atof(lv_weights_metadata(fx.vec, "clip_shift")),
+                           .cfg_scale = atof(lv_weights_metadata(fx.vec, "clip_guidance")),
+                           .solver = LV_SOLVER_DPMPP_2M, .noise = vec(&fx, "noise", (int64_t)n), .cond_frames = 1,
+                           .cond = image};
+    cr_assert_eq(lv_sample_clip(fx.ctx, fx.dit, &opt, fx.F, fx.H, fx.W, x), LV_OK, "%s", lv_last_error());
+    for (int c = 0; c < fx.C; c++)
+        cr_assert_eq(memcmp(x + (size_t)c * fx.F * HW, image + (size_t)c * HW, (size_t)HW * 4), 0,
+                     "channel %d of frame 0 is not the image latent", c);
+    check("clip_out", x, vec(&fx, "clip_out", (int64_t)n), n);
+    free(x);
+    close_fixture(&fx);
+}
+
 /* Bad conditioning arguments are errors naming them, before any pass. */
 Test(image_conditioning, bad_arguments) {
     fixture fx;
@@ -188,5 +214,11 @@ Test(image_conditioning, bad_arguments) {
     opt.cond_frames = -1;
     cr_assert_eq(lv_longsana_chunk(fx.ctx, fx.dit, &opt, 0, 0, 3, 8, 8, x0), LV_ERR_INVALID);
     cr_assert_eq(lv_dit_chunks(fx.dit), 0, "nothing was committed");
+    lv_clip_options clip = {.steps = 2, .shift = 8, .cfg_scale = 1, .cond_frames = 1, .cond = NULL};
+    cr_assert_eq(lv_sample_clip(fx.ctx, fx.dit, &clip, 3, 8, 8, x0), LV_ERR_INVALID);
+    cr_assert(strstr(lv_last_error(), "cond is NULL"), "%s", lv_last_error());
+    clip.cond = cond;
+    clip.cond_frames = 4;
+    cr_assert_eq(lv_sample_clip(fx.ctx, fx.dit, &clip, 3, 8, 8, x0), LV_ERR_INVALID);
     close_fixture(&fx);
 }

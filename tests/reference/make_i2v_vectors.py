@@ -29,6 +29,12 @@ The transformer takes a per-token timestep [B, 1, F, H', W']; sana_video_ref.for
 frame. The conditioning mask is constant over each frame's tokens (asserted), so each frame's
 tokens share one timestep and the per-frame call is the same computation.
 
+The same conditioning over a single clip (lv_sample_clip), which is what the pipeline itself
+runs: every latent frame at once, no carried state, its DPM-Solver++ 2M (the original's
+flow_dpm-solver, sana_video_ref.sample_clip's formulas) as a scheduler object that keeps its
+own history of the latents it is given (frames 1..), CLIP_STEPS steps, shift CLIP_SHIFT,
+guidance CLIP_GUIDANCE.
+
 Checks (asserted): the pipeline-shaped loop == a LongSANA-shaped loop over all frames (timesteps
 [0, t, t, ...], every frame stepped, then frame 0 restored from the image latent) to float64
 rounding; frame 0 of the output is the image latent exactly; a float32 run of the same loop gives
@@ -56,6 +62,7 @@ SEED = 1357
 STEPS = (1000, 960, 889, 727)  # LongSANA's chunk timesteps
 GUIDANCE = 3.0
 CHUNK_FRAMES = 3               # two chunks of the test data's 6 latent frames
+CLIP_STEPS, CLIP_SHIFT, CLIP_GUIDANCE = 5, 8.0, 6.0  # the single clip (the clip vectors' dpmpp2m run)
 
 
 def f32(t):
@@ -191,6 +198,70 @@ def plain_chunk(W, cfg, state, x, renoise, prompt, negative, frame_offset):
     return x0
 
 
+class DPMSolver2M:
+    """The pipeline's scheduler for the single clip: multistep DPM-Solver++ 2M in data
+    prediction on the flow grid (sana_video_ref.sample_clip's update), stepping the latents it
+    is handed and remembering their x0 for the second-order term."""
+
+    def __init__(self, sigmas):
+        self.sig, self.i, self.x0_prev, self.h_prev = sigmas, 0, None, None
+
+    def step(self, v, sample):
+        s, s_next = float(self.sig[self.i]), float(self.sig[self.i + 1])
+        self.i += 1
+        x0 = sample - s * v
+        if s_next == 0.0:
+            return x0
+        h = np.log((1.0 - s_next) / s_next) - np.log((1.0 - s) / s)
+        coef = (1.0 - s_next) * -np.expm1(-h)
+        d = x0 if self.x0_prev is None else (1.0 + 0.5 / (self.h_prev / h)) * x0 - (0.5 / (self.h_prev / h)) * self.x0_prev
+        self.x0_prev, self.h_prev = x0, h
+        return (s_next / s) * sample + coef * d
+
+
+def i2v_clip_pipeline(W, cfg, noise, image_latent, prompt, negative):
+    """The single clip as SanaImageToVideoPipeline's loop runs it."""
+    dtype = noise.dtype
+    sig = ref.dpm_flow_sigmas(CLIP_STEPS, CLIP_SHIFT)
+    timesteps = [ref.model_timestep(v) for v in sig[:-1].tolist()]
+    scheduler = DPMSolver2M(sig)
+    latents = noise[None].clone()
+    latents[:, :, 0:1] = image_latent[None]
+    _, C, F, H, Wd = latents.shape
+    mask = latents.new_zeros(1, 1, F, H // cfg.patch[1], Wd // cfg.patch[2])
+    mask[:, :, 0] = 1.0
+    mask = torch.cat([mask, mask])
+    y = torch.stack([negative[0], prompt[0]]).to(dtype)
+    ymask = torch.stack([negative[1], prompt[1]]).to(dtype)
+    transformer = Transformer(W, cfg, ref.CarriedState(cfg, 0), 0)
+    for t in timesteps:
+        timestep = torch.tensor(float(t), dtype=dtype).expand(mask.shape) * (1 - mask)
+        noise_pred = transformer(torch.cat([latents] * 2), y, ymask, timestep)
+        noise_pred_uncond, noise_pred_text = noise_pred.chunk(2)
+        noise_pred = noise_pred_uncond + CLIP_GUIDANCE * (noise_pred_text - noise_pred_uncond)
+        pred_latents = scheduler.step(noise_pred[:, :, 1:], latents[:, :, 1:])
+        latents = torch.cat([latents[:, :, :1], pred_latents], dim=2)
+    return latents[0], sig, timesteps
+
+
+def i2v_clip_longsana_shaped(W, cfg, noise, image_latent, prompt, negative):
+    """The same organised as lv_sample_clip is: every frame stepped with per-frame timesteps
+    [0, t, ...], frame 0 restored after each update."""
+    sig = ref.dpm_flow_sigmas(CLIP_STEPS, CLIP_SHIFT)
+    scheduler = DPMSolver2M(sig)
+    x = noise.clone()
+    x[:, 0:1] = image_latent
+    F = x.shape[1]
+    for i in range(CLIP_STEPS):
+        t = float(ref.model_timestep(float(sig[i])))
+        ts = torch.tensor([0.0] + [t] * (F - 1), dtype=x.dtype)
+        vu = ref.forward(W, cfg, x, ts, negative[0], negative[1])[0]
+        vc = ref.forward(W, cfg, x, ts, prompt[0], prompt[1])[0]
+        x = scheduler.step(vu + CLIP_GUIDANCE * (vc - vu), x)
+        x[:, 0:1] = image_latent
+    return x
+
+
 def run(dtype, noise, image_latent, renoise, y, mask, ones, shaped_as="pipeline"):
     cfg, W = load_diffusers_transformer(FIXTURE, dtype)
     prompt, negative = (y.to(dtype), mask.to(dtype)), (y.to(dtype), ones.to(dtype))
@@ -208,6 +279,11 @@ def run(dtype, noise, image_latent, renoise, y, mask, ones, shaped_as="pipeline"
     out1 = plain_chunk(W, cfg, state, noise[:, cf:], renoise[:, :, cf:], prompt, negative, cf)
     ref.chunk_pass(W, cfg, state, out1, 0, prompt[0], prompt[1], cf, commit=True)
     state1 = [state.layer(b) for b in range(cfg.depth)]
+    if shaped_as == "pipeline":
+        trace["clip"], trace["clip_sigmas"], trace["clip_timesteps"] = i2v_clip_pipeline(W, cfg, noise, image_latent,
+                                                                                         prompt, negative)
+    else:
+        trace["clip"] = i2v_clip_longsana_shaped(W, cfg, noise, image_latent, prompt, negative)
     return cfg, out0, out1, state0, state1, trace
 
 
@@ -234,15 +310,18 @@ def main():
                                                dtype=torch.float64))).double()
 
     cfg, out0, out1, state0, state1, trace = run(torch.float64, noise, image_latent, renoise, y, mask, ones)
-    _, l_out0, l_out1, _, _, _ = run(torch.float64, noise, image_latent, renoise, y, mask, ones, "longsana")
-    _, s_out0, s_out1, _, _, _ = run(torch.float32, noise, image_latent, renoise, y, mask, ones)
+    _, l_out0, l_out1, _, _, l_trace = run(torch.float64, noise, image_latent, renoise, y, mask, ones, "longsana")
+    _, s_out0, s_out1, _, _, s_trace = run(torch.float32, noise, image_latent, renoise, y, mask, ones)
     checks = {
         "chunk0_pipeline_loop_vs_longsana_loop": nmse(l_out0, out0),
         "chunk1_pipeline_loop_vs_longsana_loop": nmse(l_out1, out1),
         "chunk0_fp32_reference_vs_fp64": nmse(s_out0, out0),
         "chunk1_fp32_reference_vs_fp64": nmse(s_out1, out1),
+        "clip_pipeline_loop_vs_longsana_loop": nmse(l_trace["clip"], trace["clip"]),
+        "clip_fp32_reference_vs_fp64": nmse(s_trace["clip"], trace["clip"]),
     }
     assert torch.equal(out0[:, 0:1], image_latent), "frame 0 is the image latent"
+    assert torch.equal(trace["clip"][:, 0:1], image_latent), "the clip's frame 0 is the image latent"
     for k, v in checks.items():
         assert v < (1e-9 if "fp32" in k else 1e-24), (k, v)
     # the image matters: chunk 0's other frames differ from an unconditioned chunk's
@@ -253,7 +332,9 @@ def main():
     tensors = {"image_latent": f32(image_latent), "noise": f32(noise), "renoise": f32(renoise),
                "steps": f32(torch.tensor(STEPS, dtype=torch.float64)), "y": f32(y), "mask": f32(mask),
                "neg_mask": f32(ones), "chunk0_out": f32(out0), "chunk1_out": f32(out1),
-               "first_pass_cond": f32(trace["first_pass_cond"]), "first_pass_uncond": f32(trace["first_pass_uncond"])}
+               "first_pass_cond": f32(trace["first_pass_cond"]), "first_pass_uncond": f32(trace["first_pass_uncond"]),
+               "clip_out": f32(trace["clip"]), "clip_sigmas": f32(trace["clip_sigmas"]),
+               "clip_timesteps": f32(torch.tensor(trace["clip_timesteps"], dtype=torch.float64))}
     for c, st in ((0, state0), (1, state1)):
         for b in range(cfg.depth):
             for k in ("S", "z", "conv_last"):
@@ -264,7 +345,8 @@ def main():
         "weights_sha256": sha256(os.path.join(FIXTURE, "diffusion_pytorch_model.safetensors")),
         "generator": "tests/reference/make_i2v_vectors.py (SanaImageToVideoPipeline's loop over sana_video_ref, "
                      "float64, stored float32)",
-        "seed": str(SEED), "guidance": str(GUIDANCE), "chunk_frames": str(CHUNK_FRAMES), "cond_frames": "1",
+        "seed": str(SEED), "guidance": str(GUIDANCE), "clip_steps": str(CLIP_STEPS), "clip_shift": str(CLIP_SHIFT),
+        "clip_guidance": str(CLIP_GUIDANCE), "chunk_frames": str(CHUNK_FRAMES), "cond_frames": "1",
         "text": "slot 0 (prompt) = (y, mask = the test data's mask_part); slot 1 (negative) = (y, neg_mask = ones)",
         "checks_nmse": json.dumps({k: float(f"{v:.3e}") for k, v in checks.items()}),
         "contents": json.dumps({
@@ -276,6 +358,9 @@ def main():
                 "call, its two CFG branches (timesteps 0 on frame 0, 1000 on the others)",
             "chunk0_out": f"[{C},{CHUNK_FRAMES},{H},{Wd}] chunk 0 (frames 0-2) with the image in frame 0",
             "chunk1_out": f"[{C},{F - CHUNK_FRAMES},{H},{Wd}] chunk 1 (frames 3-5), no conditioning, over the state",
+            "clip_out": f"[{C},{F},{H},{Wd}] the single clip (dpmpp2m, {CLIP_STEPS} steps, shift {CLIP_SHIFT:g}, "
+                f"guidance {CLIP_GUIDANCE:g}) from noise with image_latent in frame 0",
+            "clip_sigmas, clip_timesteps": "its grid and the integer timesteps of frames 1.. (frame 0: 0)",
             "chunk{K}_layer{B}_S/_z/_conv_last": "carried state after chunk K's t = 0 write pass ([heads,D,D], "
                 "[heads,D], [P,C] token-major)"}),
     }

@@ -36,6 +36,11 @@ typedef struct lv_clip_options {
     lv_solver solver;
     uint64_t seed;
     const float *noise;     /* optional: the initial noise instead of the seed's draw */
+    /* Image-to-video (SanaImageToVideoPipeline): the first cond_frames frames given clean,
+     * cond [C, cond_frames, H, W], at timestep 0 in every pass and both CFG branches, never
+     * changed by a step (the pipeline steps the other frames only); as lv_chunk_options'. */
+    int cond_frames;
+    const float *cond;
 } lv_clip_options;
 
 /* Single-clip sampling of the base model: x [C, F, H, W] starts as noise (drawn here from
