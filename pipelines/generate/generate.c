@@ -162,7 +162,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
     if (o->sampler != LV_GEN_LONGSANA) {
         lv_clip_options clip = {.steps = o->steps, .shift = o->shift, .cfg_scale = o->cfg_scale,
                                 .solver = o->sampler == LV_GEN_EULER ? LV_SOLVER_EULER : LV_SOLVER_DPMPP_2M,
-                                .seed = o->seed};
+                                .seed = o->seed, .cond_frames = r->cond_frames, .cond = r->cond};
         LV_TRY(lv_sample_clip(r->ctx, r->dit, &clip, r->units, r->grid_h, r->grid_w, r->x0));
         if (r->root && lv_gen_writes_video(r) && !r->enc) LV_TRY(lv_gen_open_video(r, 0, &r->enc));
         LV_TRY(lv_gen_emit_chunk(r, 0, r->units));

@@ -46,15 +46,12 @@ static lv_status frames_to_cond_of(const gen_run *r, gen_frames_to_cond *out) {
     return LV_OK;
 }
 
-/* What a run with an image cannot be, checked with the other options before anything is
+/* What a run with an image cannot be (a single clip takes one too: lv_clip_options.cond), checked with the other options before anything is
  * opened or written (lv_gen_resolve_options). */
 lv_status lv_gen_image_check(const gen_run *r, const lv_generate_options *in) {
     if (!r->o.image_path) return LV_OK;
     gen_frames_to_cond step;
     LV_TRY(frames_to_cond_of(r, &step));
-    if (r->o.sampler != LV_GEN_LONGSANA)
-        return lv_error(LV_ERR_INVALID, "--image: block-wise generation only (the LongSANA sampler), not a single clip "
-                        "(--sampler euler / dpm++2m)");
     if (in->burn_in_blocks != LV_GEN_MODEL_DEFAULT && in->burn_in_blocks > 0)
         return lv_error(LV_ERR_INVALID, "--image with --burn-in-blocks %d: the image is the video's first frame, so "
                         "no block can be made and dropped before it (leave --burn-in-blocks out, or give 0)",

@@ -145,8 +145,8 @@ void lv_gen_schedule_keep_block(gen_run *r, int c, int position, int n);
 lv_status lv_gen_schedule_recache(gen_run *r, int c);
 
 /* generate_image.c */
-/* What a run with --image cannot be (a latent model without a VAE encoder, a single clip, a
- * burn-in asked for): with the other options, before anything is opened or written. */
+/* What a run with --image cannot be (a latent model without a VAE encoder, a burn-in asked
+ * for): with the other options, before anything is opened or written. */
 lv_status lv_gen_image_check(const gen_run *r, const lv_generate_options *in);
 /* Reads the image and fits it to the model (r->cond, r->cond_frames); warn says what was
  * cropped when its aspect ratio is not the model's. */

@@ -224,9 +224,10 @@ typedef struct lv_generate_options {
      * at the model's aspect ratio is area-averaged to the model's size and is the video's
      * frame 0, held clean at timestep 0 while the rest of the first block is denoised;
      * LongSANA's blocks continue from it (pipelines/generate/README.md, "Starting from an
-     * image"). Block-wise generation without a burn-in (the image is the first frame);
-     * pixel-space models only in this build (a latent model needs the VAE encoder). The
-     * resume file records the file's CRC-32. NULL: none. */
+     * image"); a single clip (LV_GEN_EULER, LV_GEN_DPMPP_2M) holds it the same way. No
+     * burn-in (the image is the first frame); pixel-space models only in this build (a
+     * latent model needs the VAE encoder). The resume file records the file's CRC-32. NULL:
+     * none. */
     const char *image_path;
 } lv_generate_options;
 
