@@ -112,6 +112,12 @@ static cli_option options[] = {
              "passes of the last --cached-blocks + 1 finished blocks run again under the switch block's "
              "conditioning, rebuilding the attention state and the conv cache from them (not with --cached-blocks "
              "all)"},
+    {.name = "--image", .kind = CLI_INPUT, .dest = &args.o.image_path, .metavar = "IMG",
+     .help = "start the video from this picture (PNG, JPEG, WebP; a video's first frame): it is frame 0, held "
+             "clean while the rest of the first block is made, and the blocks continue from it (SANA-Video's "
+             "image-to-video). Another aspect ratio is centre-cropped, then scaled to the model's size (said when "
+             "it happens). No burn-in; pixel-space models such as the embedded one only in this build (a latent "
+             "model needs the VAE encoder)"},
     {.name = "--negative-prompt", .alias = "-n", .kind = CLI_STRING, .dest = &args.o.negative_prompt,
      .def = "empty; with a text encoder, SANA-Video's own negative prompt", .help = "used when --cfg-scale is not 1"},
     {.name = "--seconds", .kind = CLI_DOUBLE, .dest = &args.o.seconds, .metavar = "S",
@@ -275,10 +281,10 @@ const cli_spec cmd_generate_spec = {
  * an input folder holds) and the outputs. `state`: beside the output's target. */
 static int check_state_file(const lv_generate_options *o, const char *state) {
     const char *files[] = {o->model_path, o->text_embeds_path, o->vae_path, o->output, o->text_encoder_path,
-                           o->tokenizer_path, o->text_embeds_out};
+                           o->tokenizer_path, o->text_embeds_out, o->image_path};
     const char *names[] = {"--model", "--text-embeds", "--vae", "--output", "--text-encoder", "--tokenizer",
-                           "--save-text-embeds"};
-    for (int i = 0; i < 7; i++)
+                           "--save-text-embeds", "--image"};
+    for (int i = 0; i < 8; i++)
         if (files[i] && cli_same_file(state, files[i])) {
             cli_usage_error("generate", "the resume state %s and %s name the same file ('%s'): refusing to "
                             "overwrite it", state, names[i], files[i]);

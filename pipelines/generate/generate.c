@@ -60,6 +60,7 @@ static void run_free(gen_run *r) {
     free(r->texts_y);
     free(r->texts_mask);
     free(r->hist);
+    free(r->cond);
 }
 
 /* Tokens a frame of the model's grid makes. */
@@ -68,7 +69,11 @@ int64_t lv_gen_frame_tokens(const gen_run *r) {
     return (int64_t)(r->grid_h / cfg->patch[1]) * (r->grid_w / cfg->patch[2]);
 }
 
-static const lv_block_recipe *recipe_of(const gen_run *r, int chunk) {
+/* How block `chunk` (burn-in included) is made: the first from the text alone, the others
+ * continuing it; with --image the first block continues the picture (frame 0, whose
+ * last frame a warm-started recipe starts from), as a later block continues the one before. */
+const lv_block_recipe *lv_gen_recipe_of(const gen_run *r, int chunk) {
+    if (chunk == 0 && r->cond) return &r->later;
     return chunk == 0 || !lv_dit_carries_state(r->dit) ? &r->first : &r->later;
 }
 
@@ -105,11 +110,14 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
     if (!r->root) warn = NULL; /* the same words on every process: said once */
     LV_TRY(lv_gen_resolve_schedule(r));
     LV_TRY(lv_gen_prepare_text(r, warn, user));
+    LV_TRY(lv_gen_prepare_image(r, warn, user)); /* before anything is written: a bad image writes nothing */
     int burn = o->burn_in_blocks, total = burn + r->chunks;
     r->frames_total = r->m.card.pixel || !o->vae_path ? r->units : 1 + 4 * (int64_t)(r->units - 1);
     r->frame_values = (int64_t)cfg->in_channels * r->grid_h * r->grid_w;
     if (!(r->last_frame = calloc((size_t)r->frame_values, sizeof *r->last_frame)))
         return lv_error(LV_ERR_NOMEM, "out of host memory");
+    if (r->cond) /* --image: what the first block continues, as a later block continues the last frame */
+        lv_gen_keep_cond_frame(r);
     if (r->root && o->resume && access(r->state_path, F_OK) != 0) /* before the device is set up */
         return lv_error(LV_ERR_IO, "--resume needs the state file an interrupted run left (%s): there is none",
                         r->state_path);
@@ -154,7 +162,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
     if (o->sampler != LV_GEN_LONGSANA) {
         lv_clip_options clip = {.steps = o->steps, .shift = o->shift, .cfg_scale = o->cfg_scale,
                                 .solver = o->sampler == LV_GEN_EULER ? LV_SOLVER_EULER : LV_SOLVER_DPMPP_2M,
-                                .seed = o->seed};
+                                .seed = o->seed, .cond_frames = r->cond_frames, .cond = r->cond};
         LV_TRY(lv_sample_clip(r->ctx, r->dit, &clip, r->units, r->grid_h, r->grid_w, r->x0));
         if (r->root && lv_gen_writes_video(r) && !r->enc) LV_TRY(lv_gen_open_video(r, 0, &r->enc));
         LV_TRY(lv_gen_emit_chunk(r, 0, r->units));
@@ -195,7 +203,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         bool shown = c >= burn;
         int n = shown ? lv_generate_chunk_frames(r->units, o->block_frames, c - burn) : o->block_frames;
         int position = shown ? (int)((int64_t)burn * o->block_frames + done_units) : c * o->block_frames;
-        const lv_block_recipe *rec = recipe_of(r, c);
+        const lv_block_recipe *rec = lv_gen_recipe_of(r, c);
         lv_chunk_stage stage = LV_CHUNK_STAGE_NONE;
         lv_chunk_options chunk_opt = {.timesteps = rec->timesteps, .steps = rec->steps, .seed = o->seed,
                                       .cfg_scale = rec->cfg_scale, .sampler = rec->sampler,
@@ -203,6 +211,10 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
                                       .warm = rec->warm_start ? r->last_frame : NULL,
                                       .twin = r->twin, .cfg_partner = o->cfg_partner, .step_done = lv_gen_on_step,
                                       .step_user = r, .failed_stage = &stage};
+        if (c == 0 && r->cond) { /* --image: the video's first block starts from it (no burn-in then) */
+            chunk_opt.cond_frames = r->cond_frames;
+            chunk_opt.cond = r->cond;
+        }
         lv_status s = lv_longsana_chunk(r->ctx, r->dit, &chunk_opt, c, position, n, r->grid_h, r->grid_w, r->x0);
         if (s != LV_OK) { /* "block 17 of 160 (burn-in), step 2 of 2: the DiT's output ..." */
             char msg[1024];
@@ -273,6 +285,8 @@ lv_status lv_generate_check(const lv_generate_options *opt, bool *bad_value) {
     if (!r) return lv_error(LV_ERR_NOMEM, "out of host memory");
     s = lv_gen_model_open(opt->model_path, &r->m);
     if (s == LV_OK && (s = lv_gen_resolve_options(opt, r)) != LV_OK && bad_value) *bad_value = true;
+    /* an image that cannot be read is a bad value too: the command line names it */
+    if (s == LV_OK && (s = lv_gen_prepare_image(r, NULL, NULL)) != LV_OK && bad_value) *bad_value = true;
     run_free(r);
     free(r);
     return s;

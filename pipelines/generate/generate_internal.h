@@ -51,6 +51,9 @@ lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, con
 
 /* The schedule as the resume file records it (NULL: none; malloc'd). */
 char *lv_gen_schedule_identity(const lv_generate_options *o);
+/* --image as the resume file records it: the CRC-32 and size of the file's bytes (NULL: no
+ * image; malloc'd; "unreadable" when it cannot be read). */
+char *lv_gen_image_identity(const lv_generate_options *o);
 
 int lv_generate_chunk_frames(int total, int block_frames, int chunk);
 int lv_generate_chunk_count(int total, int block_frames);

@@ -99,6 +99,7 @@ lv_status lv_gen_check_options(const lv_generate_options *o) {
     if (o->motion_score != LV_GEN_MODEL_DEFAULT && (o->motion_score < 0 || o->motion_score > 1000))
         return lv_error(LV_ERR_INVALID, "lv_generate: motion score %d (--motion-score): must be in [0, 1000]",
                         o->motion_score);
+    if (o->image_path && !*o->image_path) return lv_error(LV_ERR_INVALID, "lv_generate: an empty image path (--image)");
     if (o->text_embeds_out && !*o->text_embeds_out)
         return lv_error(LV_ERR_INVALID, "lv_generate: empty text_embeds_out");
     if (o->sp_bands < 0 || o->sp_bands > 4096)
@@ -149,6 +150,8 @@ lv_status lv_gen_resolve_options(const lv_generate_options *in, gen_run *r) {
     if (o->burn_in_blocks == LV_GEN_MODEL_DEFAULT) o->burn_in_blocks = card->burn_in_blocks;
     /* without a carried state (or in a single clip) no block sees another: nothing to settle */
     if (o->cached_blocks == 0 || o->sampler != LV_GEN_LONGSANA) o->burn_in_blocks = 0;
+    LV_TRY(lv_gen_image_check(r, in));
+    if (o->image_path) o->burn_in_blocks = 0; /* the image is the first frame: nothing before it */
     if (o->sampler != LV_GEN_LONGSANA) {
         /* the base model's single clip: every frame at once, its own schedule */
         if (o->steps <= 0) o->steps = 50;

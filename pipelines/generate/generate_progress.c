@@ -16,7 +16,10 @@ double lv_gen_recipe_work(const gen_run *r, const lv_block_recipe *rec) {
 /* Passes of blocks [from, to). */
 static double work_of(const gen_run *r, int from, int to) {
     if (from >= to) return 0;
+    /* the first recipe: block 0 (with --image it continues the picture instead), or every
+     * block when no state is carried (lv_gen_recipe_of) */
     int firsts = !lv_dit_carries_state(r->dit) ? to - from : from == 0;
+    if (from == 0 && r->cond) firsts--;
     return firsts * lv_gen_recipe_work(r, &r->first) + (to - from - firsts) * lv_gen_recipe_work(r, &r->later);
 }
 

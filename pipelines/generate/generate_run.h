@@ -6,7 +6,8 @@
  *   generate_output.c   frames to the encoder / frame sink / .npy, the video file's life
  *   generate_resume.c   the resume file: written after every block, read by --resume; interruption
  *   generate_progress.c progress reports and the ETA
- *   generate_schedule.c a prompt schedule: its times to blocks, its texts, each block's */
+ *   generate_schedule.c a prompt schedule: its times to blocks, its texts, each block's
+ *   generate_image.c    --image: the picture the video starts from, to the first chunk's frame 0 */
 #ifndef LONGVK_GENERATE_RUN_H
 #define LONGVK_GENERATE_RUN_H
 
@@ -77,6 +78,10 @@ typedef struct gen_run {
     float *hist;
     int hist_slots;
     int64_t hist_stride;
+    /* --image: the clean leading frames of the video's first chunk (lv_chunk_options.cond),
+     * [C, cond_frames, grid_h, grid_w]; NULL / 0: none */
+    float *cond;
+    int cond_frames;
 } gen_run;
 
 #define LV_GEN_HIST_HEAD 3
@@ -89,6 +94,8 @@ bool lv_gen_several(const gen_run *r);
 lv_status lv_gen_share(gen_run *r, void *data, uint64_t bytes);
 /* Tokens a frame of the model's grid makes. */
 int64_t lv_gen_frame_tokens(const gen_run *r);
+/* The recipe of block `chunk` (burn-in included). */
+const lv_block_recipe *lv_gen_recipe_of(const gen_run *r, int chunk);
 
 /* generate_options.c */
 /* What can be checked before the model is opened: every value the caller set. */
@@ -136,6 +143,16 @@ lv_status lv_gen_schedule_write(const gen_run *r);
  * carried state rebuilt under the conditioning just set, before chunk c */
 void lv_gen_schedule_keep_block(gen_run *r, int c, int position, int n);
 lv_status lv_gen_schedule_recache(gen_run *r, int c);
+
+/* generate_image.c */
+/* What a run with --image cannot be (a latent model without a VAE encoder, a burn-in asked
+ * for): with the other options, before anything is opened or written. */
+lv_status lv_gen_image_check(const gen_run *r, const lv_generate_options *in);
+/* Reads the image and fits it to the model (r->cond, r->cond_frames); warn says what was
+ * cropped when its aspect ratio is not the model's. */
+lv_status lv_gen_prepare_image(gen_run *r, void (*warn)(void *, const char *), void *user);
+/* The last conditioning frame into r->last_frame: a warm-started first block starts from it. */
+void lv_gen_keep_cond_frame(gen_run *r);
 
 /* generate_progress.c */
 double lv_gen_recipe_work(const gen_run *r, const lv_block_recipe *rec);

@@ -43,6 +43,10 @@ static cJSON *run_identity(const lv_generate_options *o, const lv_gen_model *m) 
     char *schedule = lv_gen_schedule_identity(o);
     if (schedule) cJSON_AddStringToObject(j, "schedule", schedule);
     free(schedule);
+    /* only with an image, likewise: the file's content, so another picture is another run */
+    char *image = lv_gen_image_identity(o);
+    if (image) cJSON_AddStringToObject(j, "image", image);
+    free(image);
     return j;
 }
 
@@ -152,6 +156,9 @@ lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, con
         if (cJSON_GetObjectItemCaseSensitive(got, "schedule") && !cJSON_GetObjectItemCaseSensitive(want, "schedule"))
             s = lv_error(LV_ERR_INVALID, "%s belongs to a run with a prompt schedule (--prompt-at / --schedule): "
                          "resume with the same schedule", path);
+        if (s == LV_OK && cJSON_GetObjectItemCaseSensitive(got, "image") && !cJSON_GetObjectItemCaseSensitive(want, "image"))
+            s = lv_error(LV_ERR_INVALID, "%s belongs to a run that started from an image (--image): resume with the "
+                         "same image", path);
         if (s == LV_OK) cJSON_ArrayForEach(item, want) {
             const cJSON *g = cJSON_GetObjectItemCaseSensitive(got, item->string);
             if (!g || !cJSON_Compare(item, g, 1)) {

@@ -60,6 +60,15 @@ static lv_status step_error(const lv_chunk_options *opt, lv_status s, int k, boo
     return lv_error_prefix(s, "step %d of %d%s", k + 1, opt->steps, uncond_failed ? " (the unconditional pass)" : "");
 }
 
+/* The conditioning frames (lv_chunk_options.cond) into frames [0, cond_frames) of a chunk
+ * [C, frames, H, W]: what the pipeline's latents hold there at every step. */
+static void hold_cond(const lv_chunk_options *opt, float *x, int frames, size_t plane, int channels) {
+    if (opt->cond_frames <= 0) return;
+    size_t held = (size_t)opt->cond_frames * plane;
+    for (int c = 0; c < channels; c++)
+        memcpy(x + (size_t)c * frames * plane, opt->cond + (size_t)c * held, held * sizeof *x);
+}
+
 static lv_status check_chunk_args(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *opt, int64_t chunk_index,
                                   int frame_offset, int frames, int height, int width, float *x0) {
     if (!ctx || !dit || !opt || !x0)
@@ -85,6 +94,10 @@ static lv_status check_chunk_args(lv_ctx *ctx, lv_dit *dit, const lv_chunk_optio
     if (opt->noise) /* the draws the chunk makes: the initial noise, and re-noise before steps 1.. */
         for (int k = 0; k < (opt->sampler == LV_CHUNK_RENOISE ? opt->steps : 1); k++)
             if (!opt->noise[k]) return lv_error(LV_ERR_INVALID, "lv_longsana_chunk: noise[%d] is NULL", k);
+    if (opt->cond_frames < 0 || opt->cond_frames > frames || (opt->cond_frames > 0 && !opt->cond))
+        return lv_error(LV_ERR_INVALID, "lv_longsana_chunk: %d conditioning frames %s", opt->cond_frames,
+                        opt->cond_frames < 0 || opt->cond_frames > frames ? "in a chunk of that many frames"
+                                                                            : "without their values (cond is NULL)");
     if (chunk_index < 0 || frame_offset < 0)
         return lv_error(LV_ERR_INVALID, "lv_longsana_chunk: chunk %lld at frame %d", (long long)chunk_index,
                         frame_offset);
@@ -106,20 +119,23 @@ lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *op
     if (cfg_on) vu = malloc(n * sizeof *vu);
     lv_status s = LV_OK;
     if (!x || !v || !ts || (cfg_on && !vu)) s = lv_error(LV_ERR_NOMEM, "out of host memory");
+    const size_t plane = (size_t)height * width;
+    const int channels = cfg->in_channels;
     if (s == LV_OK) draw_noise(opt, chunk_index, 0, x, n);
     if (s == LV_OK && opt->warm) { /* x = (1 - s0) warm + s0 noise, warm repeated over the frames */
         double s0 = opt->timesteps[0] / 1000.0;
-        size_t plane = (size_t)height * width;
         for (size_t j = 0; j < n; j++) {
             size_t c = j / ((size_t)frames * plane), p = j % plane;
             x[j] = (float)((1 - s0) * opt->warm[c * plane + p] + s0 * x[j]);
         }
     }
+    if (s == LV_OK) hold_cond(opt, x, frames, plane, channels);
     lv_dit_pass pass = {.x = x, .frames = frames, .height = height, .width = width,
                         .timesteps = ts, .frame_offset = frame_offset};
     for (int k = 0; s == LV_OK && k < opt->steps; k++) {
         double sig = opt->timesteps[k] / 1000.0;
-        for (int f = 0; f < frames; f++) ts[f] = opt->timesteps[k];
+        /* t (1 - mask): the conditioning frames' tokens at 0, in both CFG branches */
+        for (int f = 0; f < frames; f++) ts[f] = f < opt->cond_frames ? 0.0f : opt->timesteps[k];
         bool cfg_here = cfg_on && (opt->cfg_last_steps <= 0 || k >= opt->steps - opt->cfg_last_steps);
         pass.text_slot = 0;
         lv_dit_pass uncond = pass;
@@ -137,6 +153,7 @@ lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *op
         if (cfg_here)
             for (size_t j = 0; j < n; j++) v[j] = vu[j] + (float)opt->cfg_scale * (v[j] - vu[j]);
         for (size_t j = 0; j < n; j++) x0[j] = x[j] - (float)sig * v[j];
+        hold_cond(opt, x0, frames, plane, channels); /* their prediction is not used */
         if (k + 1 < opt->steps) {
             double next = opt->timesteps[k + 1] / 1000.0;
             if (opt->sampler == LV_CHUNK_EULER) /* n = the predicted noise x + (1 - s) v */
@@ -144,6 +161,7 @@ lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *op
             else
                 draw_noise(opt, chunk_index, k + 1, v, n);
             for (size_t j = 0; j < n; j++) x[j] = (float)((1 - next) * x0[j] + next * v[j]);
+            hold_cond(opt, x, frames, plane, channels); /* stepped: the other frames only */
         }
     }
     /* The DiT's predictions were checked on the device; what the host made of them (CFG's

@@ -55,7 +55,8 @@ static lv_status velocity(lv_ctx *ctx, lv_dit *dit, const lv_clip_options *opt, 
                           float *v_uncond, size_t n) {
     float *ts = malloc((size_t)frames * sizeof *ts);
     if (!ts) return lv_error(LV_ERR_NOMEM, "out of host memory");
-    for (int f = 0; f < frames; f++) ts[f] = (float)(sigma * 1000.0);
+    /* t (1 - mask): the conditioning frames' tokens at 0 */
+    for (int f = 0; f < frames; f++) ts[f] = f < opt->cond_frames ? 0.0f : (float)(sigma * 1000.0);
     lv_dit_pass pass = {.x = x, .frames = frames, .height = height, .width = width,
                         .timesteps = ts, .text_slot = 0};
     lv_status s = lv_dit_forward(ctx, dit, &pass, v);
@@ -67,6 +68,14 @@ static lv_status velocity(lv_ctx *ctx, lv_dit *dit, const lv_clip_options *opt, 
     }
     free(ts);
     return s;
+}
+
+/* The conditioning frames (lv_clip_options.cond) into frames [0, cond_frames) of x. */
+static void hold_cond(const lv_clip_options *opt, float *x, int channels, int frames, size_t plane) {
+    if (opt->cond_frames <= 0) return;
+    size_t held = (size_t)opt->cond_frames * plane;
+    for (int c = 0; c < channels; c++)
+        memcpy(x + (size_t)c * frames * plane, opt->cond + (size_t)c * held, held * sizeof *x);
 }
 
 lv_status lv_sample_clip(lv_ctx *ctx, lv_dit *dit, const lv_clip_options *opt, int frames,
@@ -84,6 +93,11 @@ lv_status lv_sample_clip(lv_ctx *ctx, lv_dit *dit, const lv_clip_options *opt, i
         return lv_error(LV_ERR_INVALID, "lv_sample_clip: unknown solver %d", (int)opt->solver);
     if (frames < 1 || height < 1 || width < 1 || (int64_t)frames * height * width > ((int64_t)1 << 31) / 64)
         return lv_error(LV_ERR_INVALID, "lv_sample_clip: %d frames of %dx%d", frames, width, height);
+    if (opt->cond_frames < 0 || opt->cond_frames > frames || (opt->cond_frames > 0 && !opt->cond))
+        return lv_error(LV_ERR_INVALID, "lv_sample_clip: %d conditioning frames %s", opt->cond_frames,
+                        opt->cond_frames < 0 || opt->cond_frames > frames ? "in a clip of that many frames"
+                                                                            : "without their values (cond is NULL)");
+    const size_t plane = (size_t)height * width;
     size_t n = (size_t)cfg->in_channels * frames * height * width;
     double *sigmas = malloc((size_t)(opt->steps + 1) * sizeof *sigmas);
     float *v = malloc(n * sizeof *v), *vu = malloc(n * sizeof *vu);
@@ -96,6 +110,7 @@ lv_status lv_sample_clip(lv_ctx *ctx, lv_dit *dit, const lv_clip_options *opt, i
         else lv_flow_sigmas(opt->steps, opt->shift, sigmas);
         if (opt->noise) memcpy(x, opt->noise, n * sizeof *x);
         else lv_noise_fill(opt->seed, 0, x, n);
+        hold_cond(opt, x, cfg->in_channels, frames, plane);
     }
     double h_prev = 0;
     for (int i = 0; s == LV_OK && i < opt->steps; i++) {
@@ -104,12 +119,14 @@ lv_status lv_sample_clip(lv_ctx *ctx, lv_dit *dit, const lv_clip_options *opt, i
         if (s != LV_OK) break;
         if (opt->solver == LV_SOLVER_EULER) {
             for (size_t j = 0; j < n; j++) x[j] += (float)(sig_next - sig) * v[j];
+            hold_cond(opt, x, cfg->in_channels, frames, plane); /* stepped: the other frames only */
             continue;
         }
         /* DPM-Solver++ 2M in data prediction, alpha = 1 - sigma, lambda = log(alpha/sigma) */
         for (size_t j = 0; j < n; j++) x0[j] = x[j] - (float)sig * v[j];
         if (sig_next <= 0) { /* last step: the denoised estimate (lower order at the end) */
             memcpy(x, x0, n * sizeof *x);
+            hold_cond(opt, x, cfg->in_channels, frames, plane);
             break;
         }
         double lam = log((1 - sig) / sig), lam_next = log((1 - sig_next) / sig_next);
@@ -123,6 +140,8 @@ lv_status lv_sample_clip(lv_ctx *ctx, lv_dit *dit, const lv_clip_options *opt, i
             for (size_t j = 0; j < n; j++)
                 x[j] = (float)(ratio * x[j] + coef * (a * x0[j] - b * x0_prev[j]));
         }
+        /* the conditioning frames' x0 only feeds their own (overwritten) update */
+        hold_cond(opt, x, cfg->in_channels, frames, plane);
         memcpy(x0_prev, x0, n * sizeof *x0);
         h_prev = h;
     }

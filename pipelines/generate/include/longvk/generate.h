@@ -219,6 +219,16 @@ typedef struct lv_generate_options {
     /* Where the switches applied are written, in the schedule format with block-exact times
      * (NULL: OUTPUT.schedule; nothing without an output or a schedule). */
     const char *schedule_out;
+    /* Image-to-video (SanaImageToVideoPipeline's conditioning): the video starts from this
+     * picture (any file FFmpeg decodes: PNG, JPEG, WebP; a video's first frame). Its centre
+     * at the model's aspect ratio is area-averaged to the model's size and is the video's
+     * frame 0, held clean at timestep 0 while the rest of the first block is denoised;
+     * LongSANA's blocks continue from it (pipelines/generate/README.md, "Starting from an
+     * image"); a single clip (LV_GEN_EULER, LV_GEN_DPMPP_2M) holds it the same way. No
+     * burn-in (the image is the first frame); pixel-space models only in this build (a
+     * latent model needs the VAE encoder). The resume file records the file's CRC-32. NULL:
+     * none. */
+    const char *image_path;
 } lv_generate_options;
 
 /* One entry of a prompt schedule. time: "12.5" (seconds), "mm:ss" or "mm:ss.s", or "NNf"

@@ -36,6 +36,11 @@ typedef struct lv_clip_options {
     lv_solver solver;
     uint64_t seed;
     const float *noise;     /* optional: the initial noise instead of the seed's draw */
+    /* Image-to-video (SanaImageToVideoPipeline): the first cond_frames frames given clean,
+     * cond [C, cond_frames, H, W], at timestep 0 in every pass and both CFG branches, never
+     * changed by a step (the pipeline steps the other frames only); as lv_chunk_options'. */
+    int cond_frames;
+    const float *cond;
 } lv_clip_options;
 
 /* Single-clip sampling of the base model: x [C, F, H, W] starts as noise (drawn here from
@@ -112,6 +117,13 @@ typedef struct lv_chunk_options {
     void *step_user;
     lv_chunk_stage *failed_stage; /* optional: set to the stage that failed (LV_CHUNK_STAGE_NONE
                                      when none did) */
+    /* Image-to-video conditioning (SANA-Video's SanaImageToVideoPipeline): the chunk's first
+     * cond_frames frames are given clean, cond [C, cond_frames, H, W]. They enter every pass
+     * of every step (both CFG branches) as they are, at timestep 0 (the pipeline's
+     * t (1 - mask) with mask 1 on their tokens), no step changes them (the pipeline steps
+     * only the other frames), and the finished chunk holds them as given. 0: none. */
+    int cond_frames;
+    const float *cond;
 } lv_chunk_options;
 
 /* Errors name the step and the stage: "step 2 of 2: the DiT's output has non-finite values
