@@ -173,6 +173,7 @@ def main():
 
     meta = dict(dec_meta)
     meta["source"] = "Wan-Video/Wan2.1 wan/modules/vae.py (WanVAE_), fp32, CPU"
+    meta["format"] = "original Wan2.1_VAE.pth names; both halves: conv1.*, encoder.*, conv2.*, decoder.*"
     meta["init"] = ("decoder: wan-vae-tiny.weights.safetensors; encoder.*, conv1.*: gamma 1+0.1N, "
                     "bias 0.1N, conv weight N/sqrt(fan_in), torch.Generator seed 55")
     full = {k: v.numpy() for k, v in model.state_dict().items()}
