@@ -17,10 +17,16 @@
 
 typedef struct encode_args {
     const char *input, *vae, *output;
-    long width, height, frames, device;
+    long width, height, frames, device, overlap;
+    long tile[2];
+    bool tiling;
 } encode_args;
 
-static encode_args args = {.width = 832, .height = 480, .frames = 0, .device = -1};
+static encode_args args = {.width = 832, .height = 480, .frames = 0, .device = -1, .overlap = 8, .tile = {32, 32}};
+
+static const char *parse_tile(const char *value, void *dest) {
+    return cli_parse_dims(value, 2, 1, 4096, dest) ? NULL : "is not HxW in latent pixels in [1, 4096], e.g. 32x32";
+}
 
 static cli_option options[] = {
     {.name = NULL, .kind = CLI_INPUT, .dest = &args.input, .metavar = "IN", .required = true,
@@ -35,6 +41,13 @@ static cli_option options[] = {
      .def = "480", .help = "frame height, a multiple of 8"},
     {.name = "--frames", .kind = CLI_LONG, .dest = &args.frames, .min = 1, .max = 1000000, .def = "all",
      .help = "read at most N frames of the input"},
+    {.name = "--vae-tiling", .kind = CLI_FLAG, .dest = &args.tiling,
+     .help = "encode in spatial tiles (one tile's device memory; latents differ from an untiled encode near the "
+             "seams)"},
+    {.name = "--tile", .kind = CLI_CUSTOM, .dest = args.tile, .parse = parse_tile, .metavar = "HxW",
+     .def = "32x32: 256 x 256 pixels", .help = "tile size in latent pixels"},
+    {.name = "--tile-overlap", .kind = CLI_LONG, .dest = &args.overlap, .min = 0, .max = 4096, .def = "8",
+     .help = "overlap of neighbouring tiles in latent pixels"},
     CLI_DEVICE_OPTION(&args.device),
 };
 
@@ -107,6 +120,10 @@ int cmd_encode(int argc, char **argv) {
     if (W % 8 || H % 8)
         return cli_usage_error("encode", "--width %d x --height %d: both must be multiples of 8 (the VAE's 8x8 "
                                "latent pixels)", W, H);
+    const lv_vae_tiling tiles = {(int)args.tile[0], (int)args.tile[1], (int)args.overlap};
+    if (args.tiling && (args.overlap >= args.tile[0] || args.overlap >= args.tile[1]))
+        return cli_usage_error("encode", "--tile-overlap %ld must be smaller than the tile %ldx%ld", args.overlap,
+                               args.tile[0], args.tile[1]);
     /* the output's folder must take a new file (lv_npy_write makes one beside it): said now,
      * not after the whole encode */
     char folder[4096];
@@ -179,7 +196,11 @@ int cmd_encode(int argc, char **argv) {
         fprintf(stderr, "longvk encode: out of host memory\n");
         goto done;
     }
-    if (lv_vae_encode_frames(ctx, enc, frames, T, H, W, lat) != LV_OK) {
+    if (args.tiling)
+        printf("tiles of %ldx%ld latent pixels overlapping by %ld\n", args.tile[0], args.tile[1], args.overlap);
+    lv_status st = args.tiling ? lv_vae_encode_tiled(ctx, enc, frames, T, H, W, &tiles, lat)
+                               : lv_vae_encode_frames(ctx, enc, frames, T, H, W, lat);
+    if (st != LV_OK) {
         cli_fail("encode");
         goto done;
     }

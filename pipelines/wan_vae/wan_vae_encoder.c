@@ -195,7 +195,6 @@ static lv_status run_chunk(lv_ctx *ctx, lv_vae_encoder *e, const float *x_host, 
     LV_TRY(lv_op_matmul(ctx, &mu, &h2, &w, &b));
     LV_TRY(lv_tensor_read(ctx, &mu, mu_host, lv_tensor_nbytes(&mu)));
     *frames_out = T;
-    e->started = true;
     return LV_OK;
 }
 
@@ -264,8 +263,6 @@ lv_status lv_vae_encode_frames(lv_ctx *ctx, lv_vae_encoder *enc, const float *rg
     lv_vae_decoder *d = &enc->core;
     for (int i = 0; i < d->nslots; i++) d->hist[i].valid = d->hist[i].newest = 0;
     for (int i = 0; i < enc->nlayers; i++) enc->layers[i].has_last = false;
-    enc->started = false;
-    enc->frames_done = 0;
 
     const int z = d->arch.z, C = enc->in_ch, F = lv_vae_encoded_frames(T);
     const int64_t P = (int64_t)H * W, p = (int64_t)d->h * d->w;
@@ -289,7 +286,6 @@ lv_status lv_vae_encode_frames(lv_ctx *ctx, lv_vae_encoder *enc, const float *rg
         for (int c = 0; s == LV_OK && c < z; c++)
             for (int64_t q = 0; q < p; q++)
                 latents_out[((size_t)c * F + f) * p + q] = (mu[q * z + c] - d->mean[c]) * inv[c];
-        enc->frames_done += n;
     }
     free(x);
     free(mu);

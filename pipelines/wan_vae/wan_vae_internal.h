@@ -193,8 +193,6 @@ struct lv_vae_encoder {
     int downscale;           /* 2 ^ (resamples): 8 */
     uint64_t params;         /* of encoder.* and conv1.* */
     int H, W;                /* frame size the buffers are made for (0: none) */
-    bool started;            /* the first frame of the video is encoded */
-    int64_t frames_done;
     lv_vae_tap tap;
     void *tap_user;
 };

@@ -5,7 +5,8 @@
  *   v / 127.5 - 1), and `longvk decode` of them writes the 9 frames the library's decode
  *   of those latents gives (uint8(127.5 x + 127.5), truncated, as decode stores them);
  * - a 64 x 40 clip fitted to 48 x 32 (scaled by 0.8 to cover, 2 columns cropped each side),
- *   a 7-frame clip (2 latent frames; the last 2 frames said to be unused);
+ *   a 7-frame clip (2 latent frames; the last 2 frames said to be unused), the same with
+ *   --vae-tiling and one tile covering the frame (the same latents);
  * - bad input: a missing file, a file that is no video, a decoder-only VAE, a size that is no
  *   multiple of 8, the output naming the input, an output in a folder that does not exist:
  *   exit 2 with a message saying what is wrong, nothing written. */
@@ -158,7 +159,21 @@ Test(encode_cli, fitted_sizes_and_frame_counts, .timeout = 300) {
     free(text);
     cr_assert_eq(lv_npy_read(lat, &x), LV_OK, "%s", lv_last_error());
     cr_assert(x.ndim == 4 && x.shape[1] == 2);
+    /* --vae-tiling with one tile covering the frame: the same latents */
+    const char *tiled = tmp("fit-tiled.npy");
+    ts_proc p = RUN("encode", seven, "--vae", FULL, "-o", tiled, "-W", "48", "-H", "32", "--vae-tiling", "--tile", "8x8",
+                    "--tile-overlap", "2");
+    expect_exit(p, 0, "encode --vae-tiling");
+    free(p.err);
+    lv_npy y;
+    cr_assert_eq(lv_npy_read(tiled, &y), LV_OK, "%s", lv_last_error());
+    cr_assert(y.ndim == 4 && memcmp(x.data, y.data, (size_t)4 * 2 * 4 * 6 * sizeof(float)) == 0,
+              "one tile's latents differ from the untiled encode's");
+    lv_npy_free(&y);
     lv_npy_free(&x);
+    p = RUN("encode", seven, "--vae", FULL, "-o", tiled, "--vae-tiling", "--tile", "4x4", "--tile-overlap", "4");
+    expect_exit(p, 2, "an overlap as large as the tile");
+    expect_says(p, "--tile-overlap 4 must be smaller", "--tile-overlap 4");
 }
 
 Test(encode_cli, bad_input_is_refused_and_nothing_written, .timeout = 300) {

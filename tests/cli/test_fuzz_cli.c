@@ -329,9 +329,11 @@ static fuzz_target targets[] = {
     {.argv0 = {"encode"},
      .spec = &cmd_encode_spec,
      .files = {{"IN", "video"}, {"--vae", "vae-full"}, {"--output", ".npy"}},
+     .samples = {{"--tile", {"4x4", "2x2", "4096x4096", "0x4", "4x", "4x4x4", "2x3"}}},
      .base = {"IN", "", "--vae", "", "--output", "", "--width", "32", "--height", "32"},
-     /* the clip is 32 x 32: sizes up to twice that, a chunk or two of frames */
-     .pins = {{"--width", {"32", "16", "64"}}, {"--height", {"32", "8", "48"}}, {"--frames", {"1", "5", "8"}}},
+     /* the clip is 32 x 32: sizes up to twice that, a chunk or two of frames, small tiles */
+     .pins = {{"--width", {"32", "16", "64"}}, {"--height", {"32", "8", "48"}}, {"--frames", {"1", "5", "8"}},
+              {"--tile", {"2x2", "4x4"}}, {"--tile-overlap", {"0", "1"}}},
      .usage_runs = 11, .free_runs = 4},
     {.argv0 = {"generate"},
      .spec = &cmd_generate_spec,

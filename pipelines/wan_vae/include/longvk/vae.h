@@ -192,6 +192,14 @@ lv_status lv_vae_encode_frames(lv_ctx *ctx, lv_vae_encoder *enc, const float *rg
                                float *latents_out);
 /* Device memory an encode of H x W frames needs (weights, history, work buffers). */
 uint64_t lv_vae_encoder_memory(const lv_vae_encoder *enc, int H, int W);
+/* Spatial tiling as for the decoder (lv_vae_tiling, in latent pixels: a tile is 8 tile_h x
+ * 8 tile_w pixels): each tile encoded over the whole video on its own, the tiles' latents
+ * blended linearly across the overlaps; device memory is that of one tile
+ * (lv_vae_encoder_tiled_memory). Near the seams the latents differ from an untiled encode
+ * (tiles do not see their neighbours; test_vae_encoder.c measures it). */
+lv_status lv_vae_encode_tiled(lv_ctx *ctx, lv_vae_encoder *enc, const float *rgb, int T, int H, int W,
+                              const lv_vae_tiling *tiling, float *latents_out);
+uint64_t lv_vae_encoder_tiled_memory(const lv_vae_encoder *enc, int H, int W, const lv_vae_tiling *tiling);
 /* Parameters of encoder.* and conv1.* as loaded. */
 uint64_t lv_vae_encoder_params(const lv_vae_encoder *enc);
 /* Test hook, as lv_vae_set_tap: "encoder.conv1", "encoder.downsamples.{i}",
