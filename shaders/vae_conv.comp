@@ -1,12 +1,15 @@
 #version 450
-// The VAE decoder's convolutions (engine/ops/ops_vae.c): causal 3x3x3 and 3x1x1 convs over
-// three input frames, and per-frame 3x3 convs, optionally on the 2x nearest-upsampled
-// source. Channels-last. One dispatch computes a band of rows of one output frame:
+// The VAE's convolutions (engine/ops/ops_vae.c): causal 3x3x3 and 3x1x1 convs over three
+// input frames, and per-frame 3x3 convs, optionally on the 2x nearest-upsampled source
+// (the decoder's Resample) or with stride 2 (the encoder's). Channels-last. One dispatch
+// computes a band of rows of one output frame:
 //
 //   out[y, x, o] = bias[o] (+ res[y, x, o])
 //                + sum_{f, dy, dx, i} w[o, f, dy, dx, i] * in_f[(y + dy - P) >> UP, (x + dx - P) >> UP, i]
 //
 // with zeros outside the (upsampled) frame, P = KS / 2, and w packed [Co, kt, KS, KS, Ci].
+// DOWN = 1 reads in_f[2y + dy, 2x + dx, i] instead (no padding before the frame, zeros past
+// its end: the encoder's ZeroPad2d((0, 1, 0, 1)) then a stride-2 conv; out is H/2 x W/2).
 //
 // Register blocking as in matmul_reg.comp, no shared memory (lavapipe runs barriers and
 // shared memory slowly): a workgroup is one subgroup of 8 lanes and covers 8 consecutive
@@ -30,6 +33,7 @@ layout(constant_id = 2) const uint KS = 3;  // spatial kernel size (3 or 1)
 layout(constant_id = 3) const uint UP = 0;  // 1: the source is read 2x nearest-upsampled
 layout(constant_id = 4) const uint VEC = 1; // 1: channels in vec4 units (the host checks
                                             // ci % 4 == 0 and 4-aligned offsets)
+layout(constant_id = 5) const uint DOWN = 0; // 1: stride 2, padded after the frame only
 
 // out is also read when the residual binding aliases it (in place): each element is
 // read and then written by the same invocation.
@@ -59,7 +63,8 @@ vec4 load_w(uint idx) {
 
 void main() {
     uint lane = gl_LocalInvocationID.x;
-    uint OW = pc.src_w << UP, OH = pc.src_h << UP;
+    uint VW = pc.src_w << UP, VH = pc.src_h << UP; // the source as read (upsampled or not)
+    uint OW = DOWN != 0u ? pc.src_w >> 1 : VW;
     uint x0 = gl_WorkGroupID.x * L;
     uint r0 = gl_WorkGroupID.y * TR; // relative to out_row0
     uint n0 = gl_WorkGroupID.z * TN * L;
@@ -84,15 +89,15 @@ void main() {
             bool rvalid[TR];
             [[unroll]] for (uint r = 0; r < TR; r++) {
                 int oy = int(pc.out_row0 + min(r0 + r, pc.rows - 1u));
-                int uy = oy + int(ky) - P;
-                rvalid[r] = uy >= 0 && uy < int(OH);
-                uint sy = uint(clamp(uy, 0, int(OH) - 1)) >> UP;
+                int uy = DOWN != 0u ? 2 * oy + int(ky) : oy + int(ky) - P;
+                rvalid[r] = uy >= 0 && uy < int(VH);
+                uint sy = uint(clamp(uy, 0, int(VH) - 1)) >> UP;
                 rowbase[r] = ioff + (sy - pc.in_row0) * pc.src_w * pc.ci;
             }
             for (uint kx = 0; kx < KS; kx++) {
-                int ux = ox + int(kx) - P;
-                bool xvalid = ux >= 0 && ux < int(OW);
-                uint sx = uint(clamp(ux, 0, int(OW) - 1)) >> UP;
+                int ux = DOWN != 0u ? 2 * ox + int(kx) : ox + int(kx) - P;
+                bool xvalid = ux >= 0 && ux < int(VW);
+                uint sx = uint(clamp(ux, 0, int(VW) - 1)) >> UP;
                 uint abase[TR];
                 bool valid[TR];
                 [[unroll]] for (uint r = 0; r < TR; r++) {

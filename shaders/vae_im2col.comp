@@ -16,6 +16,7 @@ layout(constant_id = 0) const uint KS = 3;                // spatial kernel size
 layout(constant_id = 1) const uint UP = 0;                // 1: the source is read 2x nearest-upsampled
 layout(constant_id = 2) const uint VEC = 1;               // 4 columns an invocation
 layout(constant_id = 3) const uint ODT = LV_DTYPE_F32;    // col: f32, or f16 / bf16 in 32-bit words
+layout(constant_id = 4) const uint DOWN = 0;              // 1: stride 2, padded after the frame only
 
 layout(std430, binding = 0) writeonly buffer Col { float col_data[]; };
 layout(std430, binding = 0) writeonly buffer Col4 { vec4 col_data4[]; };
@@ -41,15 +42,20 @@ void main() {
     uint e = g * n;                            // first col element of this invocation
     uint K = pc.kt * KS * KS * pc.ci;
     uint p = e / K, k = e - p * K;             // output pixel (of this dispatch), column
-    uint ow = pc.src_w << UP, oh = pc.src_h << UP;
+    uint vw = pc.src_w << UP, vh = pc.src_h << UP; // the source as read (upsampled or not)
+    uint ow = DOWN != 0u ? pc.src_w >> 1 : vw;
     uint row = p / ow, x = p - row * ow;
     uint tap = k / pc.ci, i = k - tap * pc.ci;
     uint f = tap / (KS * KS), t2 = tap - f * KS * KS;
     uint dy = t2 / KS, dx = t2 - dy * KS;
     int P = int(KS / 2u);
     int uy = int(pc.out_row0 + row) + int(dy) - P, ux = int(x) + int(dx) - P;
+    if (DOWN != 0u) {
+        uy = 2 * int(pc.out_row0 + row) + int(dy);
+        ux = 2 * int(x) + int(dx);
+    }
     vec4 v = vec4(0.0);
-    if ((pc.flags & (1u << f)) != 0u && uy >= 0 && uy < int(oh) && ux >= 0 && ux < int(ow)) {
+    if ((pc.flags & (1u << f)) != 0u && uy >= 0 && uy < int(vh) && ux >= 0 && ux < int(vw)) {
         uint sy = uint(uy) >> UP, sx = uint(ux) >> UP;
         uint ioff = f == 0u ? pc.in_off0 : (f == 1u ? pc.in_off1 : pc.in_off2);
         v = load_src(f, ioff + ((sy - pc.in_row0) * pc.src_w + sx) * pc.ci + i);

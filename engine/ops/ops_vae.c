@@ -1,6 +1,6 @@
-/* Kernels of the Wan2.1 VAE decoder: the causal conv3d with its two-frame history, the
+/* Kernels of the Wan2.1 VAE: the causal conv3d with its two-frame history, the
  * time_conv with its channel-half interleave, the per-frame 2-D conv (optionally on the
- * 2x upsampled frame), the channel RMS norm (+ SiLU), the nearest 2x upsample and the
+ * 2x upsampled frame, or with stride 2 for the encoder), the channel RMS norm (+ SiLU), the nearest 2x upsample and the
  * half interleave as plain copies, and flash attention for the middle block.
  *
  * Convolutions run one output frame at a time, split into bands of rows so that every
@@ -73,6 +73,7 @@ typedef struct conv_frame_args {
     const lv_tensor *res;   /* like out, or NULL */
     int64_t H, W, ci, co;
     int kt, ks, up;
+    int down;               /* 1: stride 2, zeros after the frame only (then up is 0) */
     int64_t row0, rows;     /* out holds output rows [row0, row0 + rows); rows 0: all of them */
 } conv_frame_args;
 
@@ -80,8 +81,13 @@ typedef struct conv_frame_args {
  * (bits 0-2), as both convolution kernels take them. */
 static uint32_t source_rows(const conv_frame_args *a, int64_t r0, int64_t nr, int64_t *lo, int64_t *hi) {
     const int64_t OH = a->H << a->up, P = a->ks / 2;
-    *lo = (r0 - P < 0 ? 0 : r0 - P) >> a->up;
-    *hi = (r0 + nr - 1 + P > OH - 1 ? OH - 1 : r0 + nr - 1 + P) >> a->up;
+    if (a->down) { /* output row y reads source rows 2y .. 2y + ks - 1 */
+        *lo = 2 * r0;
+        *hi = 2 * (r0 + nr - 1) + a->ks - 1 > a->H - 1 ? a->H - 1 : 2 * (r0 + nr - 1) + a->ks - 1;
+    } else {
+        *lo = (r0 - P < 0 ? 0 : r0 - P) >> a->up;
+        *hi = (r0 + nr - 1 + P > OH - 1 ? OH - 1 : r0 + nr - 1 + P) >> a->up;
+    }
     uint32_t frames = 0;
     for (int f = 0; f < 3; f++)
         if (a->in[f]) frames |= 1u << f;
@@ -116,8 +122,11 @@ static lv_dtype column_dtype(const lv_ctx *ctx) {
 /* Output rows per product: their columns within the cap and a binding, at most rmax (the
  * rows whose source rows fit a binding, as conv_frame reckons them). 0 when one row's
  * columns do not fit (tiny test bindings): the direct kernel then. */
+/* Output width of a convolution: the source's, doubled (up) or halved (down). */
+static int64_t out_width(const conv_frame_args *a) { return a->down ? a->W >> 1 : a->W << a->up; }
+
 static int64_t gemm_rows(const lv_ctx *ctx, const conv_frame_args *a, int64_t rows, int64_t rmax) {
-    const int64_t OW = a->W << a->up, K = (int64_t)a->kt * a->ks * a->ks * a->ci;
+    const int64_t OW = out_width(a), K = (int64_t)a->kt * a->ks * a->ks * a->ci;
     const uint64_t usable = usable_binding(ctx), cap = VAE_GEMM_COLUMN_BYTES < usable ? VAE_GEMM_COLUMN_BYTES : usable;
     int64_t band = (int64_t)(cap / ((uint64_t)OW * K * lv_dtype_size(column_dtype(ctx))));
     if (band > rmax) band = rmax;
@@ -128,7 +137,7 @@ static int64_t gemm_rows(const lv_ctx *ctx, const conv_frame_args *a, int64_t ro
  * (the absent ones' views point at it and are not read). */
 static lv_status conv_frame_gemm(lv_ctx *ctx, const char *op, const conv_frame_args *a, int first, int64_t row_first,
                                  int64_t row_end, int64_t band) {
-    const int64_t OW = a->W << a->up, ci = a->ci, co = a->co;
+    const int64_t OW = out_width(a), ci = a->ci, co = a->co;
     const int64_t K = (int64_t)a->kt * a->ks * a->ks * ci;
     const lv_dtype cdt = column_dtype(ctx);
     lv_tensor col;
@@ -164,10 +173,10 @@ static lv_status conv_frame_gemm(lv_ctx *ctx, const char *op, const conv_frame_a
             .in_row0 = (uint32_t)lo,
             .groups = (uint32_t)groups,
         };
-        uint32_t spec[4] = {(uint32_t)a->ks, (uint32_t)a->up, vec, (uint32_t)cdt};
+        uint32_t spec[5] = {(uint32_t)a->ks, (uint32_t)a->up, vec, (uint32_t)cdt, (uint32_t)a->down};
         uint32_t gx, gy;
         lv_grid_1d(ctx, (groups + 255) / 256, &gx, &gy);
-        LV_TRY(lv_dispatch(ctx, LV_OP_VAE_IM2COL, spec, 4, b, 4, &pc, sizeof pc, gx, gy, 1));
+        LV_TRY(lv_dispatch(ctx, LV_OP_VAE_IM2COL, spec, 5, b, 4, &pc, sizeof pc, gx, gy, 1));
         /* out rows = columns x w^T + bias (+ the residual, added in the product's store) */
         int64_t oshape[2] = {nr * OW, co};
         lv_tensor ov = lv_tensor_view(a->out, (r0 - row_first) * OW * co, 2, oshape);
@@ -183,7 +192,7 @@ static lv_status conv_frame_gemm(lv_ctx *ctx, const char *op, const conv_frame_a
 }
 
 static lv_status conv_frame(lv_ctx *ctx, const char *op, const conv_frame_args *a) {
-    const int64_t OH = a->H << a->up, OW = a->W << a->up, P = a->ks / 2;
+    const int64_t OH = a->down ? a->H >> 1 : a->H << a->up, OW = out_width(a), P = a->ks / 2;
     const int64_t ci = a->ci, co = a->co;
     const int64_t row_first = a->rows ? a->row0 : 0, row_end = a->rows ? a->row0 + a->rows : OH;
     if (row_end <= row_first || OW == 0 || co == 0) return LV_OK;
@@ -203,6 +212,8 @@ static lv_status conv_frame(lv_ctx *ctx, const char *op, const conv_frame_args *
     int64_t out_row = OW * co * 4, in_row = a->W * (ci > 0 ? ci : 1) * 4;
     int64_t ro = (int64_t)(usable / (uint64_t)out_row), ri = (int64_t)(usable / (uint64_t)in_row);
     int64_t rmax = ri >= 2 ? ((ri - 2) << a->up) + 1 - 2 * P : 0;
+    if (a->down) /* nr output rows read 2 nr + ks - 2 source rows */
+        rmax = ri >= a->ks ? (ri - a->ks + 2) / 2 : 0;
     if (conv_as_gemm(ctx)) {
         const int64_t gb = gemm_rows(ctx, a, row_end - row_first, rmax);
         if (gb > 0) return conv_frame_gemm(ctx, op, a, first, row_first, row_end, gb);
@@ -267,9 +278,9 @@ static lv_status conv_frame(lv_ctx *ctx, const char *op, const conv_frame_args *
             .rows = (uint32_t)nr,
             .in_row0 = (uint32_t)lo,
         };
-        uint32_t spec[5] = {tr, tn, (uint32_t)a->ks, (uint32_t)a->up, vec};
+        uint32_t spec[6] = {tr, tn, (uint32_t)a->ks, (uint32_t)a->up, vec, (uint32_t)a->down};
         uint32_t gy = (uint32_t)((nr + tr - 1) / tr);
-        LV_TRY(lv_dispatch(ctx, LV_OP_VAE_CONV, spec, 5, b, 7, &pc, sizeof pc, (uint32_t)gx, gy,
+        LV_TRY(lv_dispatch(ctx, LV_OP_VAE_CONV, spec, 6, b, 7, &pc, sizeof pc, (uint32_t)gx, gy,
                            (uint32_t)gz));
     }
     return LV_OK;
@@ -402,6 +413,30 @@ lv_status lv_op_vae_conv2d_rows(lv_ctx *ctx, const lv_tensor *out, const lv_tens
         conv_frame_args a = {.out = &ov, .in = {&src, NULL, NULL}, .w = w, .bias = bias,
                              .res = NULL, .H = H, .W = W, .ci = Ci, .co = Co, .kt = 1, .ks = 3,
                              .up = upsample, .row0 = out_row0, .rows = out->shape[1]};
+        LV_TRY(conv_frame(ctx, op, &a));
+    }
+    return LV_OK;
+}
+
+lv_status lv_op_vae_conv2d_down(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
+                                const lv_tensor *w, const lv_tensor *bias) {
+    const char *op = "lv_op_vae_conv2d_down";
+    LV_TRY(check_causal(op, out, x, NULL, NULL, w, bias));
+    int64_t T = x->shape[0], H = x->shape[1], W = x->shape[2], Ci = x->shape[3];
+    if (H < 2 || W < 2) return shape_fail(op, "x", x, "frames of at least 2 x 2");
+    if (w->ndim != 5 || w->shape[1] != 1 || w->shape[2] != 3 || w->shape[3] != 3 ||
+        w->shape[4] != Ci)
+        return shape_fail(op, "w", w, "packed [Co, 1, 3, 3, Ci] with Ci of x");
+    int64_t Co = w->shape[0];
+    if (out->ndim != 4 || out->shape[0] != T || out->shape[1] != H / 2 || out->shape[2] != W / 2 ||
+        out->shape[3] != Co)
+        return shape_fail(op, "out", out, "[T, H / 2, W / 2, Co] of x and w");
+    if (bias && lv_tensor_numel(bias) != Co) return shape_fail(op, "bias", bias, "Co elements");
+    for (int64_t t = 0; t < T; t++) {
+        lv_tensor ov = frame_view(out, t), src = frame_view(x, t);
+        conv_frame_args a = {.out = &ov, .in = {&src, NULL, NULL}, .w = w, .bias = bias,
+                             .res = NULL, .H = H, .W = W, .ci = Ci, .co = Co, .kt = 1, .ks = 3,
+                             .up = 0, .down = 1};
         LV_TRY(conv_frame(ctx, op, &a));
     }
     return LV_OK;

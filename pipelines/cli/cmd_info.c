@@ -124,6 +124,19 @@ static void print_dtypes(const char *label, int width, int n, const lv_weight *(
 static const lv_weight *weights_at(const void *w, int i) { return lv_weights_at(w, i); }
 static const lv_weight *model_at(const void *f, int i) { return lv_sana_file_tensor_at(f, i); }
 
+/* A Wan VAE's two halves: each present or not, with its parameters (labels `width` wide). */
+static void print_vae_halves(const lv_weights *w, int width) {
+    lv_vae_halves h;
+    lv_vae_weights_halves(w, &h);
+    printf("%-*s%s", width, "decoder:", h.decoder_tensors ? "" : "absent (`longvk decode` and --vae need it)\n");
+    if (h.decoder_tensors)
+        printf("%llu parameters in %d tensors\n", (unsigned long long)h.decoder_params, h.decoder_tensors);
+    printf("%-*s%s", width, "encoder:",
+           h.encoder_tensors ? "" : "absent: a decoder-only file (`longvk encode` needs the whole VAE)\n");
+    if (h.encoder_tensors)
+        printf("%llu parameters in %d tensors\n", (unsigned long long)h.encoder_params, h.encoder_tensors);
+}
+
 /* Not a SANA-Video model: a summary of the file. */
 static int plain_summary(const lv_weights *w, int list) {
     uint64_t params = 0, bytes = 0;
@@ -134,7 +147,10 @@ static int plain_summary(const lv_weights *w, int list) {
     char b[32];
     printf("file:         %s (%s%s%s)\n", lv_weights_path(w), lv_weights_format(w), *lv_weights_note(w) ? ", " : "",
            lv_weights_note(w));
+    lv_vae_halves halves;
+    lv_vae_weights_halves(w, &halves);
     printf("model:        not a SANA-Video model (no SANA-Video tensor names)\n");
+    if (halves.decoder_tensors || halves.encoder_tensors) print_vae_halves(w, 14); /* a Wan VAE file given alone */
     printf("tensors:      %d, %llu parameters, %s\n", lv_weights_count(w), (unsigned long long)params,
            human((double)bytes, b, sizeof b));
     print_dtypes("dtypes:", 14, lv_weights_count(w), weights_at, w);
@@ -296,6 +312,7 @@ static void print_count(const char *label, uint64_t params) {
            p >= 1e9 ? p / 1e9 : p >= 1e6 ? p / 1e6 : p / 1e3, p >= 1e9 ? "B" : p >= 1e6 ? "M" : "K");
 }
 
+
 /* A Gemma-2 text encoder: architecture, parameters, dtype, the device memory of
  * lv_gemma2_create (matmul weights as stored, norms as f32, work buffers for `tokens`) and
  * the embedding table left on the host. */
@@ -409,6 +426,7 @@ static int describe_pipeline(const char *dir, long *latent, long text_tokens, in
             print_dtypes("dtypes:", 15, lv_weights_count(w), weights_at, w);
             printf("memory:        a Wan2.1 decoder at 480x832 (latent 60x104) needs about %s on the device\n",
                    human((double)lv_vae_memory_estimate(60, 104), b2, sizeof b2));
+            print_vae_halves(w, 15);
             if (list)
                 for (int k = 0; k < lv_weights_count(w); k++) print_tensor(lv_weights_at(w, k), "  ");
             lv_weights_close(w);

@@ -10,6 +10,7 @@ const cli_command cli_commands[] = {
     {"info", cmd_info, &cmd_info_spec, "describe a model file or folder: architecture, parameters, memory"},
     {"encode-text", cmd_encode_text, &cmd_encode_text_spec, "a prompt through the Gemma-2 text encoder to .npy"},
     {"decode", cmd_decode, &cmd_decode_spec, "decode latents to a video with a VAE"},
+    {"encode", cmd_encode, &cmd_encode_spec, "encode a video or an image to latents with a VAE"},
     {"convert", cmd_convert, &cmd_convert_spec, "convert a PyTorch checkpoint to safetensors"},
     {"metrics", cmd_metrics, &cmd_metrics_spec, "temporal-consistency metrics of a video"},
     {"bench", cmd_bench, NULL, "benchmarks: gemm, attn, encode, chunks, vae, text, dit, generate, sp"},

@@ -17,11 +17,13 @@ int cmd_info(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_decode(int argc, char **argv);
+int cmd_encode(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_encode_text(int argc, char **argv);
 
 extern const cli_spec cmd_devices_spec, cmd_attn_spec, cmd_metrics_spec, cmd_info_spec, cmd_forward_spec,
     cmd_generate_spec, cmd_decode_spec, cmd_convert_spec, cmd_encode_text_spec;
+extern const cli_spec cmd_encode_spec;
 
 /* Every command, in the order `longvk --help` lists them (commands.c). `bench` (cmd_bench,
  * pipelines/bench/bench.h) has no spec of its own: each benchmark has one. */

@@ -71,9 +71,9 @@ static lv_status refresh_halo(lv_ctx *ctx, lv_vae_decoder *d, const lv_tensor *t
 
 /* A causal conv (or the time_conv, whose output has twice the frames) over x with the
  * slot's history, then the history becomes the last two frames of cat(history, x). */
-static lv_status causal(lv_ctx *ctx, lv_vae_decoder *d, int slot, const vae_conv *c,
-                        const lv_tensor *x, const lv_tensor *out, const lv_tensor *res,
-                        bool time_conv) {
+lv_status vae_causal(lv_ctx *ctx, lv_vae_decoder *d, int slot, const vae_conv *c,
+                     const lv_tensor *x, const lv_tensor *out, const lv_tensor *res,
+                     bool time_conv) {
     vae_hist *h = &d->hist[slot];
     lv_tensor f0 = hist_frame(h, 0), f1 = hist_frame(h, 1);
     const lv_tensor *newest = h->newest ? &f1 : &f0, *older = h->newest ? &f0 : &f1;
@@ -101,13 +101,13 @@ static lv_status causal(lv_ctx *ctx, lv_vae_decoder *d, int slot, const vae_conv
 static int other(int cur, int k) { return (cur + k) % 3; }
 
 /* ResidualBlock on work[*cur] [T, H, W, ci]; the output stays in work[*cur]. */
-static lv_status res_block(lv_ctx *ctx, lv_vae_decoder *d, const vae_block *b, int cur,
-                           int64_t T, int64_t H, int64_t W) {
+lv_status vae_res_block(lv_ctx *ctx, lv_vae_decoder *d, const vae_block *b, int cur,
+                        int64_t T, int64_t H, int64_t W) {
     int A = cur, B = other(cur, 1), C = other(cur, 2);
     lv_tensor x = buf4(d, A, T, H, W, b->ci), n1 = buf4(d, B, T, H, W, b->ci);
     LV_TRY(lv_op_vae_rmsnorm(ctx, &n1, &x, &b->g0, 1));
     lv_tensor y = buf4(d, C, T, H, W, b->co);
-    LV_TRY(causal(ctx, d, b->slot_a, &b->a, &n1, &y, NULL, false));
+    LV_TRY(vae_causal(ctx, d, b->slot_a, &b->a, &n1, &y, NULL, false));
     lv_tensor n2 = buf4(d, B, T, H, W, b->co);
     LV_TRY(lv_op_vae_rmsnorm(ctx, &n2, &y, &b->g3, 1));
     if (b->shortcut) {
@@ -116,17 +116,17 @@ static lv_status res_block(lv_ctx *ctx, lv_vae_decoder *d, const vae_block *b, i
         lv_tensor h2 = rows2(&d->work[C], 0, T * H * W, b->co), x2 = rows2(&d->work[A], 0, T * H * W, b->ci);
         LV_TRY(lv_op_matmul(ctx, &h2, &x2, &b->sc_w, &b->sc_b));
         lv_tensor out = buf4(d, A, T, H, W, b->co);
-        return causal(ctx, d, b->slot_b, &b->b, &n2, &out, &h, false);
+        return vae_causal(ctx, d, b->slot_b, &b->b, &n2, &out, &h, false);
     }
-    return causal(ctx, d, b->slot_b, &b->b, &n2, &x, &x, false); /* + x, in place */
+    return vae_causal(ctx, d, b->slot_b, &b->b, &n2, &x, &x, false); /* + x, in place */
 }
 
 /* The middle's AttentionBlock on work[cur] [T, H, W, C]: per frame, single-head attention
  * over all h * w pixels, plus the input. Over bands, H is the stacked rows: the queries are
  * the band's (halo rows included, not used), the keys and values every band's, from the
  * normalised rows gathered from every band into work[B] after the band's own. */
-static lv_status attention(lv_ctx *ctx, lv_vae_decoder *d, int cur, int64_t T, int64_t H,
-                           int64_t W) {
+lv_status vae_attention(lv_ctx *ctx, lv_vae_decoder *d, int cur, int64_t T, int64_t H,
+                        int64_t W) {
     const int64_t C = d->arch.trunk, N = H * W, R = T * N;
     const int64_t Nk = (int64_t)d->h * W, Rk = T * Nk; /* keys: every pixel of the frame */
     int A = cur, B = other(cur, 1), Cb = other(cur, 2);
@@ -232,22 +232,22 @@ static lv_status run_step(lv_ctx *ctx, lv_vae_decoder *d, const float *x_host, i
     cur = other(cur, 1);
 
     lv_tensor c1 = buf4(d, other(cur, 1), T, H, W, a->trunk);
-    LV_TRY(causal(ctx, d, d->slot_conv1, &d->conv1, &y, &c1, NULL, false));
+    LV_TRY(vae_causal(ctx, d, d->slot_conv1, &d->conv1, &y, &c1, NULL, false));
     cur = other(cur, 1);
     lv_tensor view = buf4(d, cur, T, H, W, a->trunk);
     tap(d, ctx, "decoder.conv1", &view);
-    LV_TRY(res_block(ctx, d, &d->mid0, cur, T, H, W));
+    LV_TRY(vae_res_block(ctx, d, &d->mid0, cur, T, H, W));
     tap(d, ctx, "decoder.middle.0", &view);
-    LV_TRY(attention(ctx, d, cur, T, H, W));
+    LV_TRY(vae_attention(ctx, d, cur, T, H, W));
     tap(d, ctx, "decoder.middle.1", &view);
-    LV_TRY(res_block(ctx, d, &d->mid2, cur, T, H, W));
+    LV_TRY(vae_res_block(ctx, d, &d->mid2, cur, T, H, W));
     tap(d, ctx, "decoder.middle.2", &view);
 
     int64_t C = a->trunk;
     for (int i = 0; i < a->nups; i++) {
         const vae_up *u = &d->ups[i];
         if (u->arch.kind == VAE_RES) {
-            LV_TRY(res_block(ctx, d, &u->res, cur, T, H, W));
+            LV_TRY(vae_res_block(ctx, d, &u->res, cur, T, H, W));
             C = u->arch.co;
         } else {
             int src = cur;
@@ -264,7 +264,7 @@ static lv_status run_step(lv_ctx *ctx, lv_vae_decoder *d, const float *x_host, i
                 }
                 if (rest > 0) {
                     lv_tensor ir = frames_of(&in, lead, rest), orr = frames_of(&out, lead, 2 * rest);
-                    LV_TRY(causal(ctx, d, u->slot_t, &u->time_conv, &ir, &orr, NULL, true));
+                    LV_TRY(vae_causal(ctx, d, u->slot_t, &u->time_conv, &ir, &orr, NULL, true));
                 }
                 src = other(cur, 1);
                 T = T2;
@@ -287,7 +287,7 @@ static lv_status run_step(lv_ctx *ctx, lv_vae_decoder *d, const float *x_host, i
     lv_tensor xh = buf4(d, cur, T, H, W, a->head_ch), nh = buf4(d, other(cur, 1), T, H, W, a->head_ch);
     LV_TRY(lv_op_vae_rmsnorm(ctx, &nh, &xh, &d->head_g, 1));
     lv_tensor rgb = buf4(d, other(cur, 2), T, H, W, a->out_ch);
-    LV_TRY(causal(ctx, d, d->slot_head, &d->head, &nh, &rgb, NULL, false));
+    LV_TRY(vae_causal(ctx, d, d->slot_head, &d->head, &nh, &rgb, NULL, false));
     tap(d, ctx, "decoder.head", &rgb);
     d->started = true;
 

@@ -236,8 +236,42 @@ static bool res_tail(const char *rest, char *buf, size_t size, const char *prefi
     return false;
 }
 
+/* The encoder's names: conv1 is quant_conv; encoder.downsamples is one flat list in diffusers
+ * too (down_blocks.{i}: residual blocks as the decoder's, Resamples keep resample.1 and
+ * time_conv). */
+static bool encoder_diffusers_name(const char *orig, char *buf, size_t size) {
+    int idx = -1, used = 0;
+    if (strncmp(orig, "conv1.", 6) == 0)
+        return (size_t)snprintf(buf, size, "quant_conv.%s", orig + 6) < size;
+    if (strncmp(orig, "encoder.conv1.", 14) == 0)
+        return (size_t)snprintf(buf, size, "encoder.conv_in.%s", orig + 14) < size;
+    if (strcmp(orig, "encoder.head.0.gamma") == 0)
+        return (size_t)snprintf(buf, size, "encoder.norm_out.gamma") < size;
+    if (strncmp(orig, "encoder.head.2.", 15) == 0)
+        return (size_t)snprintf(buf, size, "encoder.conv_out.%s", orig + 15) < size;
+    if (sscanf(orig, "encoder.middle.%d.%n", &idx, &used) == 1 && used > 0) {
+        const char *rest = orig + used;
+        if (idx == 1)
+            return (size_t)snprintf(buf, size, "encoder.mid_block.attentions.0.%s", rest) < size;
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "encoder.mid_block.resnets.%d.", idx == 0 ? 0 : 1);
+        return (idx == 0 || idx == 2) && res_tail(rest, buf, size, prefix);
+    }
+    if (sscanf(orig, "encoder.downsamples.%d.%n", &idx, &used) == 1 && used > 0 && idx >= 0) {
+        const char *rest = orig + used;
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "encoder.down_blocks.%d.", idx);
+        if (strncmp(rest, "residual.", 9) == 0 || strncmp(rest, "shortcut.", 9) == 0)
+            return res_tail(rest, buf, size, prefix);
+        return (size_t)snprintf(buf, size, "%s%s", prefix, rest) < size;
+    }
+    return false;
+}
+
 bool vae_diffusers_name(const char *orig, int nres, char *buf, size_t size) {
     int idx = -1, used = 0;
+    if (strncmp(orig, "encoder.", 8) == 0 || strncmp(orig, "conv1.", 6) == 0)
+        return encoder_diffusers_name(orig, buf, size);
     if (strncmp(orig, "conv2.", 6) == 0)
         return (size_t)snprintf(buf, size, "post_quant_conv.%s", orig + 6) < size;
     if (strncmp(orig, "decoder.conv1.", 14) == 0)

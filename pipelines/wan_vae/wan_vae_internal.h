@@ -1,4 +1,5 @@
-/* Internals of the Wan VAE decoder (pipelines/wan_vae/wan_vae.c, wan_vae_arch.c). Not installed. */
+/* Internals of the Wan VAE decoder (pipelines/wan_vae/wan_vae.c, wan_vae_arch.c) and encoder
+ * (wan_vae_encoder.c, wan_vae_encoder_weights.c). Not installed. */
 #ifndef LONGVK_WAN_VAE_INTERNAL_H
 #define LONGVK_WAN_VAE_INTERNAL_H
 
@@ -122,11 +123,82 @@ struct lv_vae_decoder {
 
 /* wan_vae_weights.c: reads the structure and uploads every weight (dec zeroed before). */
 lv_status vae_load(lv_ctx *ctx, const lv_weights *weights, lv_vae_decoder *dec);
+
+/* The weight readers both halves share (wan_vae_weights.c): tensors looked up under their
+ * original names, or (diffusers) under the names vae_diffusers_name gives; every shape
+ * checked; uploaded in fp32, convolutions packed (longvk/ops_vae.h). */
+typedef struct vae_loader {
+    lv_ctx *ctx;
+    const lv_weights *w;
+    bool diffusers;
+    int nres;
+} vae_loader;
+const lv_weight *vae_find(const vae_loader *L, const char *name, char *file_name, size_t size);
+/* A norm's gamma [C, 1, 1, 1] (ndim 4) or [C, 1, 1] (3) as [C]. */
+lv_status vae_load_gamma(const vae_loader *L, const char *name, int C, int ndim, lv_tensor *dst);
+/* prefix.weight [co, ci, kt, k, k] (kt 0: a Conv2d [co, ci, k, k]) packed, prefix.bias. */
+lv_status vae_load_conv(const vae_loader *L, const char *prefix, int co, int ci, int kt, int k, vae_conv *c);
+/* A 1x1 conv [co, ci, 1...] (`ones` trailing 1s) as a matmul weight [co, ci], and its bias. */
+lv_status vae_load_pointwise(const vae_loader *L, const char *prefix, int co, int ci, int ones,
+                             lv_tensor *w, lv_tensor *b);
+/* A ResidualBlock ci -> co under prefix; its two causal convs take slots *slot, *slot + 1. */
+lv_status vae_load_block(const vae_loader *L, const char *prefix, int ci, int co, int *slot, vae_block *b);
+void vae_free_conv(lv_ctx *ctx, vae_conv *c);
+void vae_free_block(lv_ctx *ctx, vae_block *b);
+/* latents_mean / latents_std of dec->arch.z entries from the metadata, else Wan2.1's (z 16). */
+lv_status vae_load_tables(const vae_loader *L, lv_vae_decoder *dec);
+
+/* wan_vae.c's steps, which the encoder runs too on its own lv_vae_decoder core (its work
+ * buffers, history slots, middle and head; no bands): a causal conv over x with the slot's
+ * history (then updated), a ResidualBlock on work[cur] [T, H, W, ci] (output in place), the
+ * middle's AttentionBlock on work[cur] [T, H, W, arch.trunk] (H = d->h without bands). */
+lv_status vae_causal(lv_ctx *ctx, lv_vae_decoder *d, int slot, const vae_conv *c, const lv_tensor *x,
+                     const lv_tensor *out, const lv_tensor *res, bool time_conv);
+lv_status vae_res_block(lv_ctx *ctx, lv_vae_decoder *d, const vae_block *b, int cur, int64_t T, int64_t H,
+                        int64_t W);
+lv_status vae_attention(lv_ctx *ctx, lv_vae_decoder *d, int cur, int64_t T, int64_t H, int64_t W);
 /* Frees every device tensor of the decoder (weights, history, work buffers). */
 void vae_free_tensors(lv_ctx *ctx, lv_vae_decoder *dec);
 
-/* The diffusers AutoencoderKLWan name of an original Wan2.1 tensor name, into buf
- * (false when the name has no diffusers counterpart). */
+/* The diffusers AutoencoderKLWan name of an original Wan2.1 tensor name (either half), into
+ * buf (false when the name has no diffusers counterpart). */
 bool vae_diffusers_name(const char *orig, int nres, char *buf, size_t size);
+
+/* ---- the encoder (wan_vae_encoder.c runs it, wan_vae_encoder_weights.c loads it) ------------ */
+
+typedef enum vae_enc_kind { VAE_ENC_RES = 0, VAE_ENC_DOWN2D, VAE_ENC_DOWN3D } vae_enc_kind;
+
+/* One module of encoder.downsamples: a residual block ci -> co, or a Resample of width
+ * ci = co (downsample2d: the stride-2 conv; downsample3d: then its time_conv, a 3x1x1 conv
+ * with stride 2 in time over the frames after the one it keeps from the chunk before). */
+typedef struct vae_enc_layer {
+    vae_enc_kind kind;
+    int ci, co;
+    vae_block res;           /* VAE_ENC_RES */
+    vae_conv conv;           /* resample.1, packed [co, 1, 3, 3, ci] */
+    vae_conv time_conv;      /* VAE_ENC_DOWN3D: packed [co, 3, 1, 1, co] */
+    lv_tensor last;          /* VAE_ENC_DOWN3D: the last frame of the previous chunk [H, W, co] */
+    bool has_last;
+} vae_enc_layer;
+
+struct lv_vae_encoder {
+    /* conv1 = encoder.conv1, mid0 / attn / mid2 = encoder.middle, head_g / head = encoder.head;
+     * hist: every causal conv's history; work: the three work buffers; arch.z = z, arch.trunk =
+     * the middle's width; mean / std: the normalisation tables; h, w: the latent size */
+    lv_vae_decoder core;
+    int in_ch;               /* 3: RGB */
+    int nlayers;
+    vae_enc_layer layers[VAE_MAX_UPS];
+    lv_tensor mu_w, mu_b;    /* conv1 (the quant conv) [2z, 2z], [2z]: rows [0, z) give the mean */
+    int downscale;           /* 2 ^ (resamples): 8 */
+    uint64_t params;         /* of encoder.* and conv1.* */
+    int H, W;                /* frame size the buffers are made for (0: none) */
+    lv_vae_tap tap;
+    void *tap_user;
+};
+
+/* wan_vae_encoder_weights.c: reads the structure and uploads the weights (enc zeroed). */
+lv_status vae_encoder_load(lv_ctx *ctx, const lv_weights *weights, lv_vae_encoder *enc);
+void vae_encoder_free_tensors(lv_ctx *ctx, lv_vae_encoder *enc);
 
 #endif

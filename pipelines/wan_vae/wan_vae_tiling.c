@@ -4,7 +4,11 @@
  * linear ramps across the overlaps. Device memory is that of one tile; the output video is
  * assembled in host memory. Tiles do not see their neighbours' pixels (every conv pads
  * the tile edge with zeros), so the result differs from an untiled decode near the seams;
- * the overlap hides most of it (test_vae.c measures it). */
+ * the overlap hides most of it (test_vae.c measures it).
+ *
+ * Encoding is tiled the same way (lv_vae_encode_tiled): the frames are cut into tiles of
+ * whole latent pixels (8 x 8 pixels each), each tile encoded over the whole video, the
+ * tiles' latents blended with the same ramps across their overlaps (test_vae_encoder.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,4 +145,76 @@ lv_status lv_vae_decode_tiled(lv_ctx *ctx, lv_vae_decoder *dec, const float *lat
 uint64_t lv_vae_tiled_memory(const lv_vae_decoder *dec, int h, int w, const lv_vae_tiling *tiling) {
     int th = tiling->tile_h < h ? tiling->tile_h : h, tw = tiling->tile_w < w ? tiling->tile_w : w;
     return lv_vae_decoder_memory(dec, th, tw);
+}
+
+/* ---- the encoder ---------------------------------------------------------------------------- */
+
+lv_status lv_vae_encode_tiled(lv_ctx *ctx, lv_vae_encoder *enc, const float *rgb, int T, int H, int W,
+                              const lv_vae_tiling *tiling, float *latents_out) {
+    if (!ctx || !enc || !rgb || !tiling || !latents_out || T < 1)
+        return lv_error(LV_ERR_INVALID, "lv_vae_encode_tiled: missing argument or empty video");
+    const int ds = enc->downscale, z = enc->core.arch.z, C = enc->in_ch;
+    if (H < ds || W < ds || H % ds || W % ds)
+        return lv_error(LV_ERR_INVALID, "lv_vae_encode_tiled: frames of %d x %d pixels (width and height "
+                        "multiples of %d)", W, H, ds);
+    const int h = H / ds, w = W / ds;
+    int th = tiling->tile_h, tw = tiling->tile_w, ov = tiling->overlap;
+    if (th < 1 || tw < 1 || ov < 0 || (ov >= th && th < h) || (ov >= tw && tw < w))
+        return lv_error(LV_ERR_INVALID, "lv_vae_encode_tiled: tiles %d x %d with overlap %d (the overlap must "
+                        "be smaller than a tile)", th, tw, ov);
+    if (th > h) th = h;
+    if (tw > w) tw = w;
+    enum { MAX_TILES = 256 };
+    int ys[MAX_TILES], xs[MAX_TILES];
+    int ny = tile_starts(h, th, ov, ys, MAX_TILES), nx = tile_starts(w, tw, ov, xs, MAX_TILES);
+    if (ny < 0 || nx < 0)
+        return lv_error(LV_ERR_INVALID, "lv_vae_encode_tiled: more than %d tiles along an axis", MAX_TILES);
+    const int F = lv_vae_encoded_frames(T), pth = th * ds, ptw = tw * ds;
+    const size_t plane = (size_t)h * w, tplane = (size_t)th * tw;
+    float *wsum = calloc(plane, sizeof *wsum), *crop = malloc((size_t)C * T * pth * ptw * sizeof *crop);
+    float *part = malloc((size_t)z * F * tplane * sizeof *part);
+    float *wy = malloc((size_t)th * sizeof *wy), *wx = malloc((size_t)tw * sizeof *wx);
+    lv_status s = wsum && crop && part && wy && wx ? LV_OK : lv_error(LV_ERR_NOMEM, "out of host memory");
+    if (s == LV_OK) memset(latents_out, 0, (size_t)z * F * plane * sizeof *latents_out);
+    for (int iy = 0; s == LV_OK && iy < ny; iy++)
+        for (int ix = 0; s == LV_OK && ix < nx; ix++) {
+            const int ly = ys[iy], lx = xs[ix];
+            for (int c = 0; c < C; c++)
+                for (int t = 0; t < T; t++)
+                    for (int y = 0; y < pth; y++)
+                        memcpy(crop + (((size_t)c * T + t) * pth + y) * ptw,
+                               rgb + (((size_t)c * T + t) * H + ly * ds + y) * W + lx * ds, (size_t)ptw * sizeof *crop);
+            /* overlaps in latent pixels: to the neighbour's start (or end) */
+            const int ov_up = iy > 0 ? ys[iy - 1] + th - ly : 0, ov_down = iy + 1 < ny ? ly + th - ys[iy + 1] : 0;
+            const int ov_left = ix > 0 ? xs[ix - 1] + tw - lx : 0, ov_right = ix + 1 < nx ? lx + tw - xs[ix + 1] : 0;
+            for (int y = 0; y < th; y++) {
+                float lo = ramp(y, th, ov_up, ov_up > 0, false), hi = ramp(y, th, ov_down, false, ov_down > 0);
+                wy[y] = lo < hi ? lo : hi;
+            }
+            for (int x = 0; x < tw; x++) {
+                float lo = ramp(x, tw, ov_left, ov_left > 0, false), hi = ramp(x, tw, ov_right, false, ov_right > 0);
+                wx[x] = lo < hi ? lo : hi;
+            }
+            s = lv_vae_encode_frames(ctx, enc, crop, T, pth, ptw, part);
+            for (int c = 0; s == LV_OK && c < z; c++)
+                for (int f = 0; f < F; f++)
+                    for (int y = 0; y < th; y++)
+                        for (int x = 0; x < tw; x++)
+                            latents_out[((size_t)c * F + f) * plane + (size_t)(ly + y) * w + lx + x] +=
+                                wy[y] * wx[x] * part[((size_t)c * F + f) * tplane + (size_t)y * tw + x];
+            if (s == LV_OK)
+                for (int y = 0; y < th; y++)
+                    for (int x = 0; x < tw; x++) wsum[(size_t)(ly + y) * w + lx + x] += wy[y] * wx[x];
+        }
+    if (s == LV_OK)
+        for (size_t cf = 0; cf < (size_t)z * F; cf++)
+            for (size_t p = 0; p < plane; p++) latents_out[cf * plane + p] /= wsum[p];
+    free(wsum), free(crop), free(part), free(wy), free(wx);
+    return s;
+}
+
+uint64_t lv_vae_encoder_tiled_memory(const lv_vae_encoder *enc, int H, int W, const lv_vae_tiling *tiling) {
+    const int ds = enc->downscale;
+    int th = tiling->tile_h * ds < H ? tiling->tile_h * ds : H, tw = tiling->tile_w * ds < W ? tiling->tile_w * ds : W;
+    return lv_vae_encoder_memory(enc, th, tw);
 }

@@ -19,15 +19,8 @@ static const float wan21_std[16] = {2.8184f, 1.4541f, 2.3275f, 2.6558f, 1.2196f,
                                     2.6052f, 2.0743f, 3.2687f, 2.1526f, 2.8652f, 1.5579f,
                                     1.6382f, 1.1253f, 2.8251f, 1.9160f};
 
-typedef struct loader {
-    lv_ctx *ctx;
-    const lv_weights *w;
-    bool diffusers;
-    int nres;
-} loader;
-
 /* The tensor of an original name, under its diffusers name when the file uses those. */
-static const lv_weight *find(const loader *L, const char *name, char *file_name, size_t size) {
+const lv_weight *vae_find(const vae_loader *L, const char *name, char *file_name, size_t size) {
     if (!L->diffusers) {
         snprintf(file_name, size, "%s", name);
         return lv_weights_find(L->w, name);
@@ -36,10 +29,10 @@ static const lv_weight *find(const loader *L, const char *name, char *file_name,
     return lv_weights_find(L->w, file_name);
 }
 
-static const lv_weight *probe(const loader *L, const char *fmt, int i) {
+static const lv_weight *probe(const vae_loader *L, const char *fmt, int i) {
     char name[128], file_name[160];
     snprintf(name, sizeof name, fmt, i);
-    return find(L, name, file_name, sizeof file_name);
+    return vae_find(L, name, file_name, sizeof file_name);
 }
 
 static void describe_shape(const int64_t *shape, int ndim, char *buf, size_t size) {
@@ -50,11 +43,11 @@ static void describe_shape(const int64_t *shape, int ndim, char *buf, size_t siz
 }
 
 /* The tensor `name` with exactly this shape, as a malloc'd f32 array. */
-static lv_status fetch(const loader *L, const char *name, int ndim, const int64_t *shape,
+static lv_status fetch(const vae_loader *L, const char *name, int ndim, const int64_t *shape,
                        float **out) {
     char file_name[160], want[96], got[96];
     *out = NULL;
-    const lv_weight *t = find(L, name, file_name, sizeof file_name);
+    const lv_weight *t = vae_find(L, name, file_name, sizeof file_name);
     if (!t)
         return lv_error(LV_ERR_FORMAT, "VAE weights %s: tensor '%s'%s%s%s is missing",
                         lv_weights_path(L->w), name, L->diffusers ? " (diffusers name '" : "",
@@ -91,7 +84,7 @@ static lv_status upload(lv_ctx *ctx, const float *data, int ndim, const int64_t 
 }
 
 /* A tensor of `numel` values whose file shape is `shape`, uploaded as 1-D or 2-D. */
-static lv_status load_plain(const loader *L, const char *name, int ndim, const int64_t *shape,
+static lv_status load_plain(const vae_loader *L, const char *name, int ndim, const int64_t *shape,
                             int dev_ndim, const int64_t *dev_shape, lv_tensor *dst) {
     float *f;
     LV_TRY(fetch(L, name, ndim, shape, &f));
@@ -101,14 +94,14 @@ static lv_status load_plain(const loader *L, const char *name, int ndim, const i
 }
 
 /* A norm's gamma: [C, 1, 1, 1] (5-D inputs) or [C, 1, 1] (the attention's 4-D input). */
-static lv_status load_gamma(const loader *L, const char *name, int C, int ndim, lv_tensor *dst) {
+lv_status vae_load_gamma(const vae_loader *L, const char *name, int C, int ndim, lv_tensor *dst) {
     int64_t shape[4] = {C, 1, 1, 1}, dev[1] = {C};
     return load_plain(L, name, ndim, shape, 1, dev, dst);
 }
 
 /* prefix.weight [co, ci, kt, k, k] (or [co, ci, k, k] when kt = 0: a Conv2d) packed, and
  * prefix.bias [co]. */
-static lv_status load_conv(const loader *L, const char *prefix, int co, int ci, int kt, int k,
+lv_status vae_load_conv(const vae_loader *L, const char *prefix, int co, int ci, int kt, int k,
                            vae_conv *c) {
     char name[128];
     int tk = kt ? kt : 1;
@@ -134,7 +127,7 @@ static lv_status load_conv(const loader *L, const char *prefix, int co, int ci, 
 }
 
 /* A 1x1 conv prefix.weight [co, ci, 1, ...] (ones: trailing 1s) as a matmul weight [co, ci]. */
-static lv_status load_pointwise(const loader *L, const char *prefix, int co, int ci, int ones,
+lv_status vae_load_pointwise(const vae_loader *L, const char *prefix, int co, int ci, int ones,
                                 lv_tensor *w, lv_tensor *b) {
     char name[128];
     int64_t shape[5] = {co, ci, 1, 1, 1}, dev[2] = {co, ci}, bshape[1] = {co};
@@ -144,23 +137,23 @@ static lv_status load_pointwise(const loader *L, const char *prefix, int co, int
     return load_plain(L, name, 1, bshape, 1, bshape, b);
 }
 
-static lv_status load_block(const loader *L, const char *prefix, int ci, int co, int *slot,
+lv_status vae_load_block(const vae_loader *L, const char *prefix, int ci, int co, int *slot,
                             vae_block *b) {
     char name[128];
     b->ci = ci;
     b->co = co;
     snprintf(name, sizeof name, "%s.residual.0.gamma", prefix);
-    LV_TRY(load_gamma(L, name, ci, 4, &b->g0));
+    LV_TRY(vae_load_gamma(L, name, ci, 4, &b->g0));
     snprintf(name, sizeof name, "%s.residual.2", prefix);
-    LV_TRY(load_conv(L, name, co, ci, 3, 3, &b->a));
+    LV_TRY(vae_load_conv(L, name, co, ci, 3, 3, &b->a));
     snprintf(name, sizeof name, "%s.residual.3.gamma", prefix);
-    LV_TRY(load_gamma(L, name, co, 4, &b->g3));
+    LV_TRY(vae_load_gamma(L, name, co, 4, &b->g3));
     snprintf(name, sizeof name, "%s.residual.6", prefix);
-    LV_TRY(load_conv(L, name, co, co, 3, 3, &b->b));
+    LV_TRY(vae_load_conv(L, name, co, co, 3, 3, &b->b));
     b->shortcut = ci != co;
     if (b->shortcut) {
         snprintf(name, sizeof name, "%s.shortcut", prefix);
-        LV_TRY(load_pointwise(L, name, co, ci, 3, &b->sc_w, &b->sc_b));
+        LV_TRY(vae_load_pointwise(L, name, co, ci, 3, &b->sc_w, &b->sc_b));
     }
     b->slot_a = (*slot)++;
     b->slot_b = (*slot)++;
@@ -169,7 +162,7 @@ static lv_status load_block(const loader *L, const char *prefix, int ci, int co,
 
 /* latents_mean / latents_std from the metadata (JSON lists of z numbers), else Wan2.1's
  * for z = 16 (a .pth or a diffusers file has no metadata). */
-static lv_status load_tables(const loader *L, lv_vae_decoder *dec) {
+lv_status vae_load_tables(const vae_loader *L, lv_vae_decoder *dec) {
     const int z = dec->arch.z;
     const char *keys[2] = {"latents_mean", "latents_std"};
     float *dst[2] = {dec->mean, dec->std};
@@ -200,9 +193,9 @@ static lv_status load_tables(const loader *L, lv_vae_decoder *dec) {
 
 /* The upsampling modules, from the tensors present: a residual block has residual.2, an
  * upsample3d a time_conv, an upsample2d only resample.1. */
-static lv_status read_structure(const loader *L, vae_arch *arch) {
+static lv_status read_structure(const vae_loader *L, vae_arch *arch) {
     char file_name[160];
-    const lv_weight *t = find(L, "conv2.weight", file_name, sizeof file_name);
+    const lv_weight *t = vae_find(L, "conv2.weight", file_name, sizeof file_name);
     if (!t || t->ndim != 5)
         return lv_error(LV_ERR_FORMAT, "VAE weights %s: no decoder 'conv2.weight' [z, z, 1, 1, 1] "
                         "(or diffusers 'post_quant_conv.weight'): not a Wan VAE file?",
@@ -211,12 +204,12 @@ static lv_status read_structure(const loader *L, vae_arch *arch) {
     if (arch->z < 1 || arch->z > VAE_MAX_Z)
         return lv_error(LV_ERR_FORMAT, "VAE weights %s: %d latent channels (at most %d)",
                         lv_weights_path(L->w), arch->z, VAE_MAX_Z);
-    t = find(L, "decoder.conv1.weight", file_name, sizeof file_name);
+    t = vae_find(L, "decoder.conv1.weight", file_name, sizeof file_name);
     if (!t || t->ndim != 5)
         return lv_error(LV_ERR_FORMAT, "VAE weights %s: tensor 'decoder.conv1.weight' is missing "
                         "or not 5-D", lv_weights_path(L->w));
     arch->trunk = (int)t->shape[0];
-    t = find(L, "decoder.head.2.weight", file_name, sizeof file_name);
+    t = vae_find(L, "decoder.head.2.weight", file_name, sizeof file_name);
     if (!t || t->ndim != 5)
         return lv_error(LV_ERR_FORMAT, "VAE weights %s: tensor 'decoder.head.2.weight' is missing "
                         "or not 5-D", lv_weights_path(L->w));
@@ -255,7 +248,7 @@ static lv_status read_structure(const loader *L, vae_arch *arch) {
 }
 
 lv_status vae_load(lv_ctx *ctx, const lv_weights *weights, lv_vae_decoder *dec) {
-    loader L = {.ctx = ctx, .w = weights};
+    vae_loader L = {.ctx = ctx, .w = weights};
     /* diffusers files name the decoder's first conv conv_in; count up_blocks.0's resnets */
     L.diffusers = lv_weights_find(weights, "decoder.conv_in.weight") != NULL &&
                   lv_weights_find(weights, "decoder.conv1.weight") == NULL;
@@ -273,19 +266,19 @@ lv_status vae_load(lv_ctx *ctx, const lv_weights *weights, lv_vae_decoder *dec) 
     }
     vae_arch *arch = &dec->arch;
     LV_TRY(read_structure(&L, arch));
-    LV_TRY(load_tables(&L, dec));
+    LV_TRY(vae_load_tables(&L, dec));
 
     const int z = arch->z, C = arch->trunk;
     int slot = 0;
-    LV_TRY(load_pointwise(&L, "conv2", z, z, 3, &dec->conv2_w, &dec->conv2_b));
-    LV_TRY(load_conv(&L, "decoder.conv1", C, z, 3, 3, &dec->conv1));
+    LV_TRY(vae_load_pointwise(&L, "conv2", z, z, 3, &dec->conv2_w, &dec->conv2_b));
+    LV_TRY(vae_load_conv(&L, "decoder.conv1", C, z, 3, 3, &dec->conv1));
     dec->slot_conv1 = slot++;
     dec->hist[dec->slot_conv1] = (vae_hist){.C = z, .scale = 1};
-    LV_TRY(load_block(&L, "decoder.middle.0", C, C, &slot, &dec->mid0));
-    LV_TRY(load_gamma(&L, "decoder.middle.1.norm.gamma", C, 3, &dec->attn_g));
-    LV_TRY(load_pointwise(&L, "decoder.middle.1.to_qkv", 3 * C, C, 2, &dec->qkv_w, &dec->qkv_b));
-    LV_TRY(load_pointwise(&L, "decoder.middle.1.proj", C, C, 2, &dec->proj_w, &dec->proj_b));
-    LV_TRY(load_block(&L, "decoder.middle.2", C, C, &slot, &dec->mid2));
+    LV_TRY(vae_load_block(&L, "decoder.middle.0", C, C, &slot, &dec->mid0));
+    LV_TRY(vae_load_gamma(&L, "decoder.middle.1.norm.gamma", C, 3, &dec->attn_g));
+    LV_TRY(vae_load_pointwise(&L, "decoder.middle.1.to_qkv", 3 * C, C, 2, &dec->qkv_w, &dec->qkv_b));
+    LV_TRY(vae_load_pointwise(&L, "decoder.middle.1.proj", C, C, 2, &dec->proj_w, &dec->proj_b));
+    LV_TRY(vae_load_block(&L, "decoder.middle.2", C, C, &slot, &dec->mid2));
     for (int s = 1; s <= 4; s++) dec->hist[s] = (vae_hist){.C = C, .scale = 1};
 
     int scale = 1;
@@ -297,7 +290,7 @@ lv_status vae_load(lv_ctx *ctx, const lv_weights *weights, lv_vae_decoder *dec) 
         int ci = u->arch.ci, co = u->arch.co;
         switch (u->arch.kind) {
         case VAE_RES:
-            LV_TRY(load_block(&L, prefix, ci, co, &slot, &u->res));
+            LV_TRY(vae_load_block(&L, prefix, ci, co, &slot, &u->res));
             dec->hist[u->res.slot_a] = (vae_hist){.C = ci, .scale = scale};
             dec->hist[u->res.slot_b] = (vae_hist){.C = co, .scale = scale};
             break;
@@ -305,34 +298,34 @@ lv_status vae_load(lv_ctx *ctx, const lv_weights *weights, lv_vae_decoder *dec) 
         case VAE_UP2D:
             if (u->arch.kind == VAE_UP3D) {
                 snprintf(name, sizeof name, "%s.time_conv", prefix);
-                LV_TRY(load_conv(&L, name, 2 * ci, ci, 3, 1, &u->time_conv));
+                LV_TRY(vae_load_conv(&L, name, 2 * ci, ci, 3, 1, &u->time_conv));
                 u->slot_t = slot++;
                 dec->hist[u->slot_t] = (vae_hist){.C = ci, .scale = scale};
             }
             snprintf(name, sizeof name, "%s.resample.1", prefix);
-            LV_TRY(load_conv(&L, name, co, ci, 0, 3, &u->conv));
+            LV_TRY(vae_load_conv(&L, name, co, ci, 0, 3, &u->conv));
             scale *= 2;
             break;
         }
     }
-    LV_TRY(load_gamma(&L, "decoder.head.0.gamma", arch->head_ch, 4, &dec->head_g));
-    LV_TRY(load_conv(&L, "decoder.head.2", arch->out_ch, arch->head_ch, 3, 3, &dec->head));
+    LV_TRY(vae_load_gamma(&L, "decoder.head.0.gamma", arch->head_ch, 4, &dec->head_g));
+    LV_TRY(vae_load_conv(&L, "decoder.head.2", arch->out_ch, arch->head_ch, 3, 3, &dec->head));
     dec->slot_head = slot++;
     dec->hist[dec->slot_head] = (vae_hist){.C = arch->head_ch, .scale = scale};
     dec->nslots = slot;
     return LV_OK;
 }
 
-static void free_conv(lv_ctx *ctx, vae_conv *c) {
+void vae_free_conv(lv_ctx *ctx, vae_conv *c) {
     lv_tensor_free(ctx, &c->w);
     lv_tensor_free(ctx, &c->b);
 }
 
-static void free_block(lv_ctx *ctx, vae_block *b) {
+void vae_free_block(lv_ctx *ctx, vae_block *b) {
     lv_tensor_free(ctx, &b->g0);
     lv_tensor_free(ctx, &b->g3);
-    free_conv(ctx, &b->a);
-    free_conv(ctx, &b->b);
+    vae_free_conv(ctx, &b->a);
+    vae_free_conv(ctx, &b->b);
     lv_tensor_free(ctx, &b->sc_w);
     lv_tensor_free(ctx, &b->sc_b);
 }
@@ -340,18 +333,18 @@ static void free_block(lv_ctx *ctx, vae_block *b) {
 void vae_free_tensors(lv_ctx *ctx, lv_vae_decoder *dec) {
     lv_tensor_free(ctx, &dec->conv2_w);
     lv_tensor_free(ctx, &dec->conv2_b);
-    free_conv(ctx, &dec->conv1);
-    free_block(ctx, &dec->mid0);
-    free_block(ctx, &dec->mid2);
+    vae_free_conv(ctx, &dec->conv1);
+    vae_free_block(ctx, &dec->mid0);
+    vae_free_block(ctx, &dec->mid2);
     lv_tensor *attn[5] = {&dec->attn_g, &dec->qkv_w, &dec->qkv_b, &dec->proj_w, &dec->proj_b};
     for (int i = 0; i < 5; i++) lv_tensor_free(ctx, attn[i]);
     for (int i = 0; i < dec->arch.nups; i++) {
-        free_block(ctx, &dec->ups[i].res);
-        free_conv(ctx, &dec->ups[i].time_conv);
-        free_conv(ctx, &dec->ups[i].conv);
+        vae_free_block(ctx, &dec->ups[i].res);
+        vae_free_conv(ctx, &dec->ups[i].time_conv);
+        vae_free_conv(ctx, &dec->ups[i].conv);
     }
     lv_tensor_free(ctx, &dec->head_g);
-    free_conv(ctx, &dec->head);
+    vae_free_conv(ctx, &dec->head);
     for (int i = 0; i < VAE_MAX_SLOTS; i++) lv_tensor_free(ctx, &dec->hist[i].frames);
     for (int i = 0; i < 3; i++) lv_tensor_free(ctx, &dec->work[i]);
 }

@@ -152,6 +152,7 @@ static void make_fixtures(void) {
     lv_weights_close(v);
     copy_file(LONGVK_ASSETS_DIR "/testdata/sana-video/tiny-hd32.weights.safetensors", FUZZ_DIR "/model.safetensors");
     copy_file(LONGVK_ASSETS_DIR "/testdata/wan-vae/wan-vae-tiny.weights.safetensors", FUZZ_DIR "/vae.safetensors");
+    copy_file(LONGVK_ASSETS_DIR "/testdata/wan-vae/wan-vae-tiny-full.weights.safetensors", FUZZ_DIR "/vae-full.safetensors");
     copy_file(LONGVK_ASSETS_DIR "/fixtures/pth-basic.pth", FUZZ_DIR "/ckpt.pth");
     copy_file(LONGVK_ASSETS_DIR "/testdata/gemma2/tiny.weights.safetensors", FUZZ_DIR "/gemma2.safetensors");
     copy_file(LONGVK_ASSETS_DIR "/testdata/gemma2/tokenizer.model", FUZZ_DIR "/tokenizer.model");
@@ -168,6 +169,7 @@ static void make_fixtures(void) {
     add_fixture("vae-latents", "vae-latents.npy");
     add_fixture("model", "model.safetensors");
     add_fixture("vae", "vae.safetensors");
+    add_fixture("vae-full", "vae-full.safetensors");
     add_fixture("ckpt", "ckpt.pth");
     add_fixture("gemma2", "gemma2.safetensors");
     add_fixture("tokenizer", "tokenizer.model");
@@ -324,6 +326,15 @@ static fuzz_target targets[] = {
      /* 2x2 tiles are the smallest cheap ones; an overlap must stay below them */
      .pins = {{"--tile", {"2x2", "4x4", "4x6"}}, {"--tile-overlap", {"0", "1"}}},
      .usage_runs = 11, .free_runs = 3},
+    {.argv0 = {"encode"},
+     .spec = &cmd_encode_spec,
+     .files = {{"IN", "video"}, {"--vae", "vae-full"}, {"--output", ".npy"}},
+     .samples = {{"--tile", {"4x4", "2x2", "4096x4096", "0x4", "4x", "4x4x4", "2x3"}}},
+     .base = {"IN", "", "--vae", "", "--output", "", "--width", "32", "--height", "32"},
+     /* the clip is 32 x 32: sizes up to twice that, a chunk or two of frames, small tiles */
+     .pins = {{"--width", {"32", "16", "64"}}, {"--height", {"32", "8", "48"}}, {"--frames", {"1", "5", "8"}},
+              {"--tile", {"2x2", "4x4"}}, {"--tile-overlap", {"0", "1"}}},
+     .usage_runs = 11, .free_runs = 4},
     {.argv0 = {"generate"},
      .spec = &cmd_generate_spec,
      .files = {{"--model", "model"}, {"--text-embeds", "text"}, {"--vae", "vae"}, {"--output", ".mkv"}},

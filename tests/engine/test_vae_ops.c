@@ -1,4 +1,4 @@
-/* The Wan VAE decoder kernels (engine/ops/ops_vae.c) against the double-precision C references
+/* The Wan VAE decoder and encoder kernels (engine/ops/ops_vae.c) against the double-precision C references
  * (tests/reference/ref_vae.c) on random inputs, several shapes including odd sizes (the
  * scalar channel path, partial workgroups), and contexts with a small binding limit so
  * that the row-band splitting runs.
@@ -274,6 +274,63 @@ Test(vae_ops, conv2d_rows_window) {
     ts_ctx_done(ctx);
 }
 
+/* ---- the encoder's stride-2 conv ------------------------------------------------------------ */
+
+/* lv_op_vae_conv2d_down over [T, H, W, Ci] against the reference "same" conv read at the odd
+ * positions: output (y, x) of ZeroPad2d((0, 1, 0, 1)) + stride-2 conv reads rows 2y .. 2y + 2
+ * and columns 2x .. 2x + 2, which is exactly what the padding-1 conv centred on (2y + 1,
+ * 2x + 1) reads, zeros past the last row and column included (odd H, W too). */
+static void conv2d_down_run(lv_ctx *ctx, int T, int H, int W, int Ci, int Co, uint64_t seed) {
+    size_t n_in = (size_t)T * H * W * Ci;
+    int OH = H / 2, OW = W / 2;
+    float *x = ts_rand_alloc(n_in, seed, -1, 1);
+    round_to(x, n_in);
+    float *wt = ts_rand_alloc((size_t)Co * Ci * 9, seed + 1, -1, 1);
+    round_to(wt, (size_t)Co * Ci * 9);
+    float *bias = ts_rand_alloc((size_t)Co, seed + 2, -1, 1);
+    float *wp = packed(wt, Co, Ci, 1, 3);
+    int64_t xs[4] = {T, H, W, Ci}, ws[5] = {Co, 1, 3, 3, Ci}, bs[1] = {Co}, os[4] = {T, OH, OW, Co};
+    lv_tensor tx = ts_tensor(ctx, LV_F32, 4, xs, x), tw = ts_tensor(ctx, LV_F32, 5, ws, wp);
+    lv_tensor tb = ts_tensor(ctx, LV_F32, 1, bs, bias), tout = ts_empty(ctx, 4, os);
+    cr_assert_eq(lv_op_vae_conv2d_down(ctx, &tout, &tx, &tw, &tb), LV_OK, "%s", lv_last_error());
+    float *got = ts_read(ctx, &tout);
+    size_t nf = (size_t)T * H * W * Co, n = (size_t)T * OH * OW * Co;
+    float *full = malloc(nf * sizeof *full), *want = malloc(n * sizeof *want);
+    double *fmag = malloc(nf * sizeof *fmag), *mag = malloc(n * sizeof *mag);
+    ref_vae_conv(full, fmag, x, T, H, W, Ci, wt, Co, 1, 3, bias, NULL);
+    for (int t = 0; t < T; t++)
+        for (int y = 0; y < OH; y++)
+            for (int xx = 0; xx < OW; xx++)
+                for (int o = 0; o < Co; o++) {
+                    size_t d = (((size_t)t * OH + y) * OW + xx) * Co + o;
+                    size_t s = (((size_t)t * H + 2 * y + 1) * W + 2 * xx + 1) * Co + o;
+                    want[d] = full[s];
+                    mag[d] = fmag[s];
+                }
+    char what[96];
+    snprintf(what, sizeof what, "conv2d_down T%d %dx%d Ci%d Co%d", T, H, W, Ci, Co);
+    check_conv_bound(what, got, want, mag, n, 9 * Ci + 1);
+    free(got), free(full), free(want), free(fmag), free(mag), free(x), free(wt), free(bias), free(wp);
+    lv_tensor_free(ctx, &tx), lv_tensor_free(ctx, &tw), lv_tensor_free(ctx, &tb), lv_tensor_free(ctx, &tout);
+}
+
+Test(vae_ops, conv2d_down_stride_two) {
+    lv_ctx *ctx = ts_ctx();
+    conv2d_down_run(ctx, 2, 6, 8, 8, 6, 460);
+    conv2d_down_run(ctx, 1, 5, 7, 7, 9, 470);   /* odd sizes, scalar channels */
+    conv2d_down_run(ctx, 3, 16, 10, 12, 17, 480);
+    ts_ctx_done(ctx);
+    /* 4 KiB bindings: a row of 38 pixels x 8 channels is 1216 bytes, 3 rows per band */
+    ctx = ts_ctx_with_binding(4096);
+    conv2d_down_run(ctx, 1, 18, 38, 8, 8, 490);
+    int64_t xs[4] = {1, 4, 6, 4}, ws[5] = {4, 1, 3, 3, 4}, os[4] = {1, 4, 3, 4};
+    lv_tensor tx = ts_empty(ctx, 4, xs), tw = ts_empty(ctx, 5, ws), to = ts_empty(ctx, 4, os);
+    cr_assert_eq(lv_op_vae_conv2d_down(ctx, &to, &tx, &tw, NULL), LV_ERR_INVALID); /* 4 rows, not 2 */
+    cr_assert(strstr(lv_last_error(), "H / 2"), "%s", lv_last_error());
+    lv_tensor_free(ctx, &tx), lv_tensor_free(ctx, &tw), lv_tensor_free(ctx, &to);
+    ts_ctx_done(ctx);
+}
+
 /* ---- the tensor-core path: columns and one matrix product ----------------------------------- */
 
 /* LONGVK_VAE_CONV=gemm: every convolution as its columns (vae_im2col.comp) times the packed
@@ -282,7 +339,7 @@ Test(vae_ops, conv2d_rows_window) {
  * the direct kernel's, under the same bounds (16-bit columns: inputs exactly representable
  * in them, so only the f32 sums differ): causal 3x3x3 with and without history, residual in
  * place and separate, the scalar column path (odd Ci), the 3x1x1 time_conv, the 2x upsampled
- * 2-D conv and a window of its rows. Bindings too small for one row's columns fall back to
+ * 2-D conv and a window of its rows, the encoder's stride-2 conv. Bindings too small for one row's columns fall back to
  * the direct kernel (conv3d_splits_rows_over_small_bindings passes either way). */
 static void columns_cases(lv_ctx *ctx, int p) {
     const conv3d_case cases[] = {
@@ -296,6 +353,7 @@ static void columns_cases(lv_ctx *ctx, int p) {
     time_conv_run(ctx, 3, 3, 5, 8, 1, 650 + p);
     conv2d_run(ctx, 2, 3, 5, 8, 6, 1, 660 + p);
     conv2d_rows_run(ctx, 2, 6, 5, 8, 6, 1, 3, 7, 670 + p);
+    conv2d_down_run(ctx, 2, 6, 9, 8, 6, 680 + p);
     cr_assert_not_null(ctx->scratch.alloc, "no columns were made: the direct kernel ran");
 }
 

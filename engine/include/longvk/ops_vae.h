@@ -1,4 +1,4 @@
-/* Kernels of the Wan2.1 VAE decoder (engine/ops/ops_vae.c; pipelines/wan_vae/README.md).
+/* Kernels of the Wan2.1 VAE decoder and encoder (engine/ops/ops_vae.c; pipelines/wan_vae/README.md).
  *
  * Activations are channels-last, frame-major: a video chunk is [T, H, W, C] f32, like the
  * engine's other convolutions. Convolution weights are uploaded once in a packed layout,
@@ -58,6 +58,15 @@ lv_status lv_op_vae_conv2d(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x
 lv_status lv_op_vae_conv2d_rows(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
                                 const lv_tensor *w, const lv_tensor *bias, int upsample,
                                 int64_t out_row0);
+
+/* The encoder's Resample conv (downsample2d / downsample3d's spatial part): per frame,
+ * ZeroPad2d((0, 1, 0, 1)) then a 3x3 conv with stride 2 and no other padding:
+ *   out[t, y, x, o] = bias[o] + sum_{dy, dx, i} w[o, 0, dy, dx, i] * x[t, 2y + dy, 2x + dx, i]
+ * with zeros past the frame's last row and column. x: [T, H, W, Ci] (H, W >= 2);
+ * out: [T, H / 2, W / 2, Co] (rounded down, as PyTorch's); w: packed [Co, 1, 3, 3, Ci];
+ * bias [Co] or NULL. */
+lv_status lv_op_vae_conv2d_down(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x,
+                                const lv_tensor *w, const lv_tensor *bias);
 
 /* The VAE's channel RMS norm over the last dimension, optionally followed by SiLU:
  *   y = x / max(||x||_2, 1e-12) * sqrt(C) * gamma;  out = silu ? y * sigmoid(y) : y.

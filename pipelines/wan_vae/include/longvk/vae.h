@@ -151,6 +151,70 @@ lv_status lv_vae_expected_tensors(int dim, int z, lv_vae_tensor_spec **out, int 
 typedef void (*lv_vae_tap)(void *user, const char *name, lv_ctx *ctx, const lv_tensor *t);
 void lv_vae_set_tap(lv_vae_decoder *dec, lv_vae_tap tap, void *user);
 
+/* ---- the encoder ----------------------------------------------------------------------------
+ *
+ * The causal 3-D encoder of the original (Encoder3d, then conv1 to mean and log-variance; the
+ * mean is kept, as SANA-Video's and Wan's pipelines do) on the engine: RGB frames [3, T, H, W]
+ * in [-1, 1] in, normalised latents [z, F, H/8, W/8] out, (mean - latents_mean) / latents_std
+ * per channel as WanVAE.encode does, in the diffusion model's space (what the decoder takes).
+ *
+ * Frame counts as in the original's chunking (WanVAE_.encode): frame 0 alone, then 4 frames at
+ * a time, each chunk one latent frame: T = 1 + 4k frames give F = 1 + k latent frames. Other
+ * counts use the first 1 + 4 floor((T - 1) / 4) frames and ignore the rest (up to 3), as the
+ * original does (lv_vae_encoded_frames). H and W must be multiples of 8.
+ *
+ *   lv_vae_encoder *enc;  lv_vae_encoder_create(ctx, w, &enc);   (LV_ERR_FORMAT: no encoder)
+ *   lv_vae_encode_frames(ctx, enc, rgb, T, H, W, latents);       ([z, F, H/8, W/8])
+ *   lv_vae_encoder_destroy(ctx, enc);
+ *
+ * Runs in fp32, or with the convolutions' columns in f16 / bf16 where the decoder's are
+ * (the context's precision on the tensor-core path, engine/README.md). */
+typedef struct lv_vae_encoder lv_vae_encoder;
+
+/* Reads encoder.* and conv1.* (diffusers: encoder.conv_in, down_blocks, mid_block, norm_out,
+ * conv_out and quant_conv) from the same files as the decoder; the structure comes from the
+ * tensors present. A file without them (a decoder-only file) is refused with LV_ERR_FORMAT and
+ * a message saying so. The normalisation tables as for the decoder (metadata, or Wan2.1's for
+ * z = 16; lv_vae_encoder_set_normalization else). */
+lv_status lv_vae_encoder_create(lv_ctx *ctx, const lv_weights *weights, lv_vae_encoder **out);
+void lv_vae_encoder_destroy(lv_ctx *ctx, lv_vae_encoder *enc);
+/* Latent channels z (16 for Wan2.1) and pixels per latent pixel in each direction (8). */
+int lv_vae_encoder_z_dim(const lv_vae_encoder *enc);
+int lv_vae_encoder_downscale(const lv_vae_encoder *enc);
+/* The normalisation z = (mean - m) / s, z entries each (s > 0), as lv_vae_set_normalization. */
+lv_status lv_vae_encoder_set_normalization(lv_vae_encoder *enc, const float *mean, const float *std);
+/* Latent frames T pixel frames give: 1 + (T - 1) / 4 (rounded down; 0 for T < 1). */
+int lv_vae_encoded_frames(int T);
+/* Encodes a whole video: rgb [3, T, H, W] (channel planes, values in [-1, 1]) into
+ * latents_out [z, lv_vae_encoded_frames(T), H / 8, W / 8], one chunk at a time on the device
+ * with the causal convs' history carried between chunks. Nothing is carried between calls. */
+lv_status lv_vae_encode_frames(lv_ctx *ctx, lv_vae_encoder *enc, const float *rgb, int T, int H, int W,
+                               float *latents_out);
+/* Device memory an encode of H x W frames needs (weights, history, work buffers). */
+uint64_t lv_vae_encoder_memory(const lv_vae_encoder *enc, int H, int W);
+/* Spatial tiling as for the decoder (lv_vae_tiling, in latent pixels: a tile is 8 tile_h x
+ * 8 tile_w pixels): each tile encoded over the whole video on its own, the tiles' latents
+ * blended linearly across the overlaps; device memory is that of one tile
+ * (lv_vae_encoder_tiled_memory). Near the seams the latents differ from an untiled encode
+ * (tiles do not see their neighbours; test_vae_encoder.c measures it). */
+lv_status lv_vae_encode_tiled(lv_ctx *ctx, lv_vae_encoder *enc, const float *rgb, int T, int H, int W,
+                              const lv_vae_tiling *tiling, float *latents_out);
+uint64_t lv_vae_encoder_tiled_memory(const lv_vae_encoder *enc, int H, int W, const lv_vae_tiling *tiling);
+/* Parameters of encoder.* and conv1.* as loaded. */
+uint64_t lv_vae_encoder_params(const lv_vae_encoder *enc);
+/* Test hook, as lv_vae_set_tap: "encoder.conv1", "encoder.downsamples.{i}",
+ * "encoder.middle.{0,1,2}", "encoder.head" (the head's conv output, 2z channels), per chunk. */
+void lv_vae_encoder_set_tap(lv_vae_encoder *enc, lv_vae_tap tap, void *user);
+
+/* What a VAE weight file holds, by tensor names (original or diffusers): parameters of the
+ * decoder half (conv2.* / post_quant_conv.*, decoder.*) and of the encoder half (conv1.* /
+ * quant_conv.*, encoder.*); 0 for a half that is absent. For `longvk info`. */
+typedef struct lv_vae_halves {
+    uint64_t decoder_params, encoder_params;
+    int decoder_tensors, encoder_tensors;
+} lv_vae_halves;
+void lv_vae_weights_halves(const lv_weights *w, lv_vae_halves *out);
+
 #ifdef __cplusplus
 }
 #endif
