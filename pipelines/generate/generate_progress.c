@@ -52,6 +52,7 @@ void lv_gen_report_progress(gen_run *r, lv_generate_callback progress, void *use
         .state_bytes = lv_dit_carries_state(r->dit) ? lv_dit_state_bytes(r->dit) : 0,
         .device = lv_ctx_device(r->ctx)->name,
         .frames_resumed = frames_at_start,
+        .continue_blocks = r->clip.chunks,
         .text_seconds = r->text_seconds,
         .text_encoder_memory = r->text_memory,
         .model_memory = lv_ctx_memory_peak(r->ctx)};
