@@ -206,7 +206,8 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
             if (k.read) lv_gen_keep_last_frame(r, n);
             if (k.committed) r->blocks_made++;
             LV_TRY(lv_gen_save_state(r, c + 1, r->frames_done));
-            if (progress) lv_gen_report_progress(r, progress, user, c + 1, total, burn, frames_at_start, frames_total);
+            if (progress && (k.read || c + 1 == total)) /* blocks passed over: nothing to report */
+                lv_gen_report_progress(r, progress, user, c + 1, total, burn, frames_at_start, frames_total);
             continue;
         }
         const lv_block_recipe *rec = recipe_of(r, c);
