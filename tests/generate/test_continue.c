@@ -15,6 +15,8 @@
  *   bound below); a run
  *   stopped inside the clip's blocks and resumed makes the same file; a resume with another
  *   clip is refused.
+ * - another_size: a clip of another aspect is centre-cropped (a warning says so), one at twice
+ *   the size box-averaged; the output holds the clip's own pixels.
  * - bad_input: a missing file, a file with no video, a clip shorter than a block, a latent
  *   model, a schedule: each refused before anything is written, the message naming it. */
 #include <criterion/criterion.h>
@@ -201,6 +203,55 @@ Test(continue, from_a_file_and_resumed, .timeout = 600) {
     cr_assert(strstr(lv_last_error(), "continue"), "the refusal names the clip: %s", lv_last_error());
     free(vf), free(vc), free(v1), free(v2);
     clean(clip), clean(full), clean(c1), clean(c2);
+}
+
+static void keep_warning(void *user, const char *message) {
+    snprintf(user, 1024, "%s", message);
+}
+
+/* A clip of another size: 64 x 32 (another aspect: its centre 32 x 32 is taken, said in a
+ * warning) and 64 x 64 (twice the size: each model pixel the average of 2 x 2); the
+ * continued output holds the clip's own pixels, then the new frames. */
+Test(continue, another_size, .timeout = 600) {
+    const char *wide = ts_tmp("cont_wide.mkv"), *big = ts_tmp("cont_big.mkv"), *out = ts_tmp("cont_size.mkv");
+    clean(wide), clean(big), clean(out);
+    lv_generate_options o;
+    options(&o, 4, LV_GEN_MODEL_DEFAULT);
+    o.width = 64;
+    o.output = wide;
+    cr_assert_eq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_OK, "%s", lv_last_error());
+    options(&o, 4, LV_GEN_MODEL_DEFAULT);
+    o.scale = 2;
+    o.output = big;
+    cr_assert_eq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_OK, "%s", lv_last_error());
+    char said[1024] = "";
+    options(&o, 4, LV_GEN_MODEL_DEFAULT);
+    o.output = out;
+    o.continue_path = wide;
+    cr_assert_eq(lv_generate(&o, NULL, keep_warning, said, NULL), LV_OK, "%s", lv_last_error());
+    cr_expect(strstr(said, "64x32 frames, another aspect than the model's 32x32: its centre is cropped"), "%s", said);
+    int64_t n, nw;
+    size_t fb, fw;
+    uint8_t *v = ts_decode_all(out, &n, &fb), *vw = ts_decode_all(wide, &nw, &fw);
+    cr_assert_eq(n, 8);
+    cr_assert_eq(fb, (size_t)FRAME_BYTES);
+    for (int t = 0; t < 4; t++) /* the clip's centre columns 16-47, byte for byte */
+        for (int y = 0; y < 32; y++)
+            cr_assert(memcmp(v + (size_t)t * FRAME_BYTES + y * 96, vw + (size_t)t * fw + (y * 64 + 16) * 3, 96) == 0,
+                      "frame %d row %d: not the clip's centre", t, y);
+    free(v), free(vw);
+    clean(out);
+    said[0] = 0;
+    o.continue_path = big;
+    o.scale = 2;
+    cr_assert_eq(lv_generate(&o, NULL, keep_warning, said, NULL), LV_OK, "%s", lv_last_error());
+    cr_expect(said[0] == 0, "no warning for a clip at the output's size: %s", said);
+    uint8_t *vb = ts_decode_all(big, &nw, &fw);
+    v = ts_decode_all(out, &n, &fb);
+    cr_assert_eq(n, 8);
+    cr_assert(memcmp(v, vb, 4 * fw) == 0, "--scale 2: the clip's own pixels, not the model's upscaled");
+    free(v), free(vb);
+    clean(wide), clean(big), clean(out);
 }
 
 /* lv_generate_check refuses o as a bad value, its message holding `want`. */
