@@ -204,10 +204,10 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
             if (k.written && r->root && lv_gen_writes_video(r) && !r->enc) LV_TRY(lv_gen_open_video(r, 0, &r->enc));
             if (k.read) LV_TRY(lv_gen_continue_block(r, &k));
             if (k.read) lv_gen_keep_last_frame(r, n);
-            if (k.committed) r->blocks_made++;
+            if (k.committed) r->blocks_made++, r->work_done += 1; /* one pass */
+            if (!k.read && c + 1 < total) continue; /* passed over: nothing to save or report */
             LV_TRY(lv_gen_save_state(r, c + 1, r->frames_done));
-            if (progress && (k.read || c + 1 == total)) /* blocks passed over: nothing to report */
-                lv_gen_report_progress(r, progress, user, c + 1, total, burn, frames_at_start, frames_total);
+            if (progress) lv_gen_report_progress(r, progress, user, c + 1, total, burn, frames_at_start, frames_total);
             continue;
         }
         const lv_block_recipe *rec = recipe_of(r, c);

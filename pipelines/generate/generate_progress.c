@@ -15,9 +15,15 @@ double lv_gen_recipe_work(const gen_run *r, const lv_block_recipe *rec) {
 
 /* Passes of blocks [from, to). */
 static double work_of(const gen_run *r, int from, int to) {
-    if (from >= to) return 0;
+    /* a continued clip's blocks: one write pass each where committed; a burn-in passed over: none */
+    double clip = 0;
+    for (int pre = r->clip.frames ? r->o.burn_in_blocks + r->clip.chunks : 0; from < to && from < pre; from++) {
+        gen_chunk k = lv_gen_chunk(r, from);
+        clip += k.made ? lv_gen_recipe_work(r, from == 0 ? &r->first : &r->later) : k.committed;
+    }
+    if (from >= to) return clip;
     int firsts = !lv_dit_carries_state(r->dit) ? to - from : from == 0;
-    return firsts * lv_gen_recipe_work(r, &r->first) + (to - from - firsts) * lv_gen_recipe_work(r, &r->later);
+    return clip + firsts * lv_gen_recipe_work(r, &r->first) + (to - from - firsts) * lv_gen_recipe_work(r, &r->later);
 }
 
 /* lv_chunk_options.step_done: the end of the first step this run makes is the end of the

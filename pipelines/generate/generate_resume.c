@@ -84,6 +84,9 @@ lv_status lv_gen_interrupted(const gen_run *r, int next) {
     if (!r->o.output) /* frames to a sink alone */
         return lv_error(LV_ERR_INTERRUPTED, "interrupted after block %d of %d: %lld of %lld frames made", next, total,
                         (long long)r->frames_done, (long long)r->frames_total);
+    if (r->frames_done == 0 && next > r->o.burn_in_blocks) /* a continued clip's blocks, --continue-output new */
+        return lv_error(LV_ERR_INTERRUPTED, "interrupted after block %d of %d, committing the clip: no frame is "
+                        "written yet, %s holds the blocks done", next, total, r->state_path);
     if (r->frames_done == 0)
         return lv_error(LV_ERR_INTERRUPTED, "interrupted in the burn-in after block %d of %d (%d made and dropped "
                         "before the first written frame): no frame is written yet, %s holds the blocks made",
