@@ -52,6 +52,7 @@ static const cli_choice sampler_aliases[] = {{"dpmpp2m", LV_GEN_DPMPP_2M}, {0}};
 static const cli_choice on_off[] = {{"on", 1}, {"off", 0}, {0}};
 static const cli_choice all_blocks[] = {{"all", LV_CACHED_ALL}, {0}};
 static const cli_choice on_switch_choices[] = {{"keep", LV_GEN_SWITCH_KEEP}, {"recache", LV_GEN_SWITCH_RECACHE}, {0}};
+static const cli_choice continue_outputs[] = {{"whole", LV_GEN_CONTINUE_WHOLE}, {"new", LV_GEN_CONTINUE_NEW}, {0}};
 
 /* --prompt-at TIME=TEXT, repeatable: an entry of the schedule (its time checked by the
  * library against the video's length) */
@@ -185,6 +186,17 @@ static cli_option options[] = {
      .def = "the codec's, 18 for libx264", .help = "quality"},
     {.name = "--preset", .kind = CLI_STRING, .dest = &args.o.encoder.preset, .metavar = "NAME",
      .def = "medium for libx264", .help = "encoder preset"},
+    {.name = "--continue", .kind = CLI_INPUT, .dest = &args.o.continue_path, .metavar = "VIDEO",
+     .help = "continue this clip: its frames are brought into the model's space (centre-cropped to the model's "
+             "aspect, box-averaged to its size) and committed block by block to the carried state (the last "
+             "--cached-blocks + 1 blocks; every block, and the burn-in before them, with --cached-blocks all), "
+             "then --seconds / --frames of new frames follow as an uninterrupted run would make them (noise, "
+             "positions, warm start). The prompt may differ from the clip's. The default model (pixel space) "
+             "only: a latent model needs the VAE's encoder"},
+    {.name = "--continue-output", .kind = CLI_CHOICE, .dest = &args.o.continue_output, .choices = continue_outputs,
+     .metavar = "whole|new", .def = "whole",
+     .help = "with --continue: whole writes the clip's frames, then the new ones (the clip made longer, and a clip "
+             "to continue again; the clip re-encoded with --codec); new writes the new frames only"},
     {.name = "--resume", .kind = CLI_FLAG, .dest = &args.resume,
      .help = "continue an interrupted run (same options) from OUT.longvk-state"},
     {.name = "--overwrite", .kind = CLI_FLAG, .dest = &args.overwrite,
@@ -281,10 +293,10 @@ const cli_spec cmd_generate_spec = {
  * an input folder holds) and the outputs. `state`: beside the output's target. */
 static int check_state_file(const lv_generate_options *o, const char *state) {
     const char *files[] = {o->model_path, o->text_embeds_path, o->vae_path, o->output, o->text_encoder_path,
-                           o->tokenizer_path, o->text_embeds_out, o->image_path};
+                           o->tokenizer_path, o->text_embeds_out, o->image_path, o->continue_path};
     const char *names[] = {"--model", "--text-embeds", "--vae", "--output", "--text-encoder", "--tokenizer",
-                           "--save-text-embeds", "--image"};
-    for (int i = 0; i < 8; i++)
+                           "--save-text-embeds", "--image", "--continue"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         if (files[i] && cli_same_file(state, files[i])) {
             cli_usage_error("generate", "the resume state %s and %s name the same file ('%s'): refusing to "
                             "overwrite it", state, names[i], files[i]);
@@ -420,7 +432,9 @@ static void on_progress(void *user, const lv_generate_progress *p) {
     st->last_decile = decile;
     st->last_line = p->seconds;
     int eta = (int)lround(p->eta_seconds);
-    const char *what = p->block <= p->burn_in_blocks ? "burn-in block" : "block";
+    const char *what = p->block <= p->burn_in_blocks                      ? "burn-in block"
+                       : p->block <= p->burn_in_blocks + p->continue_blocks ? "clip block"
+                                                                            : "block";
     st->last_len = fprintf(stderr, "%s%s %d/%d  frames %lld/%lld  %.1f frames/s  ETA %d:%02d  state memory %.1f KiB%s",
                            st->tty ? "\r" : "", what, p->block, p->blocks, (long long)p->frames_done,
                            (long long)p->frames_total, p->frames_per_second, eta / 60, eta % 60,
@@ -448,6 +462,11 @@ int cmd_generate(int argc, char **argv) {
     o.resume = args.resume;
     o.motion_score = cli_given(&cmd_generate_spec, "--motion-score") ? args.motion_score : LV_GEN_MODEL_DEFAULT;
     if (args.resume && args.overwrite) return cli_usage_error("generate", "--resume and --overwrite: one or the other");
+    if (cli_given(&cmd_generate_spec, "--continue-output") && !o.continue_path)
+        return cli_usage_error("generate", "--continue-output is for --continue VIDEO");
+    if (o.continue_path && (args.sequence_parallel || args.cfg_parallel))
+        return cli_usage_error("generate", "--continue: one process only, not with %s",
+                               args.sequence_parallel ? "--sequence-parallel" : "--cfg-parallel");
     /* the output as it will be written: a link's target; a write-protected file is refused
      * (exit 1, as `decode` refuses it), a device or FIFO too (exit 2, see lv_generate: the
      * video is renamed into place and its resume state kept beside it) */

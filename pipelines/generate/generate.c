@@ -61,6 +61,7 @@ static void run_free(gen_run *r) {
     free(r->texts_mask);
     free(r->hist);
     free(r->cond);
+    lv_gen_continue_free(r);
 }
 
 /* Tokens a frame of the model's grid makes. */
@@ -111,8 +112,10 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
     LV_TRY(lv_gen_resolve_schedule(r));
     LV_TRY(lv_gen_prepare_text(r, warn, user));
     LV_TRY(lv_gen_prepare_image(r, warn, user)); /* before anything is written: a bad image writes nothing */
-    int burn = o->burn_in_blocks, total = burn + r->chunks;
+    lv_gen_continue_warn(r, warn, user);
+    int burn = o->burn_in_blocks, total = lv_gen_total_chunks(r);
     r->frames_total = r->m.card.pixel || !o->vae_path ? r->units : 1 + 4 * (int64_t)(r->units - 1);
+    if (o->continue_output == LV_GEN_CONTINUE_WHOLE) r->frames_total += r->clip.frames; /* pixel models only */
     r->frame_values = (int64_t)cfg->in_channels * r->grid_h * r->grid_w;
     if (!(r->last_frame = calloc((size_t)r->frame_values, sizeof *r->last_frame)))
         return lv_error(LV_ERR_NOMEM, "out of host memory");
@@ -151,6 +154,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
     int first_chunk = 0;
     if (o->resume) LV_TRY(lv_gen_load_resume(r, &first_chunk));
     LV_TRY(lv_gen_alloc_buffers(r));
+    LV_TRY(lv_gen_continue_open(r, first_chunk));
     if (r->root && lv_gen_writes_video(r) && o->resume) {
         if (r->frames_done > 0) LV_TRY(lv_gen_open_video(r, r->frames_done, &r->enc)); /* checks the old video */
         else LV_TRY(lv_gen_probe_output(r));
@@ -181,9 +185,10 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         return LV_OK;
     }
     /* Chunks 0 .. burn-1 are the burn-in: made and committed to the carried state like the
-     * others, then dropped. Chunk c's noise stream is c, its position in the video (RoPE)
-     * counts every frame made, the burn-in's too. A stop is honoured after any block. */
-    int64_t done_units = r->frames_done;
+     * others, then dropped. A clip being continued comes next, its blocks committed (not
+     * made), then the new blocks. Chunk c's noise stream is c, its position in the video
+     * (RoPE) counts every frame before it, the burn-in's and the clip's too (lv_gen_chunk).
+     * A stop is honoured after any block. */
     for (int c = first_chunk; c < total; c++) {
         /* every process stops after the same block: a stop reaching any of them counts */
         int stop_now = stop && *stop;
@@ -200,9 +205,19 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
             lv_gen_schedule_report(r, started, &sp);
             progress(user, &sp);
         }
+        const gen_chunk k = lv_gen_chunk(r, c);
         bool shown = c >= burn;
-        int n = shown ? lv_generate_chunk_frames(r->units, o->block_frames, c - burn) : o->block_frames;
-        int position = shown ? (int)((int64_t)burn * o->block_frames + done_units) : c * o->block_frames;
+        int n = k.frames, position = k.position;
+        if (k.kind == GEN_CHUNK_CLIP || !k.made) { /* a clip's block, or a burn-in the state cannot hold */
+            if (k.written && r->root && lv_gen_writes_video(r) && !r->enc) LV_TRY(lv_gen_open_video(r, 0, &r->enc));
+            if (k.read) LV_TRY(lv_gen_continue_block(r, &k));
+            if (k.read) lv_gen_keep_last_frame(r, n);
+            if (k.committed) r->blocks_made++, r->work_done += 1; /* one pass */
+            if (!k.read && c + 1 < total) continue; /* passed over: nothing to save or report */
+            LV_TRY(lv_gen_save_state(r, c + 1, r->frames_done));
+            if (progress) lv_gen_report_progress(r, progress, user, c + 1, total, burn, frames_at_start, frames_total);
+            continue;
+        }
         const lv_block_recipe *rec = lv_gen_recipe_of(r, c);
         lv_chunk_stage stage = LV_CHUNK_STAGE_NONE;
         lv_chunk_options chunk_opt = {.timesteps = rec->timesteps, .steps = rec->steps, .seed = o->seed,
@@ -229,10 +244,9 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         lv_gen_keep_last_frame(r, n);
         if (shown) {
             if (r->root && lv_gen_writes_video(r) && !r->enc) LV_TRY(lv_gen_open_video(r, 0, &r->enc));
-            LV_TRY(lv_gen_emit_chunk(r, (int)done_units, n));
-            done_units += n;
+            LV_TRY(lv_gen_emit_chunk(r, k.first, n));
         }
-        LV_TRY(lv_gen_save_state(r, c + 1, done_units));
+        LV_TRY(lv_gen_save_state(r, c + 1, r->frames_done));
         if (progress) lv_gen_report_progress(r, progress, user, c + 1, total, burn, frames_at_start, frames_total);
     }
     LV_TRY(lv_gen_schedule_write(r));

@@ -50,6 +50,9 @@ static lv_status frames_to_cond_of(const gen_run *r, gen_frames_to_cond *out) {
  * opened or written (lv_gen_resolve_options). */
 lv_status lv_gen_image_check(const gen_run *r, const lv_generate_options *in) {
     if (!r->o.image_path) return LV_OK;
+    if (in->continue_path || in->continue_frames)
+        return lv_error(LV_ERR_INVALID, "--image and --continue: one or the other (both say what the video starts "
+                        "from: a picture as its frame 0, or a clip it goes on from)");
     gen_frames_to_cond step;
     LV_TRY(frames_to_cond_of(r, &step));
     if (in->burn_in_blocks != LV_GEN_MODEL_DEFAULT && in->burn_in_blocks > 0)

@@ -36,17 +36,18 @@ typedef struct lv_gen_resume {
  * space), which a warm-started chunk starts from. The file does not depend on how many
  * sequence-parallel bands made the state (the state is whole). */
 lv_status lv_gen_resume_save(const char *path, const lv_generate_options *o, const lv_gen_model *m,
-                             int chunks_done, int64_t frames_done, const float *state, int64_t state_count,
+                             const char *input, int chunks_done, int64_t frames_done, const float *state, int64_t state_count,
                              const float *last_frame, int64_t frame_values, const float *recent,
                              int64_t recent_count);
-/* recent [recent_count] (NULL: none, the file as before): with --on-switch recache the last
+/* input: what the run continues (a clip's CRC-32; "" or NULL: nothing), part of the run's
+ * identity. recent [recent_count] (NULL: none, the file as before): with --on-switch recache the last
  * blocks kept (gen_run.hist), a third tensor "recent_blocks" the checksum covers. */
 /* Read it back, checking that it belongs to the same run (model, prompt, seed, sizes,
  * schedule): the position, the carried state into *state (malloc'd; NULL and 0 when no
  * block was made), for lv_dit_state_load, and last_frame [frame_values]. Host only: one
  * process reads it and hands it to the others. */
 lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, const lv_gen_model *m,
-                             lv_gen_resume *out, float **state, int64_t *state_count, float *last_frame,
+                             const char *input, lv_gen_resume *out, float **state, int64_t *state_count, float *last_frame,
                              int64_t frame_values, float *recent, int64_t recent_count);
 
 /* The schedule as the resume file records it (NULL: none; malloc'd). */

@@ -158,6 +158,7 @@ lv_status lv_gen_resolve_options(const lv_generate_options *in, gen_run *r) {
         if (o->shift <= 0) o->shift = 8.0;
         if (o->cfg_scale < 0) o->cfg_scale = 6.0;
         if (o->resume) return lv_error(LV_ERR_UNSUPPORTED, "--resume works with block-wise generation only");
+        if (o->continue_path || o->continue_frames) return lv_gen_resolve_continue(r); /* refused */
         o->block_frames = r->units; /* one chunk */
         r->chunks = 1;
         r->uncond = o->cfg_scale != 1.0;
@@ -195,7 +196,7 @@ lv_status lv_gen_resolve_options(const lv_generate_options *in, gen_run *r) {
                             "give an output ending in .npy, or a VAE with --vae%s",
                             o->output ? "" : " (a frame sink needs frames)");
     }
-    return LV_OK;
+    return lv_gen_resolve_continue(r);
 }
 
 int lv_generate_auto_cpu_threads(int64_t tokens_per_block, int hidden) {

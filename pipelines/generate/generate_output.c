@@ -94,6 +94,8 @@ lv_status lv_gen_alloc_buffers(gen_run *r) {
     const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
     int shown = lv_generate_chunk_frames(r->units, r->o.block_frames, 0);
     int maxf = r->o.burn_in_blocks > 0 && r->o.block_frames > shown ? r->o.block_frames : shown;
+    int clip = r->clip.frames ? lv_generate_chunk_frames(r->clip.frames, r->o.block_frames, 0) : 0;
+    if (clip > maxf) maxf = clip; /* a continued clip's first block */
     size_t chunk = (size_t)cfg->in_channels * maxf * r->grid_h * r->grid_w;
     r->x0 = malloc(chunk * sizeof *r->x0);
     if (!r->x0) return lv_error(LV_ERR_NOMEM, "out of host memory for a block of %d frames", maxf);

@@ -15,12 +15,18 @@ double lv_gen_recipe_work(const gen_run *r, const lv_block_recipe *rec) {
 
 /* Passes of blocks [from, to). */
 static double work_of(const gen_run *r, int from, int to) {
-    if (from >= to) return 0;
+    /* a continued clip's blocks: one write pass each where committed; a burn-in passed over: none */
+    double clip = 0;
+    for (int pre = r->clip.frames ? r->o.burn_in_blocks + r->clip.chunks : 0; from < to && from < pre; from++) {
+        gen_chunk k = lv_gen_chunk(r, from);
+        clip += k.made ? lv_gen_recipe_work(r, from == 0 ? &r->first : &r->later) : k.committed;
+    }
+    if (from >= to) return clip;
     /* the first recipe: block 0 (with --image it continues the picture instead), or every
      * block when no state is carried (lv_gen_recipe_of) */
     int firsts = !lv_dit_carries_state(r->dit) ? to - from : from == 0;
     if (from == 0 && r->cond) firsts--;
-    return firsts * lv_gen_recipe_work(r, &r->first) + (to - from - firsts) * lv_gen_recipe_work(r, &r->later);
+    return clip + firsts * lv_gen_recipe_work(r, &r->first) + (to - from - firsts) * lv_gen_recipe_work(r, &r->later);
 }
 
 /* lv_chunk_options.step_done: the end of the first step this run makes is the end of the
@@ -55,6 +61,7 @@ void lv_gen_report_progress(gen_run *r, lv_generate_callback progress, void *use
         .state_bytes = lv_dit_carries_state(r->dit) ? lv_dit_state_bytes(r->dit) : 0,
         .device = lv_ctx_device(r->ctx)->name,
         .frames_resumed = frames_at_start,
+        .continue_blocks = r->clip.chunks,
         .text_seconds = r->text_seconds,
         .text_encoder_memory = r->text_memory,
         .model_memory = lv_ctx_memory_peak(r->ctx)};

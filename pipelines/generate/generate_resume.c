@@ -15,20 +15,16 @@ lv_status lv_gen_save_state(gen_run *r, int chunks_done, int64_t frames_done) {
     int64_t count = 0;
     if (chunks_done) LV_TRY(lv_dit_state_save(r->ctx, r->dit, &state, &count)); /* 0: before the first block */
     lv_status s = !r->root ? LV_OK
-                           : lv_gen_resume_save(r->state_path, &r->o, &r->m, chunks_done, frames_done, state, count,
+                           : lv_gen_resume_save(r->state_path, &r->o, &r->m, r->clip.identity, chunks_done,
+                                                frames_done, state, count,
                                                 r->last_frame, r->frame_values, r->hist,
                                                 r->hist ? (int64_t)r->hist_slots * r->hist_stride : 0);
     free(state);
     return s;
 }
 
-/* Frames written once `chunks_done` chunks (burn-in included) are made. */
-static int64_t frames_after(const gen_run *r, int chunks_done) {
-    int64_t f = 0;
-    for (int k = 0; k < chunks_done - r->o.burn_in_blocks; k++)
-        f += lv_generate_chunk_frames(r->units, r->o.block_frames, k);
-    return f;
-}
+/* Frames written once `chunks_done` chunks (burn-in and a clip included) are done. */
+static int64_t frames_after(const gen_run *r, int chunks_done) { return lv_gen_frames_after(r, chunks_done); }
 
 /* Sequence parallelism over processes: the writing process reads the resume file (the
  * others may not see its folder: cluster nodes need not share the output's) and hands it
@@ -56,16 +52,18 @@ lv_status lv_gen_load_resume(gen_run *r, int *first_chunk) {
     int64_t count = 0;
     lv_status s = LV_OK;
     if (r->root)
-        s = lv_gen_resume_read(r->state_path, &r->o, &r->m, &resume, &state, &count, r->last_frame, r->frame_values,
+        s = lv_gen_resume_read(r->state_path, &r->o, &r->m, r->clip.identity, &resume, &state, &count, r->last_frame, r->frame_values,
                                r->hist, r->hist ? (int64_t)r->hist_slots * r->hist_stride : 0);
     if (lv_gen_several(r)) s = share_resume(r, s, &resume, &state, &count);
-    if (s == LV_OK && resume.chunks_done > 0) {
-        s = lv_dit_state_load(r->ctx, r->dit, state, count, resume.chunks_done, lv_gen_frame_tokens(r));
+    int total = lv_gen_total_chunks(r);
+    if (s == LV_OK && resume.chunks_done > 0 && resume.chunks_done <= total) {
+        /* the blocks the state holds: a continued clip's first blocks and burn-in are not committed */
+        s = lv_dit_state_load(r->ctx, r->dit, state, count, lv_gen_committed_after(r, resume.chunks_done),
+                              lv_gen_frame_tokens(r));
         if (s != LV_OK) lv_error_prefix(s, "%s", r->state_path);
     }
     free(state);
     LV_TRY(s);
-    int total = r->o.burn_in_blocks + r->chunks;
     if (resume.chunks_done < 0 || resume.chunks_done > total || resume.frames_done != frames_after(r, resume.chunks_done))
         return lv_error(LV_ERR_FORMAT, "%s: %d blocks made and %lld frames written do not fit this run (%d blocks, "
                         "%lld frames after %d)", r->state_path, resume.chunks_done, (long long)resume.frames_done,
@@ -80,12 +78,15 @@ lv_status lv_gen_load_resume(gen_run *r, int *first_chunk) {
 /* Stopped on request before block `next` (0-based): the resume file already holds the
  * blocks made. */
 lv_status lv_gen_interrupted(const gen_run *r, int next) {
-    int total = r->o.burn_in_blocks + r->chunks;
+    int total = lv_gen_total_chunks(r);
     if (next == 0)
         return lv_error(LV_ERR_INTERRUPTED, "interrupted before the first block: nothing is made yet");
     if (!r->o.output) /* frames to a sink alone */
         return lv_error(LV_ERR_INTERRUPTED, "interrupted after block %d of %d: %lld of %lld frames made", next, total,
                         (long long)r->frames_done, (long long)r->frames_total);
+    if (r->frames_done == 0 && next > r->o.burn_in_blocks) /* a continued clip's blocks, --continue-output new */
+        return lv_error(LV_ERR_INTERRUPTED, "interrupted after block %d of %d, committing the clip: no frame is "
+                        "written yet, %s holds the blocks done", next, total, r->state_path);
     if (r->frames_done == 0)
         return lv_error(LV_ERR_INTERRUPTED, "interrupted in the burn-in after block %d of %d (%d made and dropped "
                         "before the first written frame): no frame is written yet, %s holds the blocks made",

@@ -6,8 +6,9 @@
  *   generate_output.c   frames to the encoder / frame sink / .npy, the video file's life
  *   generate_resume.c   the resume file: written after every block, read by --resume; interruption
  *   generate_progress.c progress reports and the ETA
- *   generate_schedule.c a prompt schedule: its times to blocks, its texts, each block's
- *   generate_image.c    --image: the picture the video starts from, to the first chunk's frame 0 */
+ *   generate_schedule.c a prompt schedule: its times to blocks, its texts, each block's switch
+ *   generate_image.c    --image: the picture the video starts from, to the first chunk's frame 0
+ *   generate_continue.c continuing a clip: its frames into the model's space, committed */
 #ifndef LONGVK_GENERATE_RUN_H
 #define LONGVK_GENERATE_RUN_H
 
@@ -27,6 +28,34 @@ typedef struct gen_switch {
     int text;            /* its rows in texts_y / texts_mask (the same for the same texts) */
     const char *prompt, *negative; /* borrowed from the options */
 } gen_switch;
+
+/* Continuing a clip (generate_continue.c): the clip's blocks and what is read of it. */
+typedef struct gen_clip {
+    int frames;              /* model frames of the clip (0: no clip) */
+    int chunks;              /* its blocks, cut as a run of that many frames cuts them */
+    int commit_from;         /* the first of them committed (the state holds the later ones) */
+    lv_decoder *dec;         /* the video being read (NULL: frames from memory) */
+    int64_t next_frame;      /* the decoder's next frame */
+    int in_w, in_h;          /* the video's frame size, and the centred crop of the model's aspect */
+    int crop_x, crop_y, crop_w, crop_h;
+    uint8_t *rgb;            /* one decoded frame */
+    float *out;              /* a block at the output's size, for --continue-output whole */
+    char identity[160];      /* the clip in the run's identity (its CRC-32; resume) */
+} gen_clip;
+
+/* A chunk of the run (burn-in included), as lv_gen_chunk describes it. */
+typedef enum gen_chunk_kind { GEN_CHUNK_BURN_IN, GEN_CHUNK_CLIP, GEN_CHUNK_NEW } gen_chunk_kind;
+typedef struct gen_chunk {
+    gen_chunk_kind kind;
+    int index;               /* among its kind */
+    int frames;
+    int first;               /* its first frame among its kind's (clip or new frames) */
+    int position;            /* RoPE frame offset: the frames an uninterrupted run made before it */
+    bool made;               /* denoised by the sampler (a burn-in or new block) */
+    bool committed;          /* added to the carried state (made, or a clip block the state holds) */
+    bool read;               /* a clip block whose frames are read */
+    bool written;            /* its frames go to the output */
+} gen_chunk;
 
 /* One generation: the resolved options and everything it holds. */
 typedef struct gen_run {
@@ -82,6 +111,7 @@ typedef struct gen_run {
      * [C, cond_frames, grid_h, grid_w]; NULL / 0: none */
     float *cond;
     int cond_frames;
+    gen_clip clip;           /* continuing a clip (none: clip.frames 0) */
 } gen_run;
 
 #define LV_GEN_HIST_HEAD 3
@@ -153,6 +183,23 @@ lv_status lv_gen_image_check(const gen_run *r, const lv_generate_options *in);
 lv_status lv_gen_prepare_image(gen_run *r, void (*warn)(void *, const char *), void *user);
 /* The last conditioning frame into r->last_frame: a warm-started first block starts from it. */
 void lv_gen_keep_cond_frame(gen_run *r);
+/* generate_continue.c */
+/* The clip against the run (after the options are resolved): read, counted, checked. */
+lv_status lv_gen_resolve_continue(gen_run *r);
+/* What the run says about the clip before its first block (its size policy, its fps). */
+void lv_gen_continue_warn(const gen_run *r, void (*warn)(void *, const char *), void *user);
+/* Chunks of the run, burn-in and clip included; chunk c of them. */
+int lv_gen_total_chunks(const gen_run *r);
+gen_chunk lv_gen_chunk(const gen_run *r, int c);
+/* Frames written, and blocks committed to the state, once `chunks_done` chunks are done. */
+int64_t lv_gen_frames_after(const gen_run *r, int chunks_done);
+int lv_gen_committed_after(const gen_run *r, int chunks_done);
+/* Opens the clip for a run starting at chunk first_chunk (resumed or not). */
+lv_status lv_gen_continue_open(gen_run *r, int first_chunk);
+/* A clip chunk: its frames into r->x0 (model space), committed when k->committed, and to
+ * the output when k->written. */
+lv_status lv_gen_continue_block(gen_run *r, const gen_chunk *k);
+void lv_gen_continue_free(gen_run *r);
 
 /* generate_progress.c */
 double lv_gen_recipe_work(const gen_run *r, const lv_block_recipe *rec);

@@ -20,7 +20,7 @@
 #include "longvk/weights.h"
 
 /* The settings a resumed run must share with the interrupted one. */
-static cJSON *run_identity(const lv_generate_options *o, const lv_gen_model *m) {
+static cJSON *run_identity(const lv_generate_options *o, const lv_gen_model *m, const char *input) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "model", m->name);
     cJSON_AddNumberToObject(j, "model_parameters", (double)lv_sana_file_param_count(m->file));
@@ -47,6 +47,11 @@ static cJSON *run_identity(const lv_generate_options *o, const lv_gen_model *m) 
     char *image = lv_gen_image_identity(o);
     if (image) cJSON_AddStringToObject(j, "image", image);
     free(image);
+    /* only when continuing a clip: the clip (its CRC-32) and what the output holds */
+    if (input && *input) {
+        cJSON_AddStringToObject(j, "continue", input);
+        cJSON_AddNumberToObject(j, "continue_output", o->continue_output);
+    }
     return j;
 }
 
@@ -83,13 +88,13 @@ static uint32_t state_checksum(const char *run, const char *position, const lv_w
 }
 
 lv_status lv_gen_resume_save(const char *path, const lv_generate_options *o, const lv_gen_model *m,
-                             int chunks_done, int64_t frames_done, const float *state, int64_t state_count,
+                             const char *input, int chunks_done, int64_t frames_done, const float *state, int64_t state_count,
                              const float *last_frame, int64_t frame_values, const float *recent,
                              int64_t recent_count) {
     if (chunks_done != 0 && !state)
         return lv_error(LV_ERR_INVALID, "lv_gen_resume_save: no carried state after %d blocks", chunks_done);
     if (chunks_done == 0) state_count = 0; /* before the first block: nothing carried */
-    cJSON *id = run_identity(o, m);
+    cJSON *id = run_identity(o, m, input);
     char *run = cJSON_PrintUnformatted(id);
     cJSON_Delete(id);
     char pos[128];
@@ -112,7 +117,7 @@ lv_status lv_gen_resume_save(const char *path, const lv_generate_options *o, con
 }
 
 lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, const lv_gen_model *m,
-                             lv_gen_resume *out, float **state, int64_t *state_count, float *last_frame,
+                             const char *input, lv_gen_resume *out, float **state, int64_t *state_count, float *last_frame,
                              int64_t frame_values, float *recent, int64_t recent_count) {
     *state = NULL;
     *state_count = 0;
@@ -124,7 +129,7 @@ lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, con
     const char *checksum = lv_weights_metadata(w, "checksum");
     const lv_weight *t = lv_weights_find(w, "carried_state"), *lf = lv_weights_find(w, "last_frame");
     const lv_weight *rb = lv_weights_find(w, "recent_blocks");
-    cJSON *want = run_identity(o, m), *got = run ? cJSON_Parse(run) : NULL, *p = pos ? cJSON_Parse(pos) : NULL;
+    cJSON *want = run_identity(o, m, input), *got = run ? cJSON_Parse(run) : NULL, *p = pos ? cJSON_Parse(pos) : NULL;
     uint32_t stored = 0, actual = 0;
     char tail = 0;
     if (!run || !pos || !t || !lf) {

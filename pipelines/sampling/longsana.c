@@ -193,3 +193,23 @@ lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *op
     free(ts);
     return s;
 }
+
+lv_status lv_longsana_commit(lv_ctx *ctx, lv_dit *dit, lv_dit_twin *twin, int frame_offset, int frames,
+                             int height, int width, const float *x0) {
+    if (!ctx || !dit || !x0)
+        return lv_error(LV_ERR_INVALID, "lv_longsana_commit: %s is NULL", !ctx ? "the context" : !dit ? "the dit" : "x0");
+    if (frame_offset < 0 || frames < 1 || height < 1 || width < 1 ||
+        (int64_t)frames * height * width > ((int64_t)1 << 31) / 64)
+        return lv_error(LV_ERR_INVALID, "lv_longsana_commit: %d frames of %dx%d at frame %d", frames, width, height,
+                        frame_offset);
+    if (!lv_dit_carries_state(dit)) return LV_OK;
+    float *ts = calloc((size_t)frames, sizeof *ts); /* t = 0 for every frame */
+    if (!ts) return lv_error(LV_ERR_NOMEM, "out of host memory");
+    lv_dit_pass pass = {.x = x0, .frames = frames, .height = height, .width = width, .timesteps = ts,
+                        .frame_offset = frame_offset, .text_slot = 0, .commit = true};
+    bool twin_failed;
+    lv_status s = forward_beside(ctx, dit, twin, &pass, NULL, twin ? &pass : NULL, NULL, &twin_failed);
+    if (s != LV_OK) lv_error_prefix(s, "the write pass%s", twin_failed ? " (on the CFG twin)" : "");
+    free(ts);
+    return s;
+}

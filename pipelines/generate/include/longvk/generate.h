@@ -229,7 +229,29 @@ typedef struct lv_generate_options {
      * latent model needs the VAE encoder). The resume file records the file's CRC-32. NULL:
      * none. */
     const char *image_path;
+    /* Continuing a clip (pipelines/generate/README.md, "Continuing a clip"): its frames are
+     * brought into the model's space and committed block by block through the write pass
+     * (t = 0) at the positions an uninterrupted run gives them, then `frames` (or `seconds`)
+     * new frames follow, their noise and RoPE positions those of an uninterrupted run. Only
+     * the blocks the state can still hold are committed: the last cached_blocks + 1 (the
+     * first of them primes the conv cache), every one (and the burn-in before them) with
+     * LV_CACHED_ALL; none without a carried state (the last frame still warm-starts).
+     * Either a video file (continue_path; pixel-space models: its frames centre-cropped to
+     * the model's aspect, box-averaged to its size, x = byte / 127.5 - 1) or the frames in
+     * model space (continue_frames [C, continue_count, H, W], as x0 chunks and the frame sink
+     * at scale 1 hold them). Latent models need the VAE's encoder: refused for now.
+     * Block-wise generation on one process (sp_bands allowed), no schedule. */
+    const char *continue_path;
+    const float *continue_frames;
+    int continue_count;
+    int continue_output;          /* lv_gen_continue_output: what the output holds */
 } lv_generate_options;
+
+typedef enum lv_gen_continue_output {
+    LV_GEN_CONTINUE_WHOLE = 0,    /* the clip's frames, then the new ones: the clip made longer,
+                                     itself a clip to continue again */
+    LV_GEN_CONTINUE_NEW = 1       /* the new frames only (nothing of the clip re-encoded) */
+} lv_gen_continue_output;
 
 /* One entry of a prompt schedule. time: "12.5" (seconds), "mm:ss" or "mm:ss.s", or "NNf"
  * (frames); the entry takes effect at the first frame of the block that holds it. */
@@ -308,6 +330,9 @@ typedef struct lv_generate_progress {
     int64_t switch_frame, switch_frame_asked, switch_transition_frames;
     double switch_seconds;        /* switch_frame / fps */
     const char *switch_prompt;
+    /* Continuing a clip: blocks burn_in_blocks + 1 .. burn_in_blocks + continue_blocks are the
+     * clip's (read, and committed when the state can hold them; not denoised) */
+    int continue_blocks;
 } lv_generate_progress;
 
 typedef void (*lv_generate_callback)(void *user, const lv_generate_progress *p);

@@ -135,6 +135,13 @@ lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *op
                             int64_t chunk_index, int frame_offset, int frames, int height,
                             int width, float *x0);
 
+/* The write pass alone: a clean chunk x0 [C, frames, height, width] that was made elsewhere
+ * (a clip being continued) committed to the carried state at t = 0, exactly as
+ * lv_longsana_chunk commits the chunk it made (text slot 0, frame_offset its position);
+ * `twin` (optional) mirrors it. A dit that carries no state: nothing to do. */
+lv_status lv_longsana_commit(lv_ctx *ctx, lv_dit *dit, lv_dit_twin *twin, int frame_offset, int frames,
+                             int height, int width, const float *x0);
+
 #ifdef __cplusplus
 }
 #endif
