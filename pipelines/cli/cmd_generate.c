@@ -236,7 +236,9 @@ static cli_option options[] = {
         "every decoded chunk too; the reference for --sequence-parallel. --parallel-cfg is off"),
     {.name = "--quiet", .alias = "-q", .kind = CLI_FLAG, .dest = &args.quiet, .help = "no progress on stderr"},
     {.name = "--output", .alias = "-o", .kind = CLI_OUTPUT, .dest = &args.o.output, .required = true,
-     .help = ".mp4, .mkv or .webm (.npy for the latents of a latent-space model without --vae)"},
+     .help = ".mp4, .mkv or .webm (.npy for the latents of a latent-space model without --vae), or .m3u8: an HLS "
+             "stream to watch while it is made (fragmented-MP4 segments of 2 s beside it, the playlist naming "
+             "complete ones only; not with --resume)"},
 };
 
 static void prepare_help(void) {
