@@ -483,7 +483,6 @@ int cmd_generate(int argc, char **argv) {
     lv_gen_switch sched[MAX_PROMPT_AT + 1];
     lv_gen_switch *entries = n_sched > MAX_PROMPT_AT + 1 ? calloc((size_t)n_sched, sizeof *entries) : sched;
     if (!entries) return cli_usage_error("generate", "out of memory for the schedule");
-    lv_gen_live *live = NULL;
     if (args.prompts_from) {
         const char *why = prompts_reader_check(args.prompts_from);
         if (why) return cli_usage_error("generate", "--prompts-from %s %s", args.prompts_from, why);
@@ -491,9 +490,6 @@ int cmd_generate(int argc, char **argv) {
             return cli_usage_error("generate", "--prompts-from: not with %s (one process reads the prompts and "
                                    "makes the video)", args.sequence_parallel ? "--sequence-parallel"
                                    : args.cfg_parallel ? "--cfg-parallel" : "--sp-emulate");
-        if (!o.prompt) return cli_usage_error("generate", "--prompts-from needs -p (or a schedule) for the start");
-        if (lv_gen_live_create(&live) != LV_OK) return cli_fail("generate");
-        o.live = live;
     }
     if (args.n_at || n_file) {
         int k = 0;
@@ -510,11 +506,15 @@ int cmd_generate(int argc, char **argv) {
                                    args.sequence_parallel ? "--sequence-parallel" : args.cfg_parallel ? "--cfg-parallel"
                                                                                                         : "--sp-emulate");
     }
-    if (o.schedule_count > 0 || live) {
-        if (lv_generate_check_schedule(&o) != LV_OK) {
-            lv_gen_live_destroy(live);
-            return cli_usage_error("generate", "%s", lv_last_error());
-        }
+    if (o.schedule_count > 0 || args.prompts_from) {
+        /* checked as the run will be: with a queue of prompts (the run's own is made by run_generate) */
+        lv_gen_live *probe = NULL;
+        if (args.prompts_from && lv_gen_live_create(&probe) != LV_OK) return cli_fail("generate");
+        o.live = probe;
+        lv_status cs = lv_generate_check_schedule(&o);
+        o.live = NULL;
+        lv_gen_live_destroy(probe);
+        if (cs != LV_OK) return cli_usage_error("generate", "%s", lv_last_error());
     } else if (cli_given(&cmd_generate_spec, "--transition") || cli_given(&cmd_generate_spec, "--on-switch")) {
         return cli_usage_error("generate", "--transition and --on-switch need a schedule (--prompt-at, --schedule "
                                "or --prompts-from)");
@@ -543,7 +543,6 @@ int cmd_generate(int argc, char **argv) {
     }
     int rc = run_generate(o);
     unlock_output(lock_path, lock);
-    lv_gen_live_destroy(live);
     if (entries != sched) free(entries);
     lv_gen_schedule_free(file_entries, file_text);
     return rc;
@@ -582,10 +581,20 @@ static int run_generate(lv_generate_options o) {
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
 
+    /* --prompts-from: the queue the run takes lines from, fed by a reader thread */
     prompts_reader *reader = NULL;
-    if (o.live && prompts_reader_start(args.prompts_from, o.live, &reader) != 0) return 1;
+    lv_gen_live *live = NULL;
+    if (args.prompts_from) {
+        if (lv_gen_live_create(&live) != LV_OK) return cli_fail("generate");
+        if (prompts_reader_start(args.prompts_from, live, &reader) != 0) { /* it said why */
+            lv_gen_live_destroy(live);
+            return 1;
+        }
+    }
+    o.live = live;
     lv_status s = lv_generate(&o, on_progress, on_warning, &st, &interrupted);
     prompts_reader_stop(reader);
+    lv_gen_live_destroy(live);
     if (!st.quiet && st.last_len && st.tty) fputc('\n', stderr);
     if (s == LV_ERR_INTERRUPTED) { /* every rank stopped after the same block: a clean end */
         if (mpi.rank == 0)
