@@ -27,7 +27,15 @@ typedef struct lv_container {
     const char *extension;     /* "mp4" */
     const char *format;        /* libavformat muxer name: "mp4", "matroska", "webm" */
     const char *default_codec; /* encoder name */
+    const char *segments;      /* the muxer of its segments, which decides the codecs it takes (HLS:
+                                  "mp4"), or NULL: the container's own */
 } lv_container;
+
+/* HLS (hls.c): the playlist's muxer writes its own files; each segment's length in seconds of
+ * video, and the muxer's options for the playlist at `path`. */
+#define LV_HLS_SEGMENT_SECONDS 2
+int lv_container_is_hls(const lv_container *c);
+lv_status lv_hls_muxer_options(const char *path, AVDictionary **opts);
 
 /* The container for `path`'s extension; an unknown one is an error naming it. */
 lv_status lv_container_for_path(const char *path, const lv_container **out);

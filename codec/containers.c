@@ -8,9 +8,10 @@
 #include "codec_internal.h"
 
 static const lv_container containers[] = {
-    {"mp4", "mp4", "libx264"},
-    {"mkv", "matroska", "libx264"},
-    {"webm", "webm", "libvpx-vp9"},
+    {"mp4", "mp4", "libx264", NULL},
+    {"mkv", "matroska", "libx264", NULL},
+    {"webm", "webm", "libvpx-vp9", NULL},
+    {"m3u8", "hls", "libx264", "mp4"}, /* HLS: a playlist of fragmented-MP4 segments (hls.c) */
 };
 #define NCONTAINERS (sizeof containers / sizeof containers[0])
 
@@ -19,14 +20,14 @@ lv_status lv_container_for_path(const char *path, const lv_container **out) {
     const char *slash = strrchr(path, '/');
     const char *dot = strrchr(slash ? slash + 1 : path, '.');
     if (!dot || !dot[1])
-        return lv_error(LV_ERR_UNSUPPORTED, "%s has no extension to choose a container by: use .mp4, .mkv or .webm",
+        return lv_error(LV_ERR_UNSUPPORTED, "%s has no extension to choose a container by: use .mp4, .mkv, .webm or .m3u8 (HLS)",
                         path);
     for (size_t i = 0; i < NCONTAINERS; i++)
         if (strcasecmp(dot + 1, containers[i].extension) == 0) {
             *out = &containers[i];
             return LV_OK;
         }
-    return lv_error(LV_ERR_UNSUPPORTED, "unknown container '%s' for %s: use .mp4, .mkv or .webm", dot, path);
+    return lv_error(LV_ERR_UNSUPPORTED, "unknown container '%s' for %s: use .mp4, .mkv, .webm or .m3u8 (HLS)", dot, path);
 }
 
 /* The encoders longvk writes with: each is tested writing several blocks into every
@@ -92,8 +93,11 @@ lv_status lv_codec_resolve(const char *name, const lv_container *container, cons
                         name ? name : wanted, wanted);
     if (codec->type != AVMEDIA_TYPE_VIDEO)
         return lv_error(LV_ERR_UNSUPPORTED, "codec '%s' is not a video encoder", name ? name : wanted);
-    const AVOutputFormat *fmt = av_guess_format(container->format, NULL, NULL);
-    if (!fmt) return lv_error(LV_ERR_UNSUPPORTED, "this FFmpeg has no %s muxer (for %s)", container->format, path);
+    if (!av_guess_format(container->format, NULL, NULL))
+        return lv_error(LV_ERR_UNSUPPORTED, "this FFmpeg has no %s muxer (for %s)", container->format, path);
+    const char *holder = container->segments ? container->segments : container->format;
+    const AVOutputFormat *fmt = av_guess_format(holder, NULL, NULL);
+    if (!fmt) return lv_error(LV_ERR_UNSUPPORTED, "this FFmpeg has no %s muxer (for %s)", holder, path);
     if (avformat_query_codec(fmt, codec->id, FF_COMPLIANCE_NORMAL) != 1) {
         char fits[256];
         encoders_for(fmt, fits, sizeof fits);

@@ -59,6 +59,10 @@ struct lv_encoder {
      * once finalised, so it replaces the old file at close. */
     char tmp_path[4200];
     int faststart;
+    /* HLS (hls.c): the muxer writes the playlist and its segments itself (no file here), and
+     * its header is written with the first packet, so that an encoder opened and closed
+     * without a frame (a probe) leaves no file */
+    int hls;
 };
 
 void lv_encoder_options_default(lv_encoder_options *opt) {
@@ -213,6 +217,8 @@ static lv_status write_error(lv_encoder *enc, int ret, const char *what) {
     return lv_av_error(lv_status_from_av(ret), ret, "%s %s", what, enc->path);
 }
 
+static lv_status setup_muxer(lv_encoder *enc, int faststart);
+
 /* Moves every packet the encoder has ready into the file. */
 static lv_status mux_ready_packets(lv_encoder *enc) {
     for (;;) {
@@ -240,6 +246,13 @@ static lv_status mux_ready_packets(lv_encoder *enc) {
         }
         enc->last_dts = dts;
         enc->pkt->dts = dts;
+        if (!enc->header_written) { /* HLS: the muxer starts with the first packet */
+            lv_status st = setup_muxer(enc, 0);
+            if (st != LV_OK) {
+                av_packet_unref(enc->pkt);
+                return st;
+            }
+        }
         av_packet_rescale_ts(enc->pkt, enc->codec_tb, enc->st->time_base);
         enc->pkt->stream_index = enc->st->index;
         ret = av_write_frame(enc->fmt, enc->pkt);
@@ -253,8 +266,10 @@ static lv_status setup_muxer(lv_encoder *enc, int faststart) {
     const char *url = enc->tmp_path[0] ? enc->tmp_path : enc->path;
     int ret = avformat_alloc_output_context2(&enc->fmt, NULL, enc->container->format, url);
     if (ret < 0) return lv_av_error(LV_ERR_UNSUPPORTED, ret, "container %s for %s", enc->container->format, enc->path);
-    enc->fmt->pb = lv_file_output_avio(enc->file);
-    enc->fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
+    if (enc->file) {
+        enc->fmt->pb = lv_file_output_avio(enc->file);
+        enc->fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
+    }
     enc->st = avformat_new_stream(enc->fmt, NULL);
     if (!enc->st) return lv_error(LV_ERR_NOMEM, "%s: out of memory", enc->path);
     ret = avcodec_parameters_from_context(enc->st->codecpar, enc->cc);
@@ -268,6 +283,13 @@ static lv_status setup_muxer(lv_encoder *enc, int faststart) {
         /* fragmented: an empty index up front, then a self-contained fragment per block, which
          * is what a killed process leaves playable; faststart instead finalises at close */
         av_dict_set(&mux, "movflags", faststart ? "+faststart+write_colr" : "+frag_custom+empty_moov+default_base_moof+write_colr", 0);
+    if (enc->hls) {
+        lv_status st = lv_hls_muxer_options(enc->path, &mux);
+        if (st != LV_OK) {
+            av_dict_free(&mux);
+            return st;
+        }
+    }
     ret = avformat_write_header(enc->fmt, &mux);
     av_dict_free(&mux);
     if (ret < 0) return write_error(enc, ret, "writing the header of");
@@ -345,6 +367,10 @@ lv_status lv_encoder_open_as(const char *path, const char *tmp_path, int width, 
     lv_status st = lv_container_for_path(path, &enc->container);
     if (st == LV_OK && opt->faststart && strcmp(enc->container->format, "mp4") != 0)
         st = lv_error(LV_ERR_INVALID, "faststart is for .mp4 files, not %s", path);
+    enc->hls = lv_container_is_hls(enc->container);
+    if (st == LV_OK && enc->hls && enc->tmp_path[0])
+        st = lv_error(LV_ERR_UNSUPPORTED, "%s: an HLS stream is written in place (its segments and playlist), not "
+                      "under a temporary name", path);
     if (st == LV_OK) st = lv_codec_resolve(opt->codec, enc->container, path, &enc->codec);
     if (st == LV_OK) st = lv_codec_pix_fmt(enc->codec, &enc->pix_fmt);
     if (st == LV_OK) st = check_size(enc);
@@ -385,8 +411,8 @@ lv_status lv_encoder_open_as(const char *path, const char *tmp_path, int width, 
             memset(enc->frame->buf[i]->data, 0, enc->frame->buf[i]->size);
     }
     const char *file_path = enc->tmp_path[0] ? enc->tmp_path : path;
-    if (st == LV_OK) st = lv_file_output_open(file_path, &enc->file);
-    if (st == LV_OK) st = setup_muxer(enc, opt->faststart);
+    if (st == LV_OK && !enc->hls) st = lv_file_output_open(file_path, &enc->file);
+    if (st == LV_OK && !enc->hls) st = setup_muxer(enc, opt->faststart);
     if (st != LV_OK) {
         int remove_file = enc->file != NULL; /* created here, holds no frame: leave nothing behind */
         char created[sizeof enc->tmp_path];
@@ -490,8 +516,9 @@ lv_status lv_encoder_flush_block(lv_encoder *enc) {
     lv_status st = LV_OK;
     if (enc->cc && enc->instance_packets < enc->written - enc->instance_first_pts) st = finish_block_encoder(enc);
     if (st != LV_OK) return fail(enc, st);
-    /* a NULL packet ends the mp4 fragment / mkv cluster now instead of at the next one */
-    int ret = av_write_frame(enc->fmt, NULL);
+    /* a NULL packet ends the mp4 fragment / mkv cluster now instead of at the next one; an
+     * HLS segment ends at its own length (the playlist names complete segments only) */
+    int ret = enc->hls || !enc->header_written ? 0 : av_write_frame(enc->fmt, NULL);
     if (ret < 0) return fail(enc, write_error(enc, ret, "flushing"));
     st = lv_file_output_flush(enc->file, enc->sync_blocks);
     if (st != LV_OK) return fail(enc, st);

@@ -87,6 +87,7 @@ lv_status lv_file_output_open(const char *path, lv_file_output **out) {
 AVIOContext *lv_file_output_avio(lv_file_output *f) { return f->avio; }
 
 int lv_file_output_error(const lv_file_output *f) {
+    if (!f) return 0; /* no file of its own: a muxer that writes its files itself (HLS) */
     if (f->error) return f->error;
     return f->avio && f->avio->error < 0 ? f->avio->error : 0;
 }
@@ -99,6 +100,7 @@ static lv_status report(const lv_file_output *f) {
 }
 
 lv_status lv_file_output_flush(lv_file_output *f, int sync) {
+    if (!f) return LV_OK;
     avio_flush(f->avio);
     if (!lv_file_output_error(f) && sync && fdatasync(f->fd) != 0 && errno != EINVAL && errno != EROFS)
         f->error = AVERROR(errno); /* EINVAL/EROFS: a device such as a pipe that cannot sync */

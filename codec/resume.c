@@ -380,6 +380,14 @@ lv_status lv_encoder_open_resume(const char *path, int width, int height, double
     if (!path || !*path) return lv_error(LV_ERR_INVALID, "lv_encoder_open_resume: empty path");
     if (keep_frames < 0)
         return lv_error(LV_ERR_INVALID, "resuming %s: %lld frames to keep (must be >= 0)", path, (long long)keep_frames);
+    const lv_container *hls;
+    if (lv_container_for_path(path, &hls) == LV_OK && lv_container_is_hls(hls)) {
+        /* HLS: segments written in place beside the playlist (hls.c); continuing one is not done */
+        if (keep_frames == 0) return lv_encoder_open_as(path, NULL, width, height, fps, options, out);
+        return lv_error(LV_ERR_UNSUPPORTED, "resuming an HLS stream (%s) is not supported: its playlist and segments "
+                        "play up to the last complete segment; start again with --overwrite, or write a .mp4 or .mkv "
+                        "to resume", path);
+    }
     char tmp[4200];
     if (snprintf(tmp, sizeof tmp, "%s%s", path, LV_RESUME_SUFFIX) >= (int)sizeof tmp)
         return lv_error(LV_ERR_INVALID, "path too long: %s", path);

@@ -16,6 +16,7 @@
 #include "longvk.h"
 #include "longvk/files.h"
 #include "longvk/generate.h"
+#include "prompts_reader.h"
 
 static volatile sig_atomic_t interrupted = 0;
 /* what a stop signal prints (set before the handler is installed: async-signal-safe) */
@@ -38,6 +39,7 @@ typedef struct generate_args {
     lv_gen_switch at[MAX_PROMPT_AT]; /* --prompt-at, in order */
     int n_at;
     const char *schedule;
+    const char *prompts_from;
     long seed;
     int sampler;
     int motion_score;
@@ -103,6 +105,16 @@ static cli_option options[] = {
              "  TIME | PROMPT [| NEGATIVE PROMPT [| TRANSITION]]\n"
              "TIME as --prompt-at's, TRANSITION in seconds or NNf frames (empty: --transition), '#' starts a "
              "comment. The first entry is at time 0 (or -p gives it). Not with --prompt-at"},
+    {.name = "--prompts-from", .kind = CLI_STRING, .dest = &args.prompts_from, .metavar = "FILE",
+     .help = "prompts typed while the video is made: a FIFO (mkfifo), a file, or - for stdin, read line by "
+             "line during the run. A line is [+SECONDS | @TIME] PROMPT [| NEGATIVE [| TRANSITION]]: PROMPT "
+             "from the next block not yet started (never the first block), SECONDS after it, or at TIME of the "
+             "video; one switch a block (a later line for the same block replaces it). Empty lines and '#' "
+             "comments are ignored; a line that cannot apply (past the end, after the last block started) is "
+             "reported and skipped; when the input closes the run goes on with the last prompt. OUT.schedule "
+             "records the switches applied (--schedule OUT.schedule, same seed: the same video) and the resume "
+             "file too (--resume needs --prompts-from again, /dev/null for no more). The default model only, "
+             "one process (with --sequence-parallel, --cfg-parallel or --sp-emulate it is refused)"},
     {.name = "--transition", .kind = CLI_DOUBLE, .dest = &args.o.transition, .metavar = "SECONDS",
      .bounds = CLI_AT_LEAST | CLI_AT_MOST, .lo = 0, .hi = 3600, .def = "0: at once",
      .help = "a switch moves the conditioning from the prompt before to the new one over this time: each block "
@@ -242,7 +254,9 @@ static cli_option options[] = {
         "every decoded chunk too; the reference for --sequence-parallel. --parallel-cfg is off"),
     {.name = "--quiet", .alias = "-q", .kind = CLI_FLAG, .dest = &args.quiet, .help = "no progress on stderr"},
     {.name = "--output", .alias = "-o", .kind = CLI_OUTPUT, .dest = &args.o.output, .required = true,
-     .help = ".mp4, .mkv or .webm (.npy for the latents of a latent-space model without --vae)"},
+     .help = ".mp4, .mkv or .webm (.npy for the latents of a latent-space model without --vae), or .m3u8: an HLS "
+             "stream to watch while it is made (fragmented-MP4 segments of 2 s beside it, the playlist naming "
+             "complete ones only; not with --resume)"},
 };
 
 static void prepare_help(void) {
@@ -494,6 +508,14 @@ int cmd_generate(int argc, char **argv) {
     lv_gen_switch sched[MAX_PROMPT_AT + 1];
     lv_gen_switch *entries = n_sched > MAX_PROMPT_AT + 1 ? calloc((size_t)n_sched, sizeof *entries) : sched;
     if (!entries) return cli_usage_error("generate", "out of memory for the schedule");
+    if (args.prompts_from) {
+        const char *why = prompts_reader_check(args.prompts_from);
+        if (why) return cli_usage_error("generate", "--prompts-from %s %s", args.prompts_from, why);
+        if (args.sequence_parallel || args.cfg_parallel || o.sp_bands)
+            return cli_usage_error("generate", "--prompts-from: not with %s (one process reads the prompts and "
+                                   "makes the video)", args.sequence_parallel ? "--sequence-parallel"
+                                   : args.cfg_parallel ? "--cfg-parallel" : "--sp-emulate");
+    }
     if (args.n_at || n_file) {
         int k = 0;
         if (o.prompt) entries[k++] = (lv_gen_switch){.time = "0", .prompt = o.prompt, .negative_prompt = o.negative_prompt,
@@ -508,9 +530,19 @@ int cmd_generate(int argc, char **argv) {
             return cli_usage_error("generate", "--prompt-at / --schedule: not with %s yet (one process only)",
                                    args.sequence_parallel ? "--sequence-parallel" : args.cfg_parallel ? "--cfg-parallel"
                                                                                                         : "--sp-emulate");
-        if (lv_generate_check_schedule(&o) != LV_OK) return cli_usage_error("generate", "%s", lv_last_error());
+    }
+    if (o.schedule_count > 0 || args.prompts_from) {
+        /* checked as the run will be: with a queue of prompts (the run's own is made by run_generate) */
+        lv_gen_live *probe = NULL;
+        if (args.prompts_from && lv_gen_live_create(&probe) != LV_OK) return cli_fail("generate");
+        o.live = probe;
+        lv_status cs = lv_generate_check_schedule(&o);
+        o.live = NULL;
+        lv_gen_live_destroy(probe);
+        if (cs != LV_OK) return cli_usage_error("generate", "%s", lv_last_error());
     } else if (cli_given(&cmd_generate_spec, "--transition") || cli_given(&cmd_generate_spec, "--on-switch")) {
-        return cli_usage_error("generate", "--transition and --on-switch need a schedule (--prompt-at or --schedule)");
+        return cli_usage_error("generate", "--transition and --on-switch need a schedule (--prompt-at, --schedule "
+                               "or --prompts-from)");
     }
     /* the values against the model, before anything is written: one it does not take (-W 33,
      * --steps 64 for the embedded model) is a usage error, exit 2; a model that cannot be read 1 */
@@ -574,7 +606,20 @@ static int run_generate(lv_generate_options o) {
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
 
+    /* --prompts-from: the queue the run takes lines from, fed by a reader thread */
+    prompts_reader *reader = NULL;
+    lv_gen_live *live = NULL;
+    if (args.prompts_from) {
+        if (lv_gen_live_create(&live) != LV_OK) return cli_fail("generate");
+        if (prompts_reader_start(args.prompts_from, live, &reader) != 0) { /* it said why */
+            lv_gen_live_destroy(live);
+            return 1;
+        }
+    }
+    o.live = live;
     lv_status s = lv_generate(&o, on_progress, on_warning, &st, &interrupted);
+    prompts_reader_stop(reader);
+    lv_gen_live_destroy(live);
     if (!st.quiet && st.last_len && st.tty) fputc('\n', stderr);
     if (s == LV_ERR_INTERRUPTED) { /* every rank stopped after the same block: a clean end */
         if (mpi.rank == 0)
@@ -607,7 +652,7 @@ static int run_generate(lv_generate_options o) {
         else
             fprintf(stderr, "device memory: %s at most\n", mib(st.last.model_memory, b, sizeof b));
         for (int i = 0; i < st.n_switch_lines; i++) fprintf(stderr, "%s\n", st.switch_lines[i]);
-        if (o.schedule_count > 0) fprintf(stderr, "the schedule applied: %s.schedule\n", o.output);
+        if (o.schedule_count > 0 || o.live) fprintf(stderr, "the schedule applied: %s.schedule\n", o.output);
     }
     return 0;
 }

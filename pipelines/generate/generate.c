@@ -56,12 +56,17 @@ static void run_free(gen_run *r) {
     free(r->last_frame);
     lv_frame_writer_free(&r->writer);
     free(r->latents);
+    for (int i = 0; i < r->nsw; i++) {
+        free(r->sw[i].own_prompt);
+        free(r->sw[i].own_negative);
+    }
     free(r->sw);
     free(r->texts_y);
     free(r->texts_mask);
     free(r->hist);
     free(r->cond);
     lv_gen_continue_free(r);
+    lv_text_encoder_close(r->live_text);
 }
 
 /* Tokens a frame of the model's grid makes. */
@@ -195,8 +200,11 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         if (r->sp) LV_TRY(lv_sp_comm_agree_max(r->sp, &stop_now));
         if (o->cfg_partner) LV_TRY(o->cfg_partner->agree_max(o->cfg_partner->user, &stop_now));
         if (stop_now) return lv_gen_interrupted(r, c);
+        if (o->live) LV_TRY(lv_gen_live_poll(r, c, warn, user));
         int started;
         LV_TRY(lv_gen_schedule_block(r, c, &started));
+        /* a run steered during it: OUT.schedule says at once what was applied so far */
+        if (started >= 0 && o->live) LV_TRY(lv_gen_schedule_write(r, c - burn + 1));
         if (started >= 0 && o->on_switch == LV_GEN_SWITCH_RECACHE) LV_TRY(lv_gen_schedule_recache(r, c));
         if (started >= 0 && progress) {
             lv_generate_progress sp = {.phase = LV_GEN_PHASE_SWITCH, .block = c + 1, .blocks = total,
@@ -249,7 +257,8 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         LV_TRY(lv_gen_save_state(r, c + 1, r->frames_done));
         if (progress) lv_gen_report_progress(r, progress, user, c + 1, total, burn, frames_at_start, frames_total);
     }
-    LV_TRY(lv_gen_schedule_write(r));
+    lv_gen_live_after(r, warn, user);
+    LV_TRY(lv_gen_schedule_write(r, r->chunks));
     /* resumed with every block made (killed while closing): say so all the same */
     if (progress && first_chunk >= total)
         lv_gen_report_progress(r, progress, user, total, total, burn, frames_at_start, frames_total);
@@ -258,7 +267,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
 
 lv_status lv_generate_check_schedule(const lv_generate_options *opt_in) {
     if (!opt_in) return lv_error(LV_ERR_INVALID, "lv_generate_check_schedule: options are NULL");
-    if (!opt_in->schedule || opt_in->schedule_count <= 0) return LV_OK;
+    if ((!opt_in->schedule || opt_in->schedule_count <= 0) && !opt_in->live) return LV_OK;
     LV_TRY(lv_gen_check_options(opt_in));
     gen_run r;
     memset(&r, 0, sizeof r);

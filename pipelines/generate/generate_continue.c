@@ -149,9 +149,9 @@ lv_status lv_gen_resolve_continue(gen_run *r) {
     if (o->sampler != LV_GEN_LONGSANA)
         return lv_error(LV_ERR_INVALID, "%s: block-wise generation only (the LongSANA sampler): a single clip "
                         "carries no state to continue from", flag);
-    if (o->schedule && o->schedule_count > 0)
-        return lv_error(LV_ERR_INVALID, "%s with a prompt schedule (--prompt-at, --schedule): not supported yet; "
-                        "give the continuation one prompt (-p)", flag);
+    if ((o->schedule && o->schedule_count > 0) || o->live)
+        return lv_error(LV_ERR_INVALID, "%s with a prompt schedule (--prompt-at, --schedule, --prompts-from): not "
+                        "supported yet; give the continuation one prompt (-p)", flag);
     if (o->sp_comm || o->cfg_partner)
         return lv_error(LV_ERR_INVALID, "%s: one process only, not over MPI ranks (--sequence-parallel, "
                         "--cfg-parallel)", flag);

@@ -28,6 +28,7 @@ void lv_gen_model_close(lv_gen_model *m);
 typedef struct lv_gen_resume {
     int chunks_done;
     int64_t frames_done;
+    char *live;          /* the switches pushed during the run (lv_gen_live_record; malloc'd), or NULL */
 } lv_gen_resume;
 
 /* Write the resume file (atomically) after `chunks_done` chunks: state [state_count] is the
@@ -38,9 +39,11 @@ typedef struct lv_gen_resume {
 lv_status lv_gen_resume_save(const char *path, const lv_generate_options *o, const lv_gen_model *m,
                              const char *input, int chunks_done, int64_t frames_done, const float *state, int64_t state_count,
                              const float *last_frame, int64_t frame_values, const float *recent,
-                             int64_t recent_count);
+                             int64_t recent_count, const char *live);
 /* input: what the run continues (a clip's CRC-32; "" or NULL: nothing), part of the run's
- * identity. recent [recent_count] (NULL: none, the file as before): with --on-switch recache the last
+ * identity. live (NULL: none, the file as before): the switches pushed during the run, a
+ * "live" metadata record the checksum covers.
+ * recent [recent_count] (NULL: none, the file as before): with --on-switch recache the last
  * blocks kept (gen_run.hist), a third tensor "recent_blocks" the checksum covers. */
 /* Read it back, checking that it belongs to the same run (model, prompt, seed, sizes,
  * schedule): the position, the carried state into *state (malloc'd; NULL and 0 when no

@@ -14,11 +14,14 @@ lv_status lv_gen_save_state(gen_run *r, int chunks_done, int64_t frames_done) {
     float *state = NULL;
     int64_t count = 0;
     if (chunks_done) LV_TRY(lv_dit_state_save(r->ctx, r->dit, &state, &count)); /* 0: before the first block */
+    char *live = lv_gen_live_record(r, chunks_done - r->o.burn_in_blocks);
     lv_status s = !r->root ? LV_OK
-                           : lv_gen_resume_save(r->state_path, &r->o, &r->m, r->clip.identity, chunks_done,
-                                                frames_done, state, count,
-                                                r->last_frame, r->frame_values, r->hist,
-                                                r->hist ? (int64_t)r->hist_slots * r->hist_stride : 0);
+                  : r->o.live && !live ? lv_error(LV_ERR_NOMEM, "out of host memory")
+                                       : lv_gen_resume_save(r->state_path, &r->o, &r->m, r->clip.identity, chunks_done,
+                                                            frames_done, state, count, r->last_frame, r->frame_values,
+                                                            r->hist, r->hist ? (int64_t)r->hist_slots * r->hist_stride : 0,
+                                                            live);
+    free(live);
     free(state);
     return s;
 }
@@ -55,6 +58,9 @@ lv_status lv_gen_load_resume(gen_run *r, int *first_chunk) {
         s = lv_gen_resume_read(r->state_path, &r->o, &r->m, r->clip.identity, &resume, &state, &count, r->last_frame, r->frame_values,
                                r->hist, r->hist ? (int64_t)r->hist_slots * r->hist_stride : 0);
     if (lv_gen_several(r)) s = share_resume(r, s, &resume, &state, &count);
+    /* the switches pushed during the interrupted run, applied again */
+    if (s == LV_OK && r->o.live && resume.live) s = lv_gen_live_restore(r, resume.live, r->state_path);
+    free(resume.live);
     int total = lv_gen_total_chunks(r);
     if (s == LV_OK && resume.chunks_done > 0 && resume.chunks_done <= total) {
         /* the blocks the state holds: a continued clip's first blocks and burn-in are not committed */

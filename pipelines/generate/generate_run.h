@@ -8,7 +8,8 @@
  *   generate_progress.c progress reports and the ETA
  *   generate_schedule.c a prompt schedule: its times to blocks, its texts, each block's switch
  *   generate_image.c    --image: the picture the video starts from, to the first chunk's frame 0
- *   generate_continue.c continuing a clip: its frames into the model's space, committed */
+ *   generate_continue.c continuing a clip: its frames into the model's space, committed
+ *   generate_live.c     prompts pushed during the run (--prompts-from): switches at the next block */
 #ifndef LONGVK_GENERATE_RUN_H
 #define LONGVK_GENERATE_RUN_H
 
@@ -26,7 +27,9 @@ typedef struct gen_switch {
     int block;           /* that block among the written ones (0-based) */
     int64_t transition;  /* frames its conditioning takes to move from the entry before */
     int text;            /* its rows in texts_y / texts_mask (the same for the same texts) */
-    const char *prompt, *negative; /* borrowed from the options */
+    const char *prompt, *negative; /* borrowed from the options, or own_* */
+    char *own_prompt, *own_negative; /* a switch pushed during the run: its copies (freed with the run) */
+    bool live;           /* pushed during the run (generate_live.c): recorded in the resume file */
 } gen_switch;
 
 /* Continuing a clip (generate_continue.c): the clip's blocks and what is read of it. */
@@ -99,6 +102,9 @@ typedef struct gen_run {
     gen_switch *sw;          /* the prompt schedule (nsw 0: none) */
     int nsw, ntexts;
     float *texts_y, *texts_mask; /* [ntexts, 2, L, caption], [ntexts, 2, L]: each distinct text */
+    const lv_gen_switch *entries; /* the schedule given: o.schedule, or live_first (--prompts-from alone) */
+    lv_gen_switch live_first;     /* -p as entry 0 when only prompts pushed during the run switch */
+    lv_text_encoder *live_text;   /* the word tables for prompts pushed during the run (opened at the first) */
     int cond_switch;         /* the conditioning the DiT holds: entry, and how far its transition is */
     double cond_alpha;
     /* --on-switch recache: the last hist_slots finished blocks (K + 1), slot c % hist_slots:
@@ -168,7 +174,8 @@ lv_status lv_gen_resolve_schedule(gen_run *r);
 lv_status lv_gen_schedule_texts(gen_run *r, void (*warn)(void *, const char *), void *user);
 lv_status lv_gen_schedule_block(gen_run *r, int chunk, int *started);
 void lv_gen_schedule_report(const gen_run *r, int i, lv_generate_progress *p);
-lv_status lv_gen_schedule_write(const gen_run *r);
+/* the switches at shown blocks < shown_blocks (the ones applied once that many are started) */
+lv_status lv_gen_schedule_write(const gen_run *r, int shown_blocks);
 /* --on-switch recache: chunk c (made at `position`, n frames, in r->x0) kept; and the
  * carried state rebuilt under the conditioning just set, before chunk c */
 void lv_gen_schedule_keep_block(gen_run *r, int c, int position, int n);
@@ -200,6 +207,16 @@ lv_status lv_gen_continue_open(gen_run *r, int first_chunk);
  * the output when k->written. */
 lv_status lv_gen_continue_block(gen_run *r, const gen_chunk *k);
 void lv_gen_continue_free(gen_run *r);
+/* generate_live.c */
+/* Before chunk c (burn-in included): the lines pushed since, each a switch at the next shown
+ * block not yet started or later; what is not applied, and the input's end, said through warn. */
+lv_status lv_gen_live_poll(gen_run *r, int c, void (*warn)(void *, const char *), void *user);
+/* After the last block: lines that came too late, reported. */
+void lv_gen_live_after(gen_run *r, void (*warn)(void *, const char *), void *user);
+/* The switches pushed during the run at shown blocks < shown_done, as the resume file's "live"
+ * record (JSON; malloc'd; NULL without --prompts-from), and read back by --resume. */
+char *lv_gen_live_record(const gen_run *r, int shown_done);
+lv_status lv_gen_live_restore(gen_run *r, const char *record, const char *path);
 
 /* generate_progress.c */
 double lv_gen_recipe_work(const gen_run *r, const lv_block_recipe *rec);

@@ -197,7 +197,17 @@ static lv_status to_frame(const gen_run *r, const char *text, const char *what, 
 
 lv_status lv_gen_resolve_schedule(gen_run *r) {
     const lv_generate_options *o = &r->o;
-    if (!o->schedule || o->schedule_count <= 0) return LV_OK;
+    int count = o->schedule ? o->schedule_count : 0;
+    r->entries = o->schedule;
+    if (count <= 0 && o->live) { /* prompts pushed during the run: -p is entry 0 */
+        r->live_first = (lv_gen_switch){.time = "0", .prompt = o->prompt, .negative_prompt = o->negative_prompt,
+                                        .where = "-p"};
+        r->entries = &r->live_first;
+        count = 1;
+    }
+    if (count <= 0) return LV_OK;
+    const char *flags = !o->live ? "--prompt-at / --schedule" : o->schedule ? "--prompt-at / --schedule / --prompts-from"
+                                                                             : "--prompts-from";
     const char *why = NULL;
     if (o->on_switch != LV_GEN_SWITCH_KEEP && o->on_switch != LV_GEN_SWITCH_RECACHE)
         why = "on_switch must be keep or recache";
@@ -210,14 +220,14 @@ lv_status lv_gen_resolve_schedule(gen_run *r) {
         why = "a model with a vocabulary only (the default model): prompts through Gemma-2 or --text-embeds are not "
               "scheduled yet";
     else if (!(o->transition >= 0) || o->transition > 3600) why = "--transition must be 0 to 3600 seconds";
-    if (why) return lv_error(LV_ERR_INVALID, "--prompt-at / --schedule: %s", why);
-    if (o->schedule_count > 4096) return lv_error(LV_ERR_INVALID, "a schedule of %d entries: at most 4096", o->schedule_count);
-    r->sw = calloc((size_t)o->schedule_count, sizeof *r->sw);
+    if (why) return lv_error(LV_ERR_INVALID, "%s: %s", flags, why);
+    if (count > 4096) return lv_error(LV_ERR_INVALID, "a schedule of %d entries: at most 4096", count);
+    r->sw = calloc((size_t)count, sizeof *r->sw);
     if (!r->sw) return lv_error(LV_ERR_NOMEM, "out of host memory");
-    r->nsw = o->schedule_count;
+    r->nsw = count;
     int64_t end = r->units;
     for (int i = 0; i < r->nsw; i++) {
-        const lv_gen_switch *e = &o->schedule[i];
+        const lv_gen_switch *e = &r->entries[i];
         gen_switch *w = &r->sw[i];
         char name[700];
         entry_name(e, i, name, sizeof name);
@@ -237,12 +247,12 @@ lv_status lv_gen_resolve_schedule(gen_run *r) {
         if (i > 0) {
             const gen_switch *p = &r->sw[i - 1];
             char pname[700];
-            entry_name(&o->schedule[i - 1], i - 1, pname, sizeof pname);
+            entry_name(&r->entries[i - 1], i - 1, pname, sizeof pname);
             if (w->asked == p->asked)
                 return lv_error(LV_ERR_INVALID, "%s: time %s is duplicated (%s has it too)", name, e->time, pname);
             if (w->asked < p->asked)
                 return lv_error(LV_ERR_INVALID, "%s: time %s is out of order (before %s's %s): entries go in time order",
-                                name, e->time, pname, o->schedule[i - 1].time ? o->schedule[i - 1].time : "0");
+                                name, e->time, pname, r->entries[i - 1].time ? r->entries[i - 1].time : "0");
             if (w->block == p->block)
                 return lv_error(LV_ERR_INVALID, "%s: time %s falls in block %d (frames %lld-%lld) with %s: one switch "
                                 "a block", name, e->time, w->block + 1, (long long)w->frame,
@@ -349,7 +359,7 @@ lv_status lv_gen_schedule_texts(gen_run *r, void (*warn)(void *, const char *), 
         }
         /* the entry's warnings name it */
         char name[700];
-        entry_name(&r->o.schedule[i], i, name, sizeof name);
+        entry_name(&r->entries[i], i, name, sizeof name);
         entry_warn ew = {warn, user, name};
         s = lv_text_encoder_set_prompts(te, w->prompt, r->uncond, w->negative, warn ? warn_entry : NULL, &ew);
         if (s == LV_OK)
@@ -431,8 +441,9 @@ static void put_field(FILE *f, const char *s) {
     for (; *s; s++) fputc(*s == '|' || *s == '#' || *s == '\n' || *s == '\r' ? ' ' : *s, f);
 }
 
-/* OUTPUT.schedule: the switches applied, block-exact, in the schedule format. */
-lv_status lv_gen_schedule_write(const gen_run *r) {
+/* OUTPUT.schedule: the switches applied (at shown blocks < shown_blocks), block-exact, in the
+ * schedule format. */
+lv_status lv_gen_schedule_write(const gen_run *r, int shown_blocks) {
     if (!r->nsw || !r->root) return LV_OK;
     char path[4200];
     if (r->o.schedule_out) snprintf(path, sizeof path, "%s", r->o.schedule_out);
@@ -450,6 +461,7 @@ lv_status lv_gen_schedule_write(const gen_run *r) {
             r->o.block_frames, r->o.burn_in_blocks);
     for (int i = 0; i < r->nsw; i++) {
         const gen_switch *w = &r->sw[i];
+        if (w->block >= shown_blocks) break; /* pushed during the run, not yet applied */
         fprintf(f, "# entry %d: block %d of the video (%d with the burn-in), frame %lld = %.3f s (asked: frame %lld)\n",
                 i + 1, w->block + 1, r->o.burn_in_blocks + w->block + 1, (long long)w->frame,
                 (double)w->frame / r->o.fps, (long long)w->asked);

@@ -52,6 +52,11 @@ static cJSON *run_identity(const lv_generate_options *o, const lv_gen_model *m, 
         cJSON_AddStringToObject(j, "continue", input);
         cJSON_AddNumberToObject(j, "continue_output", o->continue_output);
     }
+    if (o->live) { /* prompts pushed during the run: how they apply (the switches are the "live" record) */
+        char how[128];
+        snprintf(how, sizeof how, "transition %.17g; on_switch %d", o->transition, o->on_switch);
+        cJSON_AddStringToObject(j, "prompts_from", how);
+    }
     return j;
 }
 
@@ -70,13 +75,18 @@ static uLong crc_bytes(uLong crc, const void *data, uint64_t n) {
 static uLong crc_string(uLong crc, const char *s) { return crc_bytes(crc, s, strlen(s) + 1); /* with its NUL */ }
 
 /* The checksum of a resume file's contents: the records and the tensors, in a fixed order. */
-static uint32_t state_checksum(const char *run, const char *position, const lv_weight *const tensors[3]) {
+static uint32_t state_checksum(const char *run, const char *position, const char *live,
+                               const lv_weight *const tensors[3]) {
     uLong crc = crc32(0L, Z_NULL, 0);
     crc = crc_string(crc, "longvk resume state 1");
     crc = crc_string(crc, "run");
     crc = crc_string(crc, run);
     crc = crc_string(crc, "position");
     crc = crc_string(crc, position);
+    if (live) { /* only with prompts pushed during the run */
+        crc = crc_string(crc, "live");
+        crc = crc_string(crc, live);
+    }
     for (int i = 0; i < 3 && tensors[i]; i++) { /* the third, recent_blocks, only with --on-switch recache */
         char size[64];
         snprintf(size, sizeof size, "%" PRIu64, tensors[i]->nbytes);
@@ -90,7 +100,7 @@ static uint32_t state_checksum(const char *run, const char *position, const lv_w
 lv_status lv_gen_resume_save(const char *path, const lv_generate_options *o, const lv_gen_model *m,
                              const char *input, int chunks_done, int64_t frames_done, const float *state, int64_t state_count,
                              const float *last_frame, int64_t frame_values, const float *recent,
-                             int64_t recent_count) {
+                             int64_t recent_count, const char *live) {
     if (chunks_done != 0 && !state)
         return lv_error(LV_ERR_INVALID, "lv_gen_resume_save: no carried state after %d blocks", chunks_done);
     if (chunks_done == 0) state_count = 0; /* before the first block: nothing carried */
@@ -107,9 +117,9 @@ lv_status lv_gen_resume_save(const char *path, const lv_generate_options *o, con
                        .data = (void *)recent, .nbytes = (uint64_t)recent_count * 4}};
     const lv_weight *const tensors[3] = {&t[0], &t[1], recent ? &t[2] : NULL};
     char checksum[32];
-    snprintf(checksum, sizeof checksum, "crc32:%08" PRIx32, state_checksum(run ? run : "{}", pos, tensors));
-    const char *meta[6] = {"run", run ? run : "{}", "position", pos, "checksum", checksum};
-    lv_status s = run ? lv_safetensors_write(path, t, recent ? 3 : 2, meta, 3)
+    snprintf(checksum, sizeof checksum, "crc32:%08" PRIx32, state_checksum(run ? run : "{}", pos, live, tensors));
+    const char *meta[8] = {"run", run ? run : "{}", "position", pos, "checksum", checksum, "live", live};
+    lv_status s = run ? lv_safetensors_write(path, t, recent ? 3 : 2, meta, live ? 4 : 3)
                       : lv_error(LV_ERR_NOMEM, "out of host memory");
     if (s != LV_OK) lv_error_prefix(s, "writing the resume file %s", path);
     free(run);
@@ -126,7 +136,8 @@ lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, con
     if (s != LV_OK)
         return lv_error_prefix(s, "--resume needs the state file an interrupted run left (%s)", path);
     const char *run = lv_weights_metadata(w, "run"), *pos = lv_weights_metadata(w, "position");
-    const char *checksum = lv_weights_metadata(w, "checksum");
+    const char *checksum = lv_weights_metadata(w, "checksum"), *live = lv_weights_metadata(w, "live");
+    out->live = NULL;
     const lv_weight *t = lv_weights_find(w, "carried_state"), *lf = lv_weights_find(w, "last_frame");
     const lv_weight *rb = lv_weights_find(w, "recent_blocks");
     cJSON *want = run_identity(o, m, input), *got = run ? cJSON_Parse(run) : NULL, *p = pos ? cJSON_Parse(pos) : NULL;
@@ -142,7 +153,7 @@ lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, con
     } else if (sscanf(checksum, "crc32:%8" SCNx32 "%c", &stored, &tail) != 1 || strlen(checksum) != 14) {
         s = lv_error(LV_ERR_FORMAT, "%s: its checksum record '%.40s' is malformed (the file is damaged)", path,
                      checksum);
-    } else if ((actual = state_checksum(run, pos, (const lv_weight *const[3]){t, lf, rb})) != stored) {
+    } else if ((actual = state_checksum(run, pos, live, (const lv_weight *const[3]){t, lf, rb})) != stored) {
         s = lv_error(LV_ERR_FORMAT,
                      "%s is damaged: its contents do not match its checksum (CRC-32 %08" PRIx32 " stored, %08" PRIx32
                      " computed), so it was changed or corrupted after it was written; run again without --resume "
@@ -158,7 +169,11 @@ lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, con
                      path, (long long)frame_values);
     } else {
         cJSON *item;
-        if (cJSON_GetObjectItemCaseSensitive(got, "schedule") && !cJSON_GetObjectItemCaseSensitive(want, "schedule"))
+        if (cJSON_GetObjectItemCaseSensitive(got, "prompts_from") && !cJSON_GetObjectItemCaseSensitive(want, "prompts_from"))
+            s = lv_error(LV_ERR_INVALID, "%s belongs to a run steered during it (--prompts-from): resume with "
+                         "--prompts-from too (a FIFO, a file, - for stdin, or /dev/null for no more prompts); the "
+                         "switches it applied are in the file", path);
+        else if (cJSON_GetObjectItemCaseSensitive(got, "schedule") && !cJSON_GetObjectItemCaseSensitive(want, "schedule"))
             s = lv_error(LV_ERR_INVALID, "%s belongs to a run with a prompt schedule (--prompt-at / --schedule): "
                          "resume with the same schedule", path);
         if (s == LV_OK && cJSON_GetObjectItemCaseSensitive(got, "image") && !cJSON_GetObjectItemCaseSensitive(want, "image"))
@@ -200,6 +215,7 @@ lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, con
     }
     if (s == LV_OK) memcpy(last_frame, lf->data, (size_t)frame_values * sizeof *last_frame);
     if (s == LV_OK && recent) memcpy(recent, rb->data, (size_t)recent_count * sizeof *recent);
+    if (s == LV_OK && live && !(out->live = strdup(live))) s = lv_error(LV_ERR_NOMEM, "out of host memory");
     cJSON_Delete(want);
     cJSON_Delete(got);
     cJSON_Delete(p);

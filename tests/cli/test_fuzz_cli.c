@@ -340,7 +340,8 @@ static fuzz_target targets[] = {
      .files = {{"--model", "model"}, {"--text-embeds", "text"}, {"--vae", "vae"}, {"--output", ".mkv"}},
      .samples = {{"--codec", {"ffv1", "libx264", "nope", "h264"}},
                  {"--preset", {"ultrafast", "medium", "nope"}},
-                 {"--prompt", {"two red balls bouncing on a blue background", "zebras", "", "red red red"}}},
+                 {"--prompt", {"two red balls bouncing on a blue background", "zebras", "", "red red red"}},
+                 {"--prompts-from", {"/dev/null", "-", "", "no-such-fifo", "/"}}},
      .base = {"--prompt", "two red balls bouncing on a blue background", "--output", "", "--codec", "ffv1",
               "--frames", "4", "--steps", "1", "--burn-in-blocks", "0"},
      /* --frames at least a block (4 frames, the most --block-frames gets here): a video

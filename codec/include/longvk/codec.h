@@ -28,6 +28,15 @@ extern "C" {
  * ffv1 stores the RGB samples themselves (bgr0): a round trip is bit-exact. libsvtav1 needs
  * frames of at least 64x64.
  *
+ * .m3u8: an HLS stream (codec/hls.c), FFmpeg's hls muxer writing fragmented-MP4 segments of
+ * about 2 s (PATH-without-.m3u8.00000.m4s, ... after PATH-without-.m3u8.init.mp4) and a
+ * playlist of type EVENT that names complete segments only (each segment and the playlist
+ * are renamed into place), EXT-X-ENDLIST at lv_encoder_close; the codecs fragmented MP4
+ * holds (not ffv1; default libx264). Nothing is written before the first packet. A block
+ * flush does not end a segment: a killed writer leaves every segment the playlist names
+ * playable, and the frames after the last complete segment are lost. Not resumable
+ * (lv_encoder_open_resume refuses keep_frames > 0).
+ *
  * Blocks: lv_encoder_flush_block() ends a block. The encoder is drained, every frame of the
  * block is muxed, the container is flushed (a fragment per block for mp4, a cluster for
  * mkv/webm) and the file is synced (sync_blocks), so a process killed later leaves a file

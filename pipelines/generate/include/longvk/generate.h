@@ -245,6 +245,12 @@ typedef struct lv_generate_options {
     const float *continue_frames;
     int continue_count;
     int continue_output;          /* lv_gen_continue_output: what the output holds */
+    /* Prompts during the run (borrowed; NULL: none): lines pushed from any thread with
+     * lv_generate_push_prompt, each a switch at the next block not yet started (see
+     * lv_gen_live). Like a schedule: the default model, one process; `prompt` is entry 0
+     * when there is no schedule. OUTPUT.schedule is rewritten at each switch, and the resume
+     * file records the switches applied. */
+    struct lv_gen_live *live;
 } lv_generate_options;
 
 typedef enum lv_gen_continue_output {
@@ -252,6 +258,29 @@ typedef enum lv_gen_continue_output {
                                      itself a clip to continue again */
     LV_GEN_CONTINUE_NEW = 1       /* the new frames only (nothing of the clip re-encoded) */
 } lv_gen_continue_output;
+
+/* Prompts typed during a run (pipelines/generate/generate_live.c; `longvk generate
+ * --prompts-from`). A queue that any thread fills while lv_generate runs with it as
+ * options.live; the run takes the lines waiting before every block (burn-in included). A
+ * line is
+ *     [+SECONDS | @TIME] PROMPT [| NEGATIVE [| TRANSITION]]
+ * PROMPT applies from the next block of the video not yet started (never block 1, which
+ * holds the first prompt), or from the block holding that block's first frame + SECONDS, or
+ * holding TIME of the video (a TIME already passed: the next block). One switch a block: a
+ * later line for the same block replaces the earlier. Empty lines and '#' comments are
+ * ignored; a line that cannot apply (bad time, empty prompt, past the end, after the last
+ * block started) is reported through the run's warn callback and skipped, and the run goes
+ * on. The run says, once, when lv_gen_live_end was called (the input closed). */
+typedef struct lv_gen_live lv_gen_live;
+#define LV_GEN_LIVE_MAX_LINE 4096
+lv_status lv_gen_live_create(lv_gen_live **out);
+/* Thread-safe. Errors: NULL arguments, a line longer than LV_GEN_LIVE_MAX_LINE bytes, more
+ * than 65536 lines waiting, or after lv_gen_live_end. The line is copied. */
+lv_status lv_generate_push_prompt(lv_gen_live *live, const char *line);
+/* Thread-safe: no more lines will come; why (NULL: the input's end) is said by the run. */
+void lv_gen_live_end(lv_gen_live *live, const char *why);
+/* After lv_generate has returned and no thread pushes any more. */
+void lv_gen_live_destroy(lv_gen_live *live);
 
 /* One entry of a prompt schedule. time: "12.5" (seconds), "mm:ss" or "mm:ss.s", or "NNf"
  * (frames); the entry takes effect at the first frame of the block that holds it. */
