@@ -557,3 +557,55 @@ Test(gguf, q8_0_round_trip_error_bound) {
     cr_assert_eq(lv_quantize_row_q8_0(x, 31, q), LV_ERR_INVALID);
     free(x), free(y), free(q);
 }
+
+/* q4_k: quantize then dequantize. Per sub-block j of 32 the value is d * sc_j * q - dmin * m_j,
+ * q in 0..15; the quantizer rounds d, dmin, sc_j and m_j up, so the grid covers the sub-block
+ * with at most one dmin to spare above: |x - x'| <= d * sc_j / 2 where q does not clip and
+ * <= dmin where it clips at 15, so <= d * sc_j / 2 + dmin always (each term as stored). The
+ * 6-bit scales and mins are unpacked here from ggml's layout (block_q4_K), independently of
+ * engine/formats/quant.c. */
+static void q4k_unpack(const uint8_t *s, int j, int *sc, int *m) {
+    if (j < 4) {
+        *sc = s[j] & 63, *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+Test(gguf, q4_k_round_trip_error_bound) {
+    enum { N = 256 * 24 };
+    float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+    uint8_t *q = malloc(N / 256 * 144);
+    for (int i = 0; i < N; i++) {
+        float scale = ldexpf(1.0f, (int)(i / 256 % 12) - 6); /* blocks from 2^-6 to 2^5 */
+        float shift = (i / 256) % 3 == 1 ? 0.5f : 0.0f;      /* some sub-blocks all positive */
+        x[i] = (((float)(next_rand() % 20001) / 10000.0f - 1.0f) * 0.5f + shift) * scale;
+    }
+    for (int i = 0; i < 256; i++) x[256 * 4 + i] = 0.0f; /* an all-zero block */
+    cr_assert_eq(lv_quantize_row_q4_k(x, N, q), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_dequantize_row(LV_Q4_K, q, N, y), LV_OK);
+    double worst = 0;
+    for (int b = 0; b < N / 256; b++) {
+        const uint8_t *p = q + 144 * b;
+        float d = half((uint16_t)(p[0] | (p[1] << 8))), dmin = half((uint16_t)(p[2] | (p[3] << 8)));
+        for (int j = 0; j < 8; j++) {
+            int sc, m;
+            q4k_unpack(p + 4, j, &sc, &m);
+            float bound = d * (float)sc / 2 + dmin;
+            for (int i = 0; i < 32; i++) {
+                int e = 256 * b + 32 * j + i;
+                float err = fabsf(x[e] - y[e]);
+                cr_assert(err <= bound * (1.0f + 1e-5f) + 1e-30f, "block %d sub-block %d element %d: %g -> %g, error %g > %g",
+                          b, j, i, x[e], y[e], err, bound);
+                if (bound > 0 && err / bound > worst) worst = err / bound;
+            }
+        }
+    }
+    cr_log_info("q4_k round trip: worst error / (d sc / 2 + dmin) %.3f", worst);
+    for (int i = 0; i < 256; i++) cr_assert_eq(y[256 * 4 + i], 0.0f);
+    x[3] = NAN;
+    cr_assert_eq(lv_quantize_row_q4_k(x, N, q), LV_ERR_INVALID);
+    cr_assert_eq(lv_quantize_row_q4_k(x, 255, q), LV_ERR_INVALID);
+    free(x), free(y), free(q);
+}
