@@ -12,8 +12,9 @@ int64_t lv_tensor_numel(const lv_tensor *t) {
     return n;
 }
 
+/* block-quantized tensors (q8_0, q4_k) are whole blocks: lv_tensor_create checks their rows */
 uint64_t lv_tensor_nbytes(const lv_tensor *t) {
-    return (uint64_t)lv_tensor_numel(t) * lv_dtype_size(t->dtype);
+    return lv_dtype_bytes(t->dtype, lv_tensor_numel(t));
 }
 
 lv_status lv_tensor_create(lv_ctx *ctx, lv_dtype dtype, int ndim, const int64_t *shape,
@@ -21,12 +22,17 @@ lv_status lv_tensor_create(lv_ctx *ctx, lv_dtype dtype, int ndim, const int64_t 
     memset(out, 0, sizeof *out);
     if (ndim < 1 || ndim > LV_MAX_DIMS)
         return lv_error(LV_ERR_INVALID, "tensors have 1 to %d dimensions, not %d", LV_MAX_DIMS, ndim);
-    if (!lv_dtype_size(dtype)) /* block-quantized (host only for now) or not a dtype */
+    if (!lv_dtype_block(dtype, NULL))
         return lv_error(LV_ERR_UNSUPPORTED, "no device tensor of dtype %s (%d)", lv_dtype_name(dtype), (int)dtype);
     for (int i = 0; i < ndim; i++)
         if (shape[i] <= 0)
             return lv_error(LV_ERR_INVALID, "dimension %d of a tensor is %lld (must be positive)",
                             i, (long long)shape[i]);
+    /* a block-quantized tensor (a matmul weight) is rows of whole blocks, as its files hold it */
+    int64_t block = lv_dtype_block(dtype, NULL);
+    if (shape[ndim - 1] % block)
+        return lv_error(LV_ERR_UNSUPPORTED, "a %s tensor's rows are whole blocks of %lld elements, not %lld",
+                        lv_dtype_name(dtype), (long long)block, (long long)shape[ndim - 1]);
     out->dtype = dtype;
     out->ndim = ndim;
     memcpy(out->shape, shape, (size_t)ndim * sizeof *shape);
@@ -44,7 +50,9 @@ void lv_tensor_free(lv_ctx *ctx, lv_tensor *t) {
 lv_tensor lv_tensor_view(const lv_tensor *t, int64_t elem_offset, int ndim, const int64_t *shape) {
     lv_tensor v = *t;
     v.is_view = 1;
-    v.offset = t->offset + (uint64_t)elem_offset * lv_dtype_size(t->dtype);
+    size_t block_bytes;
+    int64_t block = lv_dtype_block(t->dtype, &block_bytes); /* 1 but for q8_0, q4_k: whole blocks */
+    v.offset = t->offset + (uint64_t)(elem_offset / block) * block_bytes;
     v.ndim = ndim;
     memset(v.shape, 0, sizeof v.shape);
     memcpy(v.shape, shape, (size_t)ndim * sizeof *shape);
