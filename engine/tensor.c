@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "longvk/quant.h"
 #include "lv_internal.h"
 
 int64_t lv_tensor_numel(const lv_tensor *t) {
@@ -208,21 +209,49 @@ float lv_weight_float(const lv_weight *w, size_t i) {
 
 static bool float_dtype(lv_dtype d) { return d == LV_F32 || d == LV_F16 || d == LV_BF16; }
 
+/* w (f32, f16 or bf16) quantized row by row on the host (longvk/quant.h) and written to out */
+static lv_status quantize_upload(lv_ctx *ctx, const lv_weight *w, lv_dtype dtype, int64_t k, int64_t n,
+                                 const lv_tensor *out) {
+    uint64_t row_bytes = lv_dtype_bytes(dtype, k), bytes = lv_dtype_bytes(dtype, n);
+    uint8_t *buf = malloc((size_t)bytes);
+    float *row = malloc((size_t)k * sizeof *row);
+    lv_status s = LV_OK;
+    if (!buf || !row)
+        s = lv_error(LV_ERR_NOMEM, "out of host memory quantizing '%s' to %s", w->name, lv_dtype_name(dtype));
+    for (int64_t r = 0; s == LV_OK && r < n / k; r++) {
+        for (int64_t i = 0; i < k; i++) row[i] = lv_weight_float(w, (size_t)(r * k + i));
+        s = dtype == LV_Q8_0 ? lv_quantize_row_q8_0(row, k, buf + r * row_bytes)
+                             : lv_quantize_row_q4_k(row, k, buf + r * row_bytes);
+        if (s != LV_OK)
+            s = lv_error_prefix(s, "'%s' row %lld to %s", w->name, (long long)r, lv_dtype_name(dtype));
+    }
+    if (s == LV_OK) s = lv_tensor_write(ctx, out, buf, bytes);
+    free(buf);
+    free(row);
+    return s;
+}
+
 lv_status lv_tensor_from_weight(lv_ctx *ctx, const lv_weight *w, lv_dtype dtype, int ndim, const int64_t *shape,
                                 lv_tensor *out) {
     if (!ctx || !w || !shape || !out) return lv_error(LV_ERR_INVALID, "lv_tensor_from_weight: a NULL argument");
-    if (!float_dtype(w->dtype) || !float_dtype(dtype))
-        return lv_error(LV_ERR_INVALID, "'%s': %s to %s: only f32, f16 and bf16 convert", w->name,
-                        lv_dtype_name(w->dtype), lv_dtype_name(dtype));
+    bool same = w->dtype == dtype && lv_dtype_quantized(dtype); /* quantized blocks as they are */
+    if (!same && (!float_dtype(w->dtype) || !(float_dtype(dtype) || lv_dtype_quantized(dtype))))
+        return lv_error(LV_ERR_INVALID, "'%s': %s to %s: only f32, f16 and bf16 convert (to each other, q8_0 or q4_k)",
+                        w->name, lv_dtype_name(w->dtype), lv_dtype_name(dtype));
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
     if ((uint64_t)n != lv_weight_numel(w))
         return lv_error(LV_ERR_FORMAT, "model: tensor '%s' has %llu elements, expected %lld", w->name,
                         (unsigned long long)lv_weight_numel(w), (long long)n);
+    if (lv_dtype_quantized(dtype) && shape[ndim - 1] % lv_dtype_block(dtype, NULL))
+        return lv_error(LV_ERR_INVALID, "'%s': rows of %lld are not whole %s blocks of %lld", w->name,
+                        (long long)shape[ndim - 1], lv_dtype_name(dtype), (long long)lv_dtype_block(dtype, NULL));
     LV_TRY(lv_tensor_create(ctx, dtype, ndim, shape, out));
     lv_status s;
     if (dtype == w->dtype) {
         s = lv_tensor_write(ctx, out, w->data, w->nbytes);
+    } else if (lv_dtype_quantized(dtype)) {
+        s = quantize_upload(ctx, w, dtype, shape[ndim - 1], n, out);
     } else {
         size_t es = lv_dtype_size(dtype);
         void *buf = malloc((size_t)n * es);

@@ -39,6 +39,9 @@ static cJSON *run_identity(const lv_generate_options *o, const lv_gen_model *m) 
     cJSON_AddNumberToObject(j, "block_frames", o->block_frames);
     cJSON_AddNumberToObject(j, "cached_blocks", o->cached_blocks);
     cJSON_AddNumberToObject(j, "burn_in_blocks", o->burn_in_blocks);
+    /* only with quantized weights (their frames differ): a file of another run reads as before */
+    if (o->weights_dtype == LV_DIT_WEIGHTS_Q8_0 || o->weights_dtype == LV_DIT_WEIGHTS_Q4_K)
+        cJSON_AddStringToObject(j, "weights_dtype", o->weights_dtype == LV_DIT_WEIGHTS_Q8_0 ? "q8_0" : "q4_K");
     /* only with a schedule: a file of a run without one reads as before */
     char *schedule = lv_gen_schedule_identity(o);
     if (schedule) cJSON_AddStringToObject(j, "schedule", schedule);

@@ -7,13 +7,23 @@
 #include "longvk/ops.h"
 #include "sana_dit_internal.h"
 
+/* A quantized dtype where rows of `k` are whole blocks of it; else q4_k falls back to q8_0,
+ * q8_0 to the file's dtype `stored` (the DiT's K = 2240 is not whole q4_k blocks of 256) */
+static lv_dtype rows_fit(lv_dtype dtype, int64_t k, lv_dtype stored) {
+    if (dtype == LV_Q4_K && k % lv_dtype_block(LV_Q4_K, NULL)) dtype = LV_Q8_0;
+    if (dtype == LV_Q8_0 && k % lv_dtype_block(LV_Q8_0, NULL)) dtype = stored;
+    return dtype;
+}
+
 /* Upload tensor `name` reshaped to `shape` as `dtype`; -1: as stored. Matmul weights take
- * lv_dit_options.weights (as stored by default: f32, f16 or bf16); the rest are f32. */
+ * lv_dit_options.weights (as stored by default: f32, f16 or bf16; quantized row by row on the
+ * host); the rest are f32. */
 static lv_status upload(lv_ctx *ctx, const lv_sana_file *file, const char *name, int dtype, int ndim,
                         const int64_t *shape, lv_tensor *out) {
     const lv_weight *w = lv_sana_file_tensor(file, name);
     if (!w) return lv_error(LV_ERR_FORMAT, "model: tensor '%s' is missing", name);
-    return lv_tensor_from_weight(ctx, w, dtype < 0 ? w->dtype : (lv_dtype)dtype, ndim, shape, out);
+    lv_dtype dt = dtype < 0 ? w->dtype : rows_fit((lv_dtype)dtype, shape[ndim - 1], w->dtype);
+    return lv_tensor_from_weight(ctx, w, dt, ndim, shape, out);
 }
 
 /* The dtype of matmul weights under lv_dit_options.weights (-1: as stored). */
@@ -22,6 +32,8 @@ static int matmul_dtype(lv_dit_weights rule) {
     case LV_DIT_WEIGHTS_F32: return LV_F32;
     case LV_DIT_WEIGHTS_F16: return LV_F16;
     case LV_DIT_WEIGHTS_BF16: return LV_BF16;
+    case LV_DIT_WEIGHTS_Q8_0: return LV_Q8_0;
+    case LV_DIT_WEIGHTS_Q4_K: return LV_Q4_K;
     default: return -1;
     }
 }
@@ -123,7 +135,7 @@ lv_status lv_dit_create(lv_ctx *ctx, const lv_sana_file *file, const lv_dit_opti
     if (opt) dit->opt = *opt;
     if (dit->opt.cached_blocks < 0) dit->opt.cached_blocks = LV_CACHED_ALL;
     lv_status s = LV_OK;
-    if (dit->opt.weights < LV_DIT_WEIGHTS_AS_STORED || dit->opt.weights > LV_DIT_WEIGHTS_BF16)
+    if (dit->opt.weights < LV_DIT_WEIGHTS_AS_STORED || dit->opt.weights > LV_DIT_WEIGHTS_Q4_K)
         s = lv_error(LV_ERR_INVALID, "lv_dit_create: weights %d (lv_dit_weights)", (int)dit->opt.weights);
     else if (dit->opt.sp_bands < 0)
         s = lv_error(LV_ERR_INVALID, "lv_dit_create: %d sequence-parallel bands (0: off)", dit->opt.sp_bands);
