@@ -234,10 +234,12 @@ static lv_status quantize_upload(lv_ctx *ctx, const lv_weight *w, lv_dtype dtype
 lv_status lv_tensor_from_weight(lv_ctx *ctx, const lv_weight *w, lv_dtype dtype, int ndim, const int64_t *shape,
                                 lv_tensor *out) {
     if (!ctx || !w || !shape || !out) return lv_error(LV_ERR_INVALID, "lv_tensor_from_weight: a NULL argument");
-    bool same = w->dtype == dtype && lv_dtype_quantized(dtype); /* quantized blocks as they are */
-    if (!same && (!float_dtype(w->dtype) || !(float_dtype(dtype) || lv_dtype_quantized(dtype))))
-        return lv_error(LV_ERR_INVALID, "'%s': %s to %s: only f32, f16 and bf16 convert (to each other, q8_0 or q4_k)",
-                        w->name, lv_dtype_name(w->dtype), lv_dtype_name(dtype));
+    /* float to float or to quantized; quantized as it is, or dequantised to f32 */
+    bool ok = float_dtype(w->dtype) ? float_dtype(dtype) || lv_dtype_quantized(dtype)
+                                    : lv_dtype_quantized(w->dtype) && (dtype == w->dtype || dtype == LV_F32);
+    if (!ok)
+        return lv_error(LV_ERR_INVALID, "'%s': %s to %s: f32, f16 and bf16 convert to each other, q8_0 and q4_k; "
+                        "q8_0 and q4_k only to f32", w->name, lv_dtype_name(w->dtype), lv_dtype_name(dtype));
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
     if ((uint64_t)n != lv_weight_numel(w))
@@ -252,6 +254,13 @@ lv_status lv_tensor_from_weight(lv_ctx *ctx, const lv_weight *w, lv_dtype dtype,
         s = lv_tensor_write(ctx, out, w->data, w->nbytes);
     } else if (lv_dtype_quantized(dtype)) {
         s = quantize_upload(ctx, w, dtype, shape[ndim - 1], n, out);
+    } else if (lv_dtype_quantized(w->dtype)) { /* a quantized file's tensor the model needs in f32 */
+        float *buf = malloc((size_t)n * sizeof *buf);
+        s = buf ? lv_dequantize_row(w->dtype, w->data, n, buf)
+                : lv_error(LV_ERR_NOMEM, "out of host memory dequantising '%s'", w->name);
+        if (s == LV_OK) s = lv_tensor_write(ctx, out, buf, (uint64_t)n * sizeof *buf);
+        else s = lv_error_prefix(s, "'%s'", w->name);
+        free(buf);
     } else {
         size_t es = lv_dtype_size(dtype);
         void *buf = malloc((size_t)n * es);

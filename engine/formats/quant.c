@@ -2,6 +2,7 @@
  * f32 to q8_0 and q4_k. The block layouts are ggml's (ggml-common.h, ggml-quants.c), written here from
  * their description. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "longvk/quant.h"
@@ -203,4 +204,28 @@ lv_status lv_quantize_row_q4_k(const float *src, int64_t n, void *dst) {
             for (int l = 0; l < 32; l++) qs[32 * g + l] = (uint8_t)(q[64 * g + l] | (q[64 * g + 32 + l] << 4));
     }
     return LV_OK;
+}
+
+lv_status lv_quantize_rows(lv_dtype dtype, const void *src, lv_dtype src_dtype, int64_t rows, int64_t k, void *dst) {
+    if ((dtype != LV_Q8_0 && dtype != LV_Q4_K) || (src_dtype != LV_F32 && src_dtype != LV_F16 && src_dtype != LV_BF16))
+        return lv_error(LV_ERR_INVALID, "lv_quantize_rows: %s to %s: f32, f16 or bf16 to q8_0 or q4_k only",
+                        lv_dtype_name(src_dtype), lv_dtype_name(dtype));
+    if (rows < 0 || k <= 0 || k % lv_dtype_block(dtype, NULL))
+        return lv_error(LV_ERR_INVALID, "lv_quantize_rows: rows of %lld are not whole %s blocks of %lld", (long long)k,
+                        lv_dtype_name(dtype), (long long)lv_dtype_block(dtype, NULL));
+    float *row = malloc((size_t)k * sizeof *row);
+    if (!row) return lv_error(LV_ERR_NOMEM, "lv_quantize_rows: out of memory for a row of %lld", (long long)k);
+    const uint8_t *in = src;
+    uint8_t *out = dst;
+    uint64_t in_row = lv_dtype_bytes(src_dtype, k), out_row = lv_dtype_bytes(dtype, k);
+    lv_status s = LV_OK;
+    for (int64_t r = 0; s == LV_OK && r < rows; r++) {
+        s = lv_dequantize_row(src_dtype, in + r * in_row, k, row); /* f16 / bf16 widened, f32 copied */
+        if (s == LV_OK)
+            s = dtype == LV_Q8_0 ? lv_quantize_row_q8_0(row, k, out + r * out_row)
+                                 : lv_quantize_row_q4_k(row, k, out + r * out_row);
+        if (s != LV_OK) s = lv_error_prefix(s, "row %lld", (long long)r);
+    }
+    free(row);
+    return s;
 }

@@ -32,6 +32,11 @@ lv_status lv_quantize_row_q8_0(const float *src, int64_t n, void *dst);
  * non-finite value or a range past f16. A plain min-max fit, not ggml's searched one. */
 lv_status lv_quantize_row_q4_k(const float *src, int64_t n, void *dst);
 
+/* `rows` rows of `k` values of src_dtype (f32, f16 or bf16) at `src` to `dtype` (q8_0 or
+ * q4_k; k whole blocks) at `dst` (lv_dtype_bytes(dtype, rows * k) bytes), row by row as
+ * above. A message naming the row otherwise. */
+lv_status lv_quantize_rows(lv_dtype dtype, const void *src, lv_dtype src_dtype, int64_t rows, int64_t k, void *dst);
+
 /* IEEE half and bfloat16 to f32, exactly (the formats layer's own: the engine has its own). */
 float lv_f16_to_f32(uint16_t h);
 float lv_bf16_to_f32(uint16_t b);
