@@ -557,8 +557,10 @@ Test(sana_dit, tiny_half_precision_activations) { half_activations("tiny-hd32");
 Test(sana_dit, hd112_half_precision_activations) { half_activations("hd112"); }
 
 /* Matrix weights quantized on load (lv_dit_options.weights q8_0 / q4_K) against the f32
- * engine on the same input, tiny-hd32 (K = 16, 32, 64, 192, 256: q8_0 takes every K but the
- * patch embedding's 16, which stays f32; q4_K only t_embedder.mlp.0's 256, the rest q8_0).
+ * engine on the same input: tiny-hd32 (K = 16, 32, 64, 192, 256: q8_0 takes every K but the
+ * patch embedding's 16, which stays f32; q4_K only t_embedder.mlp.0's 256, the rest q8_0),
+ * and the default model (K = 48 for the patch embedding, 32, 96, 256, 288; its first chunk's
+ * noise at t = 600).
  * Bound, from the quantization step: a q8_0 block's scale is d = max|w| / 127 (rounded up to
  * f16: at most 2^-10 more) and each weight moves by at most d / 2, so a matrix's weight NMSE
  * is at most beta_W = sum over blocks of 32 (d / 2)^2 / sum w^2 (computed here from the
@@ -567,12 +569,11 @@ Test(sana_dit, hd112_half_precision_activations) { half_activations("hd112"); }
  * quantized products in the model add: NMSE(out) <= P max_W beta_W. The real error variance
  * is d^2 / 12, a third of (d / 2)^2: that is the room. Device memory: each quantized matrix
  * takes 34 bytes a block of 32 instead of 4 a weight. */
-Test(sana_dit, quantized_weights) {
+static void quantized_weights(const char *weights, const char *vectors, const char *x_name, float t) {
     lv_ctx *ctx = ts_ctx();
     lv_sana_file *model;
     lv_weights *v;
-    open_files("testdata/sana-video/tiny-hd32.weights.safetensors", "testdata/sana-video/tiny-hd32.vectors.safetensors",
-               &model, &v);
+    open_files(weights, vectors, &model, &v);
     const lv_sana_config *c = lv_sana_file_config(model);
     static const char *top[] = {"x_embedder.proj.weight", "t_embedder.mlp.0.weight", "t_embedder.mlp.2.weight",
                                 "t_block.1.weight", "y_embedder.y_proj.fc1.weight", "y_embedder.y_proj.fc2.weight",
@@ -608,11 +609,11 @@ Test(sana_dit, quantized_weights) {
         saved += 4 * n - n / 32 * 34;
     }
     const double bound = P * beta_max;
-    const lv_weight *x = lv_weights_find(v, "x"), *y = lv_weights_find(v, "y");
+    const lv_weight *x = lv_weights_find(v, x_name), *y = lv_weights_find(v, "y");
     int F = (int)x->shape[1], H = (int)x->shape[2], W = (int)x->shape[3], L = (int)y->shape[0];
     size_t n = (size_t)x->shape[0] * F * H * W;
     float ts[64];
-    for (int f = 0; f < F; f++) ts[f] = 500.0f;
+    for (int f = 0; f < F; f++) ts[f] = t;
     const lv_dit_weights rules[3] = {LV_DIT_WEIGHTS_F32, LV_DIT_WEIGHTS_Q8_0, LV_DIT_WEIGHTS_Q4_K};
     float *out[3];
     uint64_t bytes[3];
@@ -629,9 +630,9 @@ Test(sana_dit, quantized_weights) {
         lv_dit_destroy(ctx, dit);
     }
     double e8 = ts_nmse(out[1], out[0], n), e4 = ts_nmse(out[2], out[0], n);
-    cr_log_info("q8_0: NMSE against f32 %.3g (bound %.3g = %d products x %.3g), %llu bytes against %llu",
-                e8, bound, P, beta_max, (unsigned long long)bytes[1], (unsigned long long)bytes[0]);
-    cr_log_info("q4_K (t_embedder.mlp.0 only; the rest q8_0): NMSE against f32 %.3g, %llu bytes", e4,
+    cr_log_info("%s q8_0: NMSE against f32 %.3g (bound %.3g = %d products x %.3g), %llu bytes against %llu",
+                weights, e8, bound, P, beta_max, (unsigned long long)bytes[1], (unsigned long long)bytes[0]);
+    cr_log_info("%s q4_K (t_embedder.mlp.0 only; the rest q8_0): NMSE against f32 %.3g, %llu bytes", weights, e4,
                 (unsigned long long)bytes[2]);
     cr_assert(e8 <= bound, "q8_0: NMSE %.3g > %.3g", e8, bound);
     cr_assert(e8 > 1e-12, "q8_0: the output did not change (NMSE %.3g)", e8);
@@ -642,4 +643,14 @@ Test(sana_dit, quantized_weights) {
     lv_weights_close(v);
     lv_sana_file_close(model);
     ts_ctx_done(ctx);
+}
+
+
+Test(sana_dit, tiny_quantized_weights) {
+    quantized_weights("testdata/sana-video/tiny-hd32.weights.safetensors",
+                      "testdata/sana-video/tiny-hd32.vectors.safetensors", "x", 500.0f);
+}
+Test(sana_dit, default_model_quantized_weights) {
+    quantized_weights("default-model/default.safetensors", "default-model/vectors.safetensors", "chunk0_noise",
+                      600.0f);
 }
