@@ -462,14 +462,13 @@ lv_status lv_op_matmul_ex(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a,
     if (accumulate && out->dtype != LV_F32)
         return lv_error(LV_ERR_INVALID, "matmul: out += a w^T needs an f32 out (the residual stream), not %s",
                         lv_tensor_describe(out, d, sizeof d));
-    bool quantized = lv_dtype_quantized(w->dtype);
+    bool quantized = lv_dtype_quantized(w->dtype), explicit_variant = variant != LV_MATMUL_AUTO;
     if (variant == LV_MATMUL_AUTO) variant = lv_matmul_auto_variant(ctx);
-    /* the tensor-core kernel does not read quantized blocks yet: the fp32 kernel of the device */
-    if (variant == LV_MATMUL_COOPMAT && quantized && !lv_env_str("LONGVK_MATMUL_VARIANT"))
+    /* the tensor-core kernel reads quantized blocks too, but has not run on a device with
+     * cooperative matrices yet: chosen for them only when asked (LONGVK_MATMUL_VARIANT, the
+     * tests), else the fp32 kernel of the device */
+    if (variant == LV_MATMUL_COOPMAT && quantized && !lv_env_str("LONGVK_MATMUL_VARIANT") && !explicit_variant)
         variant = lv_ctx_device(ctx)->type == LV_DEVICE_CPU ? LV_MATMUL_REGISTER : LV_MATMUL_TILED;
-    if (variant == LV_MATMUL_COOPMAT && quantized)
-        return lv_error(LV_ERR_UNSUPPORTED, "matmul: the tensor-core kernel does not read %s weights (w is %s): "
-                        "the register and tiled kernels do", lv_dtype_name(w->dtype), lv_tensor_describe(w, d, sizeof d));
     if (variant == LV_MATMUL_COOPMAT && lv_ctx_precision(ctx) == LV_PRECISION_F32)
         return lv_error(LV_ERR_UNSUPPORTED, "matmul: the tensor-core kernel rounds its inputs to fp16: not at f32 "
                         "precision (a context at --precision f16 uses it where `longvk devices` says it can)");
