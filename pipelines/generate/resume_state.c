@@ -166,6 +166,15 @@ lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, con
                 break;
             }
         }
+        /* a setting recorded only when used (weights_dtype) that this run does not use */
+        if (s == LV_OK) cJSON_ArrayForEach(item, got) {
+            if (cJSON_GetObjectItemCaseSensitive(want, item->string)) continue;
+            char *b = cJSON_PrintUnformatted(item);
+            s = lv_error(LV_ERR_INVALID, "%s belongs to another run: %s was %s, now not set (resume with the same "
+                         "options)", path, item->string, b ? b : "?");
+            free(b);
+            break;
+        }
     }
     if (s == LV_OK) {
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(p, "chunks_done");
