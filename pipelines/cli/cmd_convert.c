@@ -32,7 +32,7 @@ static cli_option options[] = {
              "and renamed into place when complete. A name ending in .gguf writes GGUF (version 3)"},
     {.name = "--quantize", .kind = CLI_CHOICE, .dest = &args.quantize, .choices = quant_choices, .metavar = "q8_0|q4_K",
      .help = "OUT.gguf only: the matrix weights (a name ending in .weight, 2 dims, or more that are all 1: "
-             "linear layers and 1x1 convs) quantized as ggml's q8_0 or q4_K; a row not whole blocks (32, 256) "
+             "linear layers and 1x1 convs; not embedding tables) quantized as ggml's q8_0 or q4_K; a row not whole blocks (32, 256) "
              "falls back, q4_K to q8_0, q8_0 to its dtype; every other tensor as it is"},
     {.name = "--preset", .kind = CLI_STRING, .dest = &args.preset, .metavar = "P",
      .help = "store SANA-Video preset P (sana-video-2b-480p, sana-video-2b-720p) as __metadata__.config"},
@@ -47,10 +47,12 @@ const cli_spec cmd_convert_spec = {
     .count = CLI_COUNT(options),
 };
 
-/* A matrix weight: named *.weight, [N, K] or [N, K, 1, ...] (linear layers, 1x1 convs). */
+/* A matrix weight: named *.weight, [N, K] or [N, K, 1, ...] (linear layers, 1x1 convs), not
+ * an embedding table (its rows are looked up, not multiplied: "embedding", "embed_tokens"). */
 static bool is_matrix(const lv_weight *t) {
     size_t len = strlen(t->name);
     if (len < 7 || strcmp(t->name + len - 7, ".weight") != 0 || t->ndim < 2) return false;
+    if (strstr(t->name, "embedding") || strstr(t->name, "embed_tokens")) return false;
     for (int d = 2; d < t->ndim; d++)
         if (t->shape[d] != 1) return false;
     return t->dtype == LV_F32 || t->dtype == LV_F16 || t->dtype == LV_BF16;

@@ -29,10 +29,11 @@ static void convert(const char *out, const char *quant) {
     free(text);
 }
 
-/* a matrix weight as the converter defines it: *.weight, [N, K, 1...], rows whole blocks */
+/* a matrix weight as the converter defines it: *.weight, [N, K, 1...], rows whole blocks,
+ * no embedding table */
 static int64_t matrix_k(const lv_weight *t, int64_t block) {
     size_t len = strlen(t->name);
-    if (len < 7 || strcmp(t->name + len - 7, ".weight") || t->ndim < 2) return 0;
+    if (len < 7 || strcmp(t->name + len - 7, ".weight") || t->ndim < 2 || strstr(t->name, "embedding")) return 0;
     for (int d = 2; d < t->ndim; d++)
         if (t->shape[d] != 1) return 0;
     int64_t k = t->shape[1];
