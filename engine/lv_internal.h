@@ -110,7 +110,8 @@ struct lv_ctx {
  * tensor's start in elements of its dtype from the start of the bound range (storage
  * bindings start at an offset aligned to minStorageBufferOffsetAlignment, texel bindings
  * at the start of the memory block); shaders add it to every index. For 16-bit dtypes
- * shaders read 32-bit words: element e is half (e & 1) of word e >> 1. */
+ * shaders read 32-bit words: element e is half (e & 1) of word e >> 1. For the
+ * block-quantized q8_0 and q4_k it counts bytes (shaders/quant.glsl). */
 typedef struct lv_binding {
     const lv_tensor *tensor;
     bool write;

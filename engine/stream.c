@@ -145,6 +145,10 @@ lv_status lv_flush(lv_ctx *ctx) {
 
 /* A texel binding sees the whole memory block through its R32G32B32A32_UINT view, so the
  * tensor's element offset counts from the block's start. */
+/* What a binding's elem_offset counts: elements, or bytes for the block-quantized dtypes
+ * (q8_0's 34-byte blocks do not divide a word; the kernels address their blocks by byte) */
+static uint64_t binding_unit(lv_dtype dtype) { return lv_dtype_quantized(dtype) ? 1 : lv_dtype_size(dtype); }
+
 static lv_status prepare_texel(lv_ctx *ctx, lv_op op, uint32_t i, lv_binding *b) {
     const lv_tensor *t = b->tensor;
     uint64_t start = t->alloc->offset + t->offset;
@@ -159,7 +163,7 @@ static lv_status prepare_texel(lv_ctx *ctx, lv_op op, uint32_t i, lv_binding *b)
                         (unsigned long long)end, (unsigned long long)t->alloc->texel_bytes,
                         ctx->info.name, ctx->limits.maxTexelBufferElements);
     }
-    b->elem_offset = (uint32_t)(start / lv_dtype_size(t->dtype));
+    b->elem_offset = (uint32_t)(start / binding_unit(t->dtype));
     return LV_OK;
 }
 
@@ -188,7 +192,7 @@ lv_status lv_bindings_prepare(lv_ctx *ctx, lv_op op, lv_binding *bindings, uint3
                             lv_tensor_describe(t, d, sizeof d), (unsigned long long)range,
                             (unsigned long long)ctx->max_binding, ctx->info.name);
         }
-        bindings[i].elem_offset = (uint32_t)(shift / lv_dtype_size(t->dtype));
+        bindings[i].elem_offset = (uint32_t)(shift / binding_unit(t->dtype));
     }
     return LV_OK;
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "longvk/quant.h"
 #include "lv_internal.h"
 
 int64_t lv_tensor_numel(const lv_tensor *t) {
@@ -12,8 +13,9 @@ int64_t lv_tensor_numel(const lv_tensor *t) {
     return n;
 }
 
+/* block-quantized tensors (q8_0, q4_k) are whole blocks: lv_tensor_create checks their rows */
 uint64_t lv_tensor_nbytes(const lv_tensor *t) {
-    return (uint64_t)lv_tensor_numel(t) * lv_dtype_size(t->dtype);
+    return lv_dtype_bytes(t->dtype, lv_tensor_numel(t));
 }
 
 lv_status lv_tensor_create(lv_ctx *ctx, lv_dtype dtype, int ndim, const int64_t *shape,
@@ -21,12 +23,17 @@ lv_status lv_tensor_create(lv_ctx *ctx, lv_dtype dtype, int ndim, const int64_t 
     memset(out, 0, sizeof *out);
     if (ndim < 1 || ndim > LV_MAX_DIMS)
         return lv_error(LV_ERR_INVALID, "tensors have 1 to %d dimensions, not %d", LV_MAX_DIMS, ndim);
-    if (!lv_dtype_size(dtype)) /* block-quantized (host only for now) or not a dtype */
+    if (!lv_dtype_block(dtype, NULL))
         return lv_error(LV_ERR_UNSUPPORTED, "no device tensor of dtype %s (%d)", lv_dtype_name(dtype), (int)dtype);
     for (int i = 0; i < ndim; i++)
         if (shape[i] <= 0)
             return lv_error(LV_ERR_INVALID, "dimension %d of a tensor is %lld (must be positive)",
                             i, (long long)shape[i]);
+    /* a block-quantized tensor (a matmul weight) is rows of whole blocks, as its files hold it */
+    int64_t block = lv_dtype_block(dtype, NULL);
+    if (shape[ndim - 1] % block)
+        return lv_error(LV_ERR_UNSUPPORTED, "a %s tensor's rows are whole blocks of %lld elements, not %lld",
+                        lv_dtype_name(dtype), (long long)block, (long long)shape[ndim - 1]);
     out->dtype = dtype;
     out->ndim = ndim;
     memcpy(out->shape, shape, (size_t)ndim * sizeof *shape);
@@ -44,7 +51,9 @@ void lv_tensor_free(lv_ctx *ctx, lv_tensor *t) {
 lv_tensor lv_tensor_view(const lv_tensor *t, int64_t elem_offset, int ndim, const int64_t *shape) {
     lv_tensor v = *t;
     v.is_view = 1;
-    v.offset = t->offset + (uint64_t)elem_offset * lv_dtype_size(t->dtype);
+    size_t block_bytes;
+    int64_t block = lv_dtype_block(t->dtype, &block_bytes); /* 1 but for q8_0, q4_k: whole blocks */
+    v.offset = t->offset + (uint64_t)(elem_offset / block) * block_bytes;
     v.ndim = ndim;
     memset(v.shape, 0, sizeof v.shape);
     memcpy(v.shape, shape, (size_t)ndim * sizeof *shape);
@@ -200,21 +209,58 @@ float lv_weight_float(const lv_weight *w, size_t i) {
 
 static bool float_dtype(lv_dtype d) { return d == LV_F32 || d == LV_F16 || d == LV_BF16; }
 
+/* w (f32, f16 or bf16) quantized row by row on the host (longvk/quant.h) and written to out */
+static lv_status quantize_upload(lv_ctx *ctx, const lv_weight *w, lv_dtype dtype, int64_t k, int64_t n,
+                                 const lv_tensor *out) {
+    uint64_t row_bytes = lv_dtype_bytes(dtype, k), bytes = lv_dtype_bytes(dtype, n);
+    uint8_t *buf = malloc((size_t)bytes);
+    float *row = malloc((size_t)k * sizeof *row);
+    lv_status s = LV_OK;
+    if (!buf || !row)
+        s = lv_error(LV_ERR_NOMEM, "out of host memory quantizing '%s' to %s", w->name, lv_dtype_name(dtype));
+    for (int64_t r = 0; s == LV_OK && r < n / k; r++) {
+        for (int64_t i = 0; i < k; i++) row[i] = lv_weight_float(w, (size_t)(r * k + i));
+        s = dtype == LV_Q8_0 ? lv_quantize_row_q8_0(row, k, buf + r * row_bytes)
+                             : lv_quantize_row_q4_k(row, k, buf + r * row_bytes);
+        if (s != LV_OK)
+            s = lv_error_prefix(s, "'%s' row %lld to %s", w->name, (long long)r, lv_dtype_name(dtype));
+    }
+    if (s == LV_OK) s = lv_tensor_write(ctx, out, buf, bytes);
+    free(buf);
+    free(row);
+    return s;
+}
+
 lv_status lv_tensor_from_weight(lv_ctx *ctx, const lv_weight *w, lv_dtype dtype, int ndim, const int64_t *shape,
                                 lv_tensor *out) {
     if (!ctx || !w || !shape || !out) return lv_error(LV_ERR_INVALID, "lv_tensor_from_weight: a NULL argument");
-    if (!float_dtype(w->dtype) || !float_dtype(dtype))
-        return lv_error(LV_ERR_INVALID, "'%s': %s to %s: only f32, f16 and bf16 convert", w->name,
-                        lv_dtype_name(w->dtype), lv_dtype_name(dtype));
+    /* float to float or to quantized; quantized as it is, or dequantised to f32 */
+    bool ok = float_dtype(w->dtype) ? float_dtype(dtype) || lv_dtype_quantized(dtype)
+                                    : lv_dtype_quantized(w->dtype) && (dtype == w->dtype || dtype == LV_F32);
+    if (!ok)
+        return lv_error(LV_ERR_INVALID, "'%s': %s to %s: f32, f16 and bf16 convert to each other, q8_0 and q4_k; "
+                        "q8_0 and q4_k only to f32", w->name, lv_dtype_name(w->dtype), lv_dtype_name(dtype));
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
     if ((uint64_t)n != lv_weight_numel(w))
         return lv_error(LV_ERR_FORMAT, "model: tensor '%s' has %llu elements, expected %lld", w->name,
                         (unsigned long long)lv_weight_numel(w), (long long)n);
+    if (lv_dtype_quantized(dtype) && shape[ndim - 1] % lv_dtype_block(dtype, NULL))
+        return lv_error(LV_ERR_INVALID, "'%s': rows of %lld are not whole %s blocks of %lld", w->name,
+                        (long long)shape[ndim - 1], lv_dtype_name(dtype), (long long)lv_dtype_block(dtype, NULL));
     LV_TRY(lv_tensor_create(ctx, dtype, ndim, shape, out));
     lv_status s;
     if (dtype == w->dtype) {
         s = lv_tensor_write(ctx, out, w->data, w->nbytes);
+    } else if (lv_dtype_quantized(dtype)) {
+        s = quantize_upload(ctx, w, dtype, shape[ndim - 1], n, out);
+    } else if (lv_dtype_quantized(w->dtype)) { /* a quantized file's tensor the model needs in f32 */
+        float *buf = malloc((size_t)n * sizeof *buf);
+        s = buf ? lv_dequantize_row(w->dtype, w->data, n, buf)
+                : lv_error(LV_ERR_NOMEM, "out of host memory dequantising '%s'", w->name);
+        if (s == LV_OK) s = lv_tensor_write(ctx, out, buf, (uint64_t)n * sizeof *buf);
+        else s = lv_error_prefix(s, "'%s'", w->name);
+        free(buf);
     } else {
         size_t es = lv_dtype_size(dtype);
         void *buf = malloc((size_t)n * es);

@@ -21,6 +21,8 @@
 // shaders/common.glsl): the fast path then loads 8 elements of a as one texel and stores 4
 // as a uvec2; the general path stores an element by two atomics on its word. Arithmetic
 // stays fp32.
+// WDT may also be q8_0 or q4_K (shaders/quant.glsl): w stays in its blocks, w_off counts
+// bytes, and each weight is dequantised as it is loaded (8 of one block per fast-path load).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_samplerless_texture_functions : require
 #extension GL_EXT_control_flow_attributes : require
@@ -37,7 +39,7 @@ vec4 mm_act4(vec4 v) { return pc.act == 1u ? v / (1.0 + exp(-v)) : v; }
 layout(local_size_x_id = 0) in;             // invocations per workgroup (8 = one subgroup)
 layout(constant_id = 1) const uint TM = 32;  // rows per workgroup, a multiple of 8
 layout(constant_id = 2) const uint TN = 8;   // columns per invocation (multiple of 4 if VEC)
-layout(constant_id = 3) const uint WDT = 0;  // w dtype: LV_DTYPE_F32 / F16 / BF16
+layout(constant_id = 3) const uint WDT = 0;  // w dtype: LV_DTYPE_F32 / F16 / BF16 / Q8_0 / Q4_K
 layout(constant_id = 4) const uint VEC = 1;  // fast path, see above
 layout(constant_id = 5) const uint SHUF = 1; // rows of a shared by subgroupShuffle (subgroup of 8)
 layout(constant_id = 6) const uint ADT = 0;  // a dtype: LV_DTYPE_F32 / F16 / BF16
@@ -50,11 +52,17 @@ layout(std430, binding = 0) buffer OutW2 { uvec2 ow2[]; }; // 16-bit out: four e
 layout(binding = 1) uniform utextureBuffer A;    // texel bindings (ops.def kind 't')
 layout(binding = 2) uniform utextureBuffer W;
 layout(binding = 3) uniform utextureBuffer Bias;
+#define LV_QWORD(i) lv_texel_u32(W, i)
+#include "quant.glsl"
 
 const uint TR = TM / 8u; // rows of a each lane loads per k step
 
-// element e of w, any dtype
+const bool WQ = WDT == LV_DTYPE_Q8_0 || WDT == LV_DTYPE_Q4_K;
+
+// element e of w, any dtype (quantized: e counts from the view's first weight)
 float w_at(uint e) {
+    if (WDT == LV_DTYPE_Q8_0) return lv_q8_0_at(pc.w_off, e);
+    if (WDT == LV_DTYPE_Q4_K) return lv_q4_k_at(pc.w_off, e);
     if (WDT == LV_DTYPE_F32) return lv_texel_f32(W, e);
     if (WDT == LV_DTYPE_F16) return lv_f16_at(lv_texel_u32(W, e >> 1), e);
     return lv_bf16_at(lv_texel_u32(W, e >> 1), e);
@@ -77,7 +85,11 @@ void a_at8(uint e, out vec4 lo, out vec4 hi) {
 
 // w[e .. e + 7] as two vec4, e a multiple of 8 (VEC path)
 void w_at8(uint e, out vec4 lo, out vec4 hi) {
-    if (WDT == LV_DTYPE_F32) {
+    if (WDT == LV_DTYPE_Q8_0) {
+        lv_q8_0_at8(pc.w_off, e, lo, hi);
+    } else if (WDT == LV_DTYPE_Q4_K) {
+        lv_q4_k_at8(pc.w_off, e, lo, hi);
+    } else if (WDT == LV_DTYPE_F32) {
         lo = lv_texel_f32x4(W, e >> 2);
         hi = lv_texel_f32x4(W, (e >> 2) + 1u);
     } else {
@@ -101,7 +113,7 @@ void main() {
     uint n0 = gl_WorkGroupID.x * TN * L + lane * TN; // this invocation's first column
     uint z = gl_WorkGroupID.z;
     uint abase = pc.a_off + z * pc.a_batch;
-    uint wbase = pc.w_off + z * pc.w_batch;
+    uint wbase = (WQ ? 0u : pc.w_off) + z * pc.w_batch;
 
     // row starts; loads of rows/columns past the edge are clamped, their results unused
     uint arow[TR];

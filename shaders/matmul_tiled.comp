@@ -23,7 +23,7 @@ layout(constant_id = 2) const uint BN = 64;
 layout(constant_id = 3) const uint BK = 16;
 layout(constant_id = 4) const uint TM = 4;
 layout(constant_id = 5) const uint TN = 4;
-layout(constant_id = 6) const uint WDT = 0;  // w dtype: LV_DTYPE_F32 / F16 / BF16
+layout(constant_id = 6) const uint WDT = 0;  // w dtype: LV_DTYPE_F32 / F16 / BF16 / Q8_0 / Q4_K (quant.glsl)
 layout(constant_id = 7) const uint ADT = 0;  // a dtype (16-bit: words, shaders/common.glsl)
 layout(constant_id = 8) const uint ODT = 0;  // out dtype (16-bit: stored by atomics on words; no accumulate)
 
@@ -33,12 +33,19 @@ layout(std430, binding = 1) readonly buffer A { float a[]; };
 layout(std430, binding = 1) readonly buffer AW { uint aw[]; };
 layout(std430, binding = 2) readonly buffer W { uint w[]; };
 layout(std430, binding = 3) readonly buffer Bias { float bias[]; };
+#define LV_QWORD(i) w[i]
+#include "quant.glsl"
 
 // k-major blocks; the padding (+1) spreads the column-wise stores over the banks
 shared float As[BK * (BM + 1u)];
 shared float Ws[BK * (BN + 1u)];
 
+const bool WQ = WDT == LV_DTYPE_Q8_0 || WDT == LV_DTYPE_Q4_K;
+
+// element e of w (quantized: e counts from the view's first weight, w_off in bytes)
 float w_at(uint e) {
+    if (WDT == LV_DTYPE_Q8_0) return lv_q8_0_at(pc.w_off, e);
+    if (WDT == LV_DTYPE_Q4_K) return lv_q4_k_at(pc.w_off, e);
     if (WDT == LV_DTYPE_F32) return uintBitsToFloat(w[e]);
     if (WDT == LV_DTYPE_F16) return lv_f16_at(w[e >> 1], e);
     return lv_bf16_at(w[e >> 1], e);
@@ -50,7 +57,7 @@ void main() {
     uint tx = tid % (BN / TN), ty = tid / (BN / TN);
     uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN, z = gl_WorkGroupID.z;
     uint abase = pc.a_off + z * pc.a_batch;
-    uint wbase = pc.w_off + z * pc.w_batch;
+    uint wbase = (WQ ? 0u : pc.w_off) + z * pc.w_batch;
 
     float acc[TM * TN];
     [[unroll]] for (uint i = 0; i < TM * TN; i++) acc[i] = 0.0;

@@ -11,7 +11,9 @@
  * a and out may be 16-bit activations (f16 / bf16, lv_ctx_options.precision): the register
  * and tiled kernels read and write them through 32-bit words (specialization constants ADT,
  * ODT) and compute in fp32; the tensor-core kernel reads a as f32 or 16-bit and rounds it
- * and w to fp16 (16-bit precision only). */
+ * and w to fp16 (16-bit precision only).
+ * w may be block-quantized (q8_0, q4_k: rows of whole blocks, as GGUF holds them): the
+ * register and tiled kernels dequantise each weight as they load it (shaders/quant.glsl). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,13 +258,17 @@ static lv_status check_shapes(const lv_tensor *out, const lv_tensor *a, const lv
     if (out->dtype != LV_F32 && out->dtype != LV_F16 && out->dtype != LV_BF16)
         return lv_error(LV_ERR_INVALID, "matmul: out must be f32, f16 or bf16, not %s",
                         lv_tensor_describe(out, d, sizeof d));
-    if (w->dtype != LV_F32 && w->dtype != LV_F16 && w->dtype != LV_BF16)
-        return lv_error(LV_ERR_INVALID, "matmul: w must be f32, f16 or bf16, not %s",
+    if (w->dtype != LV_F32 && w->dtype != LV_F16 && w->dtype != LV_BF16 && !lv_dtype_quantized(w->dtype))
+        return lv_error(LV_ERR_INVALID, "matmul: w must be f32, f16, bf16, q8_0 or q4_k, not %s",
                         lv_tensor_describe(w, d, sizeof d));
     if (w->ndim != 2 && w->ndim != 3)
         return lv_error(LV_ERR_INVALID, "matmul: w must be [N, K] or [B, N, K], not %s",
                         lv_tensor_describe(w, d, sizeof d));
     s->K = w->shape[w->ndim - 1];
+    int64_t block = lv_dtype_block(w->dtype, NULL);
+    if (s->K % block) /* a quantized row is whole blocks (shaders/quant.glsl) */
+        return lv_error(LV_ERR_INVALID, "matmul: a %s w needs K a multiple of %lld, not %lld: w is %s",
+                        lv_dtype_name(w->dtype), (long long)block, (long long)s->K, lv_tensor_describe(w, d, sizeof d));
     s->N = w->shape[w->ndim - 2];
     s->batched_w = w->ndim == 3;
     if (a->shape[a->ndim - 1] != s->K)
@@ -362,8 +368,10 @@ static uint64_t bound_elem_offset(const lv_ctx *ctx, const lv_tensor *t) {
  * 4 elements (8 for 16-bit w and a) from its binding's start, so rows load and store as vec4. */
 static bool register_fast_ok(const lv_ctx *ctx, const mm_shape *s, const mm_views *v, bool has_bias) {
     uint64_t wq = v->w.dtype == LV_F32 ? 4 : 8, aq = v->a.dtype == LV_F32 ? 4 : 8;
-    return s->K % 8 == 0 && s->N % 4 == 0 && bound_elem_offset(ctx, &v->a) % aq == 0 &&
-           bound_elem_offset(ctx, &v->w) % wq == 0 && bound_elem_offset(ctx, &v->out) % 4 == 0 &&
+    /* quantized w: any block start (blocks are read by byte address, shaders/quant.glsl) */
+    bool w_ok = lv_dtype_quantized(v->w.dtype) || bound_elem_offset(ctx, &v->w) % wq == 0;
+    return s->K % 8 == 0 && s->N % 4 == 0 && bound_elem_offset(ctx, &v->a) % aq == 0 && w_ok &&
+           bound_elem_offset(ctx, &v->out) % 4 == 0 &&
            (!has_bias || bound_elem_offset(ctx, &v->bias) % 4 == 0);
 }
 
@@ -404,10 +412,10 @@ static lv_status run_chunk(lv_ctx *ctx, lv_matmul_variant variant, const mm_shap
 static lv_status run(lv_ctx *ctx, lv_matmul_variant variant, const mm_shape *s, const lv_tensor *out,
                      const lv_tensor *a, const lv_tensor *w, const lv_tensor *bias) {
     int64_t M = s->M, N = s->N, K = s->K;
-    int64_t ws = (int64_t)lv_dtype_size(w->dtype);
+    int64_t w_row = (int64_t)lv_dtype_bytes(w->dtype, K); /* bytes of one row of w (whole blocks) */
     /* bytes a binding may cover, less the slack lv_bindings_prepare adds for an unaligned start */
     int64_t budget = (int64_t)lv_ctx_max_binding(ctx) - (int64_t)ctx->limits.minStorageBufferOffsetAlignment - 8;
-    if (budget < K * 4 || budget < N * 4) {
+    if (budget < K * 4 || budget < N * 4 || budget < w_row) {
         char da[96], dw[96];
         return lv_error(LV_ERR_LIMIT, "matmul: one row of a %s, w %s or out (%lld columns) exceeds "
                         "the device's %llu-byte binding limit", lv_tensor_describe(a, da, sizeof da),
@@ -423,14 +431,14 @@ static lv_status run(lv_ctx *ctx, lv_matmul_variant variant, const mm_shape *s, 
     mc = min64(mc, (int64_t)maxg[1] * 8);
     if (mc < M && mc > tile) mc -= mc % tile;
     /* columns per chunk: w rows must fit one binding */
-    int64_t nc = min64(N, budget / (K * ws));
+    int64_t nc = min64(N, budget / w_row);
     nc = min64(nc, (int64_t)maxg[0] * 16);
     if (nc < N && nc > tile) nc -= nc % tile;
     /* whole batches per dispatch when a batch fits entirely */
     int64_t nb = 1;
     if (mc == M && nc == N && s->batch > 1) {
         nb = min64(s->batch, min64(budget / (M * K * 4), budget / (M * N * 4)));
-        if (s->batched_w) nb = min64(nb, budget / (N * K * ws));
+        if (s->batched_w) nb = min64(nb, budget / (N * w_row));
         nb = min64(nb, (int64_t)maxg[2]);
         if (nb < 1) nb = 1;
     }
@@ -454,7 +462,13 @@ lv_status lv_op_matmul_ex(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *a,
     if (accumulate && out->dtype != LV_F32)
         return lv_error(LV_ERR_INVALID, "matmul: out += a w^T needs an f32 out (the residual stream), not %s",
                         lv_tensor_describe(out, d, sizeof d));
+    bool quantized = lv_dtype_quantized(w->dtype), explicit_variant = variant != LV_MATMUL_AUTO;
     if (variant == LV_MATMUL_AUTO) variant = lv_matmul_auto_variant(ctx);
+    /* the tensor-core kernel reads quantized blocks too, but has not run on a device with
+     * cooperative matrices yet: chosen for them only when asked (LONGVK_MATMUL_VARIANT, the
+     * tests), else the fp32 kernel of the device */
+    if (variant == LV_MATMUL_COOPMAT && quantized && !lv_env_str("LONGVK_MATMUL_VARIANT") && !explicit_variant)
+        variant = lv_ctx_device(ctx)->type == LV_DEVICE_CPU ? LV_MATMUL_REGISTER : LV_MATMUL_TILED;
     if (variant == LV_MATMUL_COOPMAT && lv_ctx_precision(ctx) == LV_PRECISION_F32)
         return lv_error(LV_ERR_UNSUPPORTED, "matmul: the tensor-core kernel rounds its inputs to fp16: not at f32 "
                         "precision (a context at --precision f16 uses it where `longvk devices` says it can)");

@@ -1,4 +1,4 @@
-/* `longvk bench gemm [--json] [--shapes default|dit|4096] [--variant auto|register|tiled] [--runs N]
+/* `longvk bench gemm [--json] [--shapes default|dit|4096|quant] [--variant auto|register|tiled] [--runs N]
  *                    [--shape MxNxK[:dtype]] [--no-c]`
  *
  * GFLOP/s of lv_op_matmul (out = a w^T, a f32 [M, K], w [N, K]).
@@ -19,6 +19,10 @@
  * fp32 peak and of the fp16/bf16 tensor peak (the issue's goal: half of the latter); the
  * cooperative-matrix column times the tensor-core kernel (LV_MATMUL_COOPMAT: fp16 inputs,
  * fp32 accumulation) on the same product where the context has it, else says why not.
+ *
+ * --shapes quant (for lavapipe): 512 tokens through the DiT's products with f32, bf16 and
+ * q8_0 weights (and q4_k at K = 2304, the nearest multiple of its 256-weight block), each
+ * beside the C loop on the same dequantised weights.
  *
  * Device times are medians of several runs after a warm-up (pipeline creation excluded),
  * measured from the first dispatch to the end of lv_flush. */
@@ -105,17 +109,20 @@ static void cloop_f32(float *out, const float *a, const float *wf, int64_t M, in
     cloop_f32_plain(out, a, wf, M, N, K, ldo);
 }
 
-/* 16-bit weights: widen each block of 16 rows of w once (scratch: 16 * K floats), then run
- * the f32 loop on it (cheaper than widening inside the inner loop, which runs M times) */
-static void cloop(float *out, const float *a, const float *wf, const uint16_t *wh, float *scratch,
+/* 16-bit and quantized weights: widen (dequantise) each block of 16 rows of w once (scratch:
+ * 16 * K floats), then run the f32 loop on it (cheaper than widening inside the inner loop,
+ * which runs M times) */
+static void cloop(float *out, const float *a, const float *wf, const void *wraw, float *scratch,
                   lv_dtype dt, int64_t M, int64_t N, int64_t K) {
     if (dt == LV_F32) {
         cloop_f32(out, a, wf, M, N, K, N);
     } else {
         for (int64_t n0 = 0; n0 < N; n0 += CLOOP_BLOCK) {
             int64_t nb = N - n0 < CLOOP_BLOCK ? N - n0 : CLOOP_BLOCK;
-            const uint16_t *src = wh + n0 * K;
-            if (dt == LV_F16)
+            const uint16_t *src = (const uint16_t *)wraw + n0 * K;
+            if (lv_dtype_quantized(dt))
+                lv_dequantize_row(dt, (const char *)wraw + lv_dtype_bytes(dt, n0 * K), nb * K, scratch);
+            else if (dt == LV_F16)
                 for (int64_t i = 0; i < nb * K; i++) scratch[i] = lv_half_to_float(src[i]);
             else
                 for (int64_t i = 0; i < nb * K; i++) scratch[i] = bf16_widen(src[i]);
@@ -144,26 +151,35 @@ static int run_case(lv_ctx *ctx, gemm_case *c, lv_matmul_variant variant, bool d
     size_t na = (size_t)(M * K), nw = (size_t)(N * K), no = (size_t)(M * N);
     float *a = malloc(na * 4), *wf = malloc(nw * 4), *got = do_c ? malloc(no * 4) : NULL;
     float *want = do_c ? malloc(no * 4) : NULL;
-    uint16_t *wh = malloc(nw * 2);
+    /* w as uploaded: 16-bit values or quantized blocks (f32: wf itself) */
+    uint64_t w_bytes = lv_dtype_bytes(c->wdtype, (int64_t)nw);
+    void *wraw = malloc((size_t)w_bytes);
     float *scratch = do_c ? malloc((size_t)(CLOOP_BLOCK * K) * 4) : NULL;
     int rc = 1;
     lv_tensor ta = {0}, tw = {0}, to = {0};
-    if (!a || !wf || !wh || (do_c && (!got || !want || !scratch))) {
+    if (!a || !wf || !wraw || (do_c && (!got || !want || !scratch))) {
         fprintf(stderr, "longvk bench gemm: out of host memory\n");
         goto done;
     }
     fill_random(a, na, 1);
     fill_random(wf, nw, 2);
-    for (size_t i = 0; i < nw; i++) {
+    uint16_t *wh = wraw;
+    for (size_t i = 0; i < nw && !lv_dtype_quantized(c->wdtype); i++) {
         if (c->wdtype == LV_F16) wh[i] = lv_float_to_half(wf[i]);
         if (c->wdtype == LV_BF16) wh[i] = lv_float_to_bf16(wf[i]);
+    }
+    lv_status qs = c->wdtype == LV_Q8_0   ? lv_quantize_row_q8_0(wf, (int64_t)nw, wraw)
+                   : c->wdtype == LV_Q4_K ? lv_quantize_row_q4_k(wf, (int64_t)nw, wraw)
+                                          : LV_OK;
+    if (qs != LV_OK) {
+        fprintf(stderr, "longvk bench gemm: %s\n", lv_last_error());
+        goto done;
     }
     if (lv_tensor_create(ctx, LV_F32, 2, (int64_t[]){M, K}, &ta) != LV_OK ||
         lv_tensor_create(ctx, c->wdtype, 2, (int64_t[]){N, K}, &tw) != LV_OK ||
         lv_tensor_create(ctx, LV_F32, 2, (int64_t[]){M, N}, &to) != LV_OK ||
         lv_tensor_write(ctx, &ta, a, na * 4) != LV_OK ||
-        lv_tensor_write(ctx, &tw, c->wdtype == LV_F32 ? (void *)wf : (void *)wh,
-                        nw * lv_dtype_size(c->wdtype)) != LV_OK) {
+        lv_tensor_write(ctx, &tw, c->wdtype == LV_F32 ? (void *)wf : wraw, w_bytes) != LV_OK) {
         fprintf(stderr, "longvk bench gemm: %s\n", lv_last_error());
         goto done;
     }
@@ -193,7 +209,7 @@ static int run_case(lv_ctx *ctx, gemm_case *c, lv_matmul_variant variant, bool d
         }
         for (int r = 0; r < c->c_runs; r++) {
             double t0 = bench_now(), c0 = cpu_now();
-            cloop(want, a, wf, wh, scratch, c->wdtype, M, N, K);
+            cloop(want, a, wf, wraw, scratch, c->wdtype, M, N, K);
             t[r] = bench_now() - t0;
             cpu[r] = cpu_now() - c0;
         }
@@ -214,7 +230,7 @@ done:
     lv_tensor_free(ctx, &to);
     free(a);
     free(wf);
-    free(wh);
+    free(wraw);
     free(scratch);
     free(got);
     free(want);
@@ -235,7 +251,7 @@ static double load_average(void) {
     return l;
 }
 
-typedef enum gemm_set { SET_DEFAULT = 0, SET_DIT, SET_4096 } gemm_set;
+typedef enum gemm_set { SET_DEFAULT = 0, SET_DIT, SET_4096, SET_QUANT } gemm_set;
 
 typedef struct gemm_args {
     int variant, runs, shapes, tokens;
@@ -245,10 +261,10 @@ typedef struct gemm_args {
 
 static gemm_args args;
 
-/* MxNxK[:f32|f16|bf16], each size in [1, 65536] (larger products do not fit a device, and
- * M * K stays far from int64's range) */
+/* MxNxK[:f32|f16|bf16|q8_0|q4_k], each size in [1, 65536] (larger products do not fit a
+ * device, and M * K stays far from int64's range), K whole blocks of a quantized dtype */
 static const char *parse_shape(const char *s, void *dest) {
-    const char *expected = "is not MxNxK[:f32|f16|bf16] with sizes in [1, 65536]";
+    const char *expected = "is not MxNxK[:f32|f16|bf16|q8_0|q4_k] with sizes in [1, 65536]";
     gemm_args *a = dest;
     gemm_case *c = &a->custom;
     char dims[64];
@@ -262,7 +278,12 @@ static const char *parse_shape(const char *s, void *dest) {
     if (strcmp(dt, "f32") == 0) c->wdtype = LV_F32;
     else if (strcmp(dt, "f16") == 0) c->wdtype = LV_F16;
     else if (strcmp(dt, "bf16") == 0) c->wdtype = LV_BF16;
+    else if (strcmp(dt, "q8_0") == 0) c->wdtype = LV_Q8_0;
+    else if (strcmp(dt, "q4_k") == 0 || strcmp(dt, "q4_K") == 0) c->wdtype = LV_Q4_K;
     else return expected;
+    if (v[2] % lv_dtype_block(c->wdtype, NULL))
+        return c->wdtype == LV_Q8_0 ? "has a K that is not a multiple of 32 (q8_0's block)"
+                                    : "has a K that is not a multiple of 256 (q4_k's block)";
     c->M = v[0];
     c->N = v[1];
     c->K = v[2];
@@ -274,7 +295,8 @@ static const char *parse_shape(const char *s, void *dest) {
 static const cli_choice variants[] = {
     {"auto", LV_MATMUL_AUTO}, {"register", LV_MATMUL_REGISTER}, {"tiled", LV_MATMUL_TILED},
     {"coopmat", LV_MATMUL_COOPMAT}, {0}};
-static const cli_choice shape_sets[] = {{"default", SET_DEFAULT}, {"dit", SET_DIT}, {"4096", SET_4096}, {0}};
+static const cli_choice shape_sets[] = {
+    {"default", SET_DEFAULT}, {"dit", SET_DIT}, {"4096", SET_4096}, {"quant", SET_QUANT}, {0}};
 
 static cli_option options[] = {
     {.name = "--json", .kind = CLI_FLAG, .dest = &args.json, .help = "one JSON object with the same figures"},
@@ -283,6 +305,9 @@ static cli_option options[] = {
              "  default: 1024^3 (f32 weights) and 512 x 2240 -> 6720 (f32, bf16 weights) beside a C loop\n"
              "  dit: M = 15600 (a 480p LongSANA chunk), K x N = 2240 x 6720, 2240 x 13440, 6720 x 2240\n"
              "  4096: 4096^3\n"
+             "  quant: 512 tokens x the DiT's 2240 -> 6720 and 6720 -> 2240 with f32, bf16 and q8_0 weights,\n"
+             "         and 2304 -> 6720 (q4_k needs K a multiple of 256: 2240 is not) with f32, q8_0 and q4_k,\n"
+             "         beside the C loop (dequantising 16 rows at a time)\n"
              "dit and 4096 run each shape with f32, f16 and bf16 weights, report TFLOP/s and the fraction of "
              "the device's fp32 and fp16/bf16 tensor peaks, and skip the C loop"},
     {.name = "--tokens", .kind = CLI_INT, .dest = &args.tokens, .metavar = "M", .min = 1, .max = 65536,
@@ -292,15 +317,16 @@ static cli_option options[] = {
     {.name = "--runs", .kind = CLI_INT, .dest = &args.runs, .min = 1, .max = 16,
      .def = "5 for 1024^3 (its C loop 3) and for --shapes dit and 4096, 3 for the others and --shape",
      .help = "timed runs of each product (and of the C loop)"},
-    {.name = "--shape", .kind = CLI_CUSTOM, .dest = &args, .parse = parse_shape, .metavar = "MxNxK[:f32|f16|bf16]",
+    {.name = "--shape", .kind = CLI_CUSTOM, .dest = &args, .parse = parse_shape,
+     .metavar = "MxNxK[:f32|f16|bf16|q8_0|q4_k]",
      .def = "those of --shapes", .help = "one product of this shape instead, weights of this dtype"},
     {.name = "--no-c", .kind = CLI_FLAG, .dest = &args.no_c, .help = "skip the C loop"},
 };
 
 const cli_spec bench_gemm_spec = {
     .command = "bench gemm",
-    .usage = "[--json] [--shapes default|dit|4096] [--tokens M] [--variant auto|register|tiled] [--runs N]\n"
-             "       [--shape MxNxK[:f32|f16|bf16]] [--no-c]",
+    .usage = "[--json] [--shapes default|dit|4096|quant] [--tokens M] [--variant auto|register|tiled] [--runs N]\n"
+             "       [--shape MxNxK[:f32|f16|bf16|q8_0|q4_k]] [--no-c]",
     .about = "GFLOP/s of lv_op_matmul. By default fp32 1024 x 1024 x 1024 and DiT-shaped products (512\n"
              "tokens x 2240 -> 6720, with f32 and bf16 weights), each beside a plain one-thread C loop timed\n"
              "in the same run. --shapes dit and 4096 give the GPU's figures: TFLOP/s and the fraction of\n"
@@ -424,6 +450,19 @@ int bench_gemm(int argc, char **argv) {
     if (have_custom) {
         custom.runs = custom.c_runs = 3;
         cases[ncases++] = custom;
+    } else if (set == SET_QUANT) {
+        /* {K, N, dtype}: the DiT's products (qkv-sized, the point conv) and the nearest K
+         * q4_k can take */
+        static const struct { int64_t K, N; lv_dtype dt; } q[9] = {
+            {2240, 6720, LV_F32}, {2240, 6720, LV_BF16}, {2240, 6720, LV_Q8_0},
+            {6720, 2240, LV_F32}, {6720, 2240, LV_BF16}, {6720, 2240, LV_Q8_0},
+            {2304, 6720, LV_F32}, {2304, 6720, LV_Q8_0}, {2304, 6720, LV_Q4_K}};
+        for (int i = 0; i < 9; i++) {
+            gemm_case *c = &cases[ncases++];
+            *c = (gemm_case){.M = 512, .K = q[i].K, .N = q[i].N, .wdtype = q[i].dt, .runs = 3, .c_runs = 3};
+            snprintf(c->name, sizeof c->name, "512 tok %lld->%lld %s w", (long long)q[i].K, (long long)q[i].N,
+                     lv_dtype_name(q[i].dt));
+        }
     } else if (set == SET_DEFAULT) {
         cases[ncases++] = (gemm_case){"fp32 1024x1024x1024", 1024, 1024, 1024, LV_F32, 5, 3, 0, 0, 0, 0, 0};
         cases[ncases++] = (gemm_case){"FFN 512 tok 2240->6720 f32 w", 512, 6720, 2240, LV_F32, 3, 3, 0, 0, 0, 0, 0};
@@ -452,7 +491,7 @@ int bench_gemm(int argc, char **argv) {
     }
     lv_matmul_variant used = variant == LV_MATMUL_AUTO ? lv_matmul_auto_variant(ctx) : variant;
     const char *vname = used == LV_MATMUL_TILED ? "tiled" : used == LV_MATMUL_COOPMAT ? "coopmat" : "register";
-    if (set != SET_DEFAULT) {
+    if (set == SET_DIT || set == SET_4096) {
         int rc = run_set(ctx, variant, vname, cases, ncases, json);
         lv_ctx_destroy(ctx);
         return rc;

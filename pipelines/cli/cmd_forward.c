@@ -60,8 +60,9 @@ static cli_option options[] = {
     {.name = "--cached-blocks", .kind = CLI_LONG, .dest = &args.cached, .metavar = "K", .min = 0, .max = 100000,
      .def = "all", .help = "with --block-frames: only the last K chunks (0: none)"},
     {.name = "--weights-dtype", .kind = CLI_CHOICE, .dest = &args.weights, .choices = cli_weight_dtypes,
-     .metavar = "as-stored|f32|f16|bf16", .def = "as-stored",
-     .help = "the matrix weights on the device: as stored, or converted (f16/bf16 halve an f32 file's memory)"},
+     .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K", .def = "as-stored",
+     .help = "the matrix weights on the device: as stored, or converted (f16/bf16 halve an f32 file's memory), "
+             "or quantized on load (q8_0, q4_K; rows not whole blocks fall back: q4_K to q8_0 to as stored)"},
     {.name = "--precision", .kind = CLI_CHOICE, .dest = &args.precision, .choices = cli_precisions,
      .def = "f32, or LONGVK_PRECISION",
      .help = "the DiT's activations that feed matrix products and the Mix-FFN's convs: f32, or stored as "

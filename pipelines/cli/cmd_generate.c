@@ -221,9 +221,10 @@ static cli_option options[] = {
              "0 for small models such as the embedded one, whose kernels are shorter than a hand-off to "
              "workers; else one per core). LP_NUM_THREADS, when set, wins"},
     {.name = "--weights-dtype", .kind = CLI_CHOICE, .dest = &args.o.weights_dtype, .choices = cli_weight_dtypes,
-     .def = "as-stored", .metavar = "as-stored|f32|f16|bf16",
+     .def = "as-stored", .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K",
      .help = "the DiT's matrix weights on the device: as the file stores them, or converted (f16/bf16 halve "
-             "an f32 file's memory)"},
+             "an f32 file's memory), or quantized on load as ggml's q8_0 / q4_K (about 1/4 and 1/7; rows not "
+             "whole blocks of 32 / 256 fall back: q4_K to q8_0, q8_0 to the file's dtype)"},
     {.name = "--precision", .kind = CLI_CHOICE, .dest = &args.o.precision, .choices = cli_precisions,
      .def = "f32, or LONGVK_PRECISION",
      .help = "the DiT's activations that feed matrix products and the Mix-FFN's convs: f32, or stored as "

@@ -546,6 +546,7 @@ int cli_check_preset(const char *command, const char *preset) {
 }
 
 const cli_choice cli_weight_dtypes[] = {{"as-stored", LV_DIT_WEIGHTS_AS_STORED}, {"f32", LV_DIT_WEIGHTS_F32},
-                                        {"f16", LV_DIT_WEIGHTS_F16}, {"bf16", LV_DIT_WEIGHTS_BF16}, {0}};
+                                        {"f16", LV_DIT_WEIGHTS_F16}, {"bf16", LV_DIT_WEIGHTS_BF16},
+                                        {"q8_0", LV_DIT_WEIGHTS_Q8_0}, {"q4_K", LV_DIT_WEIGHTS_Q4_K}, {0}};
 const cli_choice cli_precisions[] = {
     {"f32", LV_PRECISION_F32}, {"f16", LV_PRECISION_F16}, {"bf16", LV_PRECISION_BF16}, {0}};

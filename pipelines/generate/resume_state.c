@@ -39,6 +39,9 @@ static cJSON *run_identity(const lv_generate_options *o, const lv_gen_model *m, 
     cJSON_AddNumberToObject(j, "block_frames", o->block_frames);
     cJSON_AddNumberToObject(j, "cached_blocks", o->cached_blocks);
     cJSON_AddNumberToObject(j, "burn_in_blocks", o->burn_in_blocks);
+    /* only with quantized weights (their frames differ): a file of another run reads as before */
+    if (o->weights_dtype == LV_DIT_WEIGHTS_Q8_0 || o->weights_dtype == LV_DIT_WEIGHTS_Q4_K)
+        cJSON_AddStringToObject(j, "weights_dtype", o->weights_dtype == LV_DIT_WEIGHTS_Q8_0 ? "q8_0" : "q4_K");
     /* only with a schedule: a file of a run without one reads as before */
     char *schedule = lv_gen_schedule_identity(o);
     if (schedule) cJSON_AddStringToObject(j, "schedule", schedule);
@@ -189,6 +192,15 @@ lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, con
                 free(b);
                 break;
             }
+        }
+        /* a setting recorded only when used (weights_dtype) that this run does not use */
+        if (s == LV_OK) cJSON_ArrayForEach(item, got) {
+            if (cJSON_GetObjectItemCaseSensitive(want, item->string)) continue;
+            char *b = cJSON_PrintUnformatted(item);
+            s = lv_error(LV_ERR_INVALID, "%s belongs to another run: %s was %s, now not set (resume with the same "
+                         "options)", path, item->string, b ? b : "?");
+            free(b);
+            break;
         }
     }
     if (s == LV_OK) {

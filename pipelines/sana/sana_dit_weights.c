@@ -5,15 +5,26 @@
 #include <string.h>
 
 #include "longvk/ops.h"
+#include "longvk/quant.h"
 #include "sana_dit_internal.h"
 
+/* A quantized dtype where rows of `k` are whole blocks of it; else q4_k falls back to q8_0,
+ * q8_0 to the file's dtype `stored` (the DiT's K = 2240 is not whole q4_k blocks of 256) */
+static lv_dtype rows_fit(lv_dtype dtype, int64_t k, lv_dtype stored) {
+    if (dtype == LV_Q4_K && k % lv_dtype_block(LV_Q4_K, NULL)) dtype = LV_Q8_0;
+    if (dtype == LV_Q8_0 && k % lv_dtype_block(LV_Q8_0, NULL)) dtype = stored;
+    return dtype;
+}
+
 /* Upload tensor `name` reshaped to `shape` as `dtype`; -1: as stored. Matmul weights take
- * lv_dit_options.weights (as stored by default: f32, f16 or bf16); the rest are f32. */
+ * lv_dit_options.weights (as stored by default: f32, f16 or bf16; quantized row by row on the
+ * host); the rest are f32. */
 static lv_status upload(lv_ctx *ctx, const lv_sana_file *file, const char *name, int dtype, int ndim,
                         const int64_t *shape, lv_tensor *out) {
     const lv_weight *w = lv_sana_file_tensor(file, name);
     if (!w) return lv_error(LV_ERR_FORMAT, "model: tensor '%s' is missing", name);
-    return lv_tensor_from_weight(ctx, w, dtype < 0 ? w->dtype : (lv_dtype)dtype, ndim, shape, out);
+    lv_dtype dt = dtype < 0 ? w->dtype : rows_fit((lv_dtype)dtype, shape[ndim - 1], w->dtype);
+    return lv_tensor_from_weight(ctx, w, dt, ndim, shape, out);
 }
 
 /* The dtype of matmul weights under lv_dit_options.weights (-1: as stored). */
@@ -22,6 +33,8 @@ static int matmul_dtype(lv_dit_weights rule) {
     case LV_DIT_WEIGHTS_F32: return LV_F32;
     case LV_DIT_WEIGHTS_F16: return LV_F16;
     case LV_DIT_WEIGHTS_BF16: return LV_BF16;
+    case LV_DIT_WEIGHTS_Q8_0: return LV_Q8_0;
+    case LV_DIT_WEIGHTS_Q4_K: return LV_Q4_K;
     default: return -1;
     }
 }
@@ -35,14 +48,26 @@ static lv_status upload_taps(lv_ctx *ctx, const lv_sana_file *file, const char *
     if (lv_weight_numel(w) != (uint64_t)(3 * C * C))
         return lv_error(LV_ERR_FORMAT, "model: tensor '%s' has %llu elements, want %lld x %lld x 3", name,
                         (unsigned long long)lv_weight_numel(w), (long long)C, (long long)C);
-    float *taps = malloc((size_t)(3 * C * C) * sizeof *taps);
-    if (!taps) return lv_error(LV_ERR_NOMEM, "model: no host memory to lay out '%s'", name);
-    lv_temporal_conv_taps(w, C, taps);
-    lv_weight host = {.name = name, .dtype = LV_F32, .ndim = 3, .shape = {3, C, C}, .data = taps,
-                      .nbytes = (uint64_t)(3 * C * C) * sizeof *taps};
-    lv_status st = lv_tensor_from_weight(ctx, &host, dtype < 0 ? w->dtype : (lv_dtype)dtype, 3,
-                                         (const int64_t[]){3, C, C}, out);
-    free(taps);
+    size_t n = (size_t)(3 * C * C);
+    float *flat = malloc(n * sizeof *flat), *taps = malloc(n * sizeof *taps);
+    if (!flat || !taps) {
+        free(flat), free(taps);
+        return lv_error(LV_ERR_NOMEM, "model: no host memory to lay out '%s'", name);
+    }
+    /* the file's values as f32 whatever their dtype (a GGUF's may be quantized), then tap-major */
+    lv_status st = lv_dequantize_row(w->dtype, w->data, (int64_t)n, flat);
+    if (st == LV_OK) {
+        lv_weight f32 = {.name = name, .dtype = LV_F32, .ndim = 3, .shape = {C, C, 3}, .data = flat,
+                         .nbytes = n * sizeof *flat};
+        lv_temporal_conv_taps(&f32, C, taps);
+        lv_weight host = {.name = name, .dtype = LV_F32, .ndim = 3, .shape = {3, C, C}, .data = taps,
+                          .nbytes = n * sizeof *taps};
+        lv_dtype dt = rows_fit(dtype < 0 ? w->dtype : (lv_dtype)dtype, C, LV_F32);
+        st = lv_tensor_from_weight(ctx, &host, dt, 3, (const int64_t[]){3, C, C}, out);
+    } else {
+        lv_error_prefix(st, "model: tensor '%s'", name);
+    }
+    free(flat), free(taps);
     return st;
 }
 
@@ -145,7 +170,7 @@ lv_status lv_dit_create(lv_ctx *ctx, const lv_sana_file *file, const lv_dit_opti
     if (opt) dit->opt = *opt;
     if (dit->opt.cached_blocks < 0) dit->opt.cached_blocks = LV_CACHED_ALL;
     lv_status s = LV_OK;
-    if (dit->opt.weights < LV_DIT_WEIGHTS_AS_STORED || dit->opt.weights > LV_DIT_WEIGHTS_BF16)
+    if (dit->opt.weights < LV_DIT_WEIGHTS_AS_STORED || dit->opt.weights > LV_DIT_WEIGHTS_Q4_K)
         s = lv_error(LV_ERR_INVALID, "lv_dit_create: weights %d (lv_dit_weights)", (int)dit->opt.weights);
     else if (dit->opt.sp_bands < 0)
         s = lv_error(LV_ERR_INVALID, "lv_dit_create: %d sequence-parallel bands (0: off)", dit->opt.sp_bands);

@@ -31,14 +31,25 @@ struct lv_sana_file {
     uint64_t params;
 };
 
+/* The same shape but for dims of 1 (the same row-major layout): a GGUF file stores a 1x1
+ * conv's [N, K, 1, 1] as [N, K] (ggml's rows, its last dim, are whole blocks) and has at most
+ * 4 dims (the patch embedding's [C, c, 1, 2, 2] becomes [C, c, 2, 2]). */
 static int same_shape(const lv_weight *t, int ndim, const int64_t *shape) {
-    if (t->ndim != ndim) return 0;
+    int64_t a[LV_MAX_DIMS], b[LV_MAX_DIMS];
+    int na = 0, nb = 0;
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] != 1) a[na++] = t->shape[i];
     for (int i = 0; i < ndim; i++)
-        if (t->shape[i] != shape[i]) return 0;
+        if (shape[i] != 1) b[nb++] = shape[i];
+    if (na != nb) return 0;
+    for (int i = 0; i < na; i++)
+        if (a[i] != b[i]) return 0;
     return 1;
 }
 
-static int is_float(lv_dtype d) { return d == LV_F32 || d == LV_F16 || d == LV_BF16; }
+/* f32, f16, bf16, or ggml's q8_0 / q4_k (a quantized GGUF: the DiT reads matrices as blocks
+ * and dequantises any other tensor on upload) */
+static int is_float(lv_dtype d) { return d == LV_F32 || d == LV_F16 || d == LV_BF16 || lv_dtype_quantized(d); }
 
 /* The tensor `name` in any shard; *src (if given) receives the shard's index. */
 static const lv_weight *find_in(const lv_sana_file *f, const char *name, int *src) {
@@ -236,7 +247,7 @@ static lv_status check_tensors(lv_sana_file *f, const char *path, unsigned char 
                         got, want);
                 ok = 0;
             } else if (!is_float(t[k]->dtype)) {
-                lv_problem(pb, parts[k], "tensor '%s'%s has dtype %s, not a float type (f32, f16, bf16)", parts[k],
+                lv_problem(pb, parts[k], "tensor '%s'%s has dtype %s, not a weight type (f32, f16, bf16, q8_0, q4_k)", parts[k],
                         also, lv_dtype_name(t[k]->dtype));
                 ok = 0;
             } else if (k > 0 && t[0] && t[k]->dtype != t[0]->dtype) {

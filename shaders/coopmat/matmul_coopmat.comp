@@ -19,6 +19,8 @@
 // activation, the residual add and the edges are handled per element as in the other matmul
 // kernels (a 16-bit out is written a word, two columns, at a time where aligned). Any M, N,
 // K: loads past an edge read zero.
+// w may be q8_0 or q4_K blocks (shaders/quant.glsl; w_off in bytes): each weight dequantised
+// in fp32 as it is loaded, then rounded to fp16 like any other w (one element at a time).
 //
 // Compiled only with a glslang that knows GL_KHR_cooperative_matrix (shaders/CMakeLists.txt,
 // .ci/glslang; Debian 13's own glslang-tools does); chosen by engine/ops/ops_matmul.c on a GPU
@@ -40,7 +42,7 @@ layout(constant_id = 2) const uint BN = 128;
 layout(constant_id = 3) const uint BK = 32;  // a multiple of TK and of 4
 layout(constant_id = 4) const uint WM = 64;  // one subgroup's part of the block
 layout(constant_id = 5) const uint WN = 32;
-layout(constant_id = 6) const uint WDT = 0;  // w dtype: LV_DTYPE_F32 / F16 / BF16
+layout(constant_id = 6) const uint WDT = 0;  // w dtype: LV_DTYPE_F32 / F16 / BF16 / Q8_0 / Q4_K
 layout(constant_id = 7) const uint TM = 16;  // the device's cooperative-matrix shape
 layout(constant_id = 8) const uint TN = 16;
 layout(constant_id = 9) const uint TK = 16;
@@ -59,6 +61,10 @@ layout(std430, binding = 2) readonly buffer W { uint w[]; };
 layout(std430, binding = 2) readonly buffer W4 { uvec4 w4[]; };
 layout(std430, binding = 2) readonly buffer W2 { uvec2 w2[]; };
 layout(std430, binding = 3) readonly buffer Bias { float bias[]; };
+#define LV_QWORD(i) w[i]
+#include "quant.glsl"
+
+const bool WQ = WDT == LV_DTYPE_Q8_0 || WDT == LV_DTYPE_Q4_K;
 
 // row strides of the shared blocks: + 8 halves keeps rows 16-byte aligned for the loads
 // and spreads them over the banks
@@ -77,7 +83,10 @@ bool a_vec, w_vec;
 
 float a_at(uint e) { return ADT == LV_DTYPE_F32 ? a[e] : lv_half_at(aw[e >> 1], e, ADT); }
 
+// element e of w (quantized: e counts from the view's first weight)
 float w_at(uint e) {
+    if (WDT == LV_DTYPE_Q8_0) return lv_q8_0_at(pc.w_off, e);
+    if (WDT == LV_DTYPE_Q4_K) return lv_q4_k_at(pc.w_off, e);
     if (WDT == LV_DTYPE_F32) return uintBitsToFloat(w[e]);
     if (WDT == LV_DTYPE_F16) return lv_f16_at(w[e >> 1], e);
     return lv_bf16_at(w[e >> 1], e);
@@ -120,10 +129,10 @@ void main() {
     uint tid = gl_LocalInvocationID.x;
     uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN, z = gl_WorkGroupID.z;
     abase = pc.a_off + z * pc.a_batch;
-    wbase = pc.w_off + z * pc.w_batch;
+    wbase = (WQ ? 0u : pc.w_off) + z * pc.w_batch;
     // four k at a time in one load where K and the views' starts are multiples of 4
     a_vec = (pc.K & 3u) == 0u && (abase & 3u) == 0u;
-    w_vec = (pc.K & 3u) == 0u && (wbase & 3u) == 0u;
+    w_vec = !WQ && (pc.K & 3u) == 0u && (wbase & 3u) == 0u;
     uint nsg = gl_NumSubgroups, rounds = (SUBGROUPS + nsg - 1u) / nsg;
     uint lane = gl_SubgroupInvocationID, lanes = gl_SubgroupSize;
     uint obase = pc.out_off + z * pc.out_batch;

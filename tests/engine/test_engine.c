@@ -230,15 +230,28 @@ Test(engine, bad_requests_are_errors) {
     float buf[8];
     cr_assert_eq(lv_tensor_write(ctx, &small, buf, sizeof buf), LV_ERR_INVALID);
     lv_tensor_free(ctx, &small);
-    /* block-quantized dtypes (GGUF's q8_0, q4_k) are host only: refused, not sized as 0 bytes */
+    /* block-quantized dtypes (GGUF's q8_0, q4_k): rows of whole blocks, sized by their
+     * blocks (3 of 34 bytes), never as 0 bytes; a row not whole blocks is refused */
     int64_t row[1] = {32};
-    cr_assert_eq(lv_tensor_create(ctx, LV_Q8_0, 1, row, &t), LV_ERR_UNSUPPORTED);
+    cr_assert_eq(lv_tensor_create(ctx, LV_Q8_0, 1, (int64_t[]){96}, &t), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_tensor_nbytes(&t), 102);
+    lv_tensor_free(ctx, &t);
+    cr_assert_eq(lv_tensor_create(ctx, LV_Q8_0, 1, (int64_t[]){33}, &t), LV_ERR_UNSUPPORTED);
     cr_assert(strstr(lv_last_error(), "q8_0") != NULL, "%s", lv_last_error());
     static const uint8_t q8[34];
     lv_weight w = {"blk.0.q", LV_Q8_0, 1, {32}, q8, sizeof q8};
-    cr_assert_eq(lv_tensor_from_weight(ctx, &w, LV_F32, 1, row, &t), LV_ERR_INVALID);
+    cr_assert_eq(lv_tensor_from_weight(ctx, &w, LV_F16, 1, row, &t), LV_ERR_INVALID);
     cr_assert(strstr(lv_last_error(), "'blk.0.q': q8_0") != NULL, "%s", lv_last_error());
     cr_assert_eq(lv_ctx_memory_in_use(ctx), 0);
+    /* to f32 it is dequantised: d = 0.5 (f16 0x3800), q = i - 16 */
+    uint8_t q8b[34] = {0x00, 0x38};
+    for (int i = 0; i < 32; i++) q8b[2 + i] = (uint8_t)(int8_t)(i - 16);
+    lv_weight wq = {"blk.1.q", LV_Q8_0, 1, {32}, q8b, sizeof q8b};
+    cr_assert_eq(lv_tensor_from_weight(ctx, &wq, LV_F32, 1, row, &t), LV_OK, "%s", lv_last_error());
+    float *deq = ts_read(ctx, &t);
+    for (int i = 0; i < 32; i++) cr_assert_eq(deq[i], 0.5f * (float)(i - 16), "element %d: %g", i, deq[i]);
+    free(deq);
+    lv_tensor_free(ctx, &t);
     ts_ctx_done(ctx);
 }
 

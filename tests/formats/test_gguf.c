@@ -557,3 +557,102 @@ Test(gguf, q8_0_round_trip_error_bound) {
     cr_assert_eq(lv_quantize_row_q8_0(x, 31, q), LV_ERR_INVALID);
     free(x), free(y), free(q);
 }
+
+/* q4_k: quantize then dequantize. Per sub-block j of 32 the value is d * sc_j * q - dmin * m_j,
+ * q in 0..15; the quantizer rounds d, dmin, sc_j and m_j up, so the grid covers the sub-block
+ * with at most one dmin to spare above: |x - x'| <= d * sc_j / 2 where q does not clip and
+ * <= dmin where it clips at 15, so <= d * sc_j / 2 + dmin always (each term as stored). The
+ * 6-bit scales and mins are unpacked here from ggml's layout (block_q4_K), independently of
+ * engine/formats/quant.c. */
+static void q4k_unpack(const uint8_t *s, int j, int *sc, int *m) {
+    if (j < 4) {
+        *sc = s[j] & 63, *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+Test(gguf, q4_k_round_trip_error_bound) {
+    enum { N = 256 * 24 };
+    float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+    uint8_t *q = malloc(N / 256 * 144);
+    for (int i = 0; i < N; i++) {
+        float scale = ldexpf(1.0f, (int)(i / 256 % 12) - 6); /* blocks from 2^-6 to 2^5 */
+        float shift = (i / 256) % 3 == 1 ? 0.5f : 0.0f;      /* some sub-blocks all positive */
+        x[i] = (((float)(next_rand() % 20001) / 10000.0f - 1.0f) * 0.5f + shift) * scale;
+    }
+    for (int i = 0; i < 256; i++) x[256 * 4 + i] = 0.0f; /* an all-zero block */
+    cr_assert_eq(lv_quantize_row_q4_k(x, N, q), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_dequantize_row(LV_Q4_K, q, N, y), LV_OK);
+    double worst = 0;
+    for (int b = 0; b < N / 256; b++) {
+        const uint8_t *p = q + 144 * b;
+        float d = half((uint16_t)(p[0] | (p[1] << 8))), dmin = half((uint16_t)(p[2] | (p[3] << 8)));
+        for (int j = 0; j < 8; j++) {
+            int sc, m;
+            q4k_unpack(p + 4, j, &sc, &m);
+            float bound = d * (float)sc / 2 + dmin;
+            for (int i = 0; i < 32; i++) {
+                int e = 256 * b + 32 * j + i;
+                float err = fabsf(x[e] - y[e]);
+                cr_assert(err <= bound * (1.0f + 1e-5f) + 1e-30f, "block %d sub-block %d element %d: %g -> %g, error %g > %g",
+                          b, j, i, x[e], y[e], err, bound);
+                if (bound > 0 && err / bound > worst) worst = err / bound;
+            }
+        }
+    }
+    cr_log_info("q4_k round trip: worst error / (d sc / 2 + dmin) %.3f", worst);
+    for (int i = 0; i < 256; i++) cr_assert_eq(y[256 * 4 + i], 0.0f);
+    x[3] = NAN;
+    cr_assert_eq(lv_quantize_row_q4_k(x, N, q), LV_ERR_INVALID);
+    cr_assert_eq(lv_quantize_row_q4_k(x, 255, q), LV_ERR_INVALID);
+    free(x), free(y), free(q);
+}
+
+/* lv_gguf_write read back by lv_weights_open: names, dtypes, shapes (a 5-D tensor loses its
+ * dims of 1: GGUF has at most 4), bytes and string metadata; a tensor GGUF cannot hold (a
+ * q8_0 row not whole blocks) is refused before anything is written. */
+Test(gguf, writer_round_trip) {
+    float f[15];
+    uint16_t h[6];
+    uint8_t q8[2 * 2 * 34], q4[144];
+    for (int i = 0; i < 15; i++) f[i] = (float)i - 7.5f;
+    for (int i = 0; i < 6; i++) h[i] = (uint16_t)(0x3c00 + i);
+    for (size_t i = 0; i < sizeof q8; i++) q8[i] = (uint8_t)(i * 7);
+    for (size_t i = 0; i < sizeof q4; i++) q4[i] = (uint8_t)(i * 13);
+    lv_weight t[5] = {
+        {"a.f32", LV_F32, 2, {3, 5}, f, sizeof f},
+        {"b.f16", LV_F16, 1, {6}, h, sizeof h},
+        {"c.q8", LV_Q8_0, 2, {2, 64}, q8, sizeof q8},
+        {"d.q4k", LV_Q4_K, 2, {1, 256}, q4, sizeof q4},
+        {"e.5d", LV_F32, 5, {3, 1, 1, 5, 1}, f, sizeof f},
+    };
+    const char *meta[] = {"config", "{\"hidden\": 64}", "general.name", "tiny"};
+    const char *path = ts_tmp("written.gguf");
+    cr_assert_eq(lv_gguf_write(path, t, 5, meta, 2), LV_OK, "%s", lv_last_error());
+    lv_weights *w;
+    cr_assert_eq(lv_weights_open(path, &w), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_weights_count(w), 5);
+    cr_assert_str_eq(lv_weights_metadata(w, "config"), "{\"hidden\": 64}");
+    cr_assert_str_eq(lv_weights_metadata(w, "general.name"), "tiny");
+    const int64_t want_shape[5][3] = {{3, 5}, {6}, {2, 64}, {1, 256}, {3, 5}};
+    const int want_ndim[5] = {2, 1, 2, 2, 2};
+    for (int i = 0; i < 5; i++) {
+        const lv_weight *g = lv_weights_find(w, t[i].name);
+        cr_assert_not_null(g, "%s", t[i].name);
+        cr_assert_eq(g->dtype, t[i].dtype, "%s", t[i].name);
+        cr_assert_eq(g->ndim, want_ndim[i], "%s: %d dims", t[i].name, g->ndim);
+        for (int d = 0; d < g->ndim; d++) cr_assert_eq(g->shape[d], want_shape[i][d], "%s dim %d", t[i].name, d);
+        cr_assert_eq(g->nbytes, t[i].nbytes);
+        cr_assert(memcmp(g->data, t[i].data, t[i].nbytes) == 0, "%s: bytes differ", t[i].name);
+        cr_assert_eq(((const uint8_t *)g->data - (const uint8_t *)lv_weights_at(w, 0)->data) % 32, 0);
+    }
+    lv_weights_close(w);
+    lv_weight bad = {"short.q8", LV_Q8_0, 2, {4, 16}, q8, 68};
+    const char *bad_path = ts_tmp("bad.gguf");
+    cr_assert_eq(lv_gguf_write(bad_path, &bad, 1, NULL, 0), LV_ERR_INVALID);
+    cr_assert(strstr(lv_last_error(), "short.q8"), "%s", lv_last_error());
+    FILE *fp = fopen(bad_path, "rb");
+    cr_assert_null(fp, "a refused file was written");
+}

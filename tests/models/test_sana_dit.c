@@ -5,6 +5,7 @@
  * reached is logged). */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -591,4 +592,128 @@ Test(sana_dit, activation_peak_does_not_grow_with_depth, .timeout = 600) {
     cr_assert(one > 0, "no activation bytes measured at depth 1");
     cr_assert_eq(three, one, "the activations' peak grew with depth: %llu bytes at depth 1, %llu at depth 3", one,
                  three);
+}
+
+/* Matrix weights quantized on load (lv_dit_options.weights q8_0 / q4_K) against the f32
+ * engine on the same input: tiny-hd32 (K = 16, 32, 64, 192, 256: q8_0 takes every K but the
+ * patch embedding's 16, which stays f32; q4_K only t_embedder.mlp.0's 256, the rest q8_0),
+ * and the default model (K = 48 for the patch embedding, 32, 96, 256, 288; its first chunk's
+ * noise at t = 600).
+ * Bound, from the quantization step: a q8_0 block's scale is d = max|w| / 127 (rounded up to
+ * f16: at most 2^-10 more) and each weight moves by at most d / 2, so a matrix's weight NMSE
+ * is at most beta_W = sum over blocks of 32 (d / 2)^2 / sum w^2 (computed here from the
+ * file's weights). Through a product y = W x that error reaches y with about the same NMSE
+ * (errors uncorrelated with x, W of no preferred direction), and the errors of the P
+ * quantized products in the model add: NMSE(out) <= P max_W beta_W. The real error variance
+ * is d^2 / 12, a third of (d / 2)^2: that is the room. Device memory: each quantized matrix
+ * takes 34 bytes a block of 32 instead of 4 a weight. */
+static void quantized_weights(const char *weights, const char *vectors, const char *x_name, float t) {
+    lv_ctx *ctx = ts_ctx();
+    lv_sana_file *model;
+    lv_weights *v;
+    open_files(weights, vectors, &model, &v);
+    const lv_sana_config *c = lv_sana_file_config(model);
+    static const char *top[] = {"x_embedder.proj.weight", "t_embedder.mlp.0.weight", "t_embedder.mlp.2.weight",
+                                "t_block.1.weight", "y_embedder.y_proj.fc1.weight", "y_embedder.y_proj.fc2.weight",
+                                "final_layer.linear.weight"};
+    static const char *per_block[] = {"attn.qkv.weight", "attn.proj.weight", "cross_attn.q_linear.weight",
+                                      "cross_attn.kv_linear.weight", "cross_attn.proj.weight",
+                                      "mlp.inverted_conv.conv.weight", "mlp.point_conv.conv.weight"};
+    double beta_max = 0;
+    int P = 0;
+    int64_t saved = 0; /* bytes q8_0 saves against f32 */
+    for (int i = 0; i < 7 + 7 * c->depth; i++) {
+        char name[128];
+        if (i < 7) snprintf(name, sizeof name, "%s", top[i]);
+        else snprintf(name, sizeof name, "blocks.%d.%s", (i - 7) / 7, per_block[(i - 7) % 7]);
+        const lv_weight *w = lv_sana_file_tensor(model, name);
+        cr_assert_not_null(w, "%s", name);
+        cr_assert_eq(w->dtype, LV_F32);
+        int64_t n = (int64_t)lv_weight_numel(w), K = n / w->shape[0];
+        if (K % 32) continue; /* stays f32 */
+        const float *x = w->data;
+        double err2 = 0, sum2 = 0;
+        for (int64_t b = 0; b < n / 32; b++) {
+            double amax = 0;
+            for (int j = 0; j < 32; j++) {
+                amax = fmax(amax, fabs(x[32 * b + j]));
+                sum2 += (double)x[32 * b + j] * x[32 * b + j];
+            }
+            double d = amax / 127 * (1 + 0x1p-10);
+            err2 += 32 * (d / 2) * (d / 2);
+        }
+        beta_max = fmax(beta_max, err2 / sum2);
+        P++;
+        saved += 4 * n - n / 32 * 34;
+    }
+    /* where the temporal conv runs as products (GPUs, LONGVK_TCONV=gemm) its weight is one more
+     * quantized matrix per block, tap-major [3, C, C]: rows of C, blocks along them */
+    for (int b = 0; lv_temporal_conv_uses_gemm(ctx) && c->hidden % 32 == 0 && b < c->depth; b++) {
+        char name[128];
+        snprintf(name, sizeof name, "blocks.%d.mlp.t_conv.weight", b);
+        const lv_weight *w = lv_sana_file_tensor(model, name);
+        cr_assert_not_null(w, "%s", name);
+        int64_t n = 3 * (int64_t)c->hidden * c->hidden;
+        float *taps = malloc((size_t)n * sizeof *taps);
+        lv_temporal_conv_taps(w, c->hidden, taps);
+        double err2 = 0, sum2 = 0;
+        for (int64_t blk = 0; blk < n / 32; blk++) {
+            double amax = 0;
+            for (int j = 0; j < 32; j++) {
+                amax = fmax(amax, fabs(taps[32 * blk + j]));
+                sum2 += (double)taps[32 * blk + j] * taps[32 * blk + j];
+            }
+            double d = amax / 127 * (1 + 0x1p-10);
+            err2 += 32 * (d / 2) * (d / 2);
+        }
+        free(taps);
+        beta_max = fmax(beta_max, err2 / sum2);
+        P++;
+        saved += 4 * n - n / 32 * 34;
+    }
+    const double bound = P * beta_max;
+    const lv_weight *x = lv_weights_find(v, x_name), *y = lv_weights_find(v, "y");
+    int F = (int)x->shape[1], H = (int)x->shape[2], W = (int)x->shape[3], L = (int)y->shape[0];
+    size_t n = (size_t)x->shape[0] * F * H * W;
+    float ts[64];
+    for (int f = 0; f < F; f++) ts[f] = t;
+    const lv_dit_weights rules[3] = {LV_DIT_WEIGHTS_F32, LV_DIT_WEIGHTS_Q8_0, LV_DIT_WEIGHTS_Q4_K};
+    float *out[3];
+    uint64_t bytes[3];
+    for (int i = 0; i < 3; i++) {
+        uint64_t before = lv_ctx_memory_in_use(ctx);
+        lv_dit *dit;
+        lv_dit_options opt = {.cached_blocks = LV_CACHED_ALL, .weights = rules[i]};
+        cr_assert_eq(lv_dit_create(ctx, model, &opt, &dit), LV_OK, "%s", lv_last_error());
+        bytes[i] = lv_ctx_memory_in_use(ctx) - before;
+        cr_assert_eq(lv_dit_set_text(ctx, dit, 0, y->data, L, NULL), LV_OK, "%s", lv_last_error());
+        lv_dit_pass pass = {.x = x->data, .frames = F, .height = H, .width = W, .timesteps = ts};
+        out[i] = malloc(n * sizeof *out[i]);
+        cr_assert_eq(lv_dit_forward(ctx, dit, &pass, out[i]), LV_OK, "%s", lv_last_error());
+        lv_dit_destroy(ctx, dit);
+    }
+    double e8 = ts_nmse(out[1], out[0], n), e4 = ts_nmse(out[2], out[0], n);
+    cr_log_info("%s q8_0: NMSE against f32 %.3g (bound %.3g = %d products x %.3g), %llu bytes against %llu",
+                weights, e8, bound, P, beta_max, (unsigned long long)bytes[1], (unsigned long long)bytes[0]);
+    cr_log_info("%s q4_K (t_embedder.mlp.0 only; the rest q8_0): NMSE against f32 %.3g, %llu bytes", weights, e4,
+                (unsigned long long)bytes[2]);
+    cr_assert(e8 <= bound, "q8_0: NMSE %.3g > %.3g", e8, bound);
+    cr_assert(e8 > 1e-12, "q8_0: the output did not change (NMSE %.3g)", e8);
+    cr_assert(e4 != e8, "q4_K gave q8_0's output: its one q4_K matrix was not used");
+    cr_assert_eq((int64_t)(bytes[0] - bytes[1]), saved, "q8_0 saves %lld bytes, want %lld",
+                 (long long)(bytes[0] - bytes[1]), (long long)saved);
+    for (int i = 0; i < 3; i++) free(out[i]);
+    lv_weights_close(v);
+    lv_sana_file_close(model);
+    ts_ctx_done(ctx);
+}
+
+
+Test(sana_dit, tiny_quantized_weights) {
+    quantized_weights("testdata/sana-video/tiny-hd32.weights.safetensors",
+                      "testdata/sana-video/tiny-hd32.vectors.safetensors", "x", 500.0f);
+}
+Test(sana_dit, default_model_quantized_weights) {
+    quantized_weights("default-model/default.safetensors", "default-model/vectors.safetensors", "chunk0_noise",
+                      600.0f);
 }

@@ -350,7 +350,7 @@ Test(sana_file, missing_misshaped_and_mistyped_tensors_are_named) {
     static int32_t ints[64];
     lv_weight typed = {"attention_y_norm.weight", LV_I32, 1, {64}, ints, sizeof ints};
     path = tiny_variant("sana-type.safetensors", NULL, &typed, 1, NULL);
-    EXPECT_OPEN_ERROR(path, NULL, NULL, LV_ERR_INVALID, "tensor 'attention_y_norm.weight' has dtype i32, not a float type");
+    EXPECT_OPEN_ERROR(path, NULL, NULL, LV_ERR_INVALID, "tensor 'attention_y_norm.weight' has dtype i32, not a weight type");
     /* Several problems: the first in full, the others listed. */
     lv_weight two[2] = {wrong, typed};
     path = tiny_variant("sana-two.safetensors", "t_block.1.bias", two, 2, NULL);

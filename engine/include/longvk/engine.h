@@ -174,7 +174,9 @@ lv_status lv_tensor_create(lv_ctx *ctx, lv_dtype dtype, int ndim, const int64_t 
 void lv_tensor_free(lv_ctx *ctx, lv_tensor *t);
 int64_t lv_tensor_numel(const lv_tensor *t);
 uint64_t lv_tensor_nbytes(const lv_tensor *t);
-/* A view of `ndim`/`shape` starting `elem_offset` elements into t (must stay inside t). */
+/* A view of `ndim`/`shape` starting `elem_offset` elements into t (must stay inside t; for
+ * the block-quantized q8_0 and q4_k, whose device tensors hold rows of whole blocks as GGUF
+ * does, a whole number of blocks). */
 lv_tensor lv_tensor_view(const lv_tensor *t, int64_t elem_offset, int ndim, const int64_t *shape);
 /* Rows [row0, row0 + nrows) of t along its first dimension. */
 lv_tensor lv_tensor_rows(const lv_tensor *t, int64_t row0, int64_t nrows);

@@ -107,6 +107,13 @@ void lv_weight_set_close(lv_weight_set *set);
 lv_status lv_safetensors_write(const char *path, const lv_weight *tensors, int n,
                                const char *const *metadata_kv, int n_metadata);
 
+/* The same as a GGUF file (version 3, engine/formats/gguf_write.c), atomically: the metadata
+ * pairs as string values beside general.alignment (32), each tensor at a multiple of 32 bytes
+ * in its ggml type (f32, f16, bf16, i32, q8_0, q4_k: rows of whole blocks), its dims in ggml
+ * order; lv_weights_open reads it back with the same names, dtypes, shapes and bytes. */
+lv_status lv_gguf_write(const char *path, const lv_weight *tensors, int n, const char *const *metadata_kv,
+                        int n_metadata);
+
 #ifdef __cplusplus
 }
 #endif

@@ -165,7 +165,8 @@ typedef struct lv_generate_options {
     int cpu_threads;              /* CPU devices (lavapipe): as lv_ctx_options.cpu_threads;
                                      LV_GEN_CPU_THREADS_AUTO: lv_generate_auto_cpu_threads */
     int weights_dtype;            /* the DiT's matrix weights on the device (lv_dit_weights):
-                                     0 as stored, or converted to f32, f16 or bf16 */
+                                     0 as stored, or converted to f32, f16 or bf16, or
+                                     quantized to q8_0 or q4_K */
     int precision;                /* as lv_ctx_options.precision: LV_PRECISION_AUTO (0),
                                      _F32, _F16 or _BF16 (the DiT's 16-bit activations; at
                                      _F16 also the tensor cores where the device offers them) */

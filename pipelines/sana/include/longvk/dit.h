@@ -30,7 +30,12 @@ typedef enum lv_dit_weights {
     LV_DIT_WEIGHTS_AS_STORED = 0, /* the file's: f32, f16 or bf16 */
     LV_DIT_WEIGHTS_F32,
     LV_DIT_WEIGHTS_F16,           /* rounded to nearest even on the host: half the memory of f32 */
-    LV_DIT_WEIGHTS_BF16
+    LV_DIT_WEIGHTS_BF16,
+    /* quantized on the host as they are uploaded, read as blocks by the matmul (ggml's q8_0:
+     * 1.06 bytes a weight; q4_K: 0.56). A matrix whose rows are not whole blocks (q8_0: 32,
+     * q4_K: 256) falls back: q4_K to q8_0, q8_0 to the file's dtype */
+    LV_DIT_WEIGHTS_Q8_0,
+    LV_DIT_WEIGHTS_Q4_K
 } lv_dit_weights;
 
 typedef struct lv_dit_options {
