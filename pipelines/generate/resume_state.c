@@ -16,6 +16,8 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "longvk/engine.h"
+
 #include "generate_internal.h"
 #include "longvk/weights.h"
 
@@ -43,7 +45,55 @@ static cJSON *run_identity(const lv_generate_options *o, const lv_gen_model *m) 
     char *schedule = lv_gen_schedule_identity(o);
     if (schedule) cJSON_AddStringToObject(j, "schedule", schedule);
     free(schedule);
+    /* the rest change the frames too (issue 53, item 7), recorded only when not the default,
+     * so that a file of an earlier longvk, which had none of them, reads as before */
+    lv_precision precision = LV_PRECISION_F32;
+    if (lv_precision_resolve(o->precision, &precision) != LV_OK) precision = LV_PRECISION_F32; /* refused earlier */
+    static const char *const precisions[] = {"auto", "f32", "f16", "bf16"};
+    if (precision != LV_PRECISION_F32) cJSON_AddStringToObject(j, "precision", precisions[precision]);
+    static const char *const weights[] = {"as-stored", "f32", "f16", "bf16"};
+    char wd[16];
+    snprintf(wd, sizeof wd, "%d", o->weights_dtype);
+    if (o->weights_dtype != LV_DIT_WEIGHTS_AS_STORED)
+        cJSON_AddStringToObject(j, "weights_dtype", o->weights_dtype >= 0 && o->weights_dtype < 4 ? weights[o->weights_dtype] : wd);
+    if (o->encoder.codec) cJSON_AddStringToObject(j, "codec", o->encoder.codec);
+    if (o->encoder.crf >= 0) cJSON_AddNumberToObject(j, "crf", o->encoder.crf);
+    if (o->encoder.preset) cJSON_AddStringToObject(j, "preset", o->encoder.preset);
     return j;
+}
+
+/* The option of the command line a record of the run identity comes from. */
+static const char *option_of(const char *key) {
+    static const char *const names[][2] = {
+        {"model", "--model"}, {"model_parameters", "--model"}, {"prompt", "--prompt"},
+        {"negative_prompt", "--negative-prompt"}, {"seed", "--seed"}, {"frames", "--frames/--seconds"},
+        {"width", "--width"}, {"height", "--height"}, {"scale", "--scale"}, {"fps", "--fps"}, {"steps", "--steps"},
+        {"cfg_scale", "--cfg-scale"}, {"block_frames", "--block-frames"}, {"cached_blocks", "--cached-blocks"},
+        {"burn_in_blocks", "--burn-in-blocks"}, {"schedule", "--prompt-at/--schedule"},
+        {"precision", "--precision"}, {"weights_dtype", "--weights-dtype"}, {"codec", "--codec"}, {"crf", "--crf"},
+        {"preset", "--preset"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(names[i][0], key) == 0) return names[i][1];
+    return key;
+}
+
+/* "--precision was "bf16", now the default": the first record in which the two runs differ
+ * (either may lack a record that is recorded only when not the default), or LV_OK. */
+static lv_status compare_identity(const char *path, const cJSON *want, const cJSON *got) {
+    const cJSON *a[2] = {want, got}, *item;
+    for (int side = 0; side < 2; side++) cJSON_ArrayForEach(item, a[side]) {
+        const cJSON *other = cJSON_GetObjectItemCaseSensitive(a[1 - side], item->string);
+        if (other && cJSON_Compare(item, other, 1)) continue;
+        const cJSON *now = side == 0 ? item : other, *was = side == 0 ? other : item;
+        char *n = now ? cJSON_PrintUnformatted(now) : NULL, *w = was ? cJSON_PrintUnformatted(was) : NULL;
+        lv_status s = lv_error(LV_ERR_INVALID, "%s belongs to another run: %s was %s, now %s (%s: resume with "
+                               "the same options, or start over with --overwrite)", path, item->string,
+                               w ? w : "the default", n ? n : "the default", option_of(item->string));
+        free(n);
+        free(w);
+        return s;
+    }
+    return LV_OK;
 }
 
 /* CRC-32 of `n` bytes, fed in pieces zlib can take (uInt). */
@@ -148,21 +198,10 @@ lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, con
         s = lv_error(LV_ERR_FORMAT, "%s: 'last_frame' must be float32 with %lld values (one frame of the model)",
                      path, (long long)frame_values);
     } else {
-        cJSON *item;
         if (cJSON_GetObjectItemCaseSensitive(got, "schedule") && !cJSON_GetObjectItemCaseSensitive(want, "schedule"))
             s = lv_error(LV_ERR_INVALID, "%s belongs to a run with a prompt schedule (--prompt-at / --schedule): "
                          "resume with the same schedule", path);
-        if (s == LV_OK) cJSON_ArrayForEach(item, want) {
-            const cJSON *g = cJSON_GetObjectItemCaseSensitive(got, item->string);
-            if (!g || !cJSON_Compare(item, g, 1)) {
-                char *a = cJSON_PrintUnformatted(item), *b = g ? cJSON_PrintUnformatted(g) : NULL;
-                s = lv_error(LV_ERR_INVALID, "%s belongs to another run: %s was %s, now %s (resume with the "
-                             "same options)", path, item->string, b ? b : "missing", a ? a : "?");
-                free(a);
-                free(b);
-                break;
-            }
-        }
+        if (s == LV_OK) s = compare_identity(path, want, got);
     }
     if (s == LV_OK) {
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(p, "chunks_done");
