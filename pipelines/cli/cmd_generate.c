@@ -45,6 +45,7 @@ typedef struct generate_args {
 } generate_args;
 
 static generate_args args;
+static lv_generate_plan plan; /* what the run will do (lv_generate_describe), before it starts */
 
 static const cli_choice samplers[] = {
     {"longsana", LV_GEN_LONGSANA}, {"euler", LV_GEN_EULER}, {"dpm++2m", LV_GEN_DPMPP_2M}, {0}};
@@ -180,7 +181,8 @@ static cli_option options[] = {
     {.name = "--preset", .kind = CLI_STRING, .dest = &args.o.encoder.preset, .metavar = "NAME",
      .def = "medium for libx264", .help = "encoder preset"},
     {.name = "--resume", .kind = CLI_FLAG, .dest = &args.resume,
-     .help = "continue an interrupted run (same options) from OUT.longvk-state"},
+     .help = "continue an interrupted run (same options) from OUT.longvk-state: the embedded model (and other "
+             "pixel-space models) only for now; a latent model (SANA-Video) cannot resume yet"},
     {.name = "--overwrite", .kind = CLI_FLAG, .dest = &args.overwrite,
      .help = "start again when OUT.longvk-state says an interrupted run left OUT: its video and state are "
              "replaced (without --resume or --overwrite such a run is refused, so that a partial video is "
@@ -263,8 +265,10 @@ const cli_spec cmd_generate_spec = {
     .usage = "-p PROMPT -o OUT.mp4 [options]",
     .about = "Generates a video block by block with the carried linear-attention state, so memory\n"
              "and time per block stay constant however long the video is. Finished blocks go to\n"
-             "the file at once; Ctrl-C finishes the current block, closes the file (it plays) and\n"
-             "tells how to resume.\n",
+             "the file at once; Ctrl-C finishes the current block, closes the file (it plays),\n"
+             "tells how to resume (the embedded model; latent models cannot resume yet) and exits\n"
+             "130, as does a stop by SIGTERM or SIGUSR1 (what `kill -USR1 <mpirun>` forwards).\n"
+             "Before the first frame one line says what the run will do (not with -q).\n",
     .options = options,
     .count = CLI_COUNT(options),
     .prepare_help = prepare_help,
@@ -429,6 +433,35 @@ static void on_warning(void *user, const char *message) {
 
 static int run_generate(lv_generate_options o);
 
+/* Before the first frame, what the run will do (issue 53, item 16), on one line:
+ * "generating 160 frames (10.0 s at 16 fps) with the default model: 32x32 upscaled x8 to 256x256,
+ * sampler longsana, 2 steps, CFG 4, seed 7, precision f32; 42 blocks of 4 frames, 2 of them burn-in" */
+static void print_plan(const lv_generate_plan *p) {
+    static const char *const precisions[] = {"auto", "f32", "f16", "bf16"};
+    static const char *const samplers_named[] = {"longsana", "euler", "dpm++2m"};
+    char size[96];
+    if (p->scale > 1)
+        snprintf(size, sizeof size, "%dx%d upscaled x%d to %dx%d", p->width, p->height, p->scale, p->width * p->scale,
+                 p->height * p->scale);
+    else
+        snprintf(size, sizeof size, "%dx%d", p->width, p->height);
+    char rounded[160] = ""; /* a latent frame is 4 pixel frames, the first alone: 6 asked make 9 */
+    if (p->latent && p->frames != p->frames_asked)
+        snprintf(rounded, sizeof rounded, ", %lld asked: a latent model makes 1 + 4k frames, so the count is rounded "
+                 "up", (long long)p->frames_asked);
+    fprintf(stderr, "generating %lld frames (%.1f s at %g fps%s) with %s: %s, sampler %s, %d steps%s, CFG %g, seed "
+            "%llu, precision %s", (long long)p->frames, p->fps > 0 ? (double)p->frames / p->fps : 0.0, p->fps, rounded,
+            p->model, size,
+            samplers_named[p->sampler <= LV_GEN_DPMPP_2M ? p->sampler : 0], p->steps,
+            p->sampler == LV_GEN_LONGSANA ? " per block" : "", p->cfg_scale, (unsigned long long)p->seed,
+            precisions[p->precision <= LV_PRECISION_BF16 ? p->precision : 0]);
+    if (p->sampler == LV_GEN_LONGSANA)
+        fprintf(stderr, "; %d blocks of %d %s frames%s", p->blocks, p->block_frames, p->latent ? "latent" : "model",
+                p->burn_in_blocks ? "" : "\n");
+    if (p->sampler == LV_GEN_LONGSANA && p->burn_in_blocks) fprintf(stderr, ", %d of them burn-in\n", p->burn_in_blocks);
+    if (p->sampler != LV_GEN_LONGSANA) fprintf(stderr, "; one clip\n");
+}
+
 int cmd_generate(int argc, char **argv) {
     lv_generate_options_default(&args.o);
     args.o.scale = 8;
@@ -494,6 +527,7 @@ int cmd_generate(int argc, char **argv) {
         if (bad_value) return cli_usage_error("generate", "%s", lv_last_error());
         return cli_fail("generate");
     }
+    if (lv_generate_describe(&o, &plan) != LV_OK) return cli_fail("generate");
     if (cli_mpi_check_launch("generate", args.sequence_parallel || args.cfg_parallel)) return 2;
     /* over MPI ranks rank 0 writes; the lock is taken by a single process only (a rank cannot
      * leave the job alone before it has joined it) */
@@ -542,18 +576,27 @@ static int run_generate(lv_generate_options o) {
      * killed, which mpirun names): rank 0 says what is left; the others print only errors */
     const bool ranks = args.sequence_parallel || args.cfg_parallel;
     if (ranks && mpi.rank != 0) stop_message[0] = 0;
-    else if (ranks)
+    else if (ranks && plan.resumable)
         snprintf(stop_message, sizeof stop_message, "\nlongvk generate (rank 0 of %d): stopping after the current "
                  "block; when mpirun ends the job (Ctrl-C, or a rank that died: mpirun names it), %s plays up to the "
                  "last block written and --resume continues from %s.longvk-state\n", mpi.ranks, o.output, o.output);
+    else if (ranks) /* nothing to resume from (a latent model): say only what is left */
+        snprintf(stop_message, sizeof stop_message, "\nlongvk generate (rank 0 of %d): stopping after the current "
+                 "block; when mpirun ends the job (Ctrl-C, or a rank that died: mpirun names it), %s plays up to the "
+                 "last block written (this model cannot resume yet: run it again to make the rest)\n", mpi.ranks,
+                 o.output);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
 
+    if (!st.quiet) print_plan(&plan);
     lv_status s = lv_generate(&o, on_progress, on_warning, &st, &interrupted);
     if (!st.quiet && st.last_len && st.tty) fputc('\n', stderr);
     if (s == LV_ERR_INTERRUPTED) { /* every rank stopped after the same block: a clean end */
-        if (mpi.rank == 0)
+        if (mpi.rank == 0 && plan.resumable)
             fprintf(stderr, "longvk generate: %s.\nresume with the same command and --resume\n", lv_last_error());
+        else if (mpi.rank == 0)
+            fprintf(stderr, "longvk generate: %s.\n%s cannot resume yet (--resume works for the embedded model "
+                    "only for now): run it again to make the whole video\n", lv_last_error(), plan.model);
         cli_mpi_end(&mpi, "generate", 0);
         return 130;
     }

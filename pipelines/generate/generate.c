@@ -118,7 +118,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
          * has started (see "what a killed run leaves") */
         if (lv_gen_writes_video(r)) LV_TRY(lv_gen_probe_output(r));
         LV_TRY(lv_gen_save_state(r, 0, 0));
-        r->wrote_start_state = r->m.card.pixel && o->sampler == LV_GEN_LONGSANA && r->state_path[0];
+        r->wrote_start_state = lv_gen_resumable(r) && r->state_path[0];
     }
 
     lv_ctx_options copt;

@@ -154,7 +154,9 @@ lv_status lv_gen_resolve_options(const lv_generate_options *in, gen_run *r) {
         if (o->steps <= 0) o->steps = 50;
         if (o->shift <= 0) o->shift = 8.0;
         if (o->cfg_scale < 0) o->cfg_scale = 6.0;
-        if (o->resume) return lv_error(LV_ERR_UNSUPPORTED, "--resume works with block-wise generation only");
+        if (o->resume)
+            return lv_error(LV_ERR_UNSUPPORTED, "--resume: a single clip (--sampler euler|dpm++2m) cannot resume; "
+                            "--resume works with block-wise generation (--sampler longsana) only");
         o->block_frames = r->units; /* one chunk */
         r->chunks = 1;
         r->uncond = o->cfg_scale != 1.0;
@@ -186,7 +188,10 @@ lv_status lv_gen_resolve_options(const lv_generate_options *in, gen_run *r) {
             return lv_error(LV_ERR_INVALID, "%s works in a VAE's latent space and has no vocabulary: give its text "
                             "encoder (--text-encoder DIR, or a diffusers pipeline folder as --model) or prompt "
                             "embeddings (--text-embeds)", r->m.name);
-        if (o->resume) return lv_error(LV_ERR_UNSUPPORTED, "--resume works with pixel-space models only");
+        if (o->resume)
+            return lv_error(LV_ERR_UNSUPPORTED, "--resume: %s is a latent model (SANA-Video), which cannot resume "
+                            "yet: --resume works for the embedded model (and other pixel-space models) only for now",
+                            r->m.name);
         if (!o->vae_path && (!o->output || !ends_with(o->output, ".npy")))
             return lv_error(LV_ERR_INVALID, "without --vae a latent model's output is its latents: "
                             "give an output ending in .npy, or a VAE with --vae%s",

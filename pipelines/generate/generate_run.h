@@ -6,6 +6,7 @@
  *   generate_output.c   frames to the encoder / frame sink / .npy, the video file's life
  *   generate_resume.c   the resume file: written after every block, read by --resume; interruption
  *   generate_progress.c progress reports and the ETA
+ *   generate_plan.c     what a run will do (lv_generate_describe), before it starts
  *   generate_schedule.c a prompt schedule: its times to blocks, its texts, each block's */
 #ifndef LONGVK_GENERATE_RUN_H
 #define LONGVK_GENERATE_RUN_H
@@ -125,6 +126,9 @@ lv_status lv_gen_close_output(gen_run *r, lv_status s);
 lv_status lv_gen_save_state(gen_run *r, int chunks_done, int64_t frames_done);
 lv_status lv_gen_load_resume(gen_run *r, int *first_chunk);
 lv_status lv_gen_interrupted(const gen_run *r, int next);
+/* The run writes a resume file: block-wise generation of a pixel-space model (latent models
+ * cannot resume yet: their VAE's caches are not saved) */
+bool lv_gen_resumable(const gen_run *r);
 
 /* generate_schedule.c */
 lv_status lv_gen_resolve_schedule(gen_run *r);

@@ -305,8 +305,9 @@ typedef void (*lv_generate_callback)(void *user, const lv_generate_progress *p);
 /* Runs a generation. Every option is checked first: a bad or non-finite value (NULL opt,
  * scale 0, cfg_scale NaN, ...) is LV_ERR_INVALID naming it. `stop`, when non-NULL, is
  * polled before every block, burn-in blocks included: once set, the current block is
- * finished, the file is closed properly and LV_ERR_INTERRUPTED is returned (the resume
- * file allows --resume; the message says what is written). `warn` receives warnings
+ * finished, the file is closed properly and LV_ERR_INTERRUPTED is returned (where the run
+ * writes a resume file, lv_generate_plan.resumable, --resume continues it; the message says
+ * what is written). `warn` receives warnings
  * (words of the prompt that are ignored, and why).
  *
  * The video is written under OUTPUT.resume-part until its first block is flushed, then
@@ -337,6 +338,29 @@ lv_status lv_generate(const lv_generate_options *opt, lv_generate_callback progr
  * without a text encoder, ...: a command line's usage error) rather than the model, which
  * could not be read. */
 lv_status lv_generate_check(const lv_generate_options *opt, bool *bad_value);
+
+/* What a run with these options will do, resolved against its model as lv_generate
+ * resolves them (the model is opened and closed again; no device work): for a summary
+ * printed before the first frame, and for messages that must not promise what the run
+ * cannot do (resume). */
+typedef struct lv_generate_plan {
+    char model[256];              /* the model's name: its path, or "the default model" */
+    bool latent;                  /* works in a VAE's latent space (SANA-Video) */
+    bool resumable;               /* writes a resume file that --resume continues from (pixel-space
+                                     models, block by block; not yet latent models) */
+    int width, height, scale;     /* the model's frame size; the upscale at encode time */
+    int64_t frames;               /* frames written (latent frames for a latent model without a VAE) */
+    int64_t frames_asked;         /* pixel frames asked (--frames, or seconds x fps) */
+    double fps;
+    int blocks, burn_in_blocks, block_frames; /* blocks made, the burn-in included */
+    int steps;                    /* per block after the first (single clip: in all) */
+    double cfg_scale;
+    uint64_t seed;
+    lv_precision precision;       /* resolved: never LV_PRECISION_AUTO */
+    lv_gen_sampler sampler;
+} lv_generate_plan;
+
+lv_status lv_generate_describe(const lv_generate_options *opt, lv_generate_plan *plan);
 
 #ifdef __cplusplus
 }
