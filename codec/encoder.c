@@ -137,6 +137,9 @@ static lv_status check_size(const lv_encoder *enc) {
                     enc->width, enc->height, enc->path, av_get_pix_fmt_name(enc->pix_fmt), w0, h0, w1, h1);
 }
 
+/* The encoder's threads, whatever the machine (see open_codec). */
+#define LV_ENCODER_THREADS 4
+
 /* A new encoder instance with every parameter set; unknown options are named. */
 static lv_status open_codec(lv_encoder *enc, AVCodecContext **out) {
     *out = NULL;
@@ -148,7 +151,10 @@ static lv_status open_codec(lv_encoder *enc, AVCodecContext **out) {
     cc->time_base = enc->codec_tb;
     cc->framerate = enc->fps;
     cc->sample_aspect_ratio = (AVRational){1, 1};
-    cc->thread_count = 0; /* as many as the encoder likes */
+    /* a fixed count, not 0 (as many as the CPUs the process may use): libx264's frames depend on
+     * its thread count, so a file would depend on the machine, `taskset` or an MPI rank's
+     * binding; with a fixed count it depends only on the frames and the options */
+    cc->thread_count = LV_ENCODER_THREADS;
     cc->color_primaries = AVCOL_PRI_BT709;
     cc->color_trc = AVCOL_TRC_BT709;
     if (av_pix_fmt_desc_get(enc->pix_fmt)->flags & AV_PIX_FMT_FLAG_RGB) {
