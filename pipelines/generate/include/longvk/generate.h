@@ -89,6 +89,10 @@ typedef struct lv_pipeline_dir {
 lv_status lv_pipeline_dir_open(const char *dir, lv_pipeline_dir *out);
 /* 1 when `path` is a folder holding model_index.json. */
 int lv_is_pipeline_dir(const char *path);
+/* A VAE given as a folder (a pipeline's vae/) names its weights file,
+ * diffusion_pytorch_model.safetensors, written to out; a file is copied as it is. A folder
+ * without that file is LV_ERR_IO naming it. */
+lv_status lv_vae_weights_file(const char *path, char *out, size_t size);
 
 /* The default model compiled into the library (assets/default-model/default.safetensors). */
 const void *lv_default_model_data(void);
@@ -140,7 +144,9 @@ typedef struct lv_generate_options {
     double seconds;               /* length when frames <= 0 */
     double fps;                   /* <= 0: the model's */
     int width, height;            /* model resolution; 0: the model's */
-    int scale;                    /* integer upscale at encode time (1: none) */
+    int scale;                    /* integer upscale at encode time (1: none); LV_GEN_MODEL_DEFAULT:
+                                     8 for a pixel-space model (the embedded one's 32 x 32
+                                     frames), 1 for a latent model */
     lv_gen_sampler sampler;
     int steps;                    /* denoising steps per chunk (single clip: in all, default 50);
                                      0: the model's */
