@@ -23,11 +23,17 @@ static char stop_message[1400] = "\nlongvk generate: stopping after the current 
 
 /* SIGINT, SIGTERM and SIGUSR1 (which mpirun forwards to every rank: how a run over ranks is
  * stopped after a block) */
+/* while Gemma-2 encodes the prompt (one process): a stop ends it after its current layer */
+static volatile sig_atomic_t encoding_text = 0;
+static const char text_stop_message[] = "\nlongvk generate: stopping the text encoder after its current layer; "
+                                        "nothing is written (Ctrl-C again stops at once)\n";
+
 static void on_sigint(int sig) {
     (void)sig;
     if (interrupted) _exit(130); /* a second Ctrl-C: stop now (flushed blocks still play) */
     interrupted = 1;
-    ssize_t w = write(STDERR_FILENO, stop_message, strlen(stop_message)); /* async-signal-safe */
+    const char *m = encoding_text ? text_stop_message : stop_message;
+    ssize_t w = write(STDERR_FILENO, m, strlen(m)); /* async-signal-safe */
     (void)w;
 }
 
@@ -86,13 +92,14 @@ static const char *parse_prompt_at(const char *value, void *dest) {
 }
 
 /* --help states the embedded model's real defaults (its card): prepare_help writes them here */
-static char def_fps[64], def_width[64], def_height[64], def_scale[64], def_steps[64], def_cfg[128], def_block[64],
+static char def_fps[64], def_width[64], def_height[64], def_scale[96], def_steps[64], def_cfg[128], def_block[64],
     def_cached[64], def_burn_in[64], help_steps[512];
 
 static cli_option options[] = {
     {.name = "--prompt", .alias = "-p", .kind = CLI_STRING, .dest = &args.o.prompt,
      .help = "what to show (default model: colours, shapes, counts, motion and background words; `longvk info` "
-             "lists them); required unless --schedule gives the start; with a schedule, its entry at time 0"},
+             "lists them); required unless --schedule gives the start or --text-embeds the rows (then not with "
+             "it); with a schedule, its entry at time 0"},
     {.name = "--prompt-at", .kind = CLI_CUSTOM, .parse = parse_prompt_at, .metavar = "TIME=TEXT",
      .help = "switch to the prompt TEXT at TIME (repeatable, in time order): seconds (12.5), mm:ss (1:05.5) or "
              "frames (80f). The switch applies from the first frame of the block that holds TIME; progress and "
@@ -166,12 +173,14 @@ static cli_option options[] = {
                           "inference does; 0 appends nothing"},
     {.name = "--text-embeds", .kind = CLI_INPUT, .dest = &args.o.text_embeds_path,
      .help = "latent-space models: prompt embeddings instead of a text encoder, safetensors with y [L, caption] "
-             "and mask [L] (negative_y / negative_mask for --cfg-scale), as --save-text-embeds writes them"},
+             "and mask [L] (negative_y / negative_mask for --cfg-scale), as --save-text-embeds writes them; "
+             "instead of -p and -n, which are refused beside it (they would not be read)"},
     {.name = "--save-text-embeds", .kind = CLI_OUTPUT, .dest = &args.o.text_embeds_out, .metavar = "FILE",
      .help = "write the prompt rows the DiT reads (and the negative prompt's with CFG) to this safetensors file, "
              "for --text-embeds"},
     {.name = "--vae", .kind = CLI_INPUT, .dest = &args.o.vae_path,
-     .help = "latent-space models: Wan2.1 VAE (.pth or .safetensors) to decode the latents block by block; "
+     .help = "latent-space models: Wan2.1 VAE (.pth or .safetensors, or a pipeline's vae/ folder) to decode the "
+             "latents block by block; "
              "without it the latents are written to -o, which must end in .npy"},
     {.name = "--codec", .kind = CLI_STRING, .dest = &args.o.encoder.codec, .metavar = "NAME",
      .def = "by container",
@@ -242,7 +251,8 @@ static void prepare_help(void) {
     snprintf(def_fps, sizeof def_fps, "the model's, %g", c.fps);
     snprintf(def_width, sizeof def_width, "the model's, %d", c.width);
     snprintf(def_height, sizeof def_height, "the model's, %d", c.height);
-    snprintf(def_scale, sizeof def_scale, "8: %dx%d", 8 * c.width, 8 * c.height);
+    snprintf(def_scale, sizeof def_scale, "8 for the embedded model (%dx%d), 1 for a latent model", 8 * c.width,
+             8 * c.height);
     snprintf(def_steps, sizeof def_steps, "the model's, %d, also the most; single clip: 50", lb->steps);
     snprintf(help_steps, sizeof help_steps,
              "denoising steps of each block after the first; fewer than the model's take a subset of its "
@@ -353,6 +363,9 @@ static const char *mib(uint64_t bytes, char *buf, size_t size) {
 }
 
 static void on_text(cli_state *st, const lv_generate_progress *p) {
+    encoding_text = p->phase == LV_GEN_PHASE_TEXT_START && st->mpi->ranks == 1;
+    /* LONGVK_TEST_STOP=RANK:0: the stop arrives as the text encoder starts */
+    if (p->phase == LV_GEN_PHASE_TEXT_START && st->stop_block == 0 && st->stop_rank == st->mpi->rank) raise(SIGUSR1);
     if (st->quiet) return;
     char b[32];
     if (p->phase == LV_GEN_PHASE_TEXT_START)
@@ -367,7 +380,7 @@ static void on_text(cli_state *st, const lv_generate_progress *p) {
  * LONGVK_TEST_KILL=RANK:BLOCK makes rank RANK raise SIGKILL once block BLOCK is made, after
  * a barrier, so that rank 0 has written that block's frames and resume file (a rank dying);
  * LONGVK_TEST_STOP=RANK:BLOCK makes rank RANK alone raise SIGUSR1 then (a stop that reached
- * one rank: all must stop after that block). Without MPI, rank 0 is the process. */
+ * one rank: all must stop after that block); BLOCK 0: as the text encoder starts (on_text). Without MPI, rank 0 is the process. */
 static void test_faults(const cli_state *st, int block) {
     if (st->stop_rank == st->mpi->rank && block == st->stop_block) raise(SIGUSR1);
     if (st->kill_rank < 0 || block != st->kill_block) return;
@@ -464,7 +477,7 @@ static void print_plan(const lv_generate_plan *p) {
 
 int cmd_generate(int argc, char **argv) {
     lv_generate_options_default(&args.o);
-    args.o.scale = 8;
+    args.o.scale = LV_GEN_MODEL_DEFAULT; /* 8 for the embedded model, 1 for a latent model */
     args.seed = 42;
     args.sampler = args.o.sampler;
     int r = cli_parse(&cmd_generate_spec, argc, argv);
@@ -492,8 +505,15 @@ int cmd_generate(int argc, char **argv) {
     lv_gen_switch *file_entries = NULL;
     char *file_text = NULL;
     int n_file = 0;
-    if (!o.prompt && !args.schedule)
-        return cli_usage_error("generate", "--prompt is required (or --schedule; see longvk generate --help)");
+    /* --text-embeds holds the rows a prompt would make: a prompt beside them would not be read */
+    if (o.text_embeds_path && (o.prompt || o.negative_prompt || args.schedule || args.n_at))
+        return cli_usage_error("generate", "%s and --text-embeds: one or the other (the DiT reads the rows of %s, "
+                               "not a prompt's; leave %s out)", o.prompt ? "--prompt" : o.negative_prompt
+                               ? "--negative-prompt" : args.schedule ? "--schedule" : "--prompt-at",
+                               o.text_embeds_path, o.prompt ? "-p" : o.negative_prompt ? "-n" : "the schedule");
+    if (!o.prompt && !args.schedule && !o.text_embeds_path)
+        return cli_usage_error("generate", "--prompt is required (or --schedule, or --text-embeds; see longvk generate "
+                               "--help)");
     if (args.schedule && args.n_at)
         return cli_usage_error("generate", "--schedule and --prompt-at: one or the other (put every entry in the file)");
     if (args.schedule && lv_gen_schedule_read(args.schedule, &file_entries, &n_file, &file_text) != LV_OK)

@@ -34,6 +34,7 @@ typedef struct gen_run {
     lv_gen_model m;
     char state_path[4096];
     char output_target[4096]; /* o.output with symbolic links resolved (lv_output_target) */
+    char vae_file[4200];      /* o.vae_path's weights file (a folder given names its file) */
     int grid_h, grid_w;      /* the model's frame size: pixels, or latents for latent models */
     int units;               /* model frames to make: pixel frames, or latent frames */
     int chunks;              /* chunks of the video (the burn-in not counted) */
@@ -101,7 +102,7 @@ lv_status lv_gen_resolve_options(const lv_generate_options *in, gen_run *r);
 /* The prompt (and with CFG the negative prompt) into r->y / r->mask, or tokenized for the
  * text encoder that lv_gen_encode_text runs once the device is up. */
 lv_status lv_gen_prepare_text(gen_run *r, void (*warn)(void *, const char *), void *user);
-lv_status lv_gen_encode_text(gen_run *r, lv_generate_callback progress, void *user);
+lv_status lv_gen_encode_text(gen_run *r, lv_generate_callback progress, void *user, volatile sig_atomic_t *stop);
 lv_status lv_gen_share_text(gen_run *r);
 lv_status lv_gen_save_text_embeds(const gen_run *r, const char *path);
 

@@ -1,5 +1,6 @@
 /* What a `generate` run is and what it promises (issue 53, items 6, 7, 15 and 16), through
  * the built longvk:
+ *   - -p beside --text-embeds (whose rows the DiT reads) is refused, exit 2;
  *   - a latent model (SANA-Video) cannot resume yet, and no message says it can: --resume
  *     is refused (exit 2) saying that resume works for the embedded model only for now; a
  *     stopped run says it cannot resume and leaves no resume state;
@@ -8,7 +9,8 @@
  *     other way round, is refused naming the option; the same options resume;
  *   - before the first frame one line says what the run will do (model, size, frames,
  *     sampler, steps, CFG, seed, precision), none with -q; a latent model that rounds
- *     --frames 6 up to 9 says so;
+ *     --frames 6 up to 9 says so; without --scale a latent model's frames are not upscaled
+ *     (the embedded model's are, 8 times);
  *   - `longvk --version` gives the version, `longvk --help` every variable engine/README.md's
  *     table marks for users. */
 #include <criterion/criterion.h>
@@ -64,8 +66,8 @@ static const char *write_embeds(void) {
 
 #define LATENT(out, ...)                                                                                            \
     (const char *[]) {                                                                                              \
-        LONGVK_CLI, "generate", "--model", SANA, "--text-embeds", embeds, "--vae", VAE, "-p", "unused", "-W", "48",  \
-            "-H", "32", "--block-frames", "1", "--codec", "ffv1", "-o", out, __VA_ARGS__, NULL                      \
+        LONGVK_CLI, "generate", "--model", SANA, "--text-embeds", embeds, "--vae", VAE, "-W", "48", "-H", "32",       \
+            "--block-frames", "1", "--codec", "ffv1", "-o", out, __VA_ARGS__, NULL                                  \
     }
 
 Test(run_identity, latent_models_never_promise_resume, .timeout = 600) {
@@ -75,8 +77,14 @@ Test(run_identity, latent_models_never_promise_resume, .timeout = 600) {
     snprintf(state, sizeof state, "%s.longvk-state", out);
     remove_outputs(out);
 
+    /* a prompt beside the rows would not be read: refused, not ignored (item 15) */
+    ts_proc p = gen(LATENT(out, "--frames", "5", "-p", "a red fox"));
+    expect_exit(p, 2, "-p with --text-embeds");
+    expect_has(&p, "--prompt and --text-embeds: one or the other", "-p with --text-embeds");
+    free(p.err);
+
     /* --resume: refused before any work, saying for which model resume works */
-    ts_proc p = gen(LATENT(out, "--frames", "5", "--resume"));
+    p = gen(LATENT(out, "--frames", "5", "--resume"));
     expect_exit(p, 2, "--resume with a latent model");
     expect_has(&p, "cannot resume yet", "--resume with a latent model");
     expect_has(&p, "embedded model", "--resume with a latent model");
@@ -102,11 +110,15 @@ Test(run_identity, latent_models_never_promise_resume, .timeout = 600) {
     expect_has(&p, "generating 9 frames", "--frames 6");
     expect_has(&p, "6 asked", "--frames 6");
     expect_has(&p, "rounded up", "--frames 6");
+    expect_has(&p, "with " SANA ": 48x32, sampler", "no --scale");
     free(p.err);
     int64_t frames;
     size_t fb;
     free(ts_decode_all(out, &frames, &fb));
     cr_assert_eq(frames, 9, "the line said 9 frames, the file holds %lld", (long long)frames);
+    /* no --scale: a latent model's frames as the VAE makes them (the embedded model's 8 times
+     * larger would make 384 x 256 here, 6656 x 3840 for SANA-Video's 832 x 480) */
+    cr_assert_eq(fb, (size_t)48 * 32 * 3, "frames of %zu bytes, not 48 x 32 RGB", fb);
     remove_outputs(out);
 }
 
