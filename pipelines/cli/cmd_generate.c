@@ -21,13 +21,13 @@ static volatile sig_atomic_t interrupted = 0;
 /* what a stop signal prints (set before the handler is installed: async-signal-safe) */
 static char stop_message[1400] = "\nlongvk generate: stopping after the current block (Ctrl-C again stops at once)\n";
 
-/* SIGINT, SIGTERM and SIGUSR1 (which mpirun forwards to every rank: how a run over ranks is
- * stopped after a block) */
 /* while Gemma-2 encodes the prompt (one process): a stop ends it after its current layer */
 static volatile sig_atomic_t encoding_text = 0;
 static const char text_stop_message[] = "\nlongvk generate: stopping the text encoder after its current layer; "
                                         "nothing is written (Ctrl-C again stops at once)\n";
 
+/* SIGINT, SIGTERM and SIGUSR1 (which mpirun forwards to every rank: how a run over ranks is
+ * stopped after a block) */
 static void on_sigint(int sig) {
     (void)sig;
     if (interrupted) _exit(130); /* a second Ctrl-C: stop now (flushed blocks still play) */
@@ -380,7 +380,8 @@ static void on_text(cli_state *st, const lv_generate_progress *p) {
  * LONGVK_TEST_KILL=RANK:BLOCK makes rank RANK raise SIGKILL once block BLOCK is made, after
  * a barrier, so that rank 0 has written that block's frames and resume file (a rank dying);
  * LONGVK_TEST_STOP=RANK:BLOCK makes rank RANK alone raise SIGUSR1 then (a stop that reached
- * one rank: all must stop after that block); BLOCK 0: as the text encoder starts (on_text). Without MPI, rank 0 is the process. */
+ * one rank: all must stop after that block; BLOCK 0: as the text encoder starts, on_text).
+ * Without MPI, rank 0 is the process. */
 static void test_faults(const cli_state *st, int block) {
     if (st->stop_rank == st->mpi->rank && block == st->stop_block) raise(SIGUSR1);
     if (st->kill_rank < 0 || block != st->kill_block) return;
@@ -471,7 +472,8 @@ static void print_plan(const lv_generate_plan *p) {
     if (p->sampler == LV_GEN_LONGSANA)
         fprintf(stderr, "; %d blocks of %d %s frames%s", p->blocks, p->block_frames, p->latent ? "latent" : "model",
                 p->burn_in_blocks ? "" : "\n");
-    if (p->sampler == LV_GEN_LONGSANA && p->burn_in_blocks) fprintf(stderr, ", %d of them burn-in\n", p->burn_in_blocks);
+    if (p->sampler == LV_GEN_LONGSANA && p->burn_in_blocks)
+        fprintf(stderr, ", %d of them burn-in\n", p->burn_in_blocks);
     if (p->sampler != LV_GEN_LONGSANA) fprintf(stderr, "; one clip\n");
 }
 

@@ -484,14 +484,16 @@ int cmd_info(int argc, char **argv) {
         if (path_is_file(index)) return describe_pipeline(model, latent, text_tokens, text_tokens_given, list);
         if (lv_sana_file_open(model, NULL, NULL, &f) == LV_OK)
             return describe_sana(f, model, latent, text_tokens, text_tokens_given, list);
-        int component = describe_component(model, list);
-        if (component >= 0) return component;
         char sana_error[1024];
         snprintf(sana_error, sizeof sana_error, "%s", lv_last_error());
         lv_gemma2_file *g;
         if (lv_gemma2_file_open(model, NULL, &g) != LV_OK) {
-            fprintf(stderr, "longvk: info: %s is neither a SANA-Video model (%s) nor a Gemma-2 encoder (%s)\n", model,
-                    sana_error, lv_last_error());
+            /* one component of a pipeline: its vae/ or tokenizer/ */
+            int component = describe_component(model, list);
+            if (component >= 0) return component;
+            fprintf(stderr, "longvk: info: %s is neither a SANA-Video model (%s), a Gemma-2 encoder (%s), nor a "
+                    "pipeline's vae/ or tokenizer/ folder (no Wan VAE in diffusion_pytorch_model.safetensors, no "
+                    "tokenizer.model)\n", model, sana_error, lv_last_error());
             return 1;
         }
         describe_gemma2(g, model, text_tokens, list);

@@ -131,7 +131,8 @@ static lv_status check_positions(const gen_run *r) {
     int64_t positions = most * r->grid_h * r->grid_w;
     if (positions <= LV_CHUNK_MAX_POSITIONS) return LV_OK;
     return lv_error(LV_ERR_INVALID, "%s of %lld frames of %dx%d (%dx%d %s) is %lld positions, over the sampler's "
-                    "limit of %lld per chunk: lower -W/-H%s", o->sampler != LV_GEN_LONGSANA ? "a single clip" : "a block",
+                    "limit of %lld per chunk: lower -W/-H%s",
+                    o->sampler != LV_GEN_LONGSANA ? "a single clip" : "a block",
                     (long long)most, o->width, o->height, r->grid_w, r->grid_h, r->m.card.pixel ? "pixels" : "latents",
                     (long long)positions, (long long)LV_CHUNK_MAX_POSITIONS,
                     o->sampler != LV_GEN_LONGSANA ? " or --frames (or use --sampler longsana: a block at a time)"
@@ -203,9 +204,10 @@ lv_status lv_gen_resolve_options(const lv_generate_options *in, gen_run *r) {
     /* limits a run would meet only at its first block, after the model's upload: said now */
     int rows = r->grid_h / cfg->patch[1];
     if (o->sp_bands > rows)
-        return lv_error(LV_ERR_INVALID, "--sp-emulate %d: a frame of %dx%d has %d token rows (%s height %d / patch "
-                        "%d), one band needs one at least: at most %d bands, or a larger -H", o->sp_bands, o->width,
-                        o->height, rows, card->pixel ? "pixel" : "latent", r->grid_h, cfg->patch[1], rows);
+        return lv_error(LV_ERR_INVALID, "%d sequence-parallel bands (--sp-emulate) but a frame of %dx%d has %d token "
+                        "rows (%s height %d / patch %d), one band needs one at least: at most %d bands, or a larger "
+                        "-H", o->sp_bands, o->width, o->height, rows, card->pixel ? "pixel" : "latent", r->grid_h,
+                        cfg->patch[1], rows);
     /* latent models: pixel frame 0 alone, then 4 pixel frames per latent frame */
     r->units = card->pixel ? o->frames : 1 + (o->frames - 1 + 3) / 4;
     if (o->block_frames <= 0) o->block_frames = card->block_frames;

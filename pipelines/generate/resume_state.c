@@ -55,7 +55,8 @@ static cJSON *run_identity(const lv_generate_options *o, const lv_gen_model *m) 
     char wd[16];
     snprintf(wd, sizeof wd, "%d", o->weights_dtype);
     if (o->weights_dtype != LV_DIT_WEIGHTS_AS_STORED)
-        cJSON_AddStringToObject(j, "weights_dtype", o->weights_dtype >= 0 && o->weights_dtype < 4 ? weights[o->weights_dtype] : wd);
+        cJSON_AddStringToObject(j, "weights_dtype",
+                                o->weights_dtype >= 0 && o->weights_dtype < 4 ? weights[o->weights_dtype] : wd);
     if (o->text_embeds_path) cJSON_AddStringToObject(j, "text_embeds", o->text_embeds_path);
     if (o->encoder.codec) cJSON_AddStringToObject(j, "codec", o->encoder.codec);
     if (o->encoder.crf >= 0) cJSON_AddNumberToObject(j, "crf", o->encoder.crf);
@@ -71,7 +72,8 @@ static const char *option_of(const char *key) {
         {"width", "--width"}, {"height", "--height"}, {"scale", "--scale"}, {"fps", "--fps"}, {"steps", "--steps"},
         {"cfg_scale", "--cfg-scale"}, {"block_frames", "--block-frames"}, {"cached_blocks", "--cached-blocks"},
         {"burn_in_blocks", "--burn-in-blocks"}, {"schedule", "--prompt-at/--schedule"},
-        {"precision", "--precision"}, {"weights_dtype", "--weights-dtype"}, {"text_embeds", "--text-embeds"}, {"codec", "--codec"}, {"crf", "--crf"},
+        {"precision", "--precision"}, {"weights_dtype", "--weights-dtype"}, {"text_embeds", "--text-embeds"},
+        {"codec", "--codec"}, {"crf", "--crf"},
         {"preset", "--preset"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(names[i][0], key) == 0) return names[i][1];

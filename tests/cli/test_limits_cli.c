@@ -18,7 +18,8 @@ static void expect_refused(const char *const *argv, const char *const *needles) 
     ts_proc p = ts_spawn(argv, 120);
     cr_assert(!p.timed_out && p.signal == 0 && p.status == 2, "status %d (signal %d), want 2:\n%s", p.status, p.signal,
               p.err);
-    for (int i = 0; needles[i]; i++) cr_assert_not_null(strstr(p.err, needles[i]), "'%s' not in:\n%s", needles[i], p.err);
+    for (int i = 0; needles[i]; i++)
+        cr_assert_not_null(strstr(p.err, needles[i]), "'%s' not in:\n%s", needles[i], p.err);
     /* before any work: no device, no model upload (the default model's is small, so the
      * bound is loose; the late failure took 6 s here) */
     cr_assert_lt(p.seconds, 3.0, "refused after %.1f s:\n%s", p.seconds, p.err);
@@ -34,6 +35,7 @@ Test(limits_cli, found_before_any_work, .timeout = 120) {
                                     "lower -W/-H or --block-frames", NULL});
     expect_refused((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--sp-emulate", "9", "--frames", "4",
                                     "--burn-in-blocks", "0", "--codec", "ffv1", "-o", out, NULL},
-                   (const char *[]){"--sp-emulate 9", "has 8 token rows", "at most 8 bands", NULL});
+                   (const char *[]){"9 sequence-parallel bands (--sp-emulate)", "has 8 token rows", "at most 8 bands",
+                                    NULL});
     cr_assert_eq(access(out, F_OK), -1, "a refused run wrote %s", out);
 }
