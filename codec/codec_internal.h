@@ -69,7 +69,9 @@ int lv_pix_fmt_is_planar_yuv8(enum AVPixelFormat fmt);
 /* file_output.c: an AVIOContext writing to a file descriptor we own, so that a write error
  * (a full disk) is reported with its errno and a block can be synced to the disk. */
 typedef struct lv_file_output lv_file_output;
-lv_status lv_file_output_open(const char *path, lv_file_output **out);
+/* `name`: the file messages name (NULL: path), the user's output when path is the temporary
+ * file it is written under (a resume, generate's first block): errors never name that one. */
+lv_status lv_file_output_open(const char *path, const char *name, lv_file_output **out);
 AVIOContext *lv_file_output_avio(lv_file_output *f);
 /* avio_flush and, with sync, fdatasync. Returns the first write error met so far. */
 lv_status lv_file_output_flush(lv_file_output *f, int sync);

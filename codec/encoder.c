@@ -141,6 +141,9 @@ static lv_status check_size(const lv_encoder *enc) {
                     enc->width, enc->height, enc->path, av_get_pix_fmt_name(enc->pix_fmt), w0, h0, w1, h1);
 }
 
+/* The encoder's threads, whatever the machine (see open_codec). */
+#define LV_ENCODER_THREADS 4
+
 /* A new encoder instance with every parameter set; unknown options are named. */
 static lv_status open_codec(lv_encoder *enc, AVCodecContext **out) {
     *out = NULL;
@@ -152,7 +155,12 @@ static lv_status open_codec(lv_encoder *enc, AVCodecContext **out) {
     cc->time_base = enc->codec_tb;
     cc->framerate = enc->fps;
     cc->sample_aspect_ratio = (AVRational){1, 1};
-    cc->thread_count = 0; /* as many as the encoder likes */
+    /* a fixed count, not 0 (as many as the CPUs the process may use): libx264's frames depend on
+     * its thread count, so a file would depend on the machine, `taskset` or an MPI rank's
+     * binding; with a fixed count it depends only on the frames and the options. Not libx265:
+     * given a count, its frame threads hold frames back, which low_delay forbids (its own
+     * choice is kept, and with it a dependence on the CPUs: not fixed yet) */
+    cc->thread_count = strcmp(enc->codec->name, "libx265") == 0 ? 0 : LV_ENCODER_THREADS;
     cc->color_primaries = AVCOL_PRI_BT709;
     cc->color_trc = AVCOL_TRC_BT709;
     if (av_pix_fmt_desc_get(enc->pix_fmt)->flags & AV_PIX_FMT_FLAG_RGB) {
@@ -411,7 +419,7 @@ lv_status lv_encoder_open_as(const char *path, const char *tmp_path, int width, 
             memset(enc->frame->buf[i]->data, 0, enc->frame->buf[i]->size);
     }
     const char *file_path = enc->tmp_path[0] ? enc->tmp_path : path;
-    if (st == LV_OK && !enc->hls) st = lv_file_output_open(file_path, &enc->file);
+    if (st == LV_OK && !enc->hls) st = lv_file_output_open(file_path, path, &enc->file);
     if (st == LV_OK && !enc->hls) st = setup_muxer(enc, opt->faststart);
     if (st != LV_OK) {
         int remove_file = enc->file != NULL; /* created here, holds no frame: leave nothing behind */

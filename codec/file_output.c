@@ -22,7 +22,7 @@ struct lv_file_output {
     int fd;
     AVIOContext *avio;
     int error;        /* first failure, as AVERROR(errno) */
-    char path[4096];
+    char path[4096]; /* the name messages give (the user's output, not a temporary file) */
 };
 
 #if defined(FF_API_AVIO_WRITE_NONCONST) && !FF_API_AVIO_WRITE_NONCONST
@@ -61,16 +61,18 @@ static int64_t seek_fd(void *opaque, int64_t offset, int whence) {
     return pos < 0 ? AVERROR(errno) : (int64_t)pos;
 }
 
-lv_status lv_file_output_open(const char *path, lv_file_output **out) {
+lv_status lv_file_output_open(const char *path, const char *name, lv_file_output **out) {
     *out = NULL;
+    if (!name) name = path;
+    const char *beside = strcmp(name, path) ? " (written under a temporary name beside it)" : "";
     lv_file_output *f = calloc(1, sizeof *f);
-    if (!f) return lv_error(LV_ERR_NOMEM, "opening %s: out of memory", path);
-    snprintf(f->path, sizeof f->path, "%s", path);
+    if (!f) return lv_error(LV_ERR_NOMEM, "opening %s: out of memory", name);
+    snprintf(f->path, sizeof f->path, "%s", name);
     f->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (f->fd < 0) {
         int err = errno;
         free(f);
-        return lv_error(LV_ERR_IO, "cannot write %s: %s", path, strerror(err));
+        return lv_error(LV_ERR_IO, "cannot write %s%s: %s", name, beside, strerror(err));
     }
     unsigned char *buffer = av_malloc(LV_AVIO_BUFFER);
     if (buffer) f->avio = avio_alloc_context(buffer, LV_AVIO_BUFFER, 1, f, NULL, write_all, seek_fd);
@@ -78,7 +80,7 @@ lv_status lv_file_output_open(const char *path, lv_file_output **out) {
         av_free(buffer);
         close(f->fd);
         free(f);
-        return lv_error(LV_ERR_NOMEM, "opening %s: out of memory", path);
+        return lv_error(LV_ERR_NOMEM, "opening %s: out of memory", name);
     }
     *out = f;
     return LV_OK;

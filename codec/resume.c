@@ -35,7 +35,8 @@
 
 lv_status lv_resume_commit(const char *tmp, const char *path, int sync) {
     if (rename(tmp, path) != 0)
-        return lv_error(LV_ERR_IO, "cannot replace %s with the resumed video %s: %s", path, tmp, strerror(errno));
+        return lv_error(LV_ERR_IO, "cannot put the video written beside %s in its place (a rename in its folder): %s",
+                        path, strerror(errno));
     if (!sync) return LV_OK;
     /* the rename is an entry in the directory: sync that too, or a power loss may undo it */
     char dir[4096];

@@ -230,7 +230,7 @@ void lv_ctx_options_default(lv_ctx_options *opt) {
 }
 
 /* LV_PRECISION_AUTO: LONGVK_PRECISION, else f32 (see lv_ctx_options.precision). */
-static lv_status resolve_precision(int requested, lv_precision *out) {
+lv_status lv_precision_resolve(int requested, lv_precision *out) {
     if (requested == LV_PRECISION_F32 || requested == LV_PRECISION_F16 || requested == LV_PRECISION_BF16) {
         *out = (lv_precision)requested;
         return LV_OK;
@@ -341,7 +341,7 @@ lv_status lv_ctx_create(const lv_ctx_options *opt_in, lv_ctx **out) {
         }
     }
     lv_precision precision;
-    LV_TRY(resolve_precision(opt.precision, &precision));
+    LV_TRY(lv_precision_resolve(opt.precision, &precision));
     lv_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return lv_error(LV_ERR_NOMEM, "out of host memory");
     ctx->precision = precision;

@@ -27,7 +27,7 @@ static const char *parse_tile(const char *value, void *dest) {
 
 static cli_option options[] = {
     {.name = "--vae", .kind = CLI_INPUT, .dest = &args.vae, .required = true,
-     .help = "Wan2.1_VAE.pth, or safetensors (original or diffusers names)"},
+     .help = "Wan2.1_VAE.pth, or safetensors (original or diffusers names), or a pipeline's vae/ folder"},
     {.name = "--latents", .kind = CLI_INPUT, .dest = &args.latents, .metavar = "X.npy", .required = true,
      .help = "the latents"},
     {.name = "--output", .alias = "-o", .kind = CLI_OUTPUT, .dest = &args.output, .metavar = "OUT", .required = true,
@@ -123,7 +123,8 @@ int cmd_decode(int argc, char **argv) {
         fprintf(stderr, "longvk decode: %s\n", lv_last_error());
         goto done;
     }
-    if (lv_weights_open(vae, &w) != LV_OK) {
+    char vae_file[4200]; /* a folder (a pipeline's vae/), as generate takes it: its weights file */
+    if (lv_vae_weights_file(vae, vae_file, sizeof vae_file) != LV_OK || lv_weights_open(vae_file, &w) != LV_OK) {
         cli_fail("VAE weights");
         goto done;
     }

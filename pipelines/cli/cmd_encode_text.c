@@ -170,8 +170,8 @@ int cmd_encode_text(int argc, char **argv) {
         const char *tpath = args.tokenizer;
         if (!tpath) {
             if (!lv_tokenizer_find(args.encoder, found, sizeof found)) {
-                fprintf(stderr, "longvk: tokenizer: no tokenizer.model in or beside %s (give --tokenizer FILE)\n",
-                        args.encoder);
+                fprintf(stderr, "longvk: tokenizer: no tokenizer.model in or beside %s (give --tokenizer FILE; longvk "
+                        "reads SentencePiece's tokenizer.model only, not tokenizer.json)\n", args.encoder);
                 goto done;
             }
             tpath = found;

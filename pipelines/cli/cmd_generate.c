@@ -22,13 +22,19 @@ static volatile sig_atomic_t interrupted = 0;
 /* what a stop signal prints (set before the handler is installed: async-signal-safe) */
 static char stop_message[1400] = "\nlongvk generate: stopping after the current block (Ctrl-C again stops at once)\n";
 
+/* while Gemma-2 encodes the prompt (one process): a stop ends it after its current layer */
+static volatile sig_atomic_t encoding_text = 0;
+static const char text_stop_message[] = "\nlongvk generate: stopping the text encoder after its current layer; "
+                                        "nothing is written (Ctrl-C again stops at once)\n";
+
 /* SIGINT, SIGTERM and SIGUSR1 (which mpirun forwards to every rank: how a run over ranks is
  * stopped after a block) */
 static void on_sigint(int sig) {
     (void)sig;
     if (interrupted) _exit(130); /* a second Ctrl-C: stop now (flushed blocks still play) */
     interrupted = 1;
-    ssize_t w = write(STDERR_FILENO, stop_message, strlen(stop_message)); /* async-signal-safe */
+    const char *m = encoding_text ? text_stop_message : stop_message;
+    ssize_t w = write(STDERR_FILENO, m, strlen(m)); /* async-signal-safe */
     (void)w;
 }
 
@@ -47,6 +53,7 @@ typedef struct generate_args {
 } generate_args;
 
 static generate_args args;
+static lv_generate_plan plan; /* what the run will do (lv_generate_describe), before it starts */
 
 static const cli_choice samplers[] = {
     {"longsana", LV_GEN_LONGSANA}, {"euler", LV_GEN_EULER}, {"dpm++2m", LV_GEN_DPMPP_2M}, {0}};
@@ -88,13 +95,14 @@ static const char *parse_prompt_at(const char *value, void *dest) {
 }
 
 /* --help states the embedded model's real defaults (its card): prepare_help writes them here */
-static char def_fps[64], def_width[64], def_height[64], def_scale[64], def_steps[64], def_cfg[128], def_block[64],
+static char def_fps[64], def_width[64], def_height[64], def_scale[96], def_steps[64], def_cfg[128], def_block[64],
     def_cached[64], def_burn_in[64], help_steps[512];
 
 static cli_option options[] = {
     {.name = "--prompt", .alias = "-p", .kind = CLI_STRING, .dest = &args.o.prompt,
      .help = "what to show (default model: colours, shapes, counts, motion and background words; `longvk info` "
-             "lists them); required unless --schedule gives the start; with a schedule, its entry at time 0"},
+             "lists them); required unless --schedule gives the start or --text-embeds the rows (then not with "
+             "it); with a schedule, its entry at time 0"},
     {.name = "--prompt-at", .kind = CLI_CUSTOM, .parse = parse_prompt_at, .metavar = "TIME=TEXT",
      .help = "switch to the prompt TEXT at TIME (repeatable, in time order): seconds (12.5), mm:ss (1:05.5) or "
              "frames (80f). The switch applies from the first frame of the block that holds TIME; progress and "
@@ -184,12 +192,14 @@ static cli_option options[] = {
                           "inference does; 0 appends nothing"},
     {.name = "--text-embeds", .kind = CLI_INPUT, .dest = &args.o.text_embeds_path,
      .help = "latent-space models: prompt embeddings instead of a text encoder, safetensors with y [L, caption] "
-             "and mask [L] (negative_y / negative_mask for --cfg-scale), as --save-text-embeds writes them"},
+             "and mask [L] (negative_y / negative_mask for --cfg-scale), as --save-text-embeds writes them; "
+             "instead of -p and -n, which are refused beside it (they would not be read)"},
     {.name = "--save-text-embeds", .kind = CLI_OUTPUT, .dest = &args.o.text_embeds_out, .metavar = "FILE",
      .help = "write the prompt rows the DiT reads (and the negative prompt's with CFG) to this safetensors file, "
              "for --text-embeds"},
     {.name = "--vae", .kind = CLI_INPUT, .dest = &args.o.vae_path,
-     .help = "latent-space models: Wan2.1 VAE (.pth or .safetensors) to decode the latents block by block; "
+     .help = "latent-space models: Wan2.1 VAE (.pth or .safetensors, or a pipeline's vae/ folder) to decode the "
+             "latents block by block; "
              "without it the latents are written to -o, which must end in .npy"},
     {.name = "--codec", .kind = CLI_STRING, .dest = &args.o.encoder.codec, .metavar = "NAME",
      .def = "by container",
@@ -210,7 +220,8 @@ static cli_option options[] = {
      .help = "with --continue: whole writes the clip's frames, then the new ones (the clip made longer, and a clip "
              "to continue again; the clip re-encoded with --codec); new writes the new frames only"},
     {.name = "--resume", .kind = CLI_FLAG, .dest = &args.resume,
-     .help = "continue an interrupted run (same options) from OUT.longvk-state"},
+     .help = "continue an interrupted run (same options) from OUT.longvk-state: the embedded model (and other "
+             "pixel-space models) only for now; a latent model (SANA-Video) cannot resume yet"},
     {.name = "--overwrite", .kind = CLI_FLAG, .dest = &args.overwrite,
      .help = "start again when OUT.longvk-state says an interrupted run left OUT: its video and state are "
              "replaced (without --resume or --overwrite such a run is refused, so that a partial video is "
@@ -273,7 +284,8 @@ static void prepare_help(void) {
     snprintf(def_fps, sizeof def_fps, "the model's, %g", c.fps);
     snprintf(def_width, sizeof def_width, "the model's, %d", c.width);
     snprintf(def_height, sizeof def_height, "the model's, %d", c.height);
-    snprintf(def_scale, sizeof def_scale, "8: %dx%d", 8 * c.width, 8 * c.height);
+    snprintf(def_scale, sizeof def_scale, "8 for the embedded model (%dx%d), 1 for a latent model", 8 * c.width,
+             8 * c.height);
     snprintf(def_steps, sizeof def_steps, "the model's, %d, also the most; single clip: 50", lb->steps);
     snprintf(help_steps, sizeof help_steps,
              "denoising steps of each block after the first; fewer than the model's take a subset of its "
@@ -296,8 +308,10 @@ const cli_spec cmd_generate_spec = {
     .usage = "-p PROMPT -o OUT.mp4 [options]",
     .about = "Generates a video block by block with the carried linear-attention state, so memory\n"
              "and time per block stay constant however long the video is. Finished blocks go to\n"
-             "the file at once; Ctrl-C finishes the current block, closes the file (it plays) and\n"
-             "tells how to resume.\n",
+             "the file at once; Ctrl-C finishes the current block, closes the file (it plays),\n"
+             "tells how to resume (the embedded model; latent models cannot resume yet) and exits\n"
+             "130, as does a stop by SIGTERM or SIGUSR1 (what `kill -USR1 <mpirun>` forwards).\n"
+             "Before the first frame one line says what the run will do (not with -q).\n",
     .options = options,
     .count = CLI_COUNT(options),
     .prepare_help = prepare_help,
@@ -382,6 +396,9 @@ static const char *mib(uint64_t bytes, char *buf, size_t size) {
 }
 
 static void on_text(cli_state *st, const lv_generate_progress *p) {
+    encoding_text = p->phase == LV_GEN_PHASE_TEXT_START && st->mpi->ranks == 1;
+    /* LONGVK_TEST_STOP=RANK:0: the stop arrives as the text encoder starts */
+    if (p->phase == LV_GEN_PHASE_TEXT_START && st->stop_block == 0 && st->stop_rank == st->mpi->rank) raise(SIGUSR1);
     if (st->quiet) return;
     char b[32];
     if (p->phase == LV_GEN_PHASE_TEXT_START)
@@ -396,7 +413,8 @@ static void on_text(cli_state *st, const lv_generate_progress *p) {
  * LONGVK_TEST_KILL=RANK:BLOCK makes rank RANK raise SIGKILL once block BLOCK is made, after
  * a barrier, so that rank 0 has written that block's frames and resume file (a rank dying);
  * LONGVK_TEST_STOP=RANK:BLOCK makes rank RANK alone raise SIGUSR1 then (a stop that reached
- * one rank: all must stop after that block). Without MPI, rank 0 is the process. */
+ * one rank: all must stop after that block; BLOCK 0: as the text encoder starts, on_text).
+ * Without MPI, rank 0 is the process. */
 static void test_faults(const cli_state *st, int block) {
     if (st->stop_rank == st->mpi->rank && block == st->stop_block) raise(SIGUSR1);
     if (st->kill_rank < 0 || block != st->kill_block) return;
@@ -464,9 +482,39 @@ static void on_warning(void *user, const char *message) {
 
 static int run_generate(lv_generate_options o);
 
+/* Before the first frame, what the run will do (issue 53, item 16), on one line:
+ * "generating 160 frames (10.0 s at 16 fps) with the default model: 32x32 upscaled x8 to 256x256,
+ * sampler longsana, 2 steps, CFG 4, seed 7, precision f32; 42 blocks of 4 frames, 2 of them burn-in" */
+static void print_plan(const lv_generate_plan *p) {
+    static const char *const precisions[] = {"auto", "f32", "f16", "bf16"};
+    static const char *const samplers_named[] = {"longsana", "euler", "dpm++2m"};
+    char size[96];
+    if (p->scale > 1)
+        snprintf(size, sizeof size, "%dx%d upscaled x%d to %dx%d", p->width, p->height, p->scale, p->width * p->scale,
+                 p->height * p->scale);
+    else
+        snprintf(size, sizeof size, "%dx%d", p->width, p->height);
+    char rounded[160] = ""; /* a latent frame is 4 pixel frames, the first alone: 6 asked make 9 */
+    if (p->latent && p->frames != p->frames_asked)
+        snprintf(rounded, sizeof rounded, ", %lld asked: a latent model makes 1 + 4k frames, so the count is rounded "
+                 "up", (long long)p->frames_asked);
+    fprintf(stderr, "generating %lld frames (%.1f s at %g fps%s) with %s: %s, sampler %s, %d steps%s, CFG %g, seed "
+            "%llu, precision %s", (long long)p->frames, p->fps > 0 ? (double)p->frames / p->fps : 0.0, p->fps, rounded,
+            p->model, size,
+            samplers_named[p->sampler <= LV_GEN_DPMPP_2M ? p->sampler : 0], p->steps,
+            p->sampler == LV_GEN_LONGSANA ? " per block" : "", p->cfg_scale, (unsigned long long)p->seed,
+            precisions[p->precision <= LV_PRECISION_BF16 ? p->precision : 0]);
+    if (p->sampler == LV_GEN_LONGSANA)
+        fprintf(stderr, "; %d blocks of %d %s frames%s", p->blocks, p->block_frames, p->latent ? "latent" : "model",
+                p->burn_in_blocks ? "" : "\n");
+    if (p->sampler == LV_GEN_LONGSANA && p->burn_in_blocks)
+        fprintf(stderr, ", %d of them burn-in\n", p->burn_in_blocks);
+    if (p->sampler != LV_GEN_LONGSANA) fprintf(stderr, "; one clip\n");
+}
+
 int cmd_generate(int argc, char **argv) {
     lv_generate_options_default(&args.o);
-    args.o.scale = 8;
+    args.o.scale = LV_GEN_MODEL_DEFAULT; /* 8 for the embedded model, 1 for a latent model */
     args.seed = 42;
     args.sampler = args.o.sampler;
     int r = cli_parse(&cmd_generate_spec, argc, argv);
@@ -499,8 +547,15 @@ int cmd_generate(int argc, char **argv) {
     lv_gen_switch *file_entries = NULL;
     char *file_text = NULL;
     int n_file = 0;
-    if (!o.prompt && !args.schedule)
-        return cli_usage_error("generate", "--prompt is required (or --schedule; see longvk generate --help)");
+    /* --text-embeds holds the rows a prompt would make: a prompt beside them would not be read */
+    if (o.text_embeds_path && (o.prompt || o.negative_prompt || args.schedule || args.n_at))
+        return cli_usage_error("generate", "%s and --text-embeds: one or the other (the DiT reads the rows of %s, "
+                               "not a prompt's; leave %s out)", o.prompt ? "--prompt" : o.negative_prompt
+                               ? "--negative-prompt" : args.schedule ? "--schedule" : "--prompt-at",
+                               o.text_embeds_path, o.prompt ? "-p" : o.negative_prompt ? "-n" : "the schedule");
+    if (!o.prompt && !args.schedule && !o.text_embeds_path)
+        return cli_usage_error("generate", "--prompt is required (or --schedule, or --text-embeds; see longvk generate "
+                               "--help)");
     if (args.schedule && args.n_at)
         return cli_usage_error("generate", "--schedule and --prompt-at: one or the other (put every entry in the file)");
     if (args.schedule && lv_gen_schedule_read(args.schedule, &file_entries, &n_file, &file_text) != LV_OK)
@@ -552,6 +607,7 @@ int cmd_generate(int argc, char **argv) {
         if (bad_value) return cli_usage_error("generate", "%s", lv_last_error());
         return cli_fail("generate");
     }
+    if (lv_generate_describe(&o, &plan) != LV_OK) return cli_fail("generate");
     if (cli_mpi_check_launch("generate", args.sequence_parallel || args.cfg_parallel)) return 2;
     /* over MPI ranks rank 0 writes; the lock is taken by a single process only (a rank cannot
      * leave the job alone before it has joined it) */
@@ -600,13 +656,19 @@ static int run_generate(lv_generate_options o) {
      * killed, which mpirun names): rank 0 says what is left; the others print only errors */
     const bool ranks = args.sequence_parallel || args.cfg_parallel;
     if (ranks && mpi.rank != 0) stop_message[0] = 0;
-    else if (ranks)
+    else if (ranks && plan.resumable)
         snprintf(stop_message, sizeof stop_message, "\nlongvk generate (rank 0 of %d): stopping after the current "
                  "block; when mpirun ends the job (Ctrl-C, or a rank that died: mpirun names it), %s plays up to the "
                  "last block written and --resume continues from %s.longvk-state\n", mpi.ranks, o.output, o.output);
+    else if (ranks) /* nothing to resume from (a latent model): say only what is left */
+        snprintf(stop_message, sizeof stop_message, "\nlongvk generate (rank 0 of %d): stopping after the current "
+                 "block; when mpirun ends the job (Ctrl-C, or a rank that died: mpirun names it), %s plays up to the "
+                 "last block written (this model cannot resume yet: run it again to make the rest)\n", mpi.ranks,
+                 o.output);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
 
+    if (!st.quiet) print_plan(&plan);
     /* --prompts-from: the queue the run takes lines from, fed by a reader thread */
     prompts_reader *reader = NULL;
     lv_gen_live *live = NULL;
@@ -623,8 +685,11 @@ static int run_generate(lv_generate_options o) {
     lv_gen_live_destroy(live);
     if (!st.quiet && st.last_len && st.tty) fputc('\n', stderr);
     if (s == LV_ERR_INTERRUPTED) { /* every rank stopped after the same block: a clean end */
-        if (mpi.rank == 0)
+        if (mpi.rank == 0 && plan.resumable)
             fprintf(stderr, "longvk generate: %s.\nresume with the same command and --resume\n", lv_last_error());
+        else if (mpi.rank == 0)
+            fprintf(stderr, "longvk generate: %s.\n%s cannot resume yet (--resume works for the embedded model "
+                    "only for now): run it again to make the whole video\n", lv_last_error(), plan.model);
         cli_mpi_end(&mpi, "generate", 0);
         return 130;
     }

@@ -365,6 +365,78 @@ static void describe_tokenizer(const lv_tokenizer *tok) {
            lv_tokenizer_vocab_size(tok), lv_tokenizer_bos_id(tok), lv_tokenizer_eos_id(tok), lv_tokenizer_pad_id(tok));
 }
 
+/* 1 when the weights file at `path` holds a Wan VAE decoder longvk can read. */
+static int is_vae_file(const char *path) {
+    lv_weights *w;
+    char saved[1024];
+    snprintf(saved, sizeof saved, "%s", lv_last_error());
+    uint64_t memory;
+    int yes = lv_weights_open(path, &w) == LV_OK && lv_vae_weights_memory(w, 60, 104, &memory) == LV_OK;
+    lv_weights_close(w);
+    lv_error(LV_ERR_INVALID, "%s", saved); /* a probe: the caller's messages stand */
+    return yes;
+}
+
+/* The device memory a decode at 480x832 needs, from the file's own widths and modules (not
+ * the real Wan2.1's figure for any file), or why it cannot be said; `width`: the label's. */
+static void print_vae_memory(const lv_weights *w, int width) {
+    uint64_t memory = 0;
+    char b[32];
+    if (lv_vae_weights_memory(w, 60, 104, &memory) != LV_OK)
+        printf("%-*s unknown: not a decoder longvk can read (%s)\n", width - 1, "memory:", lv_last_error());
+    else
+        printf("%-*s this decoder at 480x832 (latent 60x104) needs about %s on the device\n", width - 1, "memory:",
+               human((double)memory, b, sizeof b));
+}
+
+/* A Wan VAE's weights file: its tensors, and the device memory of a decode at 480x832
+ * computed from its own widths (not the real Wan2.1's figure for any file), or why it
+ * cannot be. 1: the file cannot be read (lv_last_error says why). */
+static int describe_vae(const char *wpath, int list) {
+    lv_weights *w;
+    if (lv_weights_open(wpath, &w) != LV_OK) return 1;
+    uint64_t params = 0, bytes = 0;
+    for (int k = 0; k < lv_weights_count(w); k++) {
+        params += lv_weight_numel(lv_weights_at(w, k));
+        bytes += lv_weights_at(w, k)->nbytes;
+    }
+    char b1[32];
+    printf("file:          %s (%s)\n", wpath, lv_weights_format(w));
+    print_count("parameters:", params);
+    printf("tensors:       %d, %s as stored\n", lv_weights_count(w), human((double)bytes, b1, sizeof b1));
+    print_dtypes("dtypes:", 15, lv_weights_count(w), weights_at, w);
+    print_vae_memory(w, 15);
+    print_vae_halves(w, 15);
+    if (list)
+        for (int k = 0; k < lv_weights_count(w); k++) print_tensor(lv_weights_at(w, k), "  ");
+    lv_weights_close(w);
+    return 0;
+}
+
+/* A folder that is one component of a pipeline: a VAE (vae/) or a tokenizer (tokenizer/).
+ * -1: neither (lv_last_error untouched). */
+static int describe_component(const char *dir, int list) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/diffusion_pytorch_model.safetensors", dir);
+    if (path_is_file(path) && is_vae_file(path)) return describe_vae(path, list) ? cli_fail("info") : 0;
+    snprintf(path, sizeof path, "%s/tokenizer.model", dir);
+    if (path_is_file(path)) {
+        lv_tokenizer *tok;
+        if (lv_tokenizer_open(dir, &tok) != LV_OK) return cli_fail("info");
+        describe_tokenizer(tok);
+        lv_tokenizer_close(tok);
+        return 0;
+    }
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    if (path_is_file(path)) {
+        fprintf(stderr, "longvk: info: %s holds tokenizer.json but no tokenizer.model: longvk reads SentencePiece's "
+                "tokenizer.model only (tokenizer.json, Hugging Face's fast tokenizer, is not read); copy "
+                "tokenizer.model from the same release beside it\n", dir);
+        return 1;
+    }
+    return -1;
+}
+
 /* A diffusers pipeline folder (model_index.json): each component found. */
 static int describe_pipeline(const char *dir, long *latent, long text_tokens, int text_tokens_given, int list) {
     char path[4096];
@@ -403,33 +475,9 @@ static int describe_pipeline(const char *dir, long *latent, long text_tokens, in
             }
             describe_sana(f, path, lat, text_tokens, text_tokens_given, list);
         } else {
-            lv_pipeline_dir parts;
-            lv_weights *w;
-            if (lv_pipeline_dir_open(dir, &parts) != LV_OK && !parts.vae[0]) {
+            char wpath[4200];
+            if (lv_vae_weights_file(path, wpath, sizeof wpath) != LV_OK || describe_vae(wpath, list) != 0)
                 failures += cli_fail("vae");
-                continue;
-            }
-            const char *wpath = parts.vae;
-            if (lv_weights_open(wpath, &w) != LV_OK) {
-                failures += cli_fail("vae");
-                continue;
-            }
-            uint64_t params = 0, bytes = 0;
-            for (int k = 0; k < lv_weights_count(w); k++) {
-                params += lv_weight_numel(lv_weights_at(w, k));
-                bytes += lv_weights_at(w, k)->nbytes;
-            }
-            char b1[32], b2[32];
-            printf("file:          %s (%s)\n", wpath, lv_weights_format(w));
-            print_count("parameters:", params);
-            printf("tensors:       %d, %s as stored\n", lv_weights_count(w), human((double)bytes, b1, sizeof b1));
-            print_dtypes("dtypes:", 15, lv_weights_count(w), weights_at, w);
-            printf("memory:        a Wan2.1 decoder at 480x832 (latent 60x104) needs about %s on the device\n",
-                   human((double)lv_vae_memory_estimate(60, 104), b2, sizeof b2));
-            print_vae_halves(w, 15);
-            if (list)
-                for (int k = 0; k < lv_weights_count(w); k++) print_tensor(lv_weights_at(w, k), "  ");
-            lv_weights_close(w);
         }
     }
     return failures ? 1 : 0;
@@ -458,8 +506,12 @@ int cmd_info(int argc, char **argv) {
         snprintf(sana_error, sizeof sana_error, "%s", lv_last_error());
         lv_gemma2_file *g;
         if (lv_gemma2_file_open(model, NULL, &g) != LV_OK) {
-            fprintf(stderr, "longvk: info: %s is neither a SANA-Video model (%s) nor a Gemma-2 encoder (%s)\n", model,
-                    sana_error, lv_last_error());
+            /* one component of a pipeline: its vae/ or tokenizer/ */
+            int component = describe_component(model, list);
+            if (component >= 0) return component;
+            fprintf(stderr, "longvk: info: %s is neither a SANA-Video model (%s), a Gemma-2 encoder (%s), nor a "
+                    "pipeline's vae/ or tokenizer/ folder (no Wan VAE in diffusion_pytorch_model.safetensors, no "
+                    "tokenizer.model)\n", model, sana_error, lv_last_error());
             return 1;
         }
         describe_gemma2(g, model, text_tokens, list);
@@ -479,6 +531,7 @@ int cmd_info(int argc, char **argv) {
             snprintf(saved, sizeof saved, "%s", lv_last_error());
             if (lv_weights_open(model, &w) == LV_OK && !lv_sana_weights_recognised(w)) {
                 int rc = plain_summary(w, list);
+                if (is_vae_file(model)) print_vae_memory(w, 14);
                 lv_weights_close(w);
                 return rc;
             }

@@ -7,7 +7,7 @@
 #include "longvk.h"
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: longvk <command> [options]\n\ncommands:\n");
+    fprintf(out, "usage: longvk <command> [options]\n       longvk --version\n\ncommands:\n");
     for (int i = 0; i < cli_command_count; i++)
         fprintf(out, "  %-12s %s\n", cli_commands[i].name, cli_commands[i].summary);
     fprintf(out,
@@ -31,11 +31,12 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("longvk 0.1.0\n");
+        if (*LONGVK_GIT_DESCRIBE) printf("longvk %s (git %s)\n", LONGVK_VERSION, LONGVK_GIT_DESCRIBE);
+        else printf("longvk %s\n", LONGVK_VERSION);
         return 0;
     }
     /* the environment's values are checked as the options are: a bad one is a usage error */
-    const char *precision = getenv("LONGVK_PRECISION");
+    const char *precision = lv_env_str("LONGVK_PRECISION");
     if (precision && *precision && strcmp(precision, "f32") && strcmp(precision, "f16") && strcmp(precision, "bf16")) {
         fprintf(stderr, "longvk: LONGVK_PRECISION='%s': f32, f16 or bf16\n", precision);
         return 2;

@@ -11,13 +11,25 @@
 #include <sys/stat.h>
 
 #include "longvk/dit.h"
+#include "longvk/engine.h"
 #include "longvk/files.h"
 #include "longvk/sana.h"
 
 #define HELP_WIDTH 90 /* --help lines wrap at this column */
 #define LABEL_MAX 28  /* longer option labels put their help on the next line */
 
+int cli_launcher_rank(void) {
+    const char *names[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK"};
+    for (int i = 0; i < 2; i++) {
+        const char *v = lv_env_str(names[i]);
+        if (v) return atoi(v);
+    }
+    return 0;
+}
+
 int cli_usage_error(const char *command, const char *fmt, ...) {
+    /* every rank of mpirun parses the same command line and finds the same fault: rank 0 says it */
+    if (cli_launcher_rank() > 0) return 2;
     fprintf(stderr, "longvk %s: ", command);
     va_list ap;
     va_start(ap, fmt);

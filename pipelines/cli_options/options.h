@@ -134,7 +134,11 @@ int cli_parse_long(const char *text, long min, long max, long *out);
 /* n integers in [min, max] separated by 'x' ("4x8x8"): 1 when it is exactly that. */
 int cli_parse_dims(const char *text, int n, long min, long max, long *out);
 
-/* A usage error of `command`, formatted as "longvk <command>: <message>\n" on stderr; returns 2. */
+/* This process's rank when a launcher started several (mpirun: OMPI_COMM_WORLD_RANK, or
+ * PMI_RANK), else 0. */
+int cli_launcher_rank(void);
+/* A usage error of `command`, formatted as "longvk <command>: <message>\n" on stderr; returns 2.
+ * Under mpirun only rank 0 prints it: every rank parses the same command line. */
 int cli_usage_error(const char *command, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

@@ -304,7 +304,10 @@ static lv_status run(lv_gemma2 *m, const int32_t *ids, int n, int layers, int fi
     LV_TRY(embed(m, ids, n, &h));
     LV_TRY(rope_table(m, n, &rope));
     for (int l = 0; l < layers; l++) {
+        if (m->opt.stop && *m->opt.stop)
+            return lv_error(LV_ERR_INTERRUPTED, "gemma2: stopped on request after %d of %d layers", l, layers);
         lv_status s = layer(m, l, n);
+        if (s == LV_OK && m->opt.stop) s = lv_flush(m->ctx); /* the layer done: a stop waits for one layer at most */
         if (s != LV_OK) return lv_error_prefix(s, "gemma2: layer %d of %d tokens", l, n);
     }
     if (final_norm) {

@@ -134,7 +134,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
          * has started (see "what a killed run leaves") */
         if (lv_gen_writes_video(r)) LV_TRY(lv_gen_probe_output(r));
         LV_TRY(lv_gen_save_state(r, 0, 0));
-        r->wrote_start_state = r->m.card.pixel && o->sampler == LV_GEN_LONGSANA && r->state_path[0];
+        r->wrote_start_state = lv_gen_resumable(r) && r->state_path[0];
     }
 
     lv_ctx_options copt;
@@ -147,7 +147,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         copt.cpu_threads = lv_generate_auto_cpu_threads(tokens, cfg->hidden);
     }
     LV_TRY(lv_ctx_create(&copt, &r->ctx));
-    if (r->use_encoder && r->root) LV_TRY(lv_gen_encode_text(r, progress, user));
+    if (r->use_encoder && r->root) LV_TRY(lv_gen_encode_text(r, progress, user, stop));
     if (r->use_encoder && lv_gen_several(r)) LV_TRY(lv_gen_share_text(r));
     if (o->text_embeds_out && r->root) LV_TRY(lv_gen_save_text_embeds(r, o->text_embeds_out));
     lv_dit_options dopt = {.cached_blocks = o->cached_blocks, .weights = (lv_dit_weights)o->weights_dtype,

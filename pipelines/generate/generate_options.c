@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "generate_run.h"
+#include "longvk/sampler.h"
 
 void lv_generate_options_default(lv_generate_options *opt) {
     if (!opt) return;
@@ -42,6 +43,8 @@ static lv_block_recipe pick_steps(const lv_block_recipe *full, int steps) {
  * guided velocity vu + g (v - vu) must stay far from float32's range. */
 #define LV_GEN_MAX_FRAMES 10000000
 #define LV_GEN_MAX_CFG 1000.0
+/* The upscale of a pixel-space model's frames when the caller leaves it to the model. */
+#define LV_GEN_PIXEL_SCALE 8
 
 /* What can be checked before the model is opened: every value the caller set, so that a
  * bad one is an error naming it (never a crash, a division by zero or a silent NaN). */
@@ -66,8 +69,9 @@ lv_status lv_gen_check_options(const lv_generate_options *o) {
     if (o->width < 0 || o->width > 8192 || o->height < 0 || o->height > 8192)
         return lv_error(LV_ERR_INVALID, "lv_generate: size %dx%d (-W/-H): each side in [1, 8192], or 0 for the "
                         "model's", o->width, o->height);
-    if (o->scale < 1 || o->scale > 64)
-        return lv_error(LV_ERR_INVALID, "lv_generate: scale %d (--scale): must be in [1, 64]", o->scale);
+    if ((o->scale < 1 || o->scale > 64) && o->scale != LV_GEN_MODEL_DEFAULT)
+        return lv_error(LV_ERR_INVALID, "lv_generate: scale %d (--scale): must be in [1, 64], or LV_GEN_MODEL_DEFAULT",
+                        o->scale);
     if (o->sampler != LV_GEN_LONGSANA && o->sampler != LV_GEN_EULER && o->sampler != LV_GEN_DPMPP_2M)
         return lv_error(LV_ERR_INVALID, "lv_generate: unknown sampler %d", (int)o->sampler);
     if (o->steps > 1000) return lv_error(LV_ERR_INVALID, "lv_generate: %d steps (--steps): at most 1000", o->steps);
@@ -119,6 +123,59 @@ lv_status lv_gen_check_options(const lv_generate_options *o) {
     return LV_OK;
 }
 
+/* The largest chunk (a block, or the single clip) against the sampler's limit
+ * (LV_CHUNK_MAX_POSITIONS), before any work: what to lower is named. */
+static lv_status check_positions(const gen_run *r) {
+    const lv_generate_options *o = &r->o;
+    /* a single clip is every frame at once; of blocks the first is the largest (the remainder's) */
+    int64_t most = o->sampler != LV_GEN_LONGSANA ? r->units : lv_generate_chunk_frames(r->units, o->block_frames, 0);
+    int64_t positions = most * r->grid_h * r->grid_w;
+    if (positions <= LV_CHUNK_MAX_POSITIONS) return LV_OK;
+    return lv_error(LV_ERR_INVALID, "%s of %lld frames of %dx%d (%dx%d %s) is %lld positions, over the sampler's "
+                    "limit of %lld per chunk: lower -W/-H%s",
+                    o->sampler != LV_GEN_LONGSANA ? "a single clip" : "a block",
+                    (long long)most, o->width, o->height, r->grid_w, r->grid_h, r->m.card.pixel ? "pixels" : "latents",
+                    (long long)positions, (long long)LV_CHUNK_MAX_POSITIONS,
+                    o->sampler != LV_GEN_LONGSANA ? " or --frames (or use --sampler longsana: a block at a time)"
+                                                  : " or --block-frames");
+}
+
+/* The text and the VAE: a pixel-space model has its own vocabulary; a latent model takes
+ * its text encoder, tokenizer and VAE from a pipeline folder where they are not given. For
+ * block-wise runs and single clips alike. */
+static lv_status resolve_parts(gen_run *r) {
+    const lv_model_card *card = &r->m.card;
+    lv_generate_options *o = &r->o;
+    if (card->pixel && (o->text_encoder_path || o->tokenizer_path))
+        return lv_error(LV_ERR_INVALID, "%s has its own vocabulary: a text encoder (--text-encoder, --tokenizer) "
+                        "is for latent-space models such as SANA-Video", r->m.name);
+    if (!card->pixel) {
+        /* a pipeline folder supplies what is not given */
+        const lv_pipeline_dir *parts = &r->m.parts;
+        if (!o->text_encoder_path && r->m.pipeline && parts->text_encoder[0]) o->text_encoder_path = parts->text_encoder;
+        if (!o->tokenizer_path && r->m.pipeline && parts->tokenizer[0]) o->tokenizer_path = parts->tokenizer;
+        if (!o->vae_path && r->m.pipeline && parts->vae[0]) o->vae_path = parts->vae;
+        if (o->vae_path) { /* a folder (a pipeline's vae/) as --model takes one: its weights file */
+            LV_TRY(lv_vae_weights_file(o->vae_path, r->vae_file, sizeof r->vae_file));
+            o->vae_path = r->vae_file;
+        }
+        r->use_encoder = !o->text_embeds_path && o->text_encoder_path;
+        if (!o->text_embeds_path && !o->text_encoder_path)
+            return lv_error(LV_ERR_INVALID, "%s works in a VAE's latent space and has no vocabulary: give its text "
+                            "encoder (--text-encoder DIR, or a diffusers pipeline folder as --model) or prompt "
+                            "embeddings (--text-embeds)", r->m.name);
+        if (o->resume)
+            return lv_error(LV_ERR_UNSUPPORTED, "--resume: %s is a latent model (SANA-Video), which cannot resume "
+                            "yet: --resume works for the embedded model (and other pixel-space models) only for now",
+                            r->m.name);
+        if (!o->vae_path && (!o->output || !ends_with(o->output, ".npy")))
+            return lv_error(LV_ERR_INVALID, "without --vae a latent model's output is its latents: "
+                            "give an output ending in .npy, or a VAE with --vae%s",
+                            o->output ? "" : " (a frame sink needs frames)");
+    }
+    return LV_OK;
+}
+
 lv_status lv_gen_resolve_options(const lv_generate_options *in, gen_run *r) {
     const lv_model_card *card = &r->m.card;
     lv_generate_options *o = &r->o;
@@ -133,6 +190,9 @@ lv_status lv_gen_resolve_options(const lv_generate_options *in, gen_run *r) {
     if (o->frames < 1)
         return lv_error(LV_ERR_INVALID, "the video needs at least one frame (%g s at %g fps is none)", o->seconds,
                         o->fps);
+    /* a pixel-space model's frames are tiny (the embedded one's 32 x 32): shown 8 times larger;
+     * a latent model's are the VAE's full size (832 x 480): as they are */
+    if (o->scale == LV_GEN_MODEL_DEFAULT) o->scale = card->pixel ? LV_GEN_PIXEL_SCALE : 1;
     if (!o->height) o->height = card->height;
     if (!o->width) o->width = card->width;
     const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
@@ -142,9 +202,17 @@ lv_status lv_gen_resolve_options(const lv_generate_options *in, gen_run *r) {
                         o->width, o->height, stride * cfg->patch[2], stride * cfg->patch[1]);
     r->grid_h = o->height / stride;
     r->grid_w = o->width / stride;
+    /* limits a run would meet only at its first block, after the model's upload: said now */
+    int rows = r->grid_h / cfg->patch[1];
+    if (o->sp_bands > rows)
+        return lv_error(LV_ERR_INVALID, "%d sequence-parallel bands (--sp-emulate) but a frame of %dx%d has %d token "
+                        "rows (%s height %d / patch %d), one band needs one at least: at most %d bands, or a larger "
+                        "-H", o->sp_bands, o->width, o->height, rows, card->pixel ? "pixel" : "latent", r->grid_h,
+                        cfg->patch[1], rows);
     /* latent models: pixel frame 0 alone, then 4 pixel frames per latent frame */
     r->units = card->pixel ? o->frames : 1 + (o->frames - 1 + 3) / 4;
     if (o->block_frames <= 0) o->block_frames = card->block_frames;
+    LV_TRY(check_positions(r));
     if (o->cached_blocks == LV_GEN_MODEL_DEFAULT) o->cached_blocks = card->cached_blocks;
     else if (o->cached_blocks < 0) o->cached_blocks = LV_CACHED_ALL;
     if (o->burn_in_blocks == LV_GEN_MODEL_DEFAULT) o->burn_in_blocks = card->burn_in_blocks;
@@ -157,12 +225,14 @@ lv_status lv_gen_resolve_options(const lv_generate_options *in, gen_run *r) {
         if (o->steps <= 0) o->steps = 50;
         if (o->shift <= 0) o->shift = 8.0;
         if (o->cfg_scale < 0) o->cfg_scale = 6.0;
-        if (o->resume) return lv_error(LV_ERR_UNSUPPORTED, "--resume works with block-wise generation only");
+        if (o->resume)
+            return lv_error(LV_ERR_UNSUPPORTED, "--resume: a single clip (--sampler euler|dpm++2m) cannot resume; "
+                            "--resume works with block-wise generation (--sampler longsana) only");
         if (o->continue_path || o->continue_frames) return lv_gen_resolve_continue(r); /* refused */
         o->block_frames = r->units; /* one chunk */
         r->chunks = 1;
         r->uncond = o->cfg_scale != 1.0;
-        return LV_OK;
+        return resolve_parts(r);
     }
     r->chunks = lv_generate_chunk_count(r->units, o->block_frames);
     const lv_block_recipe *later = &card->later_blocks;
@@ -176,26 +246,7 @@ lv_status lv_gen_resolve_options(const lv_generate_options *in, gen_run *r) {
     r->first = card->first_block; /* --steps is for the later blocks; --cfg-scale for all */
     if (in->cfg_scale >= 0) r->first.cfg_scale = in->cfg_scale;
     r->uncond = r->first.cfg_scale != 1.0 || r->later.cfg_scale != 1.0;
-    if (card->pixel && (o->text_encoder_path || o->tokenizer_path))
-        return lv_error(LV_ERR_INVALID, "%s has its own vocabulary: a text encoder (--text-encoder, --tokenizer) "
-                        "is for latent-space models such as SANA-Video", r->m.name);
-    if (!card->pixel) {
-        /* a pipeline folder supplies what is not given */
-        const lv_pipeline_dir *parts = &r->m.parts;
-        if (!o->text_encoder_path && r->m.pipeline && parts->text_encoder[0]) o->text_encoder_path = parts->text_encoder;
-        if (!o->tokenizer_path && r->m.pipeline && parts->tokenizer[0]) o->tokenizer_path = parts->tokenizer;
-        if (!o->vae_path && r->m.pipeline && parts->vae[0]) o->vae_path = parts->vae;
-        r->use_encoder = !o->text_embeds_path && o->text_encoder_path;
-        if (!o->text_embeds_path && !o->text_encoder_path)
-            return lv_error(LV_ERR_INVALID, "%s works in a VAE's latent space and has no vocabulary: give its text "
-                            "encoder (--text-encoder DIR, or a diffusers pipeline folder as --model) or prompt "
-                            "embeddings (--text-embeds)", r->m.name);
-        if (o->resume) return lv_error(LV_ERR_UNSUPPORTED, "--resume works with pixel-space models only");
-        if (!o->vae_path && (!o->output || !ends_with(o->output, ".npy")))
-            return lv_error(LV_ERR_INVALID, "without --vae a latent model's output is its latents: "
-                            "give an output ending in .npy, or a VAE with --vae%s",
-                            o->output ? "" : " (a frame sink needs frames)");
-    }
+    LV_TRY(resolve_parts(r));
     return lv_gen_resolve_continue(r);
 }
 

@@ -8,8 +8,10 @@
 /* The resume file after chunks_done blocks. Every process takes part in reading the carried
  * state (with bands on other processes lv_dit_state_save gathers the conv caches' rows);
  * the writing process alone writes it: whole, the same file whatever the bands. */
+bool lv_gen_resumable(const gen_run *r) { return r->m.card.pixel && r->o.sampler == LV_GEN_LONGSANA; }
+
 lv_status lv_gen_save_state(gen_run *r, int chunks_done, int64_t frames_done) {
-    if (!r->m.card.pixel || r->o.sampler != LV_GEN_LONGSANA) return LV_OK; /* resume: block-wise, pixel space */
+    if (!lv_gen_resumable(r)) return LV_OK;
     if (!r->state_path[0]) return LV_OK; /* no file: frames to a sink alone */
     float *state = NULL;
     int64_t count = 0;
@@ -90,6 +92,10 @@ lv_status lv_gen_interrupted(const gen_run *r, int next) {
     if (!r->o.output) /* frames to a sink alone */
         return lv_error(LV_ERR_INTERRUPTED, "interrupted after block %d of %d: %lld of %lld frames made", next, total,
                         (long long)r->frames_done, (long long)r->frames_total);
+    if (r->frames_done == 0 && !lv_gen_resumable(r))
+        return lv_error(LV_ERR_INTERRUPTED, "interrupted in the burn-in after block %d of %d (%d made and dropped "
+                        "before the first written frame): no frame is written yet", next, total,
+                        r->o.burn_in_blocks);
     if (r->frames_done == 0 && next > r->o.burn_in_blocks) /* a continued clip's blocks, --continue-output new */
         return lv_error(LV_ERR_INTERRUPTED, "interrupted after block %d of %d, committing the clip: no frame is "
                         "written yet, %s holds the blocks done", next, total, r->state_path);

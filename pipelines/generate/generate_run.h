@@ -6,6 +6,7 @@
  *   generate_output.c   frames to the encoder / frame sink / .npy, the video file's life
  *   generate_resume.c   the resume file: written after every block, read by --resume; interruption
  *   generate_progress.c progress reports and the ETA
+ *   generate_plan.c     what a run will do (lv_generate_describe), before it starts
  *   generate_schedule.c a prompt schedule: its times to blocks, its texts, each block's switch
  *   generate_image.c    --image: the picture the video starts from, to the first chunk's frame 0
  *   generate_continue.c continuing a clip: its frames into the model's space, committed
@@ -66,6 +67,7 @@ typedef struct gen_run {
     lv_gen_model m;
     char state_path[4096];
     char output_target[4096]; /* o.output with symbolic links resolved (lv_output_target) */
+    char vae_file[4200];      /* o.vae_path's weights file (a folder given names its file) */
     int grid_h, grid_w;      /* the model's frame size: pixels, or latents for latent models */
     int units;               /* model frames to make: pixel frames, or latent frames */
     int chunks;              /* chunks of the video (the burn-in not counted) */
@@ -143,7 +145,7 @@ lv_status lv_gen_resolve_options(const lv_generate_options *in, gen_run *r);
 /* The prompt (and with CFG the negative prompt) into r->y / r->mask, or tokenized for the
  * text encoder that lv_gen_encode_text runs once the device is up. */
 lv_status lv_gen_prepare_text(gen_run *r, void (*warn)(void *, const char *), void *user);
-lv_status lv_gen_encode_text(gen_run *r, lv_generate_callback progress, void *user);
+lv_status lv_gen_encode_text(gen_run *r, lv_generate_callback progress, void *user, volatile sig_atomic_t *stop);
 lv_status lv_gen_share_text(gen_run *r);
 lv_status lv_gen_save_text_embeds(const gen_run *r, const char *path);
 
@@ -168,6 +170,9 @@ lv_status lv_gen_close_output(gen_run *r, lv_status s);
 lv_status lv_gen_save_state(gen_run *r, int chunks_done, int64_t frames_done);
 lv_status lv_gen_load_resume(gen_run *r, int *first_chunk);
 lv_status lv_gen_interrupted(const gen_run *r, int next);
+/* The run writes a resume file: block-wise generation of a pixel-space model (latent models
+ * cannot resume yet: their VAE's caches are not saved) */
+bool lv_gen_resumable(const gen_run *r);
 
 /* generate_schedule.c */
 lv_status lv_gen_resolve_schedule(gen_run *r);

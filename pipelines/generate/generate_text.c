@@ -111,13 +111,24 @@ lv_status lv_gen_share_text(gen_run *r) {
 }
 
 /* The Gemma-2 text encoder's pass: uploaded, run on the prompts and freed before the DiT is
- * created (lv_text_encoder_encode); progress says when it starts and what it took. */
-lv_status lv_gen_encode_text(gen_run *r, lv_generate_callback progress, void *user) {
+ * created (lv_text_encoder_encode); progress says when it starts and what it took. `stop`
+ * (may be NULL) is polled between its layers: a stop there ends the run before any block,
+ * nothing written. Over several processes the others wait for the rows, so there the stop
+ * is left to the agreement after the first block. */
+lv_status lv_gen_encode_text(gen_run *r, lv_generate_callback progress, void *user, volatile sig_atomic_t *stop) {
     lv_generate_progress p = {.phase = LV_GEN_PHASE_TEXT_START, .device = lv_ctx_device(r->ctx)->name,
                               .text_tokens = lv_text_encoder_tokens(r->text)};
     if (progress) progress(user, &p);
     double t0 = lv_gen_now();
-    LV_TRY(lv_text_encoder_encode(r->text, r->ctx, r->y, r->mask, &r->text_memory));
+    if (!lv_gen_several(r)) lv_text_encoder_set_stop(r->text, stop);
+    lv_status s = lv_text_encoder_encode(r->text, r->ctx, r->y, r->mask, &r->text_memory);
+    if (s == LV_ERR_INTERRUPTED) {
+        char why[1024]; /* lv_last_error's buffer is the one lv_error writes */
+        snprintf(why, sizeof why, "%s", lv_last_error());
+        return lv_error(LV_ERR_INTERRUPTED, "interrupted while encoding the prompt (%.1f s in; %s): nothing is made "
+                        "yet and nothing was written", lv_gen_now() - t0, why);
+    }
+    LV_TRY(s);
     r->text_seconds = lv_gen_now() - t0;
     lv_text_encoder_close(r->text); /* the tokenizer and the mapped weights too */
     r->text = NULL;

@@ -30,6 +30,18 @@ static void component(const char *dir, const char *name, char *out, size_t size)
     else out[0] = 0;
 }
 
+lv_status lv_vae_weights_file(const char *path, char *out, size_t size) {
+    if (!path || !out || size == 0) return lv_error(LV_ERR_INVALID, "lv_vae_weights_file: NULL path or out");
+    char file[4200];
+    if (lv_path_is_dir(path)) snprintf(file, sizeof file, "%s/diffusion_pytorch_model.safetensors", path);
+    else snprintf(file, sizeof file, "%s", path);
+    if (lv_path_is_dir(path) && !lv_path_is_file(file))
+        return lv_error(LV_ERR_IO, "%s: no diffusion_pytorch_model.safetensors (the VAE's weights)", path);
+    if (strlen(file) >= size) return lv_error(LV_ERR_INVALID, "%s: path too long", file);
+    memcpy(out, file, strlen(file) + 1);
+    return LV_OK;
+}
+
 lv_status lv_pipeline_dir_open(const char *dir, lv_pipeline_dir *out) {
     if (!out) return lv_error(LV_ERR_INVALID, "lv_pipeline_dir_open: out is NULL");
     memset(out, 0, sizeof *out);
@@ -40,15 +52,10 @@ lv_status lv_pipeline_dir_open(const char *dir, lv_pipeline_dir *out) {
     component(dir, "transformer", out->transformer, sizeof out->transformer);
     component(dir, "text_encoder", out->text_encoder, sizeof out->text_encoder);
     component(dir, "tokenizer", out->tokenizer, sizeof out->tokenizer);
-    char vae_dir[4096], path[4200] = "";
+    char vae_dir[4096];
     component(dir, "vae", vae_dir, sizeof vae_dir);
-    if (vae_dir[0]) {
-        /* the weights file itself (the VAE is opened as one file: lv_weights_open) */
-        snprintf(path, sizeof path, "%s/diffusion_pytorch_model.safetensors", vae_dir);
-        if (lv_path_is_file(path)) keep(path, out->vae, sizeof out->vae);
-    }
-    if (vae_dir[0] && !out->vae[0])
-        return lv_error(LV_ERR_IO, "%s: no diffusion_pytorch_model.safetensors (the VAE's weights)", vae_dir);
+    /* the weights file itself (the VAE is opened as one file: lv_weights_open) */
+    if (vae_dir[0]) LV_TRY(lv_vae_weights_file(vae_dir, out->vae, sizeof out->vae));
     if (!out->transformer[0])
         return lv_error(LV_ERR_IO, "%s: a diffusers pipeline folder without transformer/ (the DiT)", dir);
     return LV_OK;

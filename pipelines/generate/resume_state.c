@@ -16,6 +16,8 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "longvk/engine.h"
+
 #include "generate_internal.h"
 #include "longvk/weights.h"
 
@@ -60,7 +62,57 @@ static cJSON *run_identity(const lv_generate_options *o, const lv_gen_model *m, 
         snprintf(how, sizeof how, "transition %.17g; on_switch %d", o->transition, o->on_switch);
         cJSON_AddStringToObject(j, "prompts_from", how);
     }
+    /* the rest change the frames too (issue 53, item 7), recorded only when not the default,
+     * so that a file of an earlier longvk, which had none of them, reads as before */
+    lv_precision precision = LV_PRECISION_F32;
+    if (lv_precision_resolve(o->precision, &precision) != LV_OK) precision = LV_PRECISION_F32; /* refused earlier */
+    static const char *const precisions[] = {"auto", "f32", "f16", "bf16"};
+    if (precision != LV_PRECISION_F32) cJSON_AddStringToObject(j, "precision", precisions[precision]);
+    /* the float weight dtypes (the quantized ones are recorded above) */
+    static const char *const weights[] = {"as-stored", "f32", "f16", "bf16"};
+    if (o->weights_dtype > LV_DIT_WEIGHTS_AS_STORED && o->weights_dtype <= LV_DIT_WEIGHTS_BF16)
+        cJSON_AddStringToObject(j, "weights_dtype", weights[o->weights_dtype]);
+    if (o->text_embeds_path) cJSON_AddStringToObject(j, "text_embeds", o->text_embeds_path);
+    if (o->encoder.codec) cJSON_AddStringToObject(j, "codec", o->encoder.codec);
+    if (o->encoder.crf >= 0) cJSON_AddNumberToObject(j, "crf", o->encoder.crf);
+    if (o->encoder.preset) cJSON_AddStringToObject(j, "preset", o->encoder.preset);
     return j;
+}
+
+/* The option of the command line a record of the run identity comes from. */
+static const char *option_of(const char *key) {
+    static const char *const names[][2] = {
+        {"model", "--model"}, {"model_parameters", "--model"}, {"prompt", "--prompt"},
+        {"negative_prompt", "--negative-prompt"}, {"seed", "--seed"}, {"frames", "--frames/--seconds"},
+        {"width", "--width"}, {"height", "--height"}, {"scale", "--scale"}, {"fps", "--fps"}, {"steps", "--steps"},
+        {"cfg_scale", "--cfg-scale"}, {"block_frames", "--block-frames"}, {"cached_blocks", "--cached-blocks"},
+        {"burn_in_blocks", "--burn-in-blocks"}, {"schedule", "--prompt-at/--schedule"},
+        {"precision", "--precision"}, {"weights_dtype", "--weights-dtype"}, {"text_embeds", "--text-embeds"},
+        {"codec", "--codec"}, {"crf", "--crf"}, {"preset", "--preset"}, {"image", "--image"},
+        {"continue", "--continue"}, {"continue_output", "--continue-output"}, {"prompts_from", "--prompts-from"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(names[i][0], key) == 0) return names[i][1];
+    return key;
+}
+
+/* "--precision was "bf16", now the default": the first record in which the two runs differ
+ * (either may lack a record that is recorded only when not the default), or LV_OK. */
+static lv_status compare_identity(const char *path, const cJSON *want, const cJSON *got) {
+    const cJSON *a[2] = {want, got}, *item;
+    for (int side = 0; side < 2; side++) cJSON_ArrayForEach(item, a[side]) {
+        const cJSON *other = cJSON_GetObjectItemCaseSensitive(a[1 - side], item->string);
+        if (other && cJSON_Compare(item, other, 1)) continue;
+        const cJSON *now = side == 0 ? item : other, *was = side == 0 ? other : item;
+        char *n = now ? cJSON_PrintUnformatted(now) : NULL, *w = was ? cJSON_PrintUnformatted(was) : NULL;
+        lv_status s = lv_error(LV_ERR_INVALID, "%s belongs to another run: %s was %s, now %s (%s: resume with "
+                               "the same options, or start over with --overwrite)", path, item->string,
+                               w ? w : "not set (the default)", n ? n : "not set (the default)",
+                               option_of(item->string));
+        free(n);
+        free(w);
+        return s;
+    }
+    return LV_OK;
 }
 
 /* CRC-32 of `n` bytes, fed in pieces zlib can take (uInt). */
@@ -171,7 +223,6 @@ lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, con
         s = lv_error(LV_ERR_FORMAT, "%s: 'last_frame' must be float32 with %lld values (one frame of the model)",
                      path, (long long)frame_values);
     } else {
-        cJSON *item;
         if (cJSON_GetObjectItemCaseSensitive(got, "prompts_from") && !cJSON_GetObjectItemCaseSensitive(want, "prompts_from"))
             s = lv_error(LV_ERR_INVALID, "%s belongs to a run steered during it (--prompts-from): resume with "
                          "--prompts-from too (a FIFO, a file, - for stdin, or /dev/null for no more prompts); the "
@@ -182,26 +233,7 @@ lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, con
         if (s == LV_OK && cJSON_GetObjectItemCaseSensitive(got, "image") && !cJSON_GetObjectItemCaseSensitive(want, "image"))
             s = lv_error(LV_ERR_INVALID, "%s belongs to a run that started from an image (--image): resume with the "
                          "same image", path);
-        if (s == LV_OK) cJSON_ArrayForEach(item, want) {
-            const cJSON *g = cJSON_GetObjectItemCaseSensitive(got, item->string);
-            if (!g || !cJSON_Compare(item, g, 1)) {
-                char *a = cJSON_PrintUnformatted(item), *b = g ? cJSON_PrintUnformatted(g) : NULL;
-                s = lv_error(LV_ERR_INVALID, "%s belongs to another run: %s was %s, now %s (resume with the "
-                             "same options)", path, item->string, b ? b : "missing", a ? a : "?");
-                free(a);
-                free(b);
-                break;
-            }
-        }
-        /* a setting recorded only when used (weights_dtype) that this run does not use */
-        if (s == LV_OK) cJSON_ArrayForEach(item, got) {
-            if (cJSON_GetObjectItemCaseSensitive(want, item->string)) continue;
-            char *b = cJSON_PrintUnformatted(item);
-            s = lv_error(LV_ERR_INVALID, "%s belongs to another run: %s was %s, now not set (resume with the same "
-                         "options)", path, item->string, b ? b : "?");
-            free(b);
-            break;
-        }
+        if (s == LV_OK) s = compare_identity(path, want, got);
     }
     if (s == LV_OK) {
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(p, "chunks_done");

@@ -101,7 +101,7 @@ static lv_status check_chunk_args(lv_ctx *ctx, lv_dit *dit, const lv_chunk_optio
     if (chunk_index < 0 || frame_offset < 0)
         return lv_error(LV_ERR_INVALID, "lv_longsana_chunk: chunk %lld at frame %d", (long long)chunk_index,
                         frame_offset);
-    if (frames < 1 || height < 1 || width < 1 || (int64_t)frames * height * width > ((int64_t)1 << 31) / 64)
+    if (frames < 1 || height < 1 || width < 1 || (int64_t)frames * height * width > LV_CHUNK_MAX_POSITIONS)
         return lv_error(LV_ERR_INVALID, "lv_longsana_chunk: %d frames of %dx%d", frames, width, height);
     return LV_OK;
 }

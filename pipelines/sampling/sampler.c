@@ -91,7 +91,7 @@ lv_status lv_sample_clip(lv_ctx *ctx, lv_dit *dit, const lv_clip_options *opt, i
                         opt->cfg_scale);
     if (opt->solver != LV_SOLVER_EULER && opt->solver != LV_SOLVER_DPMPP_2M)
         return lv_error(LV_ERR_INVALID, "lv_sample_clip: unknown solver %d", (int)opt->solver);
-    if (frames < 1 || height < 1 || width < 1 || (int64_t)frames * height * width > ((int64_t)1 << 31) / 64)
+    if (frames < 1 || height < 1 || width < 1 || (int64_t)frames * height * width > LV_CHUNK_MAX_POSITIONS)
         return lv_error(LV_ERR_INVALID, "lv_sample_clip: %d frames of %dx%d", frames, width, height);
     if (opt->cond_frames < 0 || opt->cond_frames > frames || (opt->cond_frames > 0 && !opt->cond))
         return lv_error(LV_ERR_INVALID, "lv_sample_clip: %d conditioning frames %s", opt->cond_frames,

@@ -43,7 +43,8 @@ lv_status lv_text_gemma2_open(lv_text_gemma2 *t, const lv_text_gemma2_options *o
     if (!tokenizer) {
         if (!lv_tokenizer_find(encoder, found, sizeof found))
             return lv_error(LV_ERR_IO, "no tokenizer.model in or beside the text encoder %s (in it, its tokenizer/ "
-                            "or ../tokenizer/): give the tokenizer (--tokenizer FILE)", encoder);
+                            "or ../tokenizer/): give the tokenizer (--tokenizer FILE); longvk reads SentencePiece's "
+                            "tokenizer.model only, not tokenizer.json", encoder);
         tokenizer = found;
     }
     LV_TRY(lv_tokenizer_open(tokenizer, &t->tok));
@@ -72,11 +73,13 @@ lv_status lv_text_gemma2_encode(lv_text_gemma2 *t, lv_ctx *ctx, float *y, float 
     lv_gemma2_options opt;
     lv_gemma2_options_default(&opt);
     opt.attn_softcap = t->softcap ? LV_GEMMA2_SOFTCAP_CONFIG : 0.0f;
+    opt.stop = t->stop;
     lv_gemma2 *enc = NULL;
     lv_status s = lv_gemma2_create(ctx, t->file, &opt, &enc);
     if (s != LV_OK) return lv_error_prefix(s, "the text encoder %s", t->encoder);
+    if (t->stop && *t->stop) s = lv_error(LV_ERR_INTERRUPTED, "stopped on request after the upload of its weights");
     int H = lv_gemma2_config_of(enc)->hidden_size;
-    s = lv_sana_prompt_encode(enc, &t->prompt, y, mask);
+    if (s == LV_OK) s = lv_sana_prompt_encode(enc, &t->prompt, y, mask);
     if (s == LV_OK && t->with_negative)
         s = lv_sana_prompt_encode(enc, &t->negative, y + (size_t)LV_SANA_PROMPT_ROWS * H,
                                   mask + LV_SANA_PROMPT_ROWS);

@@ -119,6 +119,10 @@ lv_status lv_text_encoder_encode(lv_text_encoder *e, lv_ctx *ctx, float *y, floa
     return LV_OK;
 }
 
+void lv_text_encoder_set_stop(lv_text_encoder *e, volatile sig_atomic_t *stop) {
+    if (e && e->gemma) e->g.stop = stop;
+}
+
 void lv_text_encoder_close(lv_text_encoder *e) {
     if (!e) return;
     if (e->gemma) lv_text_gemma2_close(&e->g);

@@ -15,6 +15,7 @@ typedef struct lv_text_gemma2 {
     bool with_negative;              /* CFG: the negative prompt is encoded too */
     int motion_score, softcap;
     char encoder[4096];              /* the encoder's path, for messages */
+    volatile sig_atomic_t *stop;     /* polled between layers (lv_text_encoder_set_stop), or NULL */
 } lv_text_gemma2;
 
 /* Opens the encoder's files (every tensor checked, nothing on the device yet) and the

@@ -66,6 +66,7 @@ typedef struct proc {
     double t0;
     char text[65536];
     size_t len;
+    size_t line_begin; /* where the line being read starts in text */
     double line_time[MAX_LINES];
     int lines;
     int status; /* waitpid's, once finished */
@@ -114,7 +115,14 @@ static bool proc_read(proc *p, double deadline, int until_lines) {
         double t = now();
         for (ssize_t i = 0; i < got; i++) {
             if (p->len + 1 < sizeof p->text) p->text[p->len++] = buf[i];
-            if (buf[i] == '\n' && p->lines < MAX_LINES) p->line_time[p->lines++] = t - p->t0;
+            if (buf[i] != '\n') continue;
+            /* the line that says what the run will do, before any work, is no progress line: dropped */
+            if (strncmp(p->text + p->line_begin, "generating ", 11) == 0) {
+                p->len = p->line_begin;
+                continue;
+            }
+            p->line_begin = p->len;
+            if (p->lines < MAX_LINES) p->line_time[p->lines++] = t - p->t0;
         }
         p->text[p->len] = 0;
     }

@@ -225,7 +225,7 @@ Test(image_cli, resume_identity, .timeout = 600) {
     free(p.err);
     p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--image", BALL_R, "--seconds", "2", COMMON, "-q",
                              "--resume", "-o", noimg, NULL});
-    cr_assert(p.status != 0 && strstr(p.err, "belongs to another run: image was missing"), "%s", p.err);
+    cr_assert(p.status != 0 && strstr(p.err, "belongs to another run: image was not set"), "%s", p.err);
     free(p.err);
 }
 

@@ -161,7 +161,7 @@ Test(generate_pipeline, prompt_to_video_feeds_encode_text_rows, .timeout = 600) 
 
     /* the same rows given as --text-embeds (no encoder at all) make the same frames */
     snprintf(cmd, sizeof cmd, "%s generate --model %s/transformer --vae %s/vae/diffusion_pytorch_model.safetensors "
-             "--text-embeds %s -p unused " GEN_ARGS " -o %s 2>&1",
+             "--text-embeds %s " GEN_ARGS " -o %s 2>&1",
              LONGVK_CLI, dir, dir, embeds, ts_tmp("pipe-embeds.mkv"));
     free(run(cmd, 0));
     char *again = framemd5(ts_tmp("pipe-embeds.mkv"));
@@ -298,6 +298,66 @@ Test(generate_pipeline, pieces_that_do_not_fit_are_named, .timeout = 300) {
     cr_assert(strstr(out, "own vocabulary"), "%s", out);
     free(out);
     cr_assert_neq(access(o, F_OK), 0, "a failed run left %s", o);
+}
+
+/* Issue 53, item 10: a single clip (--sampler euler | dpm++2m) from a prompt through the text
+ * encoder failed with "lv_weights_open: no path" (the clip's branch returned before the
+ * pipeline's encoder and VAE were resolved). Now it runs, and it feeds the DiT the rows the
+ * encoder makes: the same clip from those rows saved (--save-text-embeds) and given back
+ * (--text-embeds, the VAE named) has the same frames. */
+Test(generate_pipeline, single_clip_from_a_prompt, .timeout = 600) {
+    const char *dir = make_pipeline("pipe-clip");
+    const char *samplers[] = {"euler", "dpm++2m"};
+    for (int i = 0; i < 2; i++) {
+        char cmd[4096], video[1024], again[1024], embeds[1024];
+        snprintf(video, sizeof video, "%s", ts_tmp(i ? "clip-dpm.mkv" : "clip-euler.mkv"));
+        snprintf(again, sizeof again, "%s", ts_tmp(i ? "clip-dpm-embeds.mkv" : "clip-euler-embeds.mkv"));
+        snprintf(embeds, sizeof embeds, "%s", ts_tmp("clip-embeds.safetensors"));
+        unlink(video);
+        unlink(again);
+        snprintf(cmd, sizeof cmd, "%s generate --model %s -p '" PROMPT "' --sampler %s --steps 2 --frames 5 -W 48 "
+                 "-H 32 --codec ffv1 -q -o %s --save-text-embeds %s 2>&1", LONGVK_CLI, dir, samplers[i], video, embeds);
+        free(run(cmd, 0));
+        char *frames = framemd5(video);
+        int lines = 0;
+        for (const char *c = frames; *c; c++) lines += *c == '\n';
+        cr_assert_eq(lines, 5, "%s: 5 frames expected:\n%s", samplers[i], frames);
+        snprintf(cmd, sizeof cmd, "%s generate --model %s/transformer --vae %s/vae/diffusion_pytorch_model.safetensors "
+                 "--text-embeds %s --sampler %s --steps 2 --frames 5 -W 48 -H 32 --codec ffv1 -q -o %s 2>&1",
+                 LONGVK_CLI, dir, dir, embeds, samplers[i], again);
+        free(run(cmd, 0));
+        char *same = framemd5(again);
+        cr_assert_str_eq(same, frames, "%s: the encoder's clip and the saved rows' clip differ", samplers[i]);
+        free(same);
+        free(frames);
+    }
+}
+
+/* Issue 53, item 12: a stop while Gemma-2 encodes the prompt (LONGVK_TEST_STOP=0:0: a
+ * SIGUSR1 as the encoder starts, as a Ctrl-C then) ends the run within a layer, not after the
+ * whole encoder; it says so, and that nothing is written; a latent model's run never says
+ * it can resume (it cannot yet). Before, the encoder ran to its end and the run said
+ * "interrupted before the first block" and "resume with the same command and --resume". */
+Test(generate_pipeline, a_stop_ends_the_text_encoder_within_a_layer, .timeout = 300) {
+    const char *dir = make_pipeline("pipe-stop");
+    char cmd[4096], video[1024], state[1100];
+    snprintf(video, sizeof video, "%s", ts_tmp("pipe-stop.mkv"));
+    snprintf(state, sizeof state, "%s.longvk-state", video);
+    unlink(video);
+    snprintf(cmd, sizeof cmd, "LONGVK_TEST_STOP=0:0 %s generate --model %s -p '" PROMPT "' " GEN_ARGS " -o %s 2>&1",
+             LONGVK_CLI, dir, video);
+    char *out = run(cmd, 130);
+    cr_assert(strstr(out, "stopping the text encoder after its current layer"), "%s", out);
+    cr_assert(strstr(out, "interrupted while encoding the prompt"), "%s", out);
+    /* the stop came as the encoder started: seen once its weights are uploaded, before its first layer */
+    cr_assert(strstr(out, "stopped on request after the upload of its weights"), "%s", out);
+    cr_assert(strstr(out, "nothing was written"), "%s", out);
+    cr_assert(strstr(out, "cannot resume yet"), "%s", out);
+    cr_assert_null(strstr(out, "resume with the same command"), "%s", out);
+    cr_assert_null(strstr(out, "text encoder: done"), "the encoder ran to its end:\n%s", out);
+    free(out);
+    cr_assert_neq(access(video, F_OK), 0, "a run stopped in its text encoder left %s", video);
+    cr_assert_neq(access(state, F_OK), 0, "a run stopped in its text encoder left %s", state);
 }
 
 #ifdef LONGVK_HAVE_MPI

@@ -27,6 +27,7 @@
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,6 +228,35 @@ Test(gemma2, fp32_matches_transformers) {
     cr_assert_eq(lv_gemma2_create(ctx, f, NULL, &enc), LV_OK, "%s", lv_last_error());
     cr_assert_eq(lv_gemma2_softcap(enc), 0.0f);
     check(enc, &v, &bt, "sdpa_f32_last_hidden_state", 3, 1, F32_BOUND, 0);
+    lv_gemma2_destroy(enc);
+    ts_ctx_done(ctx);
+    lv_gemma2_file_close(f);
+    free_vectors(&v);
+}
+
+/* A stop flag (issue 53, item 12: Ctrl-C during the text encoding) is polled after every
+ * layer: set before the encode, none runs (LV_ERR_INTERRUPTED after 0 of 3 layers); unset,
+ * the encode (each layer then submitted alone) gives the bits of an encoder without one. */
+Test(gemma2, a_stop_flag_is_polled_between_layers) {
+    vectors v = load_vectors();
+    batch bt = load_batch(&v);
+    lv_gemma2_file *f = open_tiny();
+    lv_ctx *ctx = ts_ctx();
+    lv_gemma2 *plain = create(ctx, f, 0.0f, -1);
+    static float a[T * H], b[T * H];
+    cr_assert_eq(lv_gemma2_encode(plain, bt.ids[0], bt.n[0], a), LV_OK, "%s", lv_last_error());
+    lv_gemma2_destroy(plain);
+    volatile sig_atomic_t stop = 0;
+    lv_gemma2_options opt;
+    lv_gemma2_options_default(&opt);
+    opt.stop = &stop;
+    lv_gemma2 *enc = NULL;
+    cr_assert_eq(lv_gemma2_create(ctx, f, &opt, &enc), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_gemma2_encode(enc, bt.ids[0], bt.n[0], b), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(memcmp(a, b, (size_t)bt.n[0] * H * sizeof *a), 0, "a layer at a time changed the output");
+    stop = 1;
+    cr_assert_eq(lv_gemma2_encode(enc, bt.ids[0], bt.n[0], b), LV_ERR_INTERRUPTED);
+    cr_assert_not_null(strstr(lv_last_error(), "stopped on request after 0 of 3 layers"), "%s", lv_last_error());
     lv_gemma2_destroy(enc);
     ts_ctx_done(ctx);
     lv_gemma2_file_close(f);

@@ -128,6 +128,11 @@ typedef struct lv_ctx_options {
 
 typedef enum lv_precision { LV_PRECISION_AUTO = 0, LV_PRECISION_F32, LV_PRECISION_F16, LV_PRECISION_BF16 } lv_precision;
 
+/* What a context made with `requested` as its precision would use: AUTO resolved through
+ * LONGVK_PRECISION (an error naming the variable for a bad value), never AUTO itself. No
+ * device is needed: a run's identity records it before the context exists. */
+lv_status lv_precision_resolve(int requested, lv_precision *out);
+
 void lv_ctx_options_default(lv_ctx_options *opt);
 lv_status lv_ctx_create(const lv_ctx_options *opt, lv_ctx **out);
 /* Waits for the device, prints the profile if enabled, frees everything. */

@@ -14,6 +14,7 @@
 #ifndef LONGVK_GEMMA2_H
 #define LONGVK_GEMMA2_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -97,6 +98,10 @@ typedef struct lv_gemma2_options {
     int weight_dtype;
     /* The longest input accepted; 0: the config's max_position_embeddings. */
     int max_tokens;
+    /* NULL, or polled after every layer (each then runs to its end on the device, one
+     * submission a layer): once set, an encode returns LV_ERR_INTERRUPTED. A Ctrl-C stops
+     * the encoder within a layer instead of after all of them (26 for Gemma-2-2B). */
+    volatile sig_atomic_t *stop;
 } lv_gemma2_options;
 
 void lv_gemma2_options_default(lv_gemma2_options *opt);

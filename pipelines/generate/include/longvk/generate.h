@@ -89,6 +89,10 @@ typedef struct lv_pipeline_dir {
 lv_status lv_pipeline_dir_open(const char *dir, lv_pipeline_dir *out);
 /* 1 when `path` is a folder holding model_index.json. */
 int lv_is_pipeline_dir(const char *path);
+/* A VAE given as a folder (a pipeline's vae/) names its weights file,
+ * diffusion_pytorch_model.safetensors, written to out; a file is copied as it is. A folder
+ * without that file is LV_ERR_IO naming it. */
+lv_status lv_vae_weights_file(const char *path, char *out, size_t size);
 
 /* The default model compiled into the library (assets/default-model/default.safetensors). */
 const void *lv_default_model_data(void);
@@ -140,7 +144,9 @@ typedef struct lv_generate_options {
     double seconds;               /* length when frames <= 0 */
     double fps;                   /* <= 0: the model's */
     int width, height;            /* model resolution; 0: the model's */
-    int scale;                    /* integer upscale at encode time (1: none) */
+    int scale;                    /* integer upscale at encode time (1: none); LV_GEN_MODEL_DEFAULT:
+                                     8 for a pixel-space model (the embedded one's 32 x 32
+                                     frames), 1 for a latent model */
     lv_gen_sampler sampler;
     int steps;                    /* denoising steps per chunk (single clip: in all, default 50);
                                      0: the model's */
@@ -370,8 +376,9 @@ typedef void (*lv_generate_callback)(void *user, const lv_generate_progress *p);
 /* Runs a generation. Every option is checked first: a bad or non-finite value (NULL opt,
  * scale 0, cfg_scale NaN, ...) is LV_ERR_INVALID naming it. `stop`, when non-NULL, is
  * polled before every block, burn-in blocks included: once set, the current block is
- * finished, the file is closed properly and LV_ERR_INTERRUPTED is returned (the resume
- * file allows --resume; the message says what is written). `warn` receives warnings
+ * finished, the file is closed properly and LV_ERR_INTERRUPTED is returned (where the run
+ * writes a resume file, lv_generate_plan.resumable, --resume continues it; the message says
+ * what is written). `warn` receives warnings
  * (words of the prompt that are ignored, and why).
  *
  * The video is written under OUTPUT.resume-part until its first block is flushed, then
@@ -402,6 +409,29 @@ lv_status lv_generate(const lv_generate_options *opt, lv_generate_callback progr
  * without a text encoder, ...: a command line's usage error) rather than the model, which
  * could not be read. */
 lv_status lv_generate_check(const lv_generate_options *opt, bool *bad_value);
+
+/* What a run with these options will do, resolved against its model as lv_generate
+ * resolves them (the model is opened and closed again; no device work): for a summary
+ * printed before the first frame, and for messages that must not promise what the run
+ * cannot do (resume). */
+typedef struct lv_generate_plan {
+    char model[256];              /* the model's name: its path, or "the default model" */
+    bool latent;                  /* works in a VAE's latent space (SANA-Video) */
+    bool resumable;               /* writes a resume file that --resume continues from (pixel-space
+                                     models, block by block; not yet latent models) */
+    int width, height, scale;     /* the model's frame size; the upscale at encode time */
+    int64_t frames;               /* frames written (latent frames for a latent model without a VAE) */
+    int64_t frames_asked;         /* pixel frames asked (--frames, or seconds x fps) */
+    double fps;
+    int blocks, burn_in_blocks, block_frames; /* blocks made, the burn-in included */
+    int steps;                    /* per block after the first (single clip: in all) */
+    double cfg_scale;
+    uint64_t seed;
+    lv_precision precision;       /* resolved: never LV_PRECISION_AUTO */
+    lv_gen_sampler sampler;
+} lv_generate_plan;
+
+lv_status lv_generate_describe(const lv_generate_options *opt, lv_generate_plan *plan);
 
 #ifdef __cplusplus
 }

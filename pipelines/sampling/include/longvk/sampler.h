@@ -43,6 +43,10 @@ typedef struct lv_clip_options {
     const float *cond;
 } lv_clip_options;
 
+/* The most positions (frames x height x width of the model's grid) one chunk or clip may
+ * have: its indexing stays within 32 bits for every buffer of a pass. */
+#define LV_CHUNK_MAX_POSITIONS (((int64_t)1 << 31) / 64)
+
 /* Single-clip sampling of the base model: x [C, F, H, W] starts as noise (drawn here from
  * the seed), text slot 0 is the prompt, slot 1 the negative prompt (used when cfg != 1).
  * The dit's carried state is reset first and left empty. On return x holds the latents. */

@@ -14,6 +14,7 @@
 #ifndef LONGVK_TEXT_H
 #define LONGVK_TEXT_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -107,6 +108,9 @@ bool lv_text_encoder_uses_device(const lv_text_encoder *e);
  * *peak (may be NULL) receives the device bytes it held at most (0 for the word tables,
  * which take ctx NULL). */
 lv_status lv_text_encoder_encode(lv_text_encoder *e, lv_ctx *ctx, float *y, float *mask, uint64_t *peak);
+/* A flag lv_text_encoder_encode polls between Gemma-2's layers (NULL: none): once set the
+ * encode stops within a layer, LV_ERR_INTERRUPTED. The word tables take no time: unused. */
+void lv_text_encoder_set_stop(lv_text_encoder *e, volatile sig_atomic_t *stop);
 /* Frees the encoder (its files, tokenizer and tokenized prompts); NULL is fine. */
 void lv_text_encoder_close(lv_text_encoder *e);
 
