@@ -250,7 +250,7 @@ Test(image_cli, bad_input, .timeout = 300) {
         {{LONGVK_CLI, "generate", "-p", PROMPT, "--image", wav, "-o", out, NULL}, "holds no video stream"},
         {{LONGVK_CLI, "generate", "-p", PROMPT, "--image", BALL_B, "--burn-in-blocks", "2", "-o", out, NULL},
          "the image is the video's first frame"},
-        {{LONGVK_CLI, "generate", "-p", "x", "--model", LONGVK_ASSETS_DIR "/fixtures/tiny-hd32-diffusers",
+        {{LONGVK_CLI, "generate", "--model", LONGVK_ASSETS_DIR "/fixtures/tiny-hd32-diffusers",
           "--text-embeds", BALL_B, "--image", BALL_B, "-o", LONGVK_TEST_TMP "/image_bad.npy", NULL},
          "needs the Wan2.1 VAE encoder"},
     };
