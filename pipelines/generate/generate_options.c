@@ -116,6 +116,7 @@ lv_status lv_gen_check_options(const lv_generate_options *o) {
     if ((o->sp_bands > 0 || o->sp_comm) && o->parallel_cfg == 1)
         return lv_error(LV_ERR_INVALID, "lv_generate: --parallel-cfg on with sequence parallelism: CFG's twin is "
                         "not split into bands (leave --parallel-cfg out: it is off with bands)");
+    LV_TRY(lv_gen_check_vae_tiles(o));
     return LV_OK;
 }
 
