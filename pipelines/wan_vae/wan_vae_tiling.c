@@ -6,6 +6,9 @@
  * the tile edge with zeros), so the result differs from an untiled decode near the seams;
  * the overlap hides most of it (test_vae.c measures it).
  *
+ * The same tiles decode a video streamed block by block (lv_vae_tile_stream, below), each tile
+ * keeping its own history in host memory between blocks.
+ *
  * Encoding is tiled the same way (lv_vae_encode_tiled): the frames are cut into tiles of
  * whole latent pixels (8 x 8 pixels each), each tile encoded over the whole video, the
  * tiles' latents blended with the same ramps across their overlaps (test_vae_encoder.c). */

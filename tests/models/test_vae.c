@@ -267,6 +267,19 @@ Test(vae, real_config_plan) {
     cr_assert(g > 0.93 && g < 0.95, "history %.3f G floats", g);
     /* the largest activation of a step: 4 frames x 96 channels at 480 x 832 */
     cr_assert_eq(m.work_elems, 4ull * 96 * 480 * 832);
+    /* in tiles (generate --vae-tiles): one tile's decoder on the device, every tile's history on
+     * the host; the figures of pipelines/wan_vae/README.md, section 7 */
+    const int tiles[4][3] = {{60, 64, 2}, {48, 48, 6}, {32, 32, 12}, {24, 24, 24}};
+    for (int i = 0; i < 4; i++) {
+        vae_memory t;
+        vae_arch_memory(&a, tiles[i][0], tiles[i][1], 1, &t);
+        cr_log_info("480p in %d tiles of %dx%d (overlap %d): device %.2f GB, host history %.2f GB", tiles[i][2],
+                    tiles[i][0], tiles[i][1], lv_vae_tile_overlap(tiles[i][0], tiles[i][1]),
+                    lv_vae_memory_estimate(tiles[i][0], tiles[i][1]) / 1e9, tiles[i][2] * (double)t.history / 1e9);
+        cr_assert(lv_vae_memory_estimate(tiles[i][0], tiles[i][1]) < lv_vae_memory_estimate(60, 104));
+    }
+    cr_assert(lv_vae_memory_estimate(32, 32) < 1.25e9, "a 256 x 256-pixel tile: %.3f GB",
+              lv_vae_memory_estimate(32, 32) / 1e9);
 }
 
 /* What longvk/vae.h tells of a structure without the internals (`longvk bench vae` uses only
