@@ -197,6 +197,9 @@ lv_status lv_gen_resolve_options(const lv_generate_options *in, gen_run *r) {
                             "give an output ending in .npy, or a VAE with --vae%s",
                             o->output ? "" : " (a frame sink needs frames)");
     }
+    if (o->vae_tiles == LV_GEN_VAE_TILES_FIXED && (card->pixel || !o->vae_path))
+        return lv_error(LV_ERR_INVALID, "--vae-tiles %dx%d: %s decodes no latents (%s)", o->vae_tile_h, o->vae_tile_w,
+                        r->m.name, card->pixel ? "a pixel-space model: its frames are its output" : "no --vae");
     return lv_gen_resolve_continue(r);
 }
 

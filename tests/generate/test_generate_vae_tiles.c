@@ -266,6 +266,12 @@ Test(generate_vae_tiles, cli_line_and_bad_values, .timeout = 300) {
     out = cli(args, 2);
     cr_assert(strstr(out, "tiles or bands"), "%s", out);
     free(out);
+    /* tiles without a VAE to tile: the default model (pixel space) */
+    snprintf(args, sizeof args, "-p x --frames 1 --vae-tiles 32x32 -o %s", ts_tmp("vae-tiles-pixel.mkv"));
+    out = cli(args, 2);
+    cr_assert(strstr(out, "--vae-tiles 32x32") && strstr(out, "pixel-space"), "%s", out);
+    free(out);
     struct stat st;
     cr_assert(stat(ts_tmp("vae-tiles-bad.mkv"), &st) != 0, "a refused run wrote its output");
+    cr_assert(stat(ts_tmp("vae-tiles-pixel.mkv"), &st) != 0, "a refused run wrote its output");
 }
