@@ -65,6 +65,22 @@ static const cli_choice continue_outputs[] = {{"whole", LV_GEN_CONTINUE_WHOLE}, 
 
 /* --prompt-at TIME=TEXT, repeatable: an entry of the schedule (its time checked by the
  * library against the video's length) */
+/* --vae-tiles auto|off|HxW into the options (dest) */
+static const char *parse_vae_tiles(const char *value, void *dest) {
+    lv_generate_options *o = dest;
+    long d[2];
+    if (strcmp(value, "auto") == 0) o->vae_tiles = LV_GEN_VAE_TILES_AUTO;
+    else if (strcmp(value, "off") == 0) o->vae_tiles = LV_GEN_VAE_TILES_OFF;
+    else if (cli_parse_dims(value, 2, 1, 4096, d)) {
+        o->vae_tiles = LV_GEN_VAE_TILES_FIXED;
+        o->vae_tile_h = (int)d[0];
+        o->vae_tile_w = (int)d[1];
+    } else {
+        return "is not auto, off or HxW in latent pixels in [1, 4096] (e.g. 32x32: 256 x 256 pixels)";
+    }
+    return NULL;
+}
+
 static const char *parse_prompt_at(const char *value, void *dest) {
     (void)dest;
     const char *eq = strchr(value, '=');
@@ -201,6 +217,14 @@ static cli_option options[] = {
      .help = "latent-space models: Wan2.1 VAE (.pth or .safetensors, or a pipeline's vae/ folder) to decode the "
              "latents block by block; "
              "without it the latents are written to -o, which must end in .npy"},
+    {.name = "--vae-tiles", .kind = CLI_CUSTOM, .dest = &args.o, .parse = parse_vae_tiles, .metavar = "auto|off|HxW",
+     .def = "auto",
+     .help = "with --vae: decode in spatial tiles of HxW latent pixels (8 pixels each; neighbours overlap by half "
+             "the smaller side, at most 8), each tile keeping its own causal history across the blocks (in host "
+             "memory) and the tiles blended into the frame: the device holds one tile's decoder. auto tiles only "
+             "when the untiled decode would not fit the device's largest heap minus what the run holds "
+             "(LONGVK_VAE_BUDGET=BYTES sets the budget), choosing the largest square tiles that fit; off never. "
+             "Tiled frames differ from untiled ones near the seams (pipelines/generate/README.md)"},
     {.name = "--codec", .kind = CLI_STRING, .dest = &args.o.encoder.codec, .metavar = "NAME",
      .def = "by container",
      .help = "libx264, libx265, ffv1 (.mkv), libvpx-vp9, av1 (libsvtav1) or libaom-av1"},
@@ -444,8 +468,33 @@ static void on_switch(cli_state *st, const lv_generate_progress *p) {
     fflush(stderr);
 }
 
+/* How the VAE decodes: said once, before the first block's frames. */
+static void on_vae(const cli_state *st, const lv_generate_progress *p) {
+    if (st->quiet) return;
+    char a[32], b[32], c[32], d[32];
+    if (p->vae_tile_count == 0) {
+        if (p->vae_budget)
+            fprintf(stderr, "VAE: untiled, device memory %s (budget %s)\n", mib(p->vae_memory, a, sizeof a),
+                    mib(p->vae_budget, b, sizeof b));
+        else
+            fprintf(stderr, "VAE: untiled, device memory %s\n", mib(p->vae_memory, a, sizeof a));
+        return;
+    }
+    char why[128] = "";
+    if (p->vae_budget)
+        snprintf(why, sizeof why, " (untiled it needs %s, the budget is %s)", mib(p->vae_untiled_memory, a, sizeof a),
+                 mib(p->vae_budget, b, sizeof b));
+    fprintf(stderr, "VAE: %d tiles of %dx%d latent pixels overlapping by %d%s: device memory %s, the tiles' history "
+            "in host memory %s\n", p->vae_tile_count, p->vae_tile_h, p->vae_tile_w, p->vae_tile_overlap, why,
+            mib(p->vae_memory, c, sizeof c), mib(p->vae_host_bytes, d, sizeof d));
+}
+
 static void on_progress(void *user, const lv_generate_progress *p) {
     cli_state *st = user;
+    if (p->phase == LV_GEN_PHASE_VAE) {
+        on_vae(st, p);
+        return;
+    }
     if (p->phase == LV_GEN_PHASE_SWITCH) {
         on_switch(st, p);
         return;

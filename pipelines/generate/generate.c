@@ -43,6 +43,7 @@ lv_status lv_gen_share(gen_run *r, void *data, uint64_t bytes) {
 }
 
 static void run_free(gen_run *r) {
+    lv_gen_vae_tiles_free(r);
     if (r->vae) lv_vae_decoder_destroy(r->ctx, r->vae);
     lv_weights_close(r->vae_weights);
     lv_dit_twin_destroy(r->twin);
@@ -87,6 +88,7 @@ const lv_block_recipe *lv_gen_recipe_of(const gen_run *r, int chunk) {
 static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_callback progress,
                      void (*warn)(void *, const char *), void *user, volatile sig_atomic_t *stop) {
     lv_generate_options *o = &r->o;
+    r->progress = progress, r->progress_user = user;
     LV_TRY(lv_gen_resolve_options(opt_in, r));
     const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
     if (o->output) { /* a symbolic link is written through: the video and its state go beside its target */

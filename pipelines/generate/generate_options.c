@@ -120,6 +120,7 @@ lv_status lv_gen_check_options(const lv_generate_options *o) {
     if ((o->sp_bands > 0 || o->sp_comm) && o->parallel_cfg == 1)
         return lv_error(LV_ERR_INVALID, "lv_generate: --parallel-cfg on with sequence parallelism: CFG's twin is "
                         "not split into bands (leave --parallel-cfg out: it is off with bands)");
+    LV_TRY(lv_gen_check_vae_tiles(o));
     return LV_OK;
 }
 
@@ -173,6 +174,9 @@ static lv_status resolve_parts(gen_run *r) {
                             "give an output ending in .npy, or a VAE with --vae%s",
                             o->output ? "" : " (a frame sink needs frames)");
     }
+    if (o->vae_tiles == LV_GEN_VAE_TILES_FIXED && (card->pixel || !o->vae_path))
+        return lv_error(LV_ERR_INVALID, "--vae-tiles %dx%d: %s decodes no latents (%s)", o->vae_tile_h, o->vae_tile_w,
+                        r->m.name, card->pixel ? "a pixel-space model: its frames are its output" : "no --vae");
     return LV_OK;
 }
 

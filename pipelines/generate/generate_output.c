@@ -27,7 +27,7 @@ static lv_status encode_frames(gen_run *r, const float *frames, int n, int h, in
 static lv_status decode_chunk(gen_run *r, int n) {
     r->writer.encoder = r->enc;
     r->writer.frames = r->frames_done;
-    LV_TRY(lv_vae_decode_to_writer(r->ctx, r->vae, r->x0, n, r->grid_h, r->grid_w, NULL, &r->writer));
+    LV_TRY(lv_gen_vae_decode(r, n));
     r->frames_done = r->writer.frames;
     return LV_OK;
 }
@@ -104,7 +104,9 @@ lv_status lv_gen_alloc_buffers(gen_run *r) {
     const bool decodes = r->root || (r->sp && (!r->o.cfg_partner || r->o.cfg_partner->role == LV_CFG_COND));
     if (r->o.vae_path && !r->m.card.pixel && decodes) {
         LV_TRY(lv_weights_open(r->o.vae_path, &r->vae_weights));
+        const uint64_t held = lv_ctx_memory_in_use(r->ctx);
         LV_TRY(lv_vae_decoder_create(r->ctx, r->vae_weights, &r->vae));
+        r->vae_weight_bytes = lv_ctx_memory_in_use(r->ctx) - held;
         lv_vae_set_clamp(r->vae, 1);
         if (lv_vae_z_dim(r->vae) != cfg->in_channels)
             return lv_error(LV_ERR_INVALID, "the VAE %s has %d latent channels, the model %d", r->o.vae_path,

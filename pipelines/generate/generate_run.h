@@ -10,7 +10,8 @@
  *   generate_schedule.c a prompt schedule: its times to blocks, its texts, each block's switch
  *   generate_image.c    --image: the picture the video starts from, to the first chunk's frame 0
  *   generate_continue.c continuing a clip: its frames into the model's space, committed
- *   generate_live.c     prompts pushed during the run (--prompts-from): switches at the next block */
+ *   generate_live.c     prompts pushed during the run (--prompts-from): switches at the next block
+ *   generate_vae_tiles.c the VAE in spatial tiles (--vae-tiles): chosen, reported, decoding a block */
 #ifndef LONGVK_GENERATE_RUN_H
 #define LONGVK_GENERATE_RUN_H
 
@@ -83,6 +84,11 @@ typedef struct gen_run {
     lv_encoder *enc;
     lv_weights *vae_weights;
     lv_vae_decoder *vae;
+    uint64_t vae_weight_bytes; /* the device bytes its weights took (measured when it was made) */
+    bool vae_chosen;         /* tiled or not is decided (at the first block decoded) */
+    lv_vae_tile_stream *vae_stream; /* decoding in tiles, or NULL */
+    lv_generate_callback progress; /* the caller's progress callback (the VAE's choice is reported) */
+    void *progress_user;
     float *x0;               /* one chunk */
     lv_frame_writer writer;  /* frames to the encoder and the frame sink (the writing process) */
     float *last_frame;       /* the last chunk's last frame [C, H, W] (model space) */
@@ -222,6 +228,14 @@ void lv_gen_live_after(gen_run *r, void (*warn)(void *, const char *), void *use
  * record (JSON; malloc'd; NULL without --prompts-from), and read back by --resume. */
 char *lv_gen_live_record(const gen_run *r, int shown_done);
 lv_status lv_gen_live_restore(gen_run *r, const char *record, const char *path);
+
+/* generate_vae_tiles.c */
+/* The options' VAE tiles (lv_gen_check_options). */
+lv_status lv_gen_check_vae_tiles(const lv_generate_options *o);
+/* A finished latent chunk of n frames (r->x0) through the VAE into r->writer, tiled or not as
+ * chosen at the first call (and reported through r->progress). */
+lv_status lv_gen_vae_decode(gen_run *r, int n);
+void lv_gen_vae_tiles_free(gen_run *r);
 
 /* generate_progress.c */
 double lv_gen_recipe_work(const gen_run *r, const lv_block_recipe *rec);

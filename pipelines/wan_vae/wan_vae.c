@@ -339,7 +339,7 @@ static lv_status band_plan(const lv_vae_decoder *d, int h, int w, vae_memory *m)
     return LV_OK;
 }
 
-static lv_status ensure_buffers(lv_ctx *ctx, lv_vae_decoder *d, int h, int w) {
+lv_status vae_ensure_buffers(lv_ctx *ctx, lv_vae_decoder *d, int h, int w) {
     vae_memory m;
     LV_TRY(band_plan(d, h, w, &m));
     if (d->h != h || d->w != w) {
@@ -477,7 +477,7 @@ lv_status lv_vae_decode_frames_cb(lv_ctx *ctx, lv_vae_decoder *dec, const float 
         LV_TRY(lv_sp_comm_check_same(dec->comm, "the device", kind));
         dec->comm_checked = true;
     }
-    LV_TRY(ensure_buffers(ctx, dec, h, w));
+    LV_TRY(vae_ensure_buffers(ctx, dec, h, w));
 
     const vae_arch *a = &dec->arch;
     /* every upsampling module doubles the size, every upsample3d the frames */

@@ -157,6 +157,9 @@ lv_status vae_causal(lv_ctx *ctx, lv_vae_decoder *d, int slot, const vae_conv *c
 lv_status vae_res_block(lv_ctx *ctx, lv_vae_decoder *d, const vae_block *b, int cur, int64_t T, int64_t H,
                         int64_t W);
 lv_status vae_attention(lv_ctx *ctx, lv_vae_decoder *d, int cur, int64_t T, int64_t H, int64_t W);
+/* The history slots and work buffers for latent h x w (made again when the size changes,
+ * which forgets the history; grown when a step needs more). */
+lv_status vae_ensure_buffers(lv_ctx *ctx, lv_vae_decoder *d, int h, int w);
 /* Frees every device tensor of the decoder (weights, history, work buffers). */
 void vae_free_tensors(lv_ctx *ctx, lv_vae_decoder *dec);
 

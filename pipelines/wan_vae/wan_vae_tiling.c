@@ -6,6 +6,9 @@
  * the tile edge with zeros), so the result differs from an untiled decode near the seams;
  * the overlap hides most of it (test_vae.c measures it).
  *
+ * The same tiles decode a video streamed block by block (lv_vae_tile_stream, below), each tile
+ * keeping its own history in host memory between blocks.
+ *
  * Encoding is tiled the same way (lv_vae_encode_tiled): the frames are cut into tiles of
  * whole latent pixels (8 x 8 pixels each), each tile encoded over the whole video, the
  * tiles' latents blended with the same ramps across their overlaps (test_vae_encoder.c). */
@@ -217,4 +220,264 @@ uint64_t lv_vae_encoder_tiled_memory(const lv_vae_encoder *enc, int H, int W, co
     const int ds = enc->downscale;
     int th = tiling->tile_h * ds < H ? tiling->tile_h * ds : H, tw = tiling->tile_w * ds < W ? tiling->tile_w * ds : W;
     return lv_vae_encoder_memory(enc, th, tw);
+}
+
+/* ---- tiles streamed block by block (lv_vae_tile_stream) --------------------------------------
+ *
+ * The decoder is causal: a tile's frames of a block depend on the tile's earlier blocks only
+ * through its convs' history. So each tile keeps its own: after decoding a tile's part of a
+ * block the decoder's history (every slot's two frames, how many are real, the first-frame
+ * flag, the frame count) is read back into the tile's host copy, and written back to the
+ * device before the tile's next block. The device holds one tile's decoder; the host holds
+ * every tile's history and one block's frames. The tiles are blended exactly as
+ * lv_vae_decode_tiled blends them (same weights, same order of additions), so decoding a video
+ * in blocks gives its frames bit for bit. */
+
+typedef struct tile_state {
+    float *frames[VAE_MAX_SLOTS]; /* the slot's [2, rows, cols, C], NULL until it holds a frame */
+    int valid[VAE_MAX_SLOTS], newest[VAE_MAX_SLOTS];
+    bool started;
+    int64_t frames_done;
+} tile_state;
+
+struct lv_vae_tile_stream {
+    lv_vae_decoder *dec;
+    int h, w, th, tw, up, ny, nx;
+    int *ys, *xs;
+    float *wy, *wx;      /* per tile: th * up, tw * up weights */
+    float *wsum;         /* [H, W]: the sum of the weights at each output pixel */
+    tile_state *tiles;
+    float *crop, *acc;   /* one tile's latents of a block; the block's frames [3, T, H, W] */
+    int crop_frames;
+    int64_t acc_frames;
+    int64_t frames_done;
+    uint64_t host_bytes;
+};
+
+/* The weights of tile (iy, ix) along each axis, as lv_vae_decode_tiled computes them. */
+static void tile_weights(const lv_vae_tile_stream *s, int iy, int ix, float *wy, float *wx) {
+    const int up = s->up, ly = s->ys[iy], lx = s->xs[ix], th = s->th, tw = s->tw;
+    int ov_up = iy > 0 ? (s->ys[iy - 1] + th - ly) * up : 0;
+    int ov_down = iy + 1 < s->ny ? (ly + th - s->ys[iy + 1]) * up : 0;
+    int ov_left = ix > 0 ? (s->xs[ix - 1] + tw - lx) * up : 0;
+    int ov_right = ix + 1 < s->nx ? (lx + tw - s->xs[ix + 1]) * up : 0;
+    for (int y = 0; y < th * up; y++) {
+        float lo = ramp(y, th * up, ov_up, ov_up > 0, false), hi = ramp(y, th * up, ov_down, false, ov_down > 0);
+        wy[y] = lo < hi ? lo : hi;
+    }
+    for (int x = 0; x < tw * up; x++) {
+        float lo = ramp(x, tw * up, ov_left, ov_left > 0, false), hi = ramp(x, tw * up, ov_right, false, ov_right > 0);
+        wx[x] = lo < hi ? lo : hi;
+    }
+}
+
+lv_status lv_vae_tile_stream_create(lv_vae_decoder *dec, int h, int w, const lv_vae_tiling *tiling,
+                                    lv_vae_tile_stream **out) {
+    if (!out) return lv_error(LV_ERR_INVALID, "lv_vae_tile_stream_create: out is NULL");
+    *out = NULL;
+    if (!dec || !tiling || h < 1 || w < 1 || h > 4096 || w > 4096)
+        return lv_error(LV_ERR_INVALID, "lv_vae_tile_stream_create: %s", !dec || !tiling ? "missing argument"
+                                                                                        : "latent size out of range");
+    if (dec->comm)
+        return lv_error(LV_ERR_INVALID, "VAE tiles: the decoder is set to decode over bands "
+                        "(lv_vae_set_sequence_parallel): tiles or bands, one or the other");
+    int th = tiling->tile_h, tw = tiling->tile_w, ov = tiling->overlap;
+    if (th < 1 || tw < 1 || ov < 0 || (ov >= th && th < h) || (ov >= tw && tw < w))
+        return lv_error(LV_ERR_INVALID, "VAE tiles %d x %d with overlap %d (the overlap must be smaller than a "
+                        "tile)", th, tw, ov);
+    if (th > h) th = h;
+    if (tw > w) tw = w;
+    lv_vae_tile_stream *s = calloc(1, sizeof *s);
+    if (!s) return lv_error(LV_ERR_NOMEM, "out of host memory");
+    enum { MAX_TILES = 256 };
+    s->ys = malloc(MAX_TILES * sizeof *s->ys);
+    s->xs = malloc(MAX_TILES * sizeof *s->xs);
+    if (!s->ys || !s->xs) {
+        lv_vae_tile_stream_destroy(s);
+        return lv_error(LV_ERR_NOMEM, "out of host memory");
+    }
+    s->ny = tile_starts(h, th, ov, s->ys, MAX_TILES);
+    s->nx = tile_starts(w, tw, ov, s->xs, MAX_TILES);
+    if (s->ny < 0 || s->nx < 0) {
+        lv_vae_tile_stream_destroy(s);
+        return lv_error(LV_ERR_INVALID, "VAE tiles %d x %d over latent %d x %d: more than %d tiles along an axis", th,
+                        tw, h, w, MAX_TILES);
+    }
+    lv_vae_info info;
+    lv_vae_decoder_info(dec, &info);
+    s->dec = dec, s->h = h, s->w = w, s->th = th, s->tw = tw, s->up = info.upscale;
+    const int up = s->up, n = s->ny * s->nx;
+    const size_t W = (size_t)w * up, plane = (size_t)h * up * W;
+    s->wy = malloc((size_t)n * th * up * sizeof *s->wy);
+    s->wx = malloc((size_t)n * tw * up * sizeof *s->wx);
+    s->wsum = calloc(plane, sizeof *s->wsum);
+    s->tiles = calloc((size_t)n, sizeof *s->tiles);
+    if (!s->wy || !s->wx || !s->wsum || !s->tiles) {
+        lv_vae_tile_stream_destroy(s);
+        return lv_error(LV_ERR_NOMEM, "out of host memory for %d VAE tiles", n);
+    }
+    for (int iy = 0; iy < s->ny; iy++)
+        for (int ix = 0; ix < s->nx; ix++) {
+            int t = iy * s->nx + ix;
+            float *wy = s->wy + (size_t)t * th * up, *wx = s->wx + (size_t)t * tw * up;
+            tile_weights(s, iy, ix, wy, wx);
+            for (int y = 0; y < th * up; y++)
+                for (int x = 0; x < tw * up; x++)
+                    s->wsum[(size_t)(s->ys[iy] * up + y) * W + s->xs[ix] * up + x] += wy[y] * wx[x];
+        }
+    /* what the tiles' histories will hold on the host: every slot of a tile, two frames */
+    uint64_t per_tile = 0;
+    for (int i = 0; i < dec->nslots; i++)
+        per_tile += 2ull * th * dec->hist[i].scale * tw * dec->hist[i].scale * dec->hist[i].C * sizeof(float);
+    s->host_bytes = per_tile * (uint64_t)n;
+    *out = s;
+    return LV_OK;
+}
+
+void lv_vae_tile_stream_destroy(lv_vae_tile_stream *s) {
+    if (!s) return;
+    for (int t = 0; s->tiles && t < s->ny * s->nx; t++)
+        for (int i = 0; i < VAE_MAX_SLOTS; i++) free(s->tiles[t].frames[i]);
+    free(s->tiles), free(s->ys), free(s->xs), free(s->wy), free(s->wx), free(s->wsum), free(s->crop), free(s->acc);
+    free(s);
+}
+
+int lv_vae_tile_stream_count(const lv_vae_tile_stream *s) { return s->ny * s->nx; }
+void lv_vae_tile_stream_size(const lv_vae_tile_stream *s, int *tile_h, int *tile_w) {
+    *tile_h = s->th;
+    *tile_w = s->tw;
+}
+uint64_t lv_vae_tile_stream_host_bytes(const lv_vae_tile_stream *s) { return s->host_bytes; }
+
+/* The tile's history onto the device decoder (a tile that has not started: a new video). */
+static lv_status tile_restore(lv_ctx *ctx, lv_vae_decoder *d, const tile_state *t, int th, int tw) {
+    lv_vae_reset(d);
+    if (!t->started) return LV_OK;
+    LV_TRY(vae_ensure_buffers(ctx, d, th, tw));
+    for (int i = 0; i < d->nslots; i++) {
+        d->hist[i].valid = t->valid[i];
+        d->hist[i].newest = t->newest[i];
+        if (t->valid[i] > 0)
+            LV_TRY(lv_tensor_write(ctx, &d->hist[i].frames, t->frames[i], lv_tensor_nbytes(&d->hist[i].frames)));
+    }
+    d->started = true;
+    d->frames_done = t->frames_done;
+    return LV_OK;
+}
+
+/* The device decoder's history into the tile's host copy. */
+static lv_status tile_save(lv_ctx *ctx, const lv_vae_decoder *d, tile_state *t) {
+    for (int i = 0; i < d->nslots; i++) {
+        t->valid[i] = d->hist[i].valid;
+        t->newest[i] = d->hist[i].newest;
+        if (d->hist[i].valid == 0) continue;
+        uint64_t bytes = lv_tensor_nbytes(&d->hist[i].frames);
+        if (!t->frames[i] && !(t->frames[i] = malloc(bytes)))
+            return lv_error(LV_ERR_NOMEM, "out of host memory for a VAE tile's history");
+        LV_TRY(lv_tensor_read(ctx, &d->hist[i].frames, t->frames[i], bytes));
+    }
+    t->started = d->started;
+    t->frames_done = d->frames_done;
+    return LV_OK;
+}
+
+typedef struct stream_sink {
+    float *acc;
+    const float *wy, *wx;
+    int64_t base, T, W, plane;
+    int y0, x0, th, tw, channels;
+} stream_sink;
+
+static lv_status add_stream_frame(void *user, int64_t index, const float *rgb, int height, int width) {
+    stream_sink *s = user;
+    int64_t t = index - s->base;
+    if (t < 0 || t >= s->T || height != s->th || width != s->tw)
+        return lv_error(LV_ERR_INVALID, "VAE tiles: unexpected frame %lld (%d x %d)", (long long)index, height, width);
+    for (int c = 0; c < s->channels; c++)
+        for (int y = 0; y < height; y++) {
+            float *dst = s->acc + (size_t)(c * s->T + t) * s->plane + (size_t)(s->y0 + y) * s->W + s->x0;
+            const float *src = rgb + ((size_t)c * height + y) * width;
+            for (int x = 0; x < width; x++) dst[x] += s->wy[y] * s->wx[x] * src[x];
+        }
+    return LV_OK;
+}
+
+lv_status lv_vae_tile_stream_decode(lv_ctx *ctx, lv_vae_tile_stream *s, const float *latents, int n,
+                                    lv_vae_frame_fn fn, void *user) {
+    if (!ctx || !s || !fn || (n > 0 && !latents))
+        return lv_error(LV_ERR_INVALID, "lv_vae_tile_stream_decode: ctx, stream, latents and a callback are required");
+    if (n < 0) return lv_error(LV_ERR_INVALID, "lv_vae_tile_stream_decode: %d latent frames", n);
+    if (n == 0) return LV_OK;
+    lv_vae_decoder *d = s->dec;
+    const vae_arch *a = &d->arch;
+    const int up = s->up, th = s->th, tw = s->tw, C = a->out_ch, z = a->z;
+    const int64_t T = s->frames_done == 0 ? 1 + 4 * ((int64_t)n - 1) : 4 * (int64_t)n;
+    const int64_t W = (int64_t)s->w * up, plane = (int64_t)s->h * up * W;
+    if (n > s->crop_frames) {
+        free(s->crop);
+        s->crop_frames = 0;
+        if (!(s->crop = malloc((size_t)z * n * th * tw * sizeof *s->crop)))
+            return lv_error(LV_ERR_NOMEM, "out of host memory for a VAE tile");
+        s->crop_frames = n;
+    }
+    if (T > s->acc_frames) {
+        free(s->acc);
+        s->acc_frames = 0;
+        if (!(s->acc = malloc((size_t)C * T * plane * sizeof *s->acc)))
+            return lv_error(LV_ERR_NOMEM, "out of host memory for a block of %lld frames", (long long)T);
+        s->acc_frames = T;
+    }
+    memset(s->acc, 0, (size_t)C * T * plane * sizeof *s->acc);
+    lv_status st = LV_OK;
+    for (int iy = 0; st == LV_OK && iy < s->ny; iy++)
+        for (int ix = 0; st == LV_OK && ix < s->nx; ix++) {
+            const int t = iy * s->nx + ix, ly = s->ys[iy], lx = s->xs[ix];
+            for (int c = 0; c < z; c++)
+                for (int f = 0; f < n; f++)
+                    for (int y = 0; y < th; y++)
+                        memcpy(s->crop + (((size_t)c * n + f) * th + y) * tw,
+                               latents + (((size_t)c * n + f) * s->h + ly + y) * s->w + lx, (size_t)tw * sizeof *s->crop);
+            stream_sink sink = {.acc = s->acc, .wy = s->wy + (size_t)t * th * up, .wx = s->wx + (size_t)t * tw * up,
+                                .base = s->frames_done, .T = T, .W = W, .plane = plane, .y0 = ly * up, .x0 = lx * up,
+                                .th = th * up, .tw = tw * up, .channels = C};
+            st = tile_restore(ctx, d, &s->tiles[t], th, tw);
+            if (st == LV_OK) st = lv_vae_decode_frames_cb(ctx, d, s->crop, n, th, tw, add_stream_frame, &sink);
+            if (st == LV_OK) st = tile_save(ctx, d, &s->tiles[t]);
+        }
+    lv_vae_reset(d);
+    if (st != LV_OK) return lv_error_prefix(st, "VAE tiles");
+    float *one = malloc((size_t)C * plane * sizeof *one);
+    if (!one) return lv_error(LV_ERR_NOMEM, "out of host memory for a frame");
+    for (int64_t f = 0; st == LV_OK && f < T; f++) {
+        for (int c = 0; c < C; c++) {
+            const float *src = s->acc + ((size_t)c * T + f) * plane;
+            float *dst = one + (size_t)c * plane;
+            for (int64_t p = 0; p < plane; p++) dst[p] = src[p] / s->wsum[p];
+        }
+        st = fn(user, s->frames_done + f, one, (int)(s->h * up), (int)W);
+    }
+    free(one);
+    if (st == LV_OK) s->frames_done += T;
+    return st;
+}
+
+/* ---- tiles for a budget ------------------------------------------------------------------- */
+
+int lv_vae_tile_overlap(int tile_h, int tile_w) {
+    int m = tile_h < tile_w ? tile_h : tile_w;
+    return m / 2 < 8 ? m / 2 : 8;
+}
+
+int lv_vae_choose_tiling(const lv_vae_decoder *dec, int h, int w, uint64_t budget, lv_vae_tiling *out) {
+    if (lv_vae_decoder_memory(dec, h, w) <= budget) return 0;
+    /* one tile's memory shrinks with the tile: the largest square that fits */
+    for (int t = (h > w ? h : w) - 1; t >= 4; t--) {
+        lv_vae_tiling c = {t < h ? t : h, t < w ? t : w, 0};
+        c.overlap = lv_vae_tile_overlap(c.tile_h, c.tile_w);
+        if (lv_vae_tiled_memory(dec, h, w, &c) <= budget) {
+            *out = c;
+            return 1;
+        }
+    }
+    return -1;
 }

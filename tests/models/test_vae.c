@@ -267,6 +267,19 @@ Test(vae, real_config_plan) {
     cr_assert(g > 0.93 && g < 0.95, "history %.3f G floats", g);
     /* the largest activation of a step: 4 frames x 96 channels at 480 x 832 */
     cr_assert_eq(m.work_elems, 4ull * 96 * 480 * 832);
+    /* in tiles (generate --vae-tiles): one tile's decoder on the device, every tile's history on
+     * the host; the figures of pipelines/wan_vae/README.md, section 7 */
+    const int tiles[4][3] = {{60, 64, 2}, {48, 48, 6}, {32, 32, 12}, {24, 24, 24}};
+    for (int i = 0; i < 4; i++) {
+        vae_memory t;
+        vae_arch_memory(&a, tiles[i][0], tiles[i][1], 1, &t);
+        cr_log_info("480p in %d tiles of %dx%d (overlap %d): device %.2f GB, host history %.2f GB", tiles[i][2],
+                    tiles[i][0], tiles[i][1], lv_vae_tile_overlap(tiles[i][0], tiles[i][1]),
+                    lv_vae_memory_estimate(tiles[i][0], tiles[i][1]) / 1e9, tiles[i][2] * (double)t.history / 1e9);
+        cr_assert(lv_vae_memory_estimate(tiles[i][0], tiles[i][1]) < lv_vae_memory_estimate(60, 104));
+    }
+    cr_assert(lv_vae_memory_estimate(32, 32) < 1.25e9, "a 256 x 256-pixel tile: %.3f GB",
+              lv_vae_memory_estimate(32, 32) / 1e9);
 }
 
 /* What longvk/vae.h tells of a structure without the internals (`longvk bench vae` uses only
@@ -490,6 +503,114 @@ Test(vae, tiling) {
     lv_vae_tiling bad = {4, 4, 4};
     cr_assert_eq(lv_vae_decode_tiled(ctx, dec, lat, n, h, wd, &bad, tiled), LV_ERR_INVALID);
     free(lat), free(full), free(tiled);
+    lv_vae_decoder_destroy(ctx, dec);
+    ts_ctx_done(ctx);
+    lv_weights_close(w);
+}
+
+/* Tiles streamed block by block (lv_vae_tile_stream, what `generate --vae-tiles` runs): each
+ * tile keeps its own causal history between the blocks, so a video given in blocks of 1, 2 and
+ * 1 latent frames gives lv_vae_decode_tiled's frames over the whole video bit for bit (the same
+ * GPU work per tile and latent frame, the same blend); with a history shared between the tiles,
+ * or reset between blocks, it would not. One tile covering the frame is the untiled decode. */
+/* The history bytes of a decoder at latent h x w, from its plan (independent of the stream's own count). */
+static uint64_t dec_history_bytes(const lv_vae_decoder *dec, int h, int w) {
+    vae_memory m;
+    vae_arch_memory(&dec->arch, h, w, 1, &m);
+    return m.history;
+}
+
+typedef struct frames_sink {
+    float *out;
+    int64_t T, P;
+    int64_t next;
+} frames_sink;
+
+static lv_status stream_frame(void *user, int64_t index, const float *rgb, int height, int width) {
+    frames_sink *s = user;
+    cr_assert_eq(index, s->next, "frame %lld came after %lld", (long long)index, (long long)s->next);
+    cr_assert(index < s->T && (int64_t)height * width == s->P);
+    for (int c = 0; c < 3; c++)
+        memcpy(s->out + ((size_t)c * s->T + index) * s->P, rgb + (size_t)c * s->P, (size_t)s->P * sizeof *rgb);
+    s->next++;
+    return LV_OK;
+}
+
+static void stream_blocks(lv_ctx *ctx, lv_vae_decoder *dec, const float *lat, int n, int h, int wd,
+                          const lv_vae_tiling *tiling, float *out) {
+    lv_vae_tile_stream *ts;
+    cr_assert_eq(lv_vae_tile_stream_create(dec, h, wd, tiling, &ts), LV_OK, "%s", lv_last_error());
+    frames_sink sink = {.out = out, .T = 1 + 4 * (n - 1), .P = (int64_t)64 * h * wd};
+    const int blocks[3] = {1, 2, 1};
+    float *part = malloc((size_t)4 * 2 * h * wd * sizeof *part);
+    for (int b = 0, f0 = 0; b < 3; f0 += blocks[b], b++) {
+        for (int c = 0; c < 4; c++) /* [z, n, h, w] -> this block's [z, k, h, w] */
+            memcpy(part + (size_t)c * blocks[b] * h * wd, lat + ((size_t)c * n + f0) * h * wd,
+                   (size_t)blocks[b] * h * wd * sizeof *part);
+        cr_assert_eq(lv_vae_tile_stream_decode(ctx, ts, part, blocks[b], stream_frame, &sink), LV_OK, "%s", lv_last_error());
+    }
+    cr_assert_eq(sink.next, sink.T);
+    free(part);
+    lv_vae_tile_stream_destroy(ts);
+}
+
+Test(vae, tile_stream_keeps_each_tiles_history) {
+    lv_weights *w;
+    cr_assert_eq(lv_weights_open(WEIGHTS, &w), LV_OK);
+    lv_ctx *ctx = ts_ctx();
+    lv_vae_decoder *dec;
+    cr_assert_eq(lv_vae_decoder_create(ctx, w, &dec), LV_OK, "%s", lv_last_error());
+    const int n = 4, h = 8, wd = 12;
+    size_t frames = (size_t)3 * (1 + 4 * (n - 1)) * 64 * h * wd;
+    float *lat = ts_rand_alloc((size_t)4 * n * h * wd, 920, -2, 2);
+    float *want = malloc(frames * sizeof *want), *got = malloc(frames * sizeof *got);
+    const lv_vae_tiling grid = {6, 8, 3};
+    cr_assert_eq(lv_vae_decode_tiled(ctx, dec, lat, n, h, wd, &grid, want), LV_OK, "%s", lv_last_error());
+    stream_blocks(ctx, dec, lat, n, h, wd, &grid, got);
+    cr_assert_eq(memcmp(got, want, frames * sizeof *got), 0, "streamed tiles differ from the whole-video tiled "
+                 "decode (max|diff| %.3g)", ts_max_abs_diff(got, want, frames));
+    lv_vae_tile_stream *ts;
+    cr_assert_eq(lv_vae_tile_stream_create(dec, h, wd, &grid, &ts), LV_OK);
+    cr_assert_eq(lv_vae_tile_stream_count(ts), 4, "2 x 2 tiles of 6 x 8 over 8 x 12");
+    /* host: every tile's history, the decoder's history at the tile's size */
+    cr_assert_eq(lv_vae_tile_stream_host_bytes(ts), 4 * dec_history_bytes(dec, 6, 8));
+    lv_vae_tile_stream_destroy(ts);
+    /* one tile covering the frame: the untiled decode */
+    cr_assert_eq(lv_vae_decode_frames(ctx, dec, lat, n, h, wd, want), LV_OK, "%s", lv_last_error());
+    lv_vae_reset(dec);
+    const lv_vae_tiling one = {16, 16, 4};
+    stream_blocks(ctx, dec, lat, n, h, wd, &one, got);
+    cr_assert_eq(memcmp(got, want, frames * sizeof *got), 0, "one streamed tile differs from the untiled decode");
+    /* bands and tiles are refused; an overlap as large as the tile too */
+    const lv_vae_tiling bad = {4, 4, 4};
+    cr_assert_eq(lv_vae_tile_stream_create(dec, h, wd, &bad, &ts), LV_ERR_INVALID);
+    cr_assert_eq(lv_vae_set_sequence_parallel(dec, 2, NULL), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_vae_tile_stream_create(dec, h, wd, &grid, &ts), LV_ERR_INVALID);
+    free(lat), free(want), free(got);
+    lv_vae_decoder_destroy(ctx, dec);
+    ts_ctx_done(ctx);
+    lv_weights_close(w);
+}
+
+/* Tiles for a budget: none when the untiled decode fits, else the largest square whose one tile
+ * fits (so one size up does not). */
+Test(vae, tiling_for_a_budget) {
+    lv_weights *w;
+    cr_assert_eq(lv_weights_open(WEIGHTS, &w), LV_OK);
+    lv_ctx *ctx = ts_ctx();
+    lv_vae_decoder *dec;
+    cr_assert_eq(lv_vae_decoder_create(ctx, w, &dec), LV_OK, "%s", lv_last_error());
+    const int h = 8, wd = 12;
+    const uint64_t full = lv_vae_decoder_memory(dec, h, wd);
+    lv_vae_tiling t;
+    cr_assert_eq(lv_vae_choose_tiling(dec, h, wd, full, &t), 0);
+    const lv_vae_tiling six = {6, 6, 3};
+    const uint64_t budget = lv_vae_tiled_memory(dec, h, wd, &six);
+    cr_assert_eq(lv_vae_choose_tiling(dec, h, wd, budget, &t), 1);
+    cr_assert(t.tile_h == 6 && t.tile_w == 6 && t.overlap == 3, "%d x %d overlap %d", t.tile_h, t.tile_w, t.overlap);
+    cr_assert_eq(lv_vae_tile_overlap(32, 40), 8);
+    cr_assert_eq(lv_vae_tile_overlap(6, 8), 3);
+    cr_assert_eq(lv_vae_choose_tiling(dec, h, wd, 1000, &t), -1, "the weights alone are more than 1000 bytes");
     lv_vae_decoder_destroy(ctx, dec);
     ts_ctx_done(ctx);
     lv_weights_close(w);

@@ -258,7 +258,20 @@ typedef struct lv_generate_options {
      * when there is no schedule. OUTPUT.schedule is rewritten at each switch, and the resume
      * file records the switches applied. */
     struct lv_gen_live *live;
+    /* The VAE in spatial tiles (lv_vae_tile_stream; pipelines/generate/README.md, "The VAE in
+     * tiles"): LV_GEN_VAE_TILES_AUTO (0) tiles only when the untiled decode would not fit the
+     * device's budget (its largest heap minus what the run holds when the first block is
+     * decoded; LONGVK_VAE_BUDGET=BYTES sets it), _OFF never, _FIXED in tiles of vae_tile_h x
+     * vae_tile_w latent pixels. Not over sequence-parallel bands (auto then decodes untiled). */
+    int vae_tiles;
+    int vae_tile_h, vae_tile_w;
 } lv_generate_options;
+
+typedef enum lv_gen_vae_tiles {
+    LV_GEN_VAE_TILES_AUTO = 0,
+    LV_GEN_VAE_TILES_OFF = 1,
+    LV_GEN_VAE_TILES_FIXED = 2
+} lv_gen_vae_tiles;
 
 typedef enum lv_gen_continue_output {
     LV_GEN_CONTINUE_WHOLE = 0,    /* the clip's frames, then the new ones: the clip made longer,
@@ -332,7 +345,8 @@ typedef enum lv_generate_phase {
     LV_GEN_PHASE_BLOCK = 0,
     LV_GEN_PHASE_TEXT_START,
     LV_GEN_PHASE_TEXT_DONE,
-    LV_GEN_PHASE_SWITCH           /* a schedule's entry applies from the next block (switch_*) */
+    LV_GEN_PHASE_SWITCH,          /* a schedule's entry applies from the next block (switch_*) */
+    LV_GEN_PHASE_VAE              /* how the VAE decodes, before the first block's frames (vae_*) */
 } lv_generate_phase;
 
 typedef struct lv_generate_progress {
@@ -369,6 +383,12 @@ typedef struct lv_generate_progress {
     /* Continuing a clip: blocks burn_in_blocks + 1 .. burn_in_blocks + continue_blocks are the
      * clip's (read, and committed when the state can hold them; not denoised) */
     int continue_blocks;
+    /* LV_GEN_PHASE_VAE: vae_tile_count tiles (0: untiled) of vae_tile_h x vae_tile_w latent
+     * pixels overlapping by vae_tile_overlap; the device bytes of the decode as it runs
+     * (one tile's when tiled) and of an untiled one, the budget auto compared with (0 with
+     * --vae-tiles off or HxW), and the host bytes holding the tiles' history */
+    int vae_tile_count, vae_tile_h, vae_tile_w, vae_tile_overlap;
+    uint64_t vae_memory, vae_untiled_memory, vae_budget, vae_host_bytes;
 } lv_generate_progress;
 
 typedef void (*lv_generate_callback)(void *user, const lv_generate_progress *p);

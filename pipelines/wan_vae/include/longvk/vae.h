@@ -103,6 +103,38 @@ lv_status lv_vae_decode_tiled(lv_ctx *ctx, lv_vae_decoder *dec, const float *lat
 /* Device memory of a tiled decode (one tile). */
 uint64_t lv_vae_tiled_memory(const lv_vae_decoder *dec, int h, int w, const lv_vae_tiling *tiling);
 
+/* Tiles streamed block by block (`generate --vae-tiles`): the same tiles and blending as
+ * lv_vae_decode_tiled, but the video arrives in blocks of latent frames, as generate makes
+ * them. Each tile is its own streaming decoder state: its convs' history is kept in host
+ * memory between blocks (lv_vae_tile_stream_host_bytes in all) and put back on the device
+ * before the tile's next block, so the device holds one tile's decoder
+ * (lv_vae_tiled_memory). The frames of a video decoded in any blocks are those of
+ * lv_vae_decode_tiled over the whole video, bit for bit; with one tile covering the frame,
+ * those of the untiled decode. The decoder is borrowed (not over bands; reset after each
+ * block: use it for nothing else while the stream lives). After an error the stream is
+ * unusable (destroy it). */
+typedef struct lv_vae_tile_stream lv_vae_tile_stream;
+lv_status lv_vae_tile_stream_create(lv_vae_decoder *dec, int h, int w, const lv_vae_tiling *tiling,
+                                    lv_vae_tile_stream **out);
+/* The next n latent frames [z, n, h, w] of the video: fn gets each pixel frame [3, 8h, 8w]
+ * in order (the whole block's frames are blended in host memory first). */
+lv_status lv_vae_tile_stream_decode(lv_ctx *ctx, lv_vae_tile_stream *s, const float *latents, int n,
+                                    lv_vae_frame_fn fn, void *user);
+int lv_vae_tile_stream_count(const lv_vae_tile_stream *s);
+/* A tile's size in latent pixels (the tiling's, at most the frame's). */
+void lv_vae_tile_stream_size(const lv_vae_tile_stream *s, int *tile_h, int *tile_w);
+uint64_t lv_vae_tile_stream_host_bytes(const lv_vae_tile_stream *s);
+void lv_vae_tile_stream_destroy(lv_vae_tile_stream *s);
+
+/* Tiles for a device budget (`generate --vae-tiles auto`): 0 when the untiled decode at latent
+ * h x w fits in `budget` bytes (lv_vae_decoder_memory); else 1 and *out the largest square
+ * tiles (at most the frame along each axis; overlap lv_vae_tile_overlap) whose one-tile
+ * memory fits; -1 when even tiles of 4 x 4 do not. */
+int lv_vae_choose_tiling(const lv_vae_decoder *dec, int h, int w, uint64_t budget, lv_vae_tiling *out);
+/* The overlap generate uses for tiles of tile_h x tile_w latent pixels: half the smaller
+ * side, at most 8 (decode --vae-tiling's default; 64 pixels). */
+int lv_vae_tile_overlap(int tile_h, int tile_w);
+
 /* Device memory a decode at latent size h x w needs, in bytes: weights, the causal convs'
  * history and the work buffers of one step. lv_vae_memory_estimate is for the real
  * Wan2.1 decoder (dim 96, z 16) with 1-frame steps; lv_vae_decoder_memory for a loaded
