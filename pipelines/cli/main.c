@@ -18,6 +18,7 @@ static void usage(FILE *out) {
             "  LONGVK_PROFILE=1         print device time per op at exit\n"
             "  LONGVK_PRECISION=P       activations f32 (default), f16 or bf16, where --precision is not given\n"
             "  LONGVK_COOPMAT=0         never use cooperative matrices (tensor cores)\n"
+            "  LONGVK_VAE_BUDGET=BYTES  generate --vae-tiles auto: the device bytes the VAE may hold; above, tiles\n"
             "The variables for tests and tuning: engine/README.md, \"Environment variables\".\n");
 }
 
