@@ -65,6 +65,7 @@ static void run_free(gen_run *r) {
     free(r->texts_mask);
     free(r->hist);
     free(r->cond);
+    free(r->image);
     lv_gen_continue_free(r);
     lv_text_encoder_close(r->live_text);
 }
@@ -150,6 +151,8 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
     if (r->use_encoder && r->root) LV_TRY(lv_gen_encode_text(r, progress, user));
     if (r->use_encoder && lv_gen_several(r)) LV_TRY(lv_gen_share_text(r));
     if (o->text_embeds_out && r->root) LV_TRY(lv_gen_save_text_embeds(r, o->text_embeds_out));
+    /* a latent model's picture and clip through the VAE encoder, freed before the DiT's weights come */
+    LV_TRY(lv_gen_encode_image(r));
     lv_dit_options dopt = {.cached_blocks = o->cached_blocks, .weights = (lv_dit_weights)o->weights_dtype,
                            .sp_bands = o->sp_bands, .sp_comm = o->sp_comm};
     LV_TRY(lv_dit_create(r->ctx, r->m.file, &dopt, &r->dit));

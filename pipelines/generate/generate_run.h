@@ -9,7 +9,8 @@
  *   generate_schedule.c a prompt schedule: its times to blocks, its texts, each block's switch
  *   generate_image.c    --image: the picture the video starts from, to the first chunk's frame 0
  *   generate_continue.c continuing a clip: its frames into the model's space, committed
- *   generate_live.c     prompts pushed during the run (--prompts-from): switches at the next block */
+ *   generate_live.c     prompts pushed during the run (--prompts-from): switches at the next block
+ *   generate_vae_encode.c a latent model's pixel frames to its latents: the VAE's encoder half */
 #ifndef LONGVK_GENERATE_RUN_H
 #define LONGVK_GENERATE_RUN_H
 
@@ -117,6 +118,7 @@ typedef struct gen_run {
      * [C, cond_frames, grid_h, grid_w]; NULL / 0: none */
     float *cond;
     int cond_frames;
+    float *image;            /* --image with a latent model: the fitted picture [3, 1, H, W] until encoded */
     gen_clip clip;           /* continuing a clip (none: clip.frames 0) */
 } gen_run;
 
@@ -190,6 +192,18 @@ lv_status lv_gen_image_check(const gen_run *r, const lv_generate_options *in);
 lv_status lv_gen_prepare_image(gen_run *r, void (*warn)(void *, const char *), void *user);
 /* The last conditioning frame into r->last_frame: a warm-started first block starts from it. */
 void lv_gen_keep_cond_frame(gen_run *r);
+/* A latent model's picture through the VAE encoder into r->cond (the writing process encodes,
+ * the others get its latents), then lv_gen_keep_cond_frame: on the run's context, before the
+ * DiT is uploaded. Nothing to do for a pixel model or a run without --image. */
+lv_status lv_gen_encode_image(gen_run *r);
+/* generate_vae_encode.c */
+/* The VAE file a latent model's run uses (--vae, or the pipeline folder's vae/), or NULL. */
+const char *lv_gen_vae_path(const gen_run *r);
+/* Refused unless that file holds the encoder half (flag: the option that needs it). */
+lv_status lv_gen_vae_encoder_check(const gen_run *r, const char *flag);
+/* rgb [3, T, o.height, o.width] in [-1, 1] into the model's normalised latents
+ * [C, lv_vae_encoded_frames(T), grid_h, grid_w]: the encoder created on r->ctx, run, freed. */
+lv_status lv_gen_vae_encode(const gen_run *r, const char *flag, const float *rgb, int T, float *latents);
 /* generate_continue.c */
 /* The clip against the run (after the options are resolved): read, counted, checked. */
 lv_status lv_gen_resolve_continue(gen_run *r);
