@@ -120,8 +120,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
     LV_TRY(lv_gen_prepare_image(r, warn, user)); /* before anything is written: a bad image writes nothing */
     lv_gen_continue_warn(r, warn, user);
     int burn = o->burn_in_blocks, total = lv_gen_total_chunks(r);
-    r->frames_total = r->m.card.pixel || !o->vae_path ? r->units : 1 + 4 * (int64_t)(r->units - 1);
-    if (o->continue_output == LV_GEN_CONTINUE_WHOLE) r->frames_total += r->clip.frames; /* pixel models only */
+    r->frames_total = lv_gen_output_frames(r);
     r->frame_values = (int64_t)cfg->in_channels * r->grid_h * r->grid_w;
     if (!(r->last_frame = calloc((size_t)r->frame_values, sizeof *r->last_frame)))
         return lv_error(LV_ERR_NOMEM, "out of host memory");
@@ -153,6 +152,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
     if (o->text_embeds_out && r->root) LV_TRY(lv_gen_save_text_embeds(r, o->text_embeds_out));
     /* a latent model's picture and clip through the VAE encoder, freed before the DiT's weights come */
     LV_TRY(lv_gen_encode_image(r));
+    LV_TRY(lv_gen_continue_encode(r));
     lv_dit_options dopt = {.cached_blocks = o->cached_blocks, .weights = (lv_dit_weights)o->weights_dtype,
                            .sp_bands = o->sp_bands, .sp_comm = o->sp_comm};
     LV_TRY(lv_dit_create(r->ctx, r->m.file, &dopt, &r->dit));
@@ -255,7 +255,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         lv_gen_keep_last_frame(r, n);
         if (shown) {
             if (r->root && lv_gen_writes_video(r) && !r->enc) LV_TRY(lv_gen_open_video(r, 0, &r->enc));
-            LV_TRY(lv_gen_emit_chunk(r, k.first, n));
+            LV_TRY(lv_gen_emit_chunk(r, k.out_first, n));
         }
         LV_TRY(lv_gen_save_state(r, c + 1, r->frames_done));
         if (progress) lv_gen_report_progress(r, progress, user, c + 1, total, burn, frames_at_start, frames_total);

@@ -38,6 +38,10 @@ typedef struct gen_clip {
     int frames;              /* model frames of the clip (0: no clip) */
     int chunks;              /* its blocks, cut as a run of that many frames cuts them */
     int commit_from;         /* the first of them committed (the state holds the later ones) */
+    int pixel_frames;        /* the clip's pixel frames used (a latent model: 1 + 4 (frames - 1)) */
+    int dropped;             /* a latent model's: pixel frames past the last 1 + 4k, not used */
+    bool prime_decoder;      /* a latent model with a VAE: the clip's latents decoded first */
+    float *latents;          /* a latent model: the clip encoded, [C, frames, grid_h, grid_w] */
     lv_decoder *dec;         /* the video being read (NULL: frames from memory) */
     int64_t next_frame;      /* the decoder's next frame */
     int in_w, in_h;          /* the video's frame size, and the centred crop of the model's aspect */
@@ -54,6 +58,7 @@ typedef struct gen_chunk {
     int index;               /* among its kind */
     int frames;
     int first;               /* its first frame among its kind's (clip or new frames) */
+    int out_first;           /* its first model frame in the output (after the clip's with whole) */
     int position;            /* RoPE frame offset: the frames an uninterrupted run made before it */
     bool made;               /* denoised by the sampler (a burn-in or new block) */
     bool committed;          /* added to the carried state (made, or a clip block the state holds) */
@@ -215,6 +220,13 @@ gen_chunk lv_gen_chunk(const gen_run *r, int c);
 /* Frames written, and blocks committed to the state, once `chunks_done` chunks are done. */
 int64_t lv_gen_frames_after(const gen_run *r, int chunks_done);
 int lv_gen_committed_after(const gen_run *r, int chunks_done);
+/* Model frames in the output (the new ones, and the clip's with --continue-output whole), and
+ * the video's frames (pixel frames; a latent model's through the VAE, or latent frames). */
+int lv_gen_written_units(const gen_run *r);
+int64_t lv_gen_output_frames(const gen_run *r);
+/* A latent model's clip read at the model's pixel size and encoded by the VAE into clip.latents:
+ * on the run's context before the DiT is uploaded. Nothing to do otherwise. */
+lv_status lv_gen_continue_encode(gen_run *r);
 /* Opens the clip for a run starting at chunk first_chunk (resumed or not). */
 lv_status lv_gen_continue_open(gen_run *r, int first_chunk);
 /* A clip chunk: its frames into r->x0 (model space), committed when k->committed, and to
