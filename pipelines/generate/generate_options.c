@@ -185,6 +185,12 @@ lv_status lv_gen_resolve_options(const lv_generate_options *in, gen_run *r) {
         if (!o->text_encoder_path && r->m.pipeline && parts->text_encoder[0]) o->text_encoder_path = parts->text_encoder;
         if (!o->tokenizer_path && r->m.pipeline && parts->tokenizer[0]) o->tokenizer_path = parts->tokenizer;
         if (!o->vae_path && r->m.pipeline && parts->vae[0]) o->vae_path = parts->vae;
+        /* a .npy output is the latents themselves: a VAE then serves only --image / --continue's
+         * encoder (generate_vae_encode.c), nothing is decoded */
+        if (o->vae_path && o->output && ends_with(o->output, ".npy")) {
+            r->encoder_vae = o->vae_path;
+            o->vae_path = NULL;
+        }
         r->use_encoder = !o->text_embeds_path && o->text_encoder_path;
         if (!o->text_embeds_path && !o->text_encoder_path)
             return lv_error(LV_ERR_INVALID, "%s works in a VAE's latent space and has no vocabulary: give its text "

@@ -124,6 +124,7 @@ typedef struct gen_run {
     float *cond;
     int cond_frames;
     float *image;            /* --image with a latent model: the fitted picture [3, 1, H, W] until encoded */
+    const char *encoder_vae; /* a latent model writing .npy latents: the VAE for the encoder only */
     gen_clip clip;           /* continuing a clip (none: clip.frames 0) */
 } gen_run;
 

@@ -14,6 +14,7 @@
 
 const char *lv_gen_vae_path(const gen_run *r) {
     if (r->o.vae_path) return r->o.vae_path;
+    if (r->encoder_vae) return r->encoder_vae;
     return r->m.pipeline && r->m.parts.vae[0] ? r->m.parts.vae : NULL;
 }
 
