@@ -40,7 +40,7 @@ lv_status lv_gen_vae_encoder_check(const gen_run *r, const char *flag) {
 
 lv_status lv_gen_vae_encode(const gen_run *r, const char *flag, const float *rgb, int T, float *latents) {
     const char *path = lv_gen_vae_path(r);
-    LV_TRY(lv_gen_vae_encoder_check(r, flag));
+    if (!path) return lv_gen_vae_encoder_check(r, flag); /* says what to give (checked with the options) */
     const int C = lv_sana_file_config(r->m.file)->in_channels;
     lv_weights *w;
     lv_vae_encoder *enc = NULL;
