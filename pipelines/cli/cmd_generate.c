@@ -153,8 +153,8 @@ static cli_option options[] = {
      .help = "start the video from this picture (PNG, JPEG, WebP; a video's first frame): it is frame 0, held "
              "clean while the rest of the first block is made, and the blocks continue from it (SANA-Video's "
              "image-to-video). Another aspect ratio is centre-cropped, then scaled to the model's size (said when "
-             "it happens). No burn-in; pixel-space models such as the embedded one only in this build (a latent "
-             "model needs the VAE encoder)"},
+             "it happens). No burn-in. A latent model (SANA-Video) encodes it with the VAE's encoder (--vae or the "
+             "pipeline's vae/, both halves)"},
     {.name = "--negative-prompt", .alias = "-n", .kind = CLI_STRING, .dest = &args.o.negative_prompt,
      .def = "empty; with a text encoder, SANA-Video's own negative prompt", .help = "used when --cfg-scale is not 1"},
     {.name = "--seconds", .kind = CLI_DOUBLE, .dest = &args.o.seconds, .metavar = "S",
@@ -215,8 +215,8 @@ static cli_option options[] = {
              "for --text-embeds"},
     {.name = "--vae", .kind = CLI_INPUT, .dest = &args.o.vae_path,
      .help = "latent-space models: Wan2.1 VAE (.pth or .safetensors, or a pipeline's vae/ folder) to decode the "
-             "latents block by block; "
-             "without it the latents are written to -o, which must end in .npy"},
+             "latents block by block; without it (or with -o X.npy) the latents are written to -o, which must end "
+             "in .npy; its encoder half serves --image and --continue"},
     {.name = "--vae-tiles", .kind = CLI_CUSTOM, .dest = &args.o, .parse = parse_vae_tiles, .metavar = "auto|off|HxW",
      .def = "auto",
      .help = "with --vae: decode in spatial tiles of HxW latent pixels (8 pixels each; neighbours overlap by half "
@@ -237,8 +237,9 @@ static cli_option options[] = {
              "aspect, box-averaged to its size) and committed block by block to the carried state (the last "
              "--cached-blocks + 1 blocks; every block, and the burn-in before them, with --cached-blocks all), "
              "then --seconds / --frames of new frames follow as an uninterrupted run would make them (noise, "
-             "positions, warm start). The prompt may differ from the clip's. The default model (pixel space) "
-             "only: a latent model needs the VAE's encoder"},
+             "positions, warm start). The prompt may differ from the clip's. A latent model encodes the clip with "
+             "the VAE's encoder (its 1 + 4k frames to 1 + k latent frames; up to 3 more are not used) and its "
+             "decoder goes on from the clip's latents"},
     {.name = "--continue-output", .kind = CLI_CHOICE, .dest = &args.o.continue_output, .choices = continue_outputs,
      .metavar = "whole|new", .def = "whole",
      .help = "with --continue: whole writes the clip's frames, then the new ones (the clip made longer, and a clip "

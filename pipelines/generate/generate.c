@@ -66,6 +66,7 @@ static void run_free(gen_run *r) {
     free(r->texts_mask);
     free(r->hist);
     free(r->cond);
+    free(r->image);
     lv_gen_continue_free(r);
     lv_text_encoder_close(r->live_text);
 }
@@ -121,8 +122,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
     LV_TRY(lv_gen_prepare_image(r, warn, user)); /* before anything is written: a bad image writes nothing */
     lv_gen_continue_warn(r, warn, user);
     int burn = o->burn_in_blocks, total = lv_gen_total_chunks(r);
-    r->frames_total = r->m.card.pixel || !o->vae_path ? r->units : 1 + 4 * (int64_t)(r->units - 1);
-    if (o->continue_output == LV_GEN_CONTINUE_WHOLE) r->frames_total += r->clip.frames; /* pixel models only */
+    r->frames_total = lv_gen_output_frames(r);
     r->frame_values = (int64_t)cfg->in_channels * r->grid_h * r->grid_w;
     if (!(r->last_frame = calloc((size_t)r->frame_values, sizeof *r->last_frame)))
         return lv_error(LV_ERR_NOMEM, "out of host memory");
@@ -152,6 +152,9 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
     if (r->use_encoder && r->root) LV_TRY(lv_gen_encode_text(r, progress, user, stop));
     if (r->use_encoder && lv_gen_several(r)) LV_TRY(lv_gen_share_text(r));
     if (o->text_embeds_out && r->root) LV_TRY(lv_gen_save_text_embeds(r, o->text_embeds_out));
+    /* a latent model's picture and clip through the VAE encoder, freed before the DiT's weights come */
+    LV_TRY(lv_gen_encode_image(r));
+    LV_TRY(lv_gen_continue_encode(r));
     lv_dit_options dopt = {.cached_blocks = o->cached_blocks, .weights = (lv_dit_weights)o->weights_dtype,
                            .sp_bands = o->sp_bands, .sp_comm = o->sp_comm};
     LV_TRY(lv_dit_create(r->ctx, r->m.file, &dopt, &r->dit));
@@ -254,7 +257,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         lv_gen_keep_last_frame(r, n);
         if (shown) {
             if (r->root && lv_gen_writes_video(r) && !r->enc) LV_TRY(lv_gen_open_video(r, 0, &r->enc));
-            LV_TRY(lv_gen_emit_chunk(r, k.first, n));
+            LV_TRY(lv_gen_emit_chunk(r, k.out_first, n));
         }
         LV_TRY(lv_gen_save_state(r, c + 1, r->frames_done));
         if (progress) lv_gen_report_progress(r, progress, user, c + 1, total, burn, frames_at_start, frames_total);

@@ -14,12 +14,10 @@
 #include "longvk/sampler.h"
 
 /* Frames into the model's space: the one step that differs between a pixel-space model
- * (its own normalisation and size: below) and a latent model (the VAE's encoder, which
- * longvk does not have yet: refused in lv_gen_resolve_continue). One decoded frame, packed
- * RGB at the clip's size, into frame t of a block of n in out [C, n, height, width]. */
-typedef struct clip_space {
-    void (*frame)(const gen_clip *c, const uint8_t *rgb, int height, int width, float *out, int t, int n);
-} clip_space;
+ * (its own normalisation and size: pixel_frame, block by block as the clip is committed) and
+ * a latent model (the frames at the model's pixel size through the Wan2.1 VAE's encoder, the
+ * whole clip at once before the DiT is uploaded: lv_gen_continue_encode; the encoder is
+ * causal over the whole clip, as the original's encode is). */
 
 /* The crop (the clip's centred rectangle of the target's aspect) box-averaged to height x
  * width: each target pixel averages the source pixels whose centres fall in its box (an
@@ -47,14 +45,21 @@ static void pixel_frame(const gen_clip *c, const uint8_t *rgb, int height, int w
     }
 }
 
-static const clip_space pixel_space = {pixel_frame};
-
-/* The model's space, or NULL where longvk cannot reach it yet. */
-static const clip_space *space_of(const gen_run *r) { return r->m.card.pixel ? &pixel_space : NULL; }
-
 /* Blocks of a run of `total` frames before block k: the first takes the remainder. */
 static int frames_before(int total, int B, int k) {
     return k == 0 ? 0 : lv_generate_chunk_frames(total, B, 0) + (k - 1) * B;
+}
+
+int lv_gen_written_units(const gen_run *r) {
+    return r->units + (r->o.continue_output == LV_GEN_CONTINUE_WHOLE ? r->clip.frames : 0);
+}
+
+int64_t lv_gen_output_frames(const gen_run *r) {
+    const gen_clip *c = &r->clip;
+    const bool whole = r->o.continue_output == LV_GEN_CONTINUE_WHOLE;
+    if (r->m.card.pixel || !r->o.vae_path) return lv_gen_written_units(r); /* model frames */
+    if (!c->frames) return 1 + 4 * (int64_t)(r->units - 1); /* the VAE: frame 0 alone, then 4 a latent */
+    return 4 * (int64_t)r->units + (whole ? c->pixel_frames : 0); /* continuing the clip's */
 }
 
 int lv_gen_total_chunks(const gen_run *r) { return r->o.burn_in_blocks + r->clip.chunks + r->chunks; }
@@ -73,13 +78,16 @@ gen_chunk lv_gen_chunk(const gen_run *r, int c) {
         k.position = burn * B + k.first;
         k.committed = j >= r->clip.commit_from && r->o.cached_blocks != 0;
         k.written = whole;
-        /* the last block is read all the same: its last frame warm-starts the next */
-        k.read = j >= r->clip.commit_from || whole || j == r->clip.chunks - 1;
+        /* the last block is read all the same: its last frame warm-starts the next; a latent
+         * model's every block when the VAE decodes the new ones (its causal history primed) */
+        k.read = j >= r->clip.commit_from || whole || j == r->clip.chunks - 1 || r->clip.prime_decoder;
+        k.out_first = k.first;
     } else {
         int j = c - burn - r->clip.chunks;
         k = (gen_chunk){.kind = GEN_CHUNK_NEW, .index = j, .frames = lv_generate_chunk_frames(r->units, B, j),
                         .first = frames_before(r->units, B, j)};
         k.position = burn * B + F + k.first;
+        k.out_first = (whole ? F : 0) + k.first;
         k.made = k.written = true;
         k.committed = r->o.cached_blocks != 0;
     }
@@ -142,10 +150,8 @@ lv_status lv_gen_resolve_continue(gen_run *r) {
         return lv_error(LV_ERR_INVALID, "lv_generate: continue_path and continue_frames both set: one or the other");
     if (o->continue_output != LV_GEN_CONTINUE_WHOLE && o->continue_output != LV_GEN_CONTINUE_NEW)
         return lv_error(LV_ERR_INVALID, "lv_generate: continue_output %d (whole or new)", o->continue_output);
-    if (!space_of(r))
-        return lv_error(LV_ERR_UNSUPPORTED, "%s: %s works in the Wan2.1 VAE's latent space, and bringing a clip "
-                        "there needs the VAE's encoder, which longvk does not have yet: continue with a pixel-space "
-                        "model (the default model)", flag, r->m.name);
+    const bool latent = !r->m.card.pixel;
+    if (latent && o->continue_path) LV_TRY(lv_gen_vae_encoder_check(r, flag));
     if (o->sampler != LV_GEN_LONGSANA)
         return lv_error(LV_ERR_INVALID, "%s: block-wise generation only (the LongSANA sampler): a single clip "
                         "carries no state to continue from", flag);
@@ -178,12 +184,27 @@ lv_status lv_gen_resolve_continue(gen_run *r) {
             return lv_error(LV_ERR_INVALID, "--continue %s: %lld frames: at most 10000000", o->continue_path,
                             (long long)count);
         c->frames = (int)count;
+        if (latent) { /* pixel frame 0 alone, then 4 a latent frame; up to 3 past the last 1 + 4k unused */
+            c->frames = lv_vae_encoded_frames((int)count);
+            c->pixel_frames = count < 1 ? 0 : 1 + 4 * (c->frames - 1);
+            c->dropped = (int)count - c->pixel_frames;
+        }
+    }
+    if (latent) {
+        /* the new part: 4 pixel frames a latent frame, continuing the clip's (not a video's
+         * first frame alone); the VAE decoder is primed with the clip's latents */
+        r->units = (o->frames + 3) / 4;
+        r->chunks = lv_generate_chunk_count(r->units, o->block_frames);
+        c->prime_decoder = o->vae_path != NULL;
+        if (o->continue_frames) c->pixel_frames = 1 + 4 * (c->frames - 1);
+    } else {
+        c->pixel_frames = c->frames;
     }
     if (c->frames < o->block_frames)
-        return lv_error(LV_ERR_INVALID, "%s%s%s: %d frame%s, too short for one block of %d frames: the state is "
+        return lv_error(LV_ERR_INVALID, "%s%s%s: %d %sframe%s, too short for one block of %d frames: the state is "
                         "made of whole blocks", flag, o->continue_path ? " " : "",
-                        o->continue_path ? o->continue_path : "", c->frames, c->frames == 1 ? "" : "s",
-                        o->block_frames);
+                        o->continue_path ? o->continue_path : "", c->frames, latent ? "latent " : "",
+                        c->frames == 1 ? "" : "s", o->block_frames);
     c->chunks = lv_generate_chunk_count(c->frames, o->block_frames);
     /* the blocks the state can hold: the window's K and one more, whose commit primes the conv
      * cache (its own terms leave the window again); every block with the additive state; none
@@ -212,6 +233,13 @@ void lv_gen_continue_warn(const gen_run *r, void (*warn)(void *, const char *), 
                  r->o.continue_output == LV_GEN_CONTINUE_WHOLE ? " and to the output's size" : "");
         warn(user, msg);
     }
+    if (r->clip.dropped > 0) {
+        snprintf(msg, sizeof msg, "--continue %s: %d frames, and the VAE encodes 1 + 4k of them (frame 0 alone, "
+                 "then 4 a latent frame): its last %d frame%s %s not used (nor written), and the new frames follow "
+                 "its frame %d", r->o.continue_path, r->clip.pixel_frames + r->clip.dropped, r->clip.dropped,
+                 r->clip.dropped == 1 ? "" : "s", r->clip.dropped == 1 ? "is" : "are", r->clip.pixel_frames - 1);
+        warn(user, msg);
+    }
     if (in->fps > 0 && fabs(in->fps - r->o.fps) > 1e-3 * r->o.fps) {
         snprintf(msg, sizeof msg, "--continue %s: %g fps, this run %g fps: its frames are taken one for one (the "
                  "motion's speed changes)", r->o.continue_path, in->fps, r->o.fps);
@@ -220,50 +248,115 @@ void lv_gen_continue_warn(const gen_run *r, void (*warn)(void *, const char *), 
     lv_decoder_close(dec);
 }
 
-lv_status lv_gen_continue_open(gen_run *r, int first_chunk) {
+/* Opens the clip for reading its frames: the decoder, the centred crop of the model's aspect,
+ * a frame's buffer. */
+static lv_status open_for_frames(gen_run *r) {
     gen_clip *c = &r->clip;
-    if (!c->frames || !r->o.continue_path) return LV_OK;
-    if (first_chunk >= r->o.burn_in_blocks + c->chunks) return LV_OK; /* resumed past the clip */
     LV_TRY(open_clip(r->o.continue_path, &c->dec));
     const lv_video_info *in = lv_decoder_info(c->dec);
     c->in_w = in->width;
     c->in_h = in->height;
+    c->next_frame = 0;
     const int W = r->o.width, H = r->o.height;
     c->crop_w = in->width, c->crop_h = in->height;
     if ((int64_t)in->width * H > (int64_t)in->height * W) c->crop_w = (int)((int64_t)in->height * W / H);
     else c->crop_h = (int)((int64_t)in->width * H / W);
     c->crop_x = (in->width - c->crop_w) / 2;
     c->crop_y = (in->height - c->crop_h) / 2;
-    const int maxf = lv_generate_chunk_frames(c->frames, r->o.block_frames, 0);
-    c->rgb = malloc((size_t)in->width * in->height * 3);
-    if (r->o.continue_output == LV_GEN_CONTINUE_WHOLE)
-        c->out = malloc((size_t)3 * maxf * H * r->o.scale * W * r->o.scale * sizeof *c->out);
-    if (!c->rgb || (r->o.continue_output == LV_GEN_CONTINUE_WHOLE && !c->out))
+    if (!c->rgb && !(c->rgb = malloc((size_t)in->width * in->height * 3)))
         return lv_error(LV_ERR_NOMEM, "out of host memory for the clip's frames");
     return LV_OK;
 }
 
-/* The clip's frames [first, first + n) from the file into x0 (and, for the output, out). */
-static lv_status read_frames(gen_run *r, const gen_chunk *k) {
+/* The pixel frames of model frames [first, first + n): the same for a pixel model; for a latent
+ * model frame 0 is pixel frame 0 alone and latent frame f > 0 pixel frames 4f - 3 .. 4f. */
+static int pixel_first(const gen_run *r, int first) { return r->m.card.pixel || first == 0 ? first : 1 + 4 * (first - 1); }
+static int pixel_count(const gen_run *r, int first, int n) {
+    return pixel_first(r, first + n) - pixel_first(r, first);
+}
+
+/* Decoded frames up to pixel frame `first` skipped. */
+static lv_status skip_to(gen_run *r, int64_t first) {
     gen_clip *c = &r->clip;
-    const int H = r->o.height, W = r->o.width, s = r->o.scale;
-    while (c->next_frame < k->first) { /* blocks not read (resumed, or before the window) */
+    while (c->next_frame < first) {
         int end = 0;
         LV_TRY(lv_decoder_next(c->dec, NULL, NULL, &end));
         if (end) break;
         c->next_frame++;
     }
-    for (int t = 0; t < k->frames; t++) {
-        int end = 0;
-        lv_status st = lv_decoder_next(c->dec, c->rgb, NULL, &end);
-        if (st != LV_OK) return lv_error_prefix(st, "--continue %s: frame %d", r->o.continue_path, k->first + t);
-        if (end || c->next_frame != k->first + t)
-            return lv_error(LV_ERR_FORMAT, "--continue %s: it ended at frame %lld, before the %d frames it had when "
-                            "the run began (was it changed?)", r->o.continue_path, (long long)c->next_frame, c->frames);
-        c->next_frame++;
-        pixel_frame(c, c->rgb, r->grid_h, r->grid_w, r->x0, t, k->frames);
-        if (k->written) pixel_frame(c, c->rgb, H * s, W * s, c->out, t, k->frames);
+    return LV_OK;
+}
+
+/* The next decoded frame, which must be pixel frame `want`, into c->rgb. */
+static lv_status next_frame(gen_run *r, int64_t want) {
+    gen_clip *c = &r->clip;
+    int end = 0;
+    lv_status st = lv_decoder_next(c->dec, c->rgb, NULL, &end);
+    if (st != LV_OK) return lv_error_prefix(st, "--continue %s: frame %lld", r->o.continue_path, (long long)want);
+    if (end || c->next_frame != want)
+        return lv_error(LV_ERR_FORMAT, "--continue %s: it ended at frame %lld, before the %d frames it had when "
+                        "the run began (was it changed?)", r->o.continue_path, (long long)c->next_frame,
+                        c->pixel_frames);
+    c->next_frame++;
+    return LV_OK;
+}
+
+lv_status lv_gen_continue_encode(gen_run *r) {
+    gen_clip *c = &r->clip;
+    if (!c->frames || r->m.card.pixel || !r->o.continue_path) return LV_OK;
+    const size_t n = (size_t)lv_sana_file_config(r->m.file)->in_channels * c->frames * r->grid_h * r->grid_w;
+    if (!(c->latents = malloc(n * sizeof *c->latents)))
+        return lv_error(LV_ERR_NOMEM, "out of host memory for the clip's latents");
+    lv_status s = LV_OK;
+    if (r->root) { /* the whole clip at the model's pixel size, [3, T, H, W] (host memory: 12 bytes a pixel) */
+        const int T = c->pixel_frames, H = r->o.height, W = r->o.width;
+        float *rgb = malloc((size_t)3 * T * H * W * sizeof *rgb);
+        if (!rgb) return lv_error(LV_ERR_NOMEM, "out of host memory for the clip's %d frames of %dx%d", T, W, H);
+        s = open_for_frames(r);
+        for (int t = 0; s == LV_OK && t < T; t++)
+            if ((s = next_frame(r, t)) == LV_OK) pixel_frame(c, c->rgb, H, W, rgb, t, T);
+        lv_decoder_close(c->dec);
+        c->dec = NULL;
+        if (s == LV_OK) s = lv_gen_vae_encode(r, "--continue", rgb, T, c->latents);
+        free(rgb);
     }
+    if (s == LV_OK && lv_gen_several(r)) s = lv_gen_share(r, c->latents, n * sizeof *c->latents);
+    return s;
+}
+
+lv_status lv_gen_continue_open(gen_run *r, int first_chunk) {
+    gen_clip *c = &r->clip;
+    if (!c->frames || !r->o.continue_path) return LV_OK;
+    if (first_chunk >= r->o.burn_in_blocks + c->chunks) return LV_OK; /* resumed past the clip */
+    const bool whole = r->o.continue_output == LV_GEN_CONTINUE_WHOLE;
+    /* a latent model's latents are encoded already: the file is read again only for its own
+     * pixels in a video with the clip (not in a .npy of latents) */
+    if (!r->m.card.pixel && !(whole && r->o.vae_path)) return LV_OK;
+    LV_TRY(open_for_frames(r));
+    const int maxf = lv_generate_chunk_frames(c->frames, r->o.block_frames, 0);
+    const int maxp = r->m.card.pixel ? maxf : 4 * maxf; /* pixel frames of the largest block */
+    if (whole && !(c->out = malloc((size_t)3 * maxp * r->o.height * r->o.scale * r->o.width * r->o.scale *
+                                   sizeof *c->out)))
+        return lv_error(LV_ERR_NOMEM, "out of host memory for the clip's frames");
+    return LV_OK;
+}
+
+/* The block's frames from the file: a pixel model's into x0 (model space) and, for the
+ * output, out; a latent model's (its latents are encoded already) into out only. */
+static lv_status read_frames(gen_run *r, const gen_chunk *k) {
+    const int H = r->o.height, W = r->o.width, s = r->o.scale;
+    const int p0 = pixel_first(r, k->first), n = pixel_count(r, k->first, k->frames);
+    LV_TRY(skip_to(r, p0)); /* blocks not read (resumed, or before the window) */
+    for (int t = 0; t < n; t++) {
+        LV_TRY(next_frame(r, p0 + t));
+        if (r->m.card.pixel) pixel_frame(&r->clip, r->clip.rgb, r->grid_h, r->grid_w, r->x0, t, k->frames);
+        if (k->written) pixel_frame(&r->clip, r->clip.rgb, H * s, W * s, r->clip.out, t, n);
+    }
+    return LV_OK;
+}
+
+static lv_status discard_frame(void *user, int64_t index, const float *rgb, int height, int width) {
+    (void)user, (void)index, (void)rgb, (void)height, (void)width;
     return LV_OK;
 }
 
@@ -271,12 +364,11 @@ lv_status lv_gen_continue_block(gen_run *r, const gen_chunk *k) {
     gen_clip *c = &r->clip;
     const size_t plane = (size_t)r->grid_h * r->grid_w;
     const int C = lv_sana_file_config(r->m.file)->in_channels;
-    if (c->dec) {
-        LV_TRY(read_frames(r, k));
-    } else { /* frames in model space, [C, F, H, W]: the block's frames per channel */
+    if (c->dec) LV_TRY(read_frames(r, k));
+    const float *model = c->latents ? c->latents : r->o.continue_frames;
+    if (model) { /* frames in model space, [C, F, H, W]: the block's frames per channel */
         for (int ch = 0; ch < C; ch++)
-            memcpy(r->x0 + (size_t)ch * k->frames * plane,
-                   r->o.continue_frames + ((size_t)ch * c->frames + k->first) * plane,
+            memcpy(r->x0 + (size_t)ch * k->frames * plane, model + ((size_t)ch * c->frames + k->first) * plane,
                    (size_t)k->frames * plane * sizeof(float));
     }
     if (k->committed) {
@@ -284,15 +376,23 @@ lv_status lv_gen_continue_block(gen_run *r, const gen_chunk *k) {
         if (s != LV_OK) return lv_error_prefix(s, "the clip's block %d of %d (frames %d-%d)", k->index + 1, c->chunks,
                                                k->first, k->first + k->frames - 1);
     }
+    /* a latent model's VAE decoder: its causal history primed with the clip's latents, so the
+     * new blocks decode as frames that continue the clip (4 a latent frame), not as a video's
+     * start. The clip's frames are written as the file has them; given as latents, as decoded. */
+    if (c->prime_decoder && r->vae) {
+        if (k->written && !c->dec && r->root) return lv_gen_emit_chunk(r, k->out_first, k->frames);
+        LV_TRY(lv_vae_decode_frames_cb(r->ctx, r->vae, r->x0, k->frames, r->grid_h, r->grid_w, discard_frame, NULL));
+    }
     if (!k->written || !r->root) return LV_OK;
-    if (!c->dec) return lv_gen_emit_chunk(r, k->first, k->frames); /* upscaled as the run writes its own */
+    /* frames given in model space, or a latent model's latents (.npy): as the run writes its own */
+    if (!c->dec) return lv_gen_emit_chunk(r, k->out_first, k->frames);
     /* the clip's own pixels at the output's size, not the model's frames upscaled again */
     r->writer.encoder = r->enc;
     r->writer.frames = r->frames_done;
     const int scale = r->writer.scale;
     r->writer.scale = 1;
-    lv_status s = lv_frame_writer_write(&r->writer, c->out, k->frames, r->o.height * r->o.scale,
-                                        r->o.width * r->o.scale);
+    lv_status s = lv_frame_writer_write(&r->writer, c->out, pixel_count(r, k->first, k->frames),
+                                        r->o.height * r->o.scale, r->o.width * r->o.scale);
     r->writer.scale = scale;
     LV_TRY(s);
     r->frames_done = r->writer.frames;
@@ -303,6 +403,8 @@ void lv_gen_continue_free(gen_run *r) {
     lv_decoder_close(r->clip.dec);
     free(r->clip.rgb);
     free(r->clip.out);
+    free(r->clip.latents);
+    r->clip.latents = NULL;
     r->clip.dec = NULL;
     r->clip.rgb = NULL;
     r->clip.out = NULL;

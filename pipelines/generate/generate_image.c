@@ -3,8 +3,9 @@
  * lv_decoder: PNG, JPEG, WebP, or a video's first frame), fitted to the model's frame size
  * (scale and centre-crop), normalised as the model's pixels are, then turned into what the
  * first chunk holds clean in its frame 0 by the model's "frames -> conditioning" step:
- * the frames themselves for a pixel-space model, the VAE encoder's latents for a latent
- * model (not in this build yet: refused). The chunk sampler does the rest
+ * the frames themselves for a pixel-space model, the Wan2.1 VAE encoder's normalised latents
+ * for a latent model (generate_vae_encode.c; run on the device once it is up, before the DiT
+ * is uploaded: lv_gen_encode_image). The chunk sampler does the rest
  * (lv_chunk_options.cond_frames, pipelines/sampling/longsana.c). */
 #include <math.h>
 #include <stdio.h>
@@ -29,16 +30,32 @@ static lv_status pixel_frames(const gen_run *r, const float *rgb, int frames, fl
     return LV_OK;
 }
 
-/* The step of this run's model, or an error saying why there is none. A latent model needs
- * the Wan2.1 VAE encoder (frames -> latents, then SANA-Video's normalisation
- * (z - latents_mean) / latents_std, one latent frame for the first pixel frame), which this
- * build does not have yet: it goes here when it comes. */
+/* A latent model's frames are the VAE encoder's latents (one latent frame for the first
+ * pixel frame, 1 + 4k frames for 1 + k), already normalised as SANA-Video's pipeline does it
+ * (generate_vae_encode.c): on the run's context, which must be up. */
+static lv_status latent_frames(const gen_run *r, const float *rgb, int frames, float **cond, int *cond_frames) {
+    const int C = lv_sana_file_config(r->m.file)->in_channels, F = lv_vae_encoded_frames(frames);
+    if (!(*cond = malloc((size_t)C * F * r->grid_h * r->grid_w * sizeof **cond)))
+        return lv_error(LV_ERR_NOMEM, "out of host memory for --image");
+    lv_status s = lv_gen_vae_encode(r, "--image", rgb, frames, *cond);
+    if (s != LV_OK) {
+        free(*cond);
+        *cond = NULL;
+        return s;
+    }
+    *cond_frames = F;
+    return LV_OK;
+}
+
+/* The step of this run's model, or an error saying why there is none: a latent model needs a
+ * VAE file with the encoder half. */
 static lv_status frames_to_cond_of(const gen_run *r, gen_frames_to_cond *out) {
     const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
-    if (!r->m.card.pixel)
-        return lv_error(LV_ERR_UNSUPPORTED, "--image with %s (a latent-space model) needs the Wan2.1 VAE encoder to "
-                        "turn the image into latents, not in this build yet; the embedded default model (no --model) "
-                        "takes --image", r->m.name);
+    if (!r->m.card.pixel) {
+        LV_TRY(lv_gen_vae_encoder_check(r, "--image"));
+        *out = latent_frames;
+        return LV_OK;
+    }
     if (cfg->in_channels != 3)
         return lv_error(LV_ERR_UNSUPPORTED, "--image: %s is a pixel-space model of %d channels, not RGB", r->m.name,
                         cfg->in_channels);
@@ -151,10 +168,38 @@ lv_status lv_gen_prepare_image(gen_run *r, void (*warn)(void *, const char *), v
                  cw != sw ? sw - cw : sh - ch, cw != sw ? "columns" : "rows", tw, th);
         warn(user, msg);
     }
-    if (s == LV_OK) s = step(r, frame, 1, &r->cond, &r->cond_frames);
+    /* a pixel model's step needs no device: done now, before the resume file is first written;
+     * a latent model's waits for the device (lv_gen_encode_image) */
+    if (s == LV_OK && r->m.card.pixel) s = step(r, frame, 1, &r->cond, &r->cond_frames);
+    if (s == LV_OK && !r->m.card.pixel) {
+        r->image = frame;
+        return LV_OK;
+    }
     free(frame);
     return s;
 }
+
+lv_status lv_gen_encode_image(gen_run *r) {
+    if (!r->image) return LV_OK;
+    if (r->root) {
+        gen_frames_to_cond step;
+        LV_TRY(frames_to_cond_of(r, &step));
+        LV_TRY(step(r, r->image, 1, &r->cond, &r->cond_frames));
+    }
+    free(r->image);
+    r->image = NULL;
+    if (lv_gen_several(r)) { /* the writing process encoded it; the others get its latents */
+        const size_t n = (size_t)lv_sana_file_config(r->m.file)->in_channels * r->grid_h * r->grid_w;
+        r->cond_frames = 1;
+        if (!r->cond && !(r->cond = malloc(n * sizeof *r->cond)))
+            return lv_error(LV_ERR_NOMEM, "out of host memory for --image");
+        LV_TRY(lv_gen_share(r, r->cond, n * sizeof *r->cond));
+    }
+    lv_gen_keep_cond_frame(r);
+    return LV_OK;
+}
+
+
 
 void lv_gen_keep_cond_frame(gen_run *r) {
     size_t plane = (size_t)r->grid_h * r->grid_w;

@@ -160,6 +160,12 @@ static lv_status resolve_parts(gen_run *r) {
             LV_TRY(lv_vae_weights_file(o->vae_path, r->vae_file, sizeof r->vae_file));
             o->vae_path = r->vae_file;
         }
+        /* a .npy output is the latents themselves: a VAE then serves only --image / --continue's
+         * encoder (generate_vae_encode.c), nothing is decoded */
+        if (o->vae_path && o->output && ends_with(o->output, ".npy")) {
+            r->encoder_vae = o->vae_path;
+            o->vae_path = NULL;
+        }
         r->use_encoder = !o->text_embeds_path && o->text_encoder_path;
         if (!o->text_embeds_path && !o->text_encoder_path)
             return lv_error(LV_ERR_INVALID, "%s works in a VAE's latent space and has no vocabulary: give its text "

@@ -52,7 +52,7 @@ lv_status lv_gen_emit_chunk(gen_run *r, int f0, int n) {
     }
     size_t plane = (size_t)r->grid_h * r->grid_w;
     for (int c = 0; c < cfg->in_channels; c++)
-        memcpy(r->latents + ((size_t)c * r->units + f0) * plane, r->x0 + (size_t)c * n * plane,
+        memcpy(r->latents + ((size_t)c * lv_gen_written_units(r) + f0) * plane, r->x0 + (size_t)c * n * plane,
                (size_t)n * plane * sizeof(float));
     r->frames_done += n;
     return LV_OK;
@@ -115,7 +115,8 @@ lv_status lv_gen_alloc_buffers(gen_run *r) {
     }
     if (!r->root) return LV_OK; /* the rest is the output's: the writing process's alone */
     if (!r->m.card.pixel && !r->o.vae_path) {
-        r->latents = malloc((size_t)cfg->in_channels * r->units * r->grid_h * r->grid_w * sizeof *r->latents);
+        r->latents = malloc((size_t)cfg->in_channels * lv_gen_written_units(r) * r->grid_h * r->grid_w *
+                            sizeof *r->latents);
         return r->latents ? LV_OK : lv_error(LV_ERR_NOMEM, "out of host memory for the latents");
     }
     /* frames reaching the encoder at once: a written pixel chunk, or one decoded frame */
@@ -157,7 +158,7 @@ lv_status lv_gen_close_output(gen_run *r, lv_status s) {
     }
     if (s == LV_OK && r->latents) {
         const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
-        int64_t shape[4] = {cfg->in_channels, r->units, r->grid_h, r->grid_w};
+        int64_t shape[4] = {cfg->in_channels, lv_gen_written_units(r), r->grid_h, r->grid_w};
         s = lv_npy_write(r->o.output, 4, shape, r->latents);
     }
     return s;

@@ -11,7 +11,8 @@
  *   generate_image.c    --image: the picture the video starts from, to the first chunk's frame 0
  *   generate_continue.c continuing a clip: its frames into the model's space, committed
  *   generate_live.c     prompts pushed during the run (--prompts-from): switches at the next block
- *   generate_vae_tiles.c the VAE in spatial tiles (--vae-tiles): chosen, reported, decoding a block */
+ *   generate_vae_tiles.c the VAE in spatial tiles (--vae-tiles): chosen, reported, decoding a block
+ *   generate_vae_encode.c a latent model's pixel frames to its latents: the VAE's encoder half */
 #ifndef LONGVK_GENERATE_RUN_H
 #define LONGVK_GENERATE_RUN_H
 
@@ -39,6 +40,10 @@ typedef struct gen_clip {
     int frames;              /* model frames of the clip (0: no clip) */
     int chunks;              /* its blocks, cut as a run of that many frames cuts them */
     int commit_from;         /* the first of them committed (the state holds the later ones) */
+    int pixel_frames;        /* the clip's pixel frames used (a latent model: 1 + 4 (frames - 1)) */
+    int dropped;             /* a latent model's: pixel frames past the last 1 + 4k, not used */
+    bool prime_decoder;      /* a latent model with a VAE: the clip's latents decoded first */
+    float *latents;          /* a latent model: the clip encoded, [C, frames, grid_h, grid_w] */
     lv_decoder *dec;         /* the video being read (NULL: frames from memory) */
     int64_t next_frame;      /* the decoder's next frame */
     int in_w, in_h;          /* the video's frame size, and the centred crop of the model's aspect */
@@ -55,6 +60,7 @@ typedef struct gen_chunk {
     int index;               /* among its kind */
     int frames;
     int first;               /* its first frame among its kind's (clip or new frames) */
+    int out_first;           /* its first model frame in the output (after the clip's with whole) */
     int position;            /* RoPE frame offset: the frames an uninterrupted run made before it */
     bool made;               /* denoised by the sampler (a burn-in or new block) */
     bool committed;          /* added to the carried state (made, or a clip block the state holds) */
@@ -125,6 +131,8 @@ typedef struct gen_run {
      * [C, cond_frames, grid_h, grid_w]; NULL / 0: none */
     float *cond;
     int cond_frames;
+    float *image;            /* --image with a latent model: the fitted picture [3, 1, H, W] until encoded */
+    const char *encoder_vae; /* a latent model writing .npy latents: the VAE for the encoder only */
     gen_clip clip;           /* continuing a clip (none: clip.frames 0) */
 } gen_run;
 
@@ -201,6 +209,18 @@ lv_status lv_gen_image_check(const gen_run *r, const lv_generate_options *in);
 lv_status lv_gen_prepare_image(gen_run *r, void (*warn)(void *, const char *), void *user);
 /* The last conditioning frame into r->last_frame: a warm-started first block starts from it. */
 void lv_gen_keep_cond_frame(gen_run *r);
+/* A latent model's picture through the VAE encoder into r->cond (the writing process encodes,
+ * the others get its latents), then lv_gen_keep_cond_frame: on the run's context, before the
+ * DiT is uploaded. Nothing to do for a pixel model or a run without --image. */
+lv_status lv_gen_encode_image(gen_run *r);
+/* generate_vae_encode.c */
+/* The VAE file a latent model's run uses (--vae, or the pipeline folder's vae/), or NULL. */
+const char *lv_gen_vae_path(const gen_run *r);
+/* Refused unless that file holds the encoder half (flag: the option that needs it). */
+lv_status lv_gen_vae_encoder_check(const gen_run *r, const char *flag);
+/* rgb [3, T, o.height, o.width] in [-1, 1] into the model's normalised latents
+ * [C, lv_vae_encoded_frames(T), grid_h, grid_w]: the encoder created on r->ctx, run, freed. */
+lv_status lv_gen_vae_encode(const gen_run *r, const char *flag, const float *rgb, int T, float *latents);
 /* generate_continue.c */
 /* The clip against the run (after the options are resolved): read, counted, checked. */
 lv_status lv_gen_resolve_continue(gen_run *r);
@@ -212,6 +232,13 @@ gen_chunk lv_gen_chunk(const gen_run *r, int c);
 /* Frames written, and blocks committed to the state, once `chunks_done` chunks are done. */
 int64_t lv_gen_frames_after(const gen_run *r, int chunks_done);
 int lv_gen_committed_after(const gen_run *r, int chunks_done);
+/* Model frames in the output (the new ones, and the clip's with --continue-output whole), and
+ * the video's frames (pixel frames; a latent model's through the VAE, or latent frames). */
+int lv_gen_written_units(const gen_run *r);
+int64_t lv_gen_output_frames(const gen_run *r);
+/* A latent model's clip read at the model's pixel size and encoded by the VAE into clip.latents:
+ * on the run's context before the DiT is uploaded. Nothing to do otherwise. */
+lv_status lv_gen_continue_encode(gen_run *r);
 /* Opens the clip for a run starting at chunk first_chunk (resumed or not). */
 lv_status lv_gen_continue_open(gen_run *r, int first_chunk);
 /* A clip chunk: its frames into r->x0 (model space), committed when k->committed, and to

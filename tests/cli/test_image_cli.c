@@ -21,7 +21,8 @@
  * - single_clip: --sampler euler (every frame at once, lv_sample_clip) holds the picture as
  *   frame 0 the same way.
  * - bad_input: a file that is not an image, a file with no video stream, --burn-in-blocks with
- *   --image, a latent model: exit 2 with a message naming the problem, and nothing written. */
+ *   --image, a latent model without a VAE: exit 2 with a message naming the problem, and nothing
+ *   written (a latent model with one: tests/generate/test_latent_start.c). */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <math.h>
@@ -252,7 +253,7 @@ Test(image_cli, bad_input, .timeout = 300) {
          "the image is the video's first frame"},
         {{LONGVK_CLI, "generate", "--model", LONGVK_ASSETS_DIR "/fixtures/tiny-hd32-diffusers",
           "--text-embeds", BALL_B, "--image", BALL_B, "-o", LONGVK_TEST_TMP "/image_bad.npy", NULL},
-         "needs the Wan2.1 VAE encoder"},
+         "give the VAE with --vae"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ts_proc p = gen(cases[i].argv);

@@ -18,7 +18,7 @@
  * - another_size: a clip of another aspect is centre-cropped (a warning says so), one at twice
  *   the size box-averaged; the output holds the clip's own pixels.
  * - bad_input: a missing file, a file with no video, a clip shorter than a block, a latent
- *   model, a schedule: each refused before anything is written, the message naming it. */
+ *   model without a VAE, a schedule: each refused before anything is written, the message naming it. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -297,12 +297,16 @@ Test(continue, bad_input, .timeout = 300) {
     refused(&o, "with a prompt schedule");
     o.schedule = NULL;
     o.schedule_count = 0;
-    /* a latent model: its clip would need the VAE's encoder */
+    /* a latent model without a VAE: its clip file needs the VAE's encoder (with one:
+     * test_latent_start.c) */
     o.model_path = LONGVK_ASSETS_DIR "/testdata/sana-video/tiny-hd32.weights.safetensors";
     o.text_embeds_path = out;
     o.output = ts_tmp("cont_bad.npy");
     o.width = o.height = 0;
-    refused(&o, "the VAE's encoder");
+    o.continue_frames = NULL;
+    o.continue_count = 0;
+    o.continue_path = shortc;
+    refused(&o, "Wan2.1 VAE's encoder");
     cr_assert(access(out, F_OK) != 0, "nothing written");
     clean(shortc);
     remove(text);

@@ -232,9 +232,9 @@ typedef struct lv_generate_options {
      * frame 0, held clean at timestep 0 while the rest of the first block is denoised;
      * LongSANA's blocks continue from it (pipelines/generate/README.md, "Starting from an
      * image"); a single clip (LV_GEN_EULER, LV_GEN_DPMPP_2M) holds it the same way. No
-     * burn-in (the image is the first frame); pixel-space models only in this build (a
-     * latent model needs the VAE encoder). The resume file records the file's CRC-32. NULL:
-     * none. */
+     * burn-in (the image is the first frame). A latent model takes it through the VAE's
+     * encoder (vae_path, or the pipeline folder's vae/, with the encoder half) into latent
+     * frame 0. The resume file records the file's CRC-32. NULL: none. */
     const char *image_path;
     /* Continuing a clip (pipelines/generate/README.md, "Continuing a clip"): its frames are
      * brought into the model's space and committed block by block through the write pass
@@ -246,8 +246,11 @@ typedef struct lv_generate_options {
      * Either a video file (continue_path; pixel-space models: its frames centre-cropped to
      * the model's aspect, box-averaged to its size, x = byte / 127.5 - 1) or the frames in
      * model space (continue_frames [C, continue_count, H, W], as x0 chunks and the frame sink
-     * at scale 1 hold them). Latent models need the VAE's encoder: refused for now.
-     * Block-wise generation on one process (sp_bands allowed), no schedule. */
+     * at scale 1 hold them; a latent model's: its latents). A latent model's video file goes
+     * through the VAE's encoder (its 1 + 4k frames to 1 + k latent frames; up to 3 more are
+     * not used), `frames` new pixel frames round up to whole latent frames of 4, and the VAE
+     * decoder is primed with the clip's latents. Block-wise generation on one process
+     * (sp_bands allowed), no schedule. */
     const char *continue_path;
     const float *continue_frames;
     int continue_count;
