@@ -425,3 +425,6 @@ uint64_t lv_ctx_validation_messages(const lv_ctx *ctx) { return ctx->validation_
 uint64_t lv_ctx_memory_in_use(const lv_ctx *ctx) { return ctx->memory_in_use; }
 uint64_t lv_ctx_memory_peak(const lv_ctx *ctx) { return ctx->memory_peak; }
 void lv_ctx_memory_reset_peak(lv_ctx *ctx) { ctx->memory_peak = ctx->memory_in_use; }
+uint64_t lv_ctx_memory_budget(const lv_ctx *ctx) {
+    return lv_env_u64("LONGVK_DEVICE_BUDGET", ctx->info.device_local_bytes, 1, UINT64_MAX);
+}
