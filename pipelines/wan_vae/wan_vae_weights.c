@@ -247,12 +247,14 @@ static lv_status read_structure(const vae_loader *L, vae_arch *arch) {
     return LV_OK;
 }
 
-lv_status vae_load(lv_ctx *ctx, const lv_weights *weights, lv_vae_decoder *dec) {
-    vae_loader L = {.ctx = ctx, .w = weights};
+/* The loader's naming (original or diffusers) and the decoder's structure, read from the
+ * tensors present: nothing uploaded. */
+static lv_status loader_structure(vae_loader *L, vae_arch *arch) {
+    const lv_weights *weights = L->w;
     /* diffusers files name the decoder's first conv conv_in; count up_blocks.0's resnets */
-    L.diffusers = lv_weights_find(weights, "decoder.conv_in.weight") != NULL &&
+    L->diffusers = lv_weights_find(weights, "decoder.conv_in.weight") != NULL &&
                   lv_weights_find(weights, "decoder.conv1.weight") == NULL;
-    if (L.diffusers) {
+    if (L->diffusers) {
         int n = 0;
         char name[96];
         for (;; n++) {
@@ -262,10 +264,28 @@ lv_status vae_load(lv_ctx *ctx, const lv_weights *weights, lv_vae_decoder *dec) 
         if (n == 0)
             return lv_error(LV_ERR_FORMAT, "VAE weights %s: diffusers names without "
                             "decoder.up_blocks.0.resnets", lv_weights_path(weights));
-        L.nres = n - 1;
+        L->nres = n - 1;
     }
+    return read_structure(L, arch);
+}
+
+lv_status lv_vae_weights_memory(const lv_weights *weights, int h, int w, uint64_t *bytes) {
+    if (!weights || !bytes) return lv_error(LV_ERR_INVALID, "lv_vae_weights_memory: %s is NULL", !weights ? "the weights" : "bytes");
+    *bytes = 0;
+    if (h < 1 || w < 1) return lv_error(LV_ERR_INVALID, "lv_vae_weights_memory: latent size %d x %d", h, w);
+    vae_loader L = {.w = weights};
+    vae_arch arch;
+    LV_TRY(loader_structure(&L, &arch));
+    vae_memory m;
+    vae_arch_memory(&arch, h, w, 1, &m);
+    *bytes = m.weights + m.history + m.work;
+    return LV_OK;
+}
+
+lv_status vae_load(lv_ctx *ctx, const lv_weights *weights, lv_vae_decoder *dec) {
+    vae_loader L = {.ctx = ctx, .w = weights};
     vae_arch *arch = &dec->arch;
-    LV_TRY(read_structure(&L, arch));
+    LV_TRY(loader_structure(&L, arch));
     LV_TRY(vae_load_tables(&L, dec));
 
     const int z = arch->z, C = arch->trunk;
