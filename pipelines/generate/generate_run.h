@@ -9,7 +9,8 @@
  *   generate_schedule.c a prompt schedule: its times to blocks, its texts, each block's switch
  *   generate_image.c    --image: the picture the video starts from, to the first chunk's frame 0
  *   generate_continue.c continuing a clip: its frames into the model's space, committed
- *   generate_live.c     prompts pushed during the run (--prompts-from): switches at the next block */
+ *   generate_live.c     prompts pushed during the run (--prompts-from): switches at the next block
+ *   generate_plan.c     the device-memory plan, checked against the device's budget before any upload */
 #ifndef LONGVK_GENERATE_RUN_H
 #define LONGVK_GENERATE_RUN_H
 
@@ -138,6 +139,11 @@ const lv_block_recipe *lv_gen_recipe_of(const gen_run *r, int chunk);
 lv_status lv_gen_check_options(const lv_generate_options *o);
 /* The options against the opened model (r->m): r->o and the run's sizes and recipes. */
 lv_status lv_gen_resolve_options(const lv_generate_options *in, gen_run *r);
+
+/* generate_plan.c: the plan once r->ctx exists (twin: CFG's twin will run), and the refusal
+ * (LV_ERR_NOMEM naming the figures and the settings that would fit) when it exceeds the budget */
+lv_status lv_gen_plan(gen_run *r, bool twin, lv_generate_plan *plan);
+lv_status lv_gen_plan_check(const gen_run *r, const lv_generate_plan *plan);
 
 /* generate_text.c */
 /* The prompt (and with CFG the negative prompt) into r->y / r->mask, or tokenized for the

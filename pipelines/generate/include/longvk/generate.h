@@ -252,7 +252,32 @@ typedef struct lv_generate_options {
      * when there is no schedule. OUTPUT.schedule is rewritten at each switch, and the resume
      * file records the switches applied. */
     struct lv_gen_live *live;
+    /* The device-memory plan (pipelines/generate/README.md, "The device-memory plan"), made
+     * once the device is known and before anything is uploaded: a run whose peak exceeds the
+     * device's budget (lv_ctx_memory_budget) is refused with LV_ERR_NOMEM, the message naming
+     * the figures and the settings that would fit. plan_only: stop after the plan, nothing
+     * uploaded and nothing written. plan_out (may be NULL) receives it. */
+    bool plan_only;
+    struct lv_generate_plan *plan_out;
 } lv_generate_options;
+
+/* What a run will hold on the device at its peak, by phase: Gemma-2's (uploaded, run and
+ * freed before the DiT), then the DiT beside the VAE decoder (made at the first block's
+ * frames) and CFG's twin where it runs. */
+typedef struct lv_generate_plan {
+    char device[256];
+    uint64_t budget;           /* lv_ctx_memory_budget */
+    uint64_t text;             /* Gemma-2's weights and work buffers; 0 for the word tables */
+    lv_dit_memory_plan dit;    /* a chunk's passes (lv_dit_memory_plan_of) */
+    uint64_t twin;             /* CFG's twin: a second DiT on a second context; 0 without */
+    uint64_t vae;              /* the VAE decoder (lv_vae_weights_memory); 0 without */
+    uint64_t peak;             /* max(text, dit.peak + twin + vae) */
+    int chunk_frames, grid_h, grid_w; /* the largest chunk's model frames and grid */
+    int text_tokens, text_slots;
+    int weights_dtype;         /* lv_dit_weights */
+    lv_dtype stored;           /* the file's matrix weights' dtype */
+    lv_precision precision;
+} lv_generate_plan;
 
 typedef enum lv_gen_continue_output {
     LV_GEN_CONTINUE_WHOLE = 0,    /* the clip's frames, then the new ones: the clip made longer,
