@@ -92,3 +92,26 @@ Test(memory_plan_cli, refused_over_budget) {
         free(out);
     }
 }
+
+/* `info --plan` from a preset alone: the text encoder's phase is Gemma-2 2B's bf16 matrices
+ * (26 layers of q, k, v, o 2304 x 2048 / 1024 / 1024 / 2048, gate, up, down 2304 x 9216) and f32
+ * norms (4 a layer and the final one, 2304 each), plus a 600-token pass's f32 work buffers
+ * (h, x, a 2304; q, o 2048; k, v 1024; gate, up 9216; rope 256 wide); q8_0 shrinks the DiT. */
+Test(memory_plan_cli, info_plan_of_a_preset) {
+    const double H = 2304, QW = 2048, KW = 1024, I = 9216, L = 26;
+    const double mat = H * QW + 2 * H * KW + QW * H + 3 * H * I;
+    const double gemma = (L * (2 * mat + 4 * 4 * H) + 4 * H + 600 * 4 * (3 * H + 2 * QW + 2 * KW + 2 * I + 256)) / 1048576;
+    char cmd[1024], *bf16, *q8;
+    snprintf(cmd, sizeof cmd, "%s info --plan --preset sana-video-2b-480p --precision f16", LONGVK_CLI);
+    cr_assert_eq(ts_run(cmd, &bf16), 0, "%s", bf16);
+    snprintf(cmd, sizeof cmd, "%s info --plan --preset sana-video-2b-480p --precision f16 --weights-dtype q8_0", LONGVK_CLI);
+    cr_assert_eq(ts_run(cmd, &q8), 0, "%s", q8);
+    double text = figure_after(bf16, "text encoder phase");
+    cr_assert(text > gemma - 0.1 && text < gemma + 0.1, "text phase %.1f MiB, Gemma-2 2B needs %.1f:\n%s", text, gemma, bf16);
+    cr_assert(strstr(bf16, "weights bf16, activations f16") && strstr(q8, "weights q8_0, activations f16"), "%s\n%s", bf16, q8);
+    /* q8_0: 34 bytes a 32 weights against bf16's 64 (only the matrices shrink) */
+    double w16 = figure_after(bf16, "\n    weights "), w8 = figure_after(q8, "\n    weights ");
+    cr_assert(w8 < w16 * 0.8 && w8 > w16 * 34.0 / 64.0, "weights: bf16 %.1f MiB, q8_0 %.1f:\n%s\n%s", w16, w8, bf16, q8);
+    free(bf16);
+    free(q8);
+}
