@@ -486,12 +486,22 @@ static int print_plan(const lv_sana_config *c, lv_dtype stored, const char *what
     if (c->in_channels == 16) p.vae = lv_vae_memory_estimate(p.grid_h, p.grid_w);
     lv_ctx_destroy(ctx);
     if (s != LV_OK) return cli_fail("info");
-    const uint64_t with_dit = p.dit.peak + p.vae;
+    const uint64_t with_dit = lv_gen_plan_dit_phase(&p);
     p.peak = p.text > with_dit ? p.text : with_dit;
     printf("model:         %s\n", what);
     cli_print_plan(stdout, &p, latent_model ? "Gemma-2 2B, bf16, 600 tokens" : NULL,
                    c->in_channels == 16 ? "Wan2.1, untiled" : NULL);
     return 0;
+}
+
+/* A SANA-Video DiT described, or with --plan its run's plan. Closes f. */
+static int describe_or_plan(lv_sana_file *f, const char *model, long *latent, long text_tokens, int text_tokens_given,
+                            int list) {
+    if (!args.plan) return describe_sana(f, model, latent, text_tokens, text_tokens_given, list);
+    const lv_weight *qkv = lv_sana_file_tensor(f, "blocks.0.attn.qkv.weight");
+    int rc = print_plan(lv_sana_file_config(f), qkv ? qkv->dtype : LV_F32, model, latent, text_tokens);
+    lv_sana_file_close(f);
+    return rc;
 }
 
 int cmd_info(int argc, char **argv) {
@@ -519,7 +529,7 @@ int cmd_info(int argc, char **argv) {
         snprintf(index, sizeof index, "%s/model_index.json", model);
         if (path_is_file(index)) return describe_pipeline(model, latent, text_tokens, text_tokens_given, list);
         if (lv_sana_file_open(model, NULL, NULL, &f) == LV_OK)
-            return describe_sana(f, model, latent, text_tokens, text_tokens_given, list);
+            return describe_or_plan(f, model, latent, text_tokens, text_tokens_given, list);
         char sana_error[1024];
         snprintf(sana_error, sizeof sana_error, "%s", lv_last_error());
         lv_gemma2_file *g;
@@ -553,11 +563,5 @@ int cmd_info(int argc, char **argv) {
         }
         return cli_fail("info");
     }
-    if (args.plan) {
-        const lv_weight *qkv = lv_sana_file_tensor(f, "blocks.0.attn.qkv.weight");
-        int rc = print_plan(lv_sana_file_config(f), qkv ? qkv->dtype : LV_F32, model, latent, text_tokens);
-        lv_sana_file_close(f);
-        return rc;
-    }
-    return describe_sana(f, model, latent, text_tokens, text_tokens_given, list);
+    return describe_or_plan(f, model, latent, text_tokens, text_tokens_given, list);
 }

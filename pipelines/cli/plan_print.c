@@ -22,13 +22,13 @@ static const char *precision_name(lv_precision p) {
 
 void cli_print_plan(FILE *out, const lv_generate_plan *p, const char *text_what, const char *vae_what) {
     const lv_dit_memory_plan *d = &p->dit;
-    const uint64_t with_dit = d->peak + p->twin + p->vae;
+    const uint64_t with_dit = lv_gen_plan_dit_phase(p);
     fprintf(out, "device memory plan on %s (MiB; nothing uploaded):\n", p->device);
     if (text_what)
         fprintf(out, "  text encoder phase  %10.1f  %s: weights and a pass's work buffers, freed before the DiT\n",
                 mib(p->text), text_what);
-    fprintf(out, "  DiT                 %10.1f  a %d-frame block of %d x %d, %d text tokens x %d slot%s, weights %s, "
-            "activations %s:\n", mib(d->peak), p->chunk_frames, p->grid_h, p->grid_w, p->text_tokens, p->text_slots,
+    fprintf(out, "  DiT                 %10.1f  (its passes; setting the text %.1f) a %d-frame block of %d x %d, %d text tokens x %d slot%s, weights %s, "
+            "activations %s:\n", mib(d->passes), mib(d->set_text), p->chunk_frames, p->grid_h, p->grid_w, p->text_tokens, p->text_slots,
             p->text_slots > 1 ? "s (CFG)" : "", weights_name(p->weights_dtype, p->stored), precision_name(p->precision));
     fprintf(out, "    weights           %10.1f\n", mib(d->weights));
     fprintf(out, "    carried state     %10.1f  (with its working slots and conv caches)\n", mib(d->state));
@@ -37,7 +37,7 @@ void cli_print_plan(FILE *out, const lv_generate_plan *p, const char *text_what,
     fprintf(out, "    a pass's tensors  %10.1f  (patches, x, rope, the conditioning's scratch)\n", mib(d->pass));
     fprintf(out, "    one block's       %10.1f  (its temporaries, released at its end; the final layer's %.1f)\n",
             mib(d->block), mib(d->final_layer));
-    if (p->twin) fprintf(out, "  CFG twin's DiT      %10.1f  (a second context: the same again)\n", mib(p->twin));
+    if (p->twin) fprintf(out, "  CFG twin's DiT      %10.1f  (its passes on a second context: the same again)\n", mib(p->twin));
     if (vae_what) fprintf(out, "  VAE decoder         %10.1f  %s: weights, causal history, a step's work buffers\n",
                           mib(p->vae), vae_what);
     fprintf(out, "  DiT phase           %10.1f  (the DiT%s%s at once)\n", mib(with_dit), p->twin ? ", its twin" : "",

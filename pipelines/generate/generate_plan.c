@@ -36,10 +36,20 @@ static lv_status plan_dit(const gen_run *r, const lv_dit_plan_input *device, int
     in.text_slots = p->text_slots;
     in.cached_blocks = r->o.cached_blocks;
     LV_TRY(lv_dit_memory_plan_of(cfg, &in, &p->dit));
-    const uint64_t with_dit = p->dit.peak + (p->twin ? p->dit.peak : 0) + p->vae;
-    if (p->twin) p->twin = p->dit.peak;
+    if (p->twin) p->twin = p->dit.passes;
+    const uint64_t with_dit = lv_gen_plan_dit_phase(p);
     p->peak = p->text > with_dit ? p->text : with_dit;
     return LV_OK;
+}
+
+/* In the run's order: the DiT's texts set (lv_dit_set_text's peak); the twin's made and set
+ * beside the DiT (bounded by the DiT's passes and a set_text); the VAE made; then the passes
+ * of both DiTs with the VAE's buffers held from the first block's decode on. */
+uint64_t lv_gen_plan_dit_phase(const lv_generate_plan *p) {
+    uint64_t phase = p->dit.set_text;
+    if (p->twin && p->dit.passes + p->dit.set_text > phase) phase = p->dit.passes + p->dit.set_text;
+    const uint64_t passes = p->dit.passes + p->twin + p->vae;
+    return passes > phase ? passes : phase;
 }
 
 lv_status lv_gen_plan(gen_run *r, bool twin, lv_generate_plan *p) {
@@ -143,7 +153,7 @@ lv_status lv_gen_plan_check(const gen_run *r, const lv_generate_plan *plan) {
                 break;
             }
         }
-    const uint64_t with_dit = plan->dit.peak + plan->twin + plan->vae;
+    const uint64_t with_dit = lv_gen_plan_dit_phase(plan);
     return lv_error(LV_ERR_NOMEM,
                     "the run would hold %s of device memory at its peak and the device '%s' has %s%s (%s: text "
                     "encoder %s; DiT %s: weights %s, state %s, the rest for a %d-frame block %s%s; VAE decoder %s; "
@@ -151,8 +161,8 @@ lv_status lv_gen_plan_check(const gen_run *r, const lv_generate_plan *plan) {
                     human(plan->peak).s, plan->device, human(plan->budget).s,
                     lv_env_str("LONGVK_DEVICE_BUDGET") ? " (LONGVK_DEVICE_BUDGET)" : "",
                     plan->text > with_dit ? "the text encoder's phase" : "the DiT's phase", human(plan->text).s,
-                    human(plan->dit.peak).s, human(plan->dit.weights).s, human(plan->dit.state).s, plan->chunk_frames,
-                    human(plan->dit.peak - plan->dit.weights - plan->dit.state).s,
+                    human(plan->dit.passes).s, human(plan->dit.weights).s, human(plan->dit.state).s, plan->chunk_frames,
+                    human(plan->dit.passes - plan->dit.weights - plan->dit.state).s,
                     plan->twin ? "; CFG's twin the same again" : "", human(plan->vae).s,
                     fits[0] ? "It would fit with " : "No single setting makes it fit: a device with more memory is needed",
                     fits);

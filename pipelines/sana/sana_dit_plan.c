@@ -121,8 +121,8 @@ lv_status lv_dit_memory_plan_of(const lv_sana_config *cfg, const lv_dit_plan_inp
                  4 * tensor_bytes(&p, act, T * Fh) + 2 * f32(&p, T * C);
     out->final_layer = tensor_bytes(&p, act, T * C) + f32(&p, T * Kout);
     const uint64_t held = out->weights + out->state + checks + out->text + out->conditioning;
-    const uint64_t pass_peak = held + out->pass + (out->block > out->final_layer ? out->block : out->final_layer);
-    out->peak = pass_peak > out->set_text ? pass_peak : out->set_text;
+    out->passes = held + out->pass + (out->block > out->final_layer ? out->block : out->final_layer);
+    out->peak = out->passes > out->set_text ? out->passes : out->set_text;
     return LV_OK;
 }
 

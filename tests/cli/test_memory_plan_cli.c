@@ -36,7 +36,7 @@ static void dry_run_equals_measured(const char *extra, const char *name) {
     cr_assert(strstr(out, "device memory plan on ") && strstr(out, "nothing uploaded") && strstr(out, ": fits"),
               "%s", out);
     cr_assert(!exists(video) && !exists(state), "--dry-run wrote a file");
-    double planned = figure_after(out, "\n  DiT ");
+    double planned = figure_after(out, "\n  DiT phase ");
     snprintf(cmd, sizeof cmd, "%s " ARGS " %s -o %s", LONGVK_CLI, extra, video);
     rc = ts_run(cmd, &run);
     cr_assert_eq(rc, 0, "exit %d: %s", rc, run);

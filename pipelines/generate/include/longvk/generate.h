@@ -269,15 +269,18 @@ typedef struct lv_generate_plan {
     uint64_t budget;           /* lv_ctx_memory_budget */
     uint64_t text;             /* Gemma-2's weights and work buffers; 0 for the word tables */
     lv_dit_memory_plan dit;    /* a chunk's passes (lv_dit_memory_plan_of) */
-    uint64_t twin;             /* CFG's twin: a second DiT on a second context; 0 without */
+    uint64_t twin;             /* CFG's twin: a second DiT's passes on a second context; 0 without */
     uint64_t vae;              /* the VAE decoder (lv_vae_weights_memory); 0 without */
-    uint64_t peak;             /* max(text, dit.peak + twin + vae) */
+    uint64_t peak;             /* max(text, lv_gen_plan_dit_phase) */
     int chunk_frames, grid_h, grid_w; /* the largest chunk's model frames and grid */
     int text_tokens, text_slots;
     int weights_dtype;         /* lv_dit_weights */
     lv_dtype stored;           /* the file's matrix weights' dtype */
     lv_precision precision;
 } lv_generate_plan;
+/* The DiT's phase: max(dit.set_text, with the twin dit.passes + dit.set_text, dit.passes +
+ * twin + vae) (pipelines/generate/README.md, "The device-memory plan"). */
+uint64_t lv_gen_plan_dit_phase(const lv_generate_plan *plan);
 
 typedef enum lv_gen_continue_output {
     LV_GEN_CONTINUE_WHOLE = 0,    /* the clip's frames, then the new ones: the clip made longer,

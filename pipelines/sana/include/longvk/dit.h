@@ -153,7 +153,9 @@ typedef struct lv_dit_memory_plan {
     uint64_t block;          /* one block's temporaries (released at the block's end) */
     uint64_t final_layer;    /* the final layer's temporaries (after the blocks) */
     uint64_t set_text;       /* the peak of lv_dit_set_text, the other slots set */
-    uint64_t peak;           /* the largest of the two phases */
+    uint64_t passes;         /* the peak of the passes: everything held, a pass's tensors and
+                                one block's (or the final layer's) temporaries */
+    uint64_t peak;           /* the larger of set_text and passes */
 } lv_dit_memory_plan;
 
 /* The device-dependent fields of `in` for the context's device and environment. */
