@@ -51,8 +51,8 @@ static cli_option options[] = {
      .help = "the device-memory plan of a run on this device, as `generate --dry-run` prints it, for one chunk "
              "of --latent and --text-tokens: the text encoder's phase (a latent model's Gemma-2 2B, bf16, a "
              "600-token pass: the instruction and the prompt at most), the DiT's, the Wan2.1 VAE decoder's "
-             "(16-channel models, untiled). With --preset and no MODEL, from the preset alone (matrix weights "
-             "bf16, as released)"},
+             "(16-channel models, untiled). With --preset or --config and no MODEL, from the architecture alone "
+             "(matrix weights bf16, as released)"},
     {.name = "--weights-dtype", .kind = CLI_CHOICE, .dest = &args.weights_dtype, .choices = cli_weight_dtypes,
      .def = "as-stored", .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K", .help = "with --plan: generate's --weights-dtype"},
     {.name = "--precision", .kind = CLI_CHOICE, .dest = &args.precision, .choices = cli_precisions, .def = "f32",
@@ -512,11 +512,13 @@ int cmd_info(int argc, char **argv) {
     long *latent = args.latent, text_tokens = args.text_tokens;
     int list = args.list, text_tokens_given = cli_given(&cmd_info_spec, "--text-tokens");
     lv_sana_file *f = NULL;
-    if (args.plan && !model && preset) {
+    if (args.plan && !model && (preset || config)) {
         lv_sana_config c;
-        if (lv_sana_config_preset(preset, &c) != LV_OK) return cli_fail("info");
-        char what[128];
-        snprintf(what, sizeof what, "the preset %s (no weights: bf16 matrices as released)", preset);
+        if ((preset ? lv_sana_config_preset(preset, &c) : lv_sana_config_load(config, &c)) != LV_OK)
+            return cli_fail("info");
+        char what[4200];
+        snprintf(what, sizeof what, "%s %s (no weights: bf16 matrices as released)", preset ? "the preset" : "the config",
+                 preset ? preset : config);
         return print_plan(&c, LV_BF16, what, latent, text_tokens);
     }
     if (!model) { /* the default model compiled into longvk */
