@@ -45,6 +45,6 @@ void cli_print_plan(FILE *out, const lv_generate_plan *p, const char *text_what,
     fprintf(out, "  peak                %10.1f  (%.2f GiB: the %s phase)\n", mib(p->peak),
             (double)p->peak / (1 << 30), p->text > with_dit ? "text encoder's" : "DiT's");
     fprintf(out, "  budget              %10.1f  (%s)%s\n", mib(p->budget),
-            lv_env_str("LONGVK_DEVICE_BUDGET") ? "LONGVK_DEVICE_BUDGET" : "the device's largest device-local heap",
+            lv_env_str("LONGVK_DEVICE_BUDGET") ? "LONGVK_DEVICE_BUDGET" : "the device's largest device-local heap, or on a CPU device the host's memory",
             p->peak <= p->budget ? ": fits" : ": does NOT fit");
 }
