@@ -17,8 +17,9 @@ static int largest_chunk(const gen_run *r, int block_frames) {
     return clip > maxf ? clip : maxf;
 }
 
-/* The plan under a DiT weights rule, an activation precision and a block length; the parts
- * that do not depend on them (text, VAE, device) are taken from `base`. */
+/* The DiT's part of p under a weights rule, an activation precision and a block length, and
+ * the peak again; the parts that do not depend on them (text, VAE, device) stay as p has
+ * them. p->twin nonzero: CFG's twin runs (sized here). */
 static lv_status plan_dit(const gen_run *r, const lv_dit_plan_input *device, int weights, lv_precision precision,
                           int block_frames, lv_generate_plan *p) {
     const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
@@ -53,7 +54,6 @@ uint64_t lv_gen_plan_dit_phase(const lv_generate_plan *p) {
 }
 
 lv_status lv_gen_plan(gen_run *r, bool twin, lv_generate_plan *p) {
-    const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
     memset(p, 0, sizeof *p);
     snprintf(p->device, sizeof p->device, "%s", lv_ctx_device(r->ctx)->name);
     p->budget = lv_ctx_memory_budget(r->ctx);
@@ -76,7 +76,6 @@ lv_status lv_gen_plan(gen_run *r, bool twin, lv_generate_plan *p) {
     p->twin = twin; /* a flag until plan_dit sizes it */
     lv_dit_plan_input device = {0};
     lv_dit_plan_device(r->ctx, &device);
-    (void)cfg;
     return plan_dit(r, &device, r->o.weights_dtype, lv_ctx_precision(r->ctx), r->o.block_frames, p);
 }
 

@@ -7,7 +7,7 @@
 #include "sana_dit_internal.h"
 
 typedef struct plan_sizes {
-    uint64_t align;
+    uint64_t align; /* the allocation granularity every tensor's bytes are rounded up to */
 } plan_sizes;
 
 static uint64_t tensor_bytes(const plan_sizes *p, lv_dtype dtype, int64_t n) {
@@ -18,28 +18,14 @@ static uint64_t tensor_bytes(const plan_sizes *p, lv_dtype dtype, int64_t n) {
 
 static uint64_t f32(const plan_sizes *p, int64_t n) { return tensor_bytes(p, LV_F32, n); }
 
-/* sana_dit_weights.c's rows_fit: q4_k falls back to q8_0, q8_0 to `stored`, where the rows
- * are not whole blocks */
-static lv_dtype rows_fit(lv_dtype dtype, int64_t k, lv_dtype stored) {
-    if (dtype == LV_Q4_K && k % lv_dtype_block(LV_Q4_K, NULL)) dtype = LV_Q8_0;
-    if (dtype == LV_Q8_0 && k % lv_dtype_block(LV_Q8_0, NULL)) dtype = stored;
-    return dtype;
-}
-
 static lv_dtype rule_dtype(lv_dit_weights rule, lv_dtype stored) {
-    switch (rule) {
-    case LV_DIT_WEIGHTS_F32: return LV_F32;
-    case LV_DIT_WEIGHTS_F16: return LV_F16;
-    case LV_DIT_WEIGHTS_BF16: return LV_BF16;
-    case LV_DIT_WEIGHTS_Q8_0: return LV_Q8_0;
-    case LV_DIT_WEIGHTS_Q4_K: return LV_Q4_K;
-    default: return stored;
-    }
+    int dt = lv_dit_matmul_dtype(rule);
+    return dt < 0 ? stored : (lv_dtype)dt;
 }
 
 /* a [rows, k] matrix weight */
 static uint64_t matrix(const plan_sizes *p, lv_dtype want, lv_dtype stored, int64_t rows, int64_t k) {
-    return tensor_bytes(p, rows_fit(want, k, stored), rows * k);
+    return tensor_bytes(p, lv_dit_rows_fit(want, k, stored), rows * k);
 }
 
 static uint64_t weights_bytes(const plan_sizes *p, const lv_sana_config *c, const lv_dit_plan_input *in) {
@@ -57,7 +43,7 @@ static uint64_t weights_bytes(const plan_sizes *p, const lv_sana_config *c, cons
                    f32(p, 2 * Fh) + f32(p, 2 * Fh * 9) + f32(p, 2 * Fh) + matrix(p, w, st, C, Fh);
     /* the temporal conv: tap-major [3C, C] as a matmul weight (whose q8_0 fallback is f32),
      * or f32 [C, C, 3] for the direct kernel */
-    blk += in->tconv_gemm ? tensor_bytes(p, rows_fit(w, C, LV_F32), 3 * C * C) : f32(p, 3 * C * C);
+    blk += in->tconv_gemm ? tensor_bytes(p, lv_dit_rows_fit(w, C, LV_F32), 3 * C * C) : f32(p, 3 * C * C);
     return b + (uint64_t)c->depth * blk;
 }
 
