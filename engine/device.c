@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lv_internal.h"
 
@@ -425,3 +426,13 @@ uint64_t lv_ctx_validation_messages(const lv_ctx *ctx) { return ctx->validation_
 uint64_t lv_ctx_memory_in_use(const lv_ctx *ctx) { return ctx->memory_in_use; }
 uint64_t lv_ctx_memory_peak(const lv_ctx *ctx) { return ctx->memory_peak; }
 void lv_ctx_memory_reset_peak(lv_ctx *ctx) { ctx->memory_peak = ctx->memory_in_use; }
+uint64_t lv_ctx_memory_budget(const lv_ctx *ctx) {
+    uint64_t heap = ctx->info.device_local_bytes;
+    /* a CPU device (lavapipe) allocates host memory: the 2 GiB heap Mesa 22.3 reports is not
+     * enforced (`bench text` holds Gemma-2's 3.9 GB there), so the host's memory is the limit */
+    if (ctx->info.type == LV_DEVICE_CPU) {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        if (pages > 0 && page > 0 && (uint64_t)pages * (uint64_t)page > heap) heap = (uint64_t)pages * (uint64_t)page;
+    }
+    return lv_env_u64("LONGVK_DEVICE_BUDGET", heap, 1, UINT64_MAX);
+}

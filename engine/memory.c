@@ -139,6 +139,8 @@ static uint64_t alignment(const lv_ctx *ctx) {
     return a < 16 ? 16 : a;
 }
 
+uint64_t lv_ctx_alloc_alignment(const lv_ctx *ctx) { return alignment(ctx); }
+
 static uint64_t round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
 /* The view texel bindings read through: as much of the block as maxTexelBufferElements

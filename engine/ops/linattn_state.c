@@ -103,6 +103,12 @@ lv_status lv_linattn_state_create(lv_ctx *ctx, const lv_linattn_config *cfg, lv_
 }
 
 uint64_t lv_linattn_state_bytes(const lv_linattn_state *st) { return st->bytes; }
+
+uint32_t lv_linattn_splits(const lv_ctx *ctx) {
+    lv_linattn_tiles tl;
+    lv_linattn_tiles_choose(ctx, &tl);
+    return tl.splits;
+}
 int64_t lv_linattn_state_blocks(const lv_linattn_state *st) { return st->blocks; }
 
 static lv_status check_block(lv_linattn_state *st, const lv_tensor *out, const lv_tensor *q,

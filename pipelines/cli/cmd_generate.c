@@ -16,6 +16,7 @@
 #include "longvk.h"
 #include "longvk/files.h"
 #include "longvk/generate.h"
+#include "plan_print.h"
 #include "prompts_reader.h"
 
 static volatile sig_atomic_t interrupted = 0;
@@ -50,10 +51,11 @@ typedef struct generate_args {
     int sampler;
     int motion_score;
     bool quiet, resume, overwrite, sequence_parallel, cfg_parallel;
+    bool dry_run;
 } generate_args;
 
 static generate_args args;
-static lv_generate_plan plan; /* what the run will do (lv_generate_describe), before it starts */
+static lv_generate_description plan; /* what the run will do (lv_generate_describe), before it starts */
 
 static const cli_choice samplers[] = {
     {"longsana", LV_GEN_LONGSANA}, {"euler", LV_GEN_EULER}, {"dpm++2m", LV_GEN_DPMPP_2M}, {0}};
@@ -251,6 +253,10 @@ static cli_option options[] = {
      .help = "start again when OUT.longvk-state says an interrupted run left OUT: its video and state are "
              "replaced (without --resume or --overwrite such a run is refused, so that a partial video is "
              "never lost by accident)"},
+    {.name = "--dry-run", .kind = CLI_FLAG, .dest = &args.dry_run,
+     .help = "print the device-memory plan (per phase: text encoder, DiT, VAE; the peak against the device's "
+             "budget) and exit: nothing uploaded, nothing written. Without it a run whose plan does not fit "
+             "is refused before any upload (exit 1), naming the settings that would fit"},
     CLI_DEVICE_OPTION(&args.o.device_index),
     {.name = "--cpu-threads", .kind = CLI_INT, .dest = &args.o.cpu_threads, .min = 0, .max = 1024,
      .help = "CPU device (lavapipe) only: worker threads; 0 runs every kernel on lavapipe's own thread (default: "
@@ -531,11 +537,12 @@ static void on_warning(void *user, const char *message) {
 }
 
 static int run_generate(lv_generate_options o);
+static int dry_run(lv_generate_options o);
 
 /* Before the first frame, what the run will do (issue 53, item 16), on one line:
  * "generating 160 frames (10.0 s at 16 fps) with the default model: 32x32 upscaled x8 to 256x256,
  * sampler longsana, 2 steps, CFG 4, seed 7, precision f32; 42 blocks of 4 frames, 2 of them burn-in" */
-static void print_plan(const lv_generate_plan *p) {
+static void print_plan(const lv_generate_description *p) {
     static const char *const precisions[] = {"auto", "f32", "f16", "bf16"};
     static const char *const samplers_named[] = {"longsana", "euler", "dpm++2m"};
     char size[96];
@@ -657,6 +664,7 @@ int cmd_generate(int argc, char **argv) {
         if (bad_value) return cli_usage_error("generate", "%s", lv_last_error());
         return cli_fail("generate");
     }
+    if (args.dry_run) return dry_run(o);
     if (lv_generate_describe(&o, &plan) != LV_OK) return cli_fail("generate");
     if (cli_mpi_check_launch("generate", args.sequence_parallel || args.cfg_parallel)) return 2;
     /* over MPI ranks rank 0 writes; the lock is taken by a single process only (a rank cannot
@@ -678,6 +686,20 @@ int cmd_generate(int argc, char **argv) {
     if (entries != sched) free(entries);
     lv_gen_schedule_free(file_entries, file_text);
     return rc;
+}
+
+/* --dry-run: the plan of this run on this device, printed; nothing uploaded or written */
+static int dry_run(lv_generate_options o) {
+    if (args.sequence_parallel || args.cfg_parallel || o.sp_bands)
+        return cli_usage_error("generate", "--dry-run plans one process's unsplit run: not with %s",
+                               args.sequence_parallel ? "--sequence-parallel" : args.cfg_parallel ? "--cfg-parallel"
+                                                                                                    : "--sp-emulate");
+    lv_generate_plan plan;
+    o.plan_only = true;
+    o.plan_out = &plan;
+    if (lv_generate(&o, NULL, NULL, NULL, NULL) != LV_OK) return cli_fail("generate");
+    cli_print_plan(stdout, &plan, plan.text ? "Gemma-2" : NULL, plan.vae ? "the VAE" : NULL);
+    return 0;
 }
 
 static int run_generate(lv_generate_options o) {

@@ -14,14 +14,18 @@
 #include "longvk/tokenizer.h"
 #include "longvk/vae.h"
 #include "longvk/weights.h"
+#include "plan_print.h"
 
 typedef struct info_args {
     const char *model, *config, *preset;
     long latent[3], text_tokens;
     bool list;
+    bool plan;
+    int weights_dtype, precision, cfg;
 } info_args;
 
-static info_args args = {.text_tokens = 300};
+static info_args args = {.text_tokens = 300, .precision = LV_PRECISION_F32, .cfg = 1};
+static const cli_choice info_on_off[] = {{"on", 1}, {"off", 0}, {0}};
 
 static const char *parse_latent(const char *value, void *dest) {
     return cli_parse_dims(value, 3, 1, 100000, dest) ? NULL : "is not FxHxW with integers in [1, 100000]";
@@ -43,11 +47,24 @@ static cli_option options[] = {
     {.name = "--text-tokens", .kind = CLI_LONG, .dest = &args.text_tokens, .metavar = "L", .min = 0, .max = 1000000,
      .def = "300", .help = "text tokens"},
     {.name = "--tensors", .kind = CLI_FLAG, .dest = &args.list, .help = "list every tensor of the file"},
+    {.name = "--plan", .kind = CLI_FLAG, .dest = &args.plan,
+     .help = "the device-memory plan of a run on this device, as `generate --dry-run` prints it, for one chunk "
+             "of --latent and --text-tokens: the text encoder's phase (a latent model's Gemma-2 2B, bf16, a "
+             "600-token pass: the instruction and the prompt at most), the DiT's, the Wan2.1 VAE decoder's "
+             "(16-channel models, untiled). With --preset or --config and no MODEL, from the architecture alone "
+             "(matrix weights bf16, as released)"},
+    {.name = "--weights-dtype", .kind = CLI_CHOICE, .dest = &args.weights_dtype, .choices = cli_weight_dtypes,
+     .def = "as-stored", .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K", .help = "with --plan: generate's --weights-dtype"},
+    {.name = "--precision", .kind = CLI_CHOICE, .dest = &args.precision, .choices = cli_precisions, .def = "f32",
+     .help = "with --plan: generate's --precision"},
+    {.name = "--cfg", .kind = CLI_CHOICE, .dest = &args.cfg, .choices = info_on_off, .metavar = "on|off", .def = "on",
+     .help = "with --plan: CFG's second text slot (the negative prompt)"},
 };
 
 const cli_spec cmd_info_spec = {
     .command = "info",
-    .usage = "[MODEL] [--config C.json | --preset P] [--latent FxHxW] [--text-tokens L] [--tensors]",
+    .usage = "[MODEL] [--config C.json | --preset P] [--latent FxHxW] [--text-tokens L] [--tensors]\n"
+             "       [--plan [--weights-dtype D] [--precision P] [--cfg on|off]]",
     .about = "A folder: a diffusers pipeline (model_index.json: each of text_encoder/, tokenizer/,\n"
              "transformer/, vae/ found), a SANA-Video transformer, or a Gemma-2 text encoder (Hugging\n"
              "Face folder: config.json + model.safetensors or its index; tokenizer.model beside it).\n"
@@ -483,6 +500,58 @@ static int describe_pipeline(const char *dir, long *latent, long text_tokens, in
     return failures ? 1 : 0;
 }
 
+/* --plan: the run's plan on this device (plan_print.c prints it). The text encoder is the
+ * released Gemma-2 2B's config in bf16; the VAE the Wan2.1 decoder's estimate. */
+static int print_plan(const lv_sana_config *c, lv_dtype stored, const char *what, long *latent, long text_tokens) {
+    if (!latent[0]) {
+        latent[0] = 10;
+        latent[1] = c->in_channels == 128 ? 22 : 60;
+        latent[2] = c->in_channels == 128 ? 40 : 104;
+    }
+    lv_ctx_options copt;
+    lv_ctx_options_default(&copt);
+    copt.precision = args.precision;
+    lv_ctx *ctx = NULL;
+    if (lv_ctx_create(&copt, &ctx) != LV_OK) return cli_fail("info");
+    lv_generate_plan p = {.budget = lv_ctx_memory_budget(ctx), .chunk_frames = (int)latent[0],
+                          .grid_h = (int)latent[1], .grid_w = (int)latent[2], .text_tokens = (int)text_tokens,
+                          .text_slots = args.cfg ? 2 : 1, .weights_dtype = args.weights_dtype, .stored = stored,
+                          .precision = lv_ctx_precision(ctx)};
+    snprintf(p.device, sizeof p.device, "%s", lv_ctx_device(ctx)->name);
+    lv_dit_plan_input in = {.weights = (lv_dit_weights)args.weights_dtype, .stored = stored, .precision = p.precision,
+                            .frames = p.chunk_frames, .height = p.grid_h, .width = p.grid_w,
+                            .text_tokens = p.text_tokens, .text_slots = p.text_slots, .cached_blocks = LV_CACHED_ALL};
+    lv_dit_plan_device(ctx, &in);
+    const bool latent_model = c->in_channels == 16 || c->in_channels == 128;
+    lv_status s = lv_dit_memory_plan_of(c, &in, &p.dit);
+    if (s == LV_OK && latent_model) {
+        lv_gemma2_config g;
+        lv_gemma2_config_default(&g);
+        lv_gemma2_memory m;
+        s = lv_gemma2_memory_plan(&g, LV_BF16, 600, in.alignment, &m);
+        p.text = m.weights + m.work;
+    }
+    if (c->in_channels == 16) p.vae = lv_vae_memory_estimate(p.grid_h, p.grid_w);
+    lv_ctx_destroy(ctx);
+    if (s != LV_OK) return cli_fail("info");
+    const uint64_t with_dit = lv_gen_plan_dit_phase(&p);
+    p.peak = p.text > with_dit ? p.text : with_dit;
+    printf("model:         %s\n", what);
+    cli_print_plan(stdout, &p, latent_model ? "Gemma-2 2B, bf16, 600 tokens" : NULL,
+                   c->in_channels == 16 ? "Wan2.1, untiled" : NULL);
+    return 0;
+}
+
+/* A SANA-Video DiT described, or with --plan its run's plan. Closes f. */
+static int describe_or_plan(lv_sana_file *f, const char *model, long *latent, long text_tokens, int text_tokens_given,
+                            int list) {
+    if (!args.plan) return describe_sana(f, model, latent, text_tokens, text_tokens_given, list);
+    const lv_weight *qkv = lv_sana_file_tensor(f, "blocks.0.attn.qkv.weight");
+    int rc = print_plan(lv_sana_file_config(f), qkv ? qkv->dtype : LV_F32, model, latent, text_tokens);
+    lv_sana_file_close(f);
+    return rc;
+}
+
 int cmd_info(int argc, char **argv) {
     int r = cli_parse(&cmd_info_spec, argc, argv);
     if (r >= 0) return r;
@@ -491,6 +560,15 @@ int cmd_info(int argc, char **argv) {
     long *latent = args.latent, text_tokens = args.text_tokens;
     int list = args.list, text_tokens_given = cli_given(&cmd_info_spec, "--text-tokens");
     lv_sana_file *f = NULL;
+    if (args.plan && !model && (preset || config)) {
+        lv_sana_config c;
+        if ((preset ? lv_sana_config_preset(preset, &c) : lv_sana_config_load(config, &c)) != LV_OK)
+            return cli_fail("info");
+        char what[4200];
+        snprintf(what, sizeof what, "%s %s (no weights: bf16 matrices as released)", preset ? "the preset" : "the config",
+                 preset ? preset : config);
+        return print_plan(&c, LV_BF16, what, latent, text_tokens);
+    }
     if (!model) { /* the default model compiled into longvk */
         model = "the default model (embedded in longvk)";
         if (lv_sana_file_open_memory(lv_default_model_data(), lv_default_model_size(), "default model", &f) != LV_OK)
@@ -501,7 +579,7 @@ int cmd_info(int argc, char **argv) {
         snprintf(index, sizeof index, "%s/model_index.json", model);
         if (path_is_file(index)) return describe_pipeline(model, latent, text_tokens, text_tokens_given, list);
         if (lv_sana_file_open(model, NULL, NULL, &f) == LV_OK)
-            return describe_sana(f, model, latent, text_tokens, text_tokens_given, list);
+            return describe_or_plan(f, model, latent, text_tokens, text_tokens_given, list);
         char sana_error[1024];
         snprintf(sana_error, sizeof sana_error, "%s", lv_last_error());
         lv_gemma2_file *g;
@@ -540,5 +618,5 @@ int cmd_info(int argc, char **argv) {
         }
         return cli_fail("info");
     }
-    return describe_sana(f, model, latent, text_tokens, text_tokens_given, list);
+    return describe_or_plan(f, model, latent, text_tokens, text_tokens_given, list);
 }

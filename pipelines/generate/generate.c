@@ -131,7 +131,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
     if (r->root && o->resume && access(r->state_path, F_OK) != 0) /* before the device is set up */
         return lv_error(LV_ERR_IO, "--resume needs the state file an interrupted run left (%s): there is none",
                         r->state_path);
-    if (r->root && !o->resume) {
+    if (r->root && !o->resume && !o->plan_only) {
         /* before the device: a bad codec fails at once; then the resume file says the run
          * has started (see "what a killed run leaves") */
         if (lv_gen_writes_video(r)) LV_TRY(lv_gen_probe_output(r));
@@ -149,6 +149,13 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         copt.cpu_threads = lv_generate_auto_cpu_threads(tokens, cfg->hidden);
     }
     LV_TRY(lv_ctx_create(&copt, &r->ctx));
+    {
+        lv_generate_plan plan;
+        LV_TRY(lv_gen_plan(r, lv_gen_use_twin(r, copt.cpu_threads), &plan));
+        if (opt_in->plan_out) *opt_in->plan_out = plan;
+        if (o->plan_only) return LV_OK;
+        if (!o->sp_bands && !r->sp) LV_TRY(lv_gen_plan_check(r, &plan)); /* planned unsplit */
+    }
     if (r->use_encoder && r->root) LV_TRY(lv_gen_encode_text(r, progress, user, stop));
     if (r->use_encoder && lv_gen_several(r)) LV_TRY(lv_gen_share_text(r));
     if (o->text_embeds_out && r->root) LV_TRY(lv_gen_save_text_embeds(r, o->text_embeds_out));
@@ -294,7 +301,8 @@ lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback pr
     LV_TRY(lv_gen_model_open(opt_in->model_path, &r.m));
     lv_status s = run(&r, opt_in, progress, warn, user, stop);
     s = lv_gen_close_output(&r, s);
-    if (s == LV_OK && r.root && r.state_path[0]) remove(r.state_path); /* finished: nothing to resume */
+    /* finished: nothing to resume (a plan alone finished nothing: an earlier run's state stays) */
+    if (s == LV_OK && r.root && r.state_path[0] && !opt_in->plan_only) remove(r.state_path);
     /* a start that failed leaves nothing: not even the resume file it began with */
     if (s != LV_OK && s != LV_ERR_INTERRUPTED && r.wrote_start_state && r.blocks_made == 0) remove(r.state_path);
     run_free(&r);

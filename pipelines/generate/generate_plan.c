@@ -1,42 +1,177 @@
-/* What a run will do (lv_generate_describe): the options resolved against the model's card
- * as lv_generate resolves them, without a device. The CLI prints it before the first frame
- * and words its messages by it (a run that cannot resume never says it can). */
+/* The run's device-memory plan (pipelines/generate/README.md, "The device-memory plan"):
+ * made once the device is known, before anything is uploaded, from the model's config and
+ * the run's settings; a run that would not fit the device's budget is refused, naming the
+ * settings that would make it fit. */
 #include <stdio.h>
 #include <string.h>
 
 #include "generate_run.h"
 
-lv_status lv_generate_describe(const lv_generate_options *opt, lv_generate_plan *plan) {
-    if (!opt || !plan) return lv_error(LV_ERR_INVALID, "lv_generate_describe: options or plan are NULL");
-    memset(plan, 0, sizeof *plan);
-    LV_TRY(lv_gen_check_options(opt));
-    lv_precision precision;
-    LV_TRY(lv_precision_resolve(opt->precision, &precision));
-    gen_run r;
-    memset(&r, 0, sizeof r);
-    LV_TRY(lv_gen_model_open(opt->model_path, &r.m));
-    lv_status s = lv_gen_resolve_options(opt, &r);
-    if (s == LV_OK) {
-        const lv_generate_options *o = &r.o;
-        snprintf(plan->model, sizeof plan->model, "%s", r.m.name);
-        plan->latent = !r.m.card.pixel;
-        plan->resumable = lv_gen_resumable(&r) && (o->output || o->state_path);
-        plan->width = o->width;
-        plan->height = o->height;
-        plan->scale = o->scale;
-        /* as run() counts them: a latent model with a VAE writes 4 pixel frames a latent frame, the first alone */
-        plan->frames = r.m.card.pixel || !o->vae_path ? r.units : 1 + 4 * (int64_t)(r.units - 1);
-        plan->frames_asked = o->frames;
-        plan->fps = o->fps;
-        plan->burn_in_blocks = o->burn_in_blocks;
-        plan->blocks = o->burn_in_blocks + r.chunks;
-        plan->block_frames = o->block_frames;
-        plan->steps = o->steps;
-        plan->cfg_scale = o->cfg_scale;
-        plan->seed = o->seed;
-        plan->precision = precision;
-        plan->sampler = o->sampler;
+/* The largest pass: a chunk as lv_gen_alloc_buffers sizes x0 (the first block takes the
+ * remainder; a burn-in or a continued clip's first block may be longer), or the whole clip. */
+static int largest_chunk(const gen_run *r, int block_frames) {
+    if (r->o.sampler != LV_GEN_LONGSANA) return r->units;
+    int shown = lv_generate_chunk_frames(r->units, block_frames, 0);
+    int maxf = r->o.burn_in_blocks > 0 && block_frames > shown ? block_frames : shown;
+    int clip = r->clip.frames ? lv_generate_chunk_frames(r->clip.frames, block_frames, 0) : 0;
+    return clip > maxf ? clip : maxf;
+}
+
+/* The DiT's part of p under a weights rule, an activation precision and a block length, and
+ * the peak again; the parts that do not depend on them (text, VAE, device) stay as p has
+ * them. p->twin nonzero: CFG's twin runs (sized here). */
+static lv_status plan_dit(const gen_run *r, const lv_dit_plan_input *device, int weights, lv_precision precision,
+                          int block_frames, lv_generate_plan *p) {
+    const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
+    p->weights_dtype = weights;
+    p->precision = precision;
+    p->chunk_frames = largest_chunk(r, block_frames);
+    lv_dit_plan_input in = *device;
+    in.weights = (lv_dit_weights)weights;
+    in.stored = p->stored;
+    in.precision = precision;
+    in.frames = p->chunk_frames;
+    in.height = p->grid_h;
+    in.width = p->grid_w;
+    in.text_tokens = p->text_tokens;
+    in.text_slots = p->text_slots;
+    in.cached_blocks = r->o.cached_blocks;
+    LV_TRY(lv_dit_memory_plan_of(cfg, &in, &p->dit));
+    if (p->twin) p->twin = p->dit.passes;
+    const uint64_t with_dit = lv_gen_plan_dit_phase(p);
+    p->peak = p->text > with_dit ? p->text : with_dit;
+    return LV_OK;
+}
+
+/* In the run's order: the DiT's texts set (lv_dit_set_text's peak); the twin's made and set
+ * beside the DiT (bounded by the DiT's passes and a set_text); the VAE made; then the passes
+ * of both DiTs with the VAE's buffers held from the first block's decode on. */
+uint64_t lv_gen_plan_dit_phase(const lv_generate_plan *p) {
+    uint64_t phase = p->dit.set_text;
+    if (p->twin && p->dit.passes + p->dit.set_text > phase) phase = p->dit.passes + p->dit.set_text;
+    const uint64_t passes = p->dit.passes + p->twin + p->vae;
+    return passes > phase ? passes : phase;
+}
+
+lv_status lv_gen_plan(gen_run *r, bool twin, lv_generate_plan *p) {
+    memset(p, 0, sizeof *p);
+    snprintf(p->device, sizeof p->device, "%s", lv_ctx_device(r->ctx)->name);
+    p->budget = lv_ctx_memory_budget(r->ctx);
+    p->grid_h = r->grid_h;
+    p->grid_w = r->grid_w;
+    p->text_tokens = r->text_len;
+    p->text_slots = r->uncond ? 2 : 1;
+    const lv_weight *qkv = lv_sana_file_tensor(r->m.file, "blocks.0.attn.qkv.weight");
+    p->stored = qkv ? qkv->dtype : LV_F32;
+    const uint64_t align = lv_ctx_alloc_alignment(r->ctx);
+    if (r->use_encoder && r->root) p->text = lv_text_encoder_memory_plan(r->text, align);
+    const bool decodes = r->root || (r->sp && (!r->o.cfg_partner || r->o.cfg_partner->role == LV_CFG_COND));
+    if (r->o.vae_path && !r->m.card.pixel && decodes) {
+        lv_weights *w = NULL;
+        LV_TRY(lv_weights_open(r->o.vae_path, &w));
+        lv_status s = lv_vae_weights_memory(w, r->grid_h, r->grid_w, &p->vae);
+        lv_weights_close(w);
+        LV_TRY(s);
     }
-    lv_gen_model_close(&r.m);
-    return s;
+    p->twin = twin; /* a flag until plan_dit sizes it */
+    lv_dit_plan_input device = {0};
+    lv_dit_plan_device(r->ctx, &device);
+    return plan_dit(r, &device, r->o.weights_dtype, lv_ctx_precision(r->ctx), r->o.block_frames, p);
+}
+
+/* "5.21 GiB" or "12.7 MiB" */
+typedef struct bytes_text {
+    char s[32];
+} bytes_text;
+static bytes_text human(uint64_t b) {
+    bytes_text t;
+    if (b >= (1ull << 30)) snprintf(t.s, sizeof t.s, "%.2f GiB", (double)b / (double)(1ull << 30));
+    else snprintf(t.s, sizeof t.s, "%.1f MiB", (double)b / (double)(1ull << 20));
+    return t;
+}
+
+/* Appends ", --flag VALUE (peak X)" for a setting that fits. */
+static void suggest(char *buf, size_t size, const char *what, const lv_generate_plan *p) {
+    size_t n = strlen(buf);
+    if (n < size) snprintf(buf + n, size - n, "%s%s (peak %s)", n ? ", " : "", what, human(p->peak).s);
+}
+
+lv_status lv_gen_plan_check(const gen_run *r, const lv_generate_plan *plan) {
+    if (plan->peak <= plan->budget) return LV_OK;
+    /* --vae-tiles auto or HxW decodes in tiles sized to what the run leaves (generate_vae_tiles.c,
+     * which refuses at the first block when even the smallest tiles do not fit): the untiled VAE
+     * counted here need not fit then, the rest must */
+    if (r->o.vae_tiles != LV_GEN_VAE_TILES_OFF && plan->vae) {
+        lv_generate_plan p = *plan;
+        p.vae = 0;
+        uint64_t dit = lv_gen_plan_dit_phase(&p);
+        if ((p.text > dit ? p.text : dit) <= p.budget) return LV_OK;
+    }
+    const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
+    lv_dit_plan_input device = {0};
+    lv_dit_plan_device(r->ctx, &device);
+    char fits[768] = "";
+    /* one setting at a time, then the two together; the matrix weights only where they shrink */
+    const int quant[2] = {LV_DIT_WEIGHTS_Q8_0, LV_DIT_WEIGHTS_Q4_K};
+    const char *quant_flag[2] = {"--weights-dtype q8_0", "--weights-dtype q4_K"};
+    const bool f32_acts = plan->precision == LV_PRECISION_F32;
+    bool quant_fits = false;
+    for (int i = 0; i < 2 && !quant_fits; i++) {
+        if (plan->weights_dtype == quant[i] || (i == 0 && plan->weights_dtype == LV_DIT_WEIGHTS_Q4_K)) continue;
+        lv_generate_plan p = *plan;
+        if (plan_dit(r, &device, quant[i], plan->precision, r->o.block_frames, &p) == LV_OK && p.peak <= p.budget) {
+            suggest(fits, sizeof fits, quant_flag[i], &p);
+            quant_fits = true;
+        }
+    }
+    if (f32_acts) {
+        lv_generate_plan p = *plan;
+        if (plan_dit(r, &device, plan->weights_dtype, LV_PRECISION_F16, r->o.block_frames, &p) == LV_OK &&
+            p.peak <= p.budget)
+            suggest(fits, sizeof fits, "--precision f16", &p);
+        else if (!quant_fits && plan->weights_dtype != LV_DIT_WEIGHTS_Q4_K)
+            for (int i = 0; i < 2; i++) {
+                p = *plan;
+                if (plan_dit(r, &device, quant[i], LV_PRECISION_F16, r->o.block_frames, &p) == LV_OK &&
+                    p.peak <= p.budget) {
+                    char both[64];
+                    snprintf(both, sizeof both, "%s with --precision f16", quant_flag[i]);
+                    suggest(fits, sizeof fits, both, &p);
+                    break;
+                }
+            }
+    }
+    /* CFG's twin doubles the DiT: without it the unconditional passes take turns */
+    if (plan->twin) {
+        lv_generate_plan p = *plan;
+        p.twin = 0;
+        if (plan_dit(r, &device, plan->weights_dtype, plan->precision, r->o.block_frames, &p) == LV_OK &&
+            p.peak <= p.budget)
+            suggest(fits, sizeof fits, "--parallel-cfg off", &p);
+    }
+    /* the longest block that fits, in the model's frames */
+    if (r->o.sampler == LV_GEN_LONGSANA)
+        for (int b = r->o.block_frames - cfg->patch[0]; b >= cfg->patch[0]; b -= cfg->patch[0]) {
+            lv_generate_plan p = *plan;
+            if (plan_dit(r, &device, plan->weights_dtype, plan->precision, b, &p) != LV_OK) break;
+            if (p.peak <= p.budget) {
+                char flag[48];
+                snprintf(flag, sizeof flag, "--block-frames %d", b);
+                suggest(fits, sizeof fits, flag, &p);
+                break;
+            }
+        }
+    const uint64_t with_dit = lv_gen_plan_dit_phase(plan);
+    return lv_error(LV_ERR_NOMEM,
+                    "the run would hold %s of device memory at its peak and the device '%s' has %s%s (%s: text "
+                    "encoder %s; DiT %s: weights %s, state %s, the rest for a %d-frame block %s%s; VAE decoder %s; "
+                    "`longvk generate --dry-run` shows the plan); nothing was uploaded. %s%s",
+                    human(plan->peak).s, plan->device, human(plan->budget).s,
+                    lv_env_str("LONGVK_DEVICE_BUDGET") ? " (LONGVK_DEVICE_BUDGET)" : "",
+                    plan->text > with_dit ? "the text encoder's phase" : "the DiT's phase", human(plan->text).s,
+                    human(plan->dit.passes).s, human(plan->dit.weights).s, human(plan->dit.state).s, plan->chunk_frames,
+                    human(plan->dit.passes - plan->dit.weights - plan->dit.state).s,
+                    plan->twin ? "; CFG's twin the same again" : "", human(plan->vae).s,
+                    fits[0] ? "It would fit with " : "No single setting makes it fit: a device with more memory is needed",
+                    fits);
 }

@@ -6,13 +6,14 @@
  *   generate_output.c   frames to the encoder / frame sink / .npy, the video file's life
  *   generate_resume.c   the resume file: written after every block, read by --resume; interruption
  *   generate_progress.c progress reports and the ETA
- *   generate_plan.c     what a run will do (lv_generate_describe), before it starts
+ *   generate_describe.c what a run will do (lv_generate_describe), before it starts
  *   generate_schedule.c a prompt schedule: its times to blocks, its texts, each block's switch
  *   generate_image.c    --image: the picture the video starts from, to the first chunk's frame 0
  *   generate_continue.c continuing a clip: its frames into the model's space, committed
  *   generate_live.c     prompts pushed during the run (--prompts-from): switches at the next block
  *   generate_vae_tiles.c the VAE in spatial tiles (--vae-tiles): chosen, reported, decoding a block
- *   generate_vae_encode.c a latent model's pixel frames to its latents: the VAE's encoder half */
+ *   generate_vae_encode.c a latent model's pixel frames to its latents: the VAE's encoder half
+ *   generate_plan.c     the device-memory plan, checked against the device's budget before any upload */
 #ifndef LONGVK_GENERATE_RUN_H
 #define LONGVK_GENERATE_RUN_H
 
@@ -154,6 +155,11 @@ const lv_block_recipe *lv_gen_recipe_of(const gen_run *r, int chunk);
 lv_status lv_gen_check_options(const lv_generate_options *o);
 /* The options against the opened model (r->m): r->o and the run's sizes and recipes. */
 lv_status lv_gen_resolve_options(const lv_generate_options *in, gen_run *r);
+
+/* generate_plan.c: the plan once r->ctx exists (twin: CFG's twin will run), and the refusal
+ * (LV_ERR_NOMEM naming the figures and the settings that would fit) when it exceeds the budget */
+lv_status lv_gen_plan(gen_run *r, bool twin, lv_generate_plan *plan);
+lv_status lv_gen_plan_check(const gen_run *r, const lv_generate_plan *plan);
 
 /* generate_text.c */
 /* The prompt (and with CFG the negative prompt) into r->y / r->mask, or tokenized for the

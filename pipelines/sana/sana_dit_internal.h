@@ -8,6 +8,13 @@
 #include "longvk/sp_comm.h"
 
 #define LV_DIT_MAX_TEXT 4096
+
+/* sana_dit_weights.c, shared with the memory plan (sana_dit_plan.c): the dtype of matmul
+ * weights under a rule (-1: as stored), and a quantized dtype where rows of `k` are whole
+ * blocks of it, else q4_k falls back to q8_0, q8_0 to `stored` (the DiT's K = 2240 is not
+ * whole q4_k blocks of 256). */
+int lv_dit_matmul_dtype(lv_dit_weights rule);
+lv_dtype lv_dit_rows_fit(lv_dtype dtype, int64_t k, lv_dtype stored);
 #define LV_DIT_TEXT_SLOTS 2
 
 /* The timestep conditioning of a pass: it depends only on the pass's per-frame timesteps,

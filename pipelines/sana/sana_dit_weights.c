@@ -8,9 +8,7 @@
 #include "longvk/quant.h"
 #include "sana_dit_internal.h"
 
-/* A quantized dtype where rows of `k` are whole blocks of it; else q4_k falls back to q8_0,
- * q8_0 to the file's dtype `stored` (the DiT's K = 2240 is not whole q4_k blocks of 256) */
-static lv_dtype rows_fit(lv_dtype dtype, int64_t k, lv_dtype stored) {
+lv_dtype lv_dit_rows_fit(lv_dtype dtype, int64_t k, lv_dtype stored) {
     if (dtype == LV_Q4_K && k % lv_dtype_block(LV_Q4_K, NULL)) dtype = LV_Q8_0;
     if (dtype == LV_Q8_0 && k % lv_dtype_block(LV_Q8_0, NULL)) dtype = stored;
     return dtype;
@@ -23,12 +21,11 @@ static lv_status upload(lv_ctx *ctx, const lv_sana_file *file, const char *name,
                         const int64_t *shape, lv_tensor *out) {
     const lv_weight *w = lv_sana_file_tensor(file, name);
     if (!w) return lv_error(LV_ERR_FORMAT, "model: tensor '%s' is missing", name);
-    lv_dtype dt = dtype < 0 ? w->dtype : rows_fit((lv_dtype)dtype, shape[ndim - 1], w->dtype);
+    lv_dtype dt = dtype < 0 ? w->dtype : lv_dit_rows_fit((lv_dtype)dtype, shape[ndim - 1], w->dtype);
     return lv_tensor_from_weight(ctx, w, dt, ndim, shape, out);
 }
 
-/* The dtype of matmul weights under lv_dit_options.weights (-1: as stored). */
-static int matmul_dtype(lv_dit_weights rule) {
+int lv_dit_matmul_dtype(lv_dit_weights rule) {
     switch (rule) {
     case LV_DIT_WEIGHTS_F32: return LV_F32;
     case LV_DIT_WEIGHTS_F16: return LV_F16;
@@ -62,7 +59,7 @@ static lv_status upload_taps(lv_ctx *ctx, const lv_sana_file *file, const char *
         lv_temporal_conv_taps(&f32, C, taps);
         lv_weight host = {.name = name, .dtype = LV_F32, .ndim = 3, .shape = {3, C, C}, .data = taps,
                           .nbytes = n * sizeof *taps};
-        lv_dtype dt = rows_fit(dtype < 0 ? w->dtype : (lv_dtype)dtype, C, LV_F32);
+        lv_dtype dt = lv_dit_rows_fit(dtype < 0 ? w->dtype : (lv_dtype)dtype, C, LV_F32);
         st = lv_tensor_from_weight(ctx, &host, dt, 3, (const int64_t[]){3, C, C}, out);
     } else {
         lv_error_prefix(st, "model: tensor '%s'", name);
@@ -128,7 +125,7 @@ static lv_status create_states(lv_ctx *ctx, lv_dit *dit) {
 }
 
 static lv_status create(lv_ctx *ctx, const lv_sana_file *file, lv_dit *dit) {
-    const int wdt = matmul_dtype(dit->opt.weights);
+    const int wdt = lv_dit_matmul_dtype(dit->opt.weights);
     const lv_sana_config *c = &dit->cfg;
     const int64_t C = c->hidden;
     const int64_t Kin = (int64_t)c->in_channels * c->patch[0] * c->patch[1] * c->patch[2];

@@ -94,6 +94,16 @@ int lv_text_encoder_rows(const lv_text_encoder *e) {
     return !e ? 0 : e->gemma ? LV_SANA_PROMPT_ROWS : e->vocab.text_len;
 }
 
+uint64_t lv_text_encoder_memory_plan(const lv_text_encoder *e, uint64_t alignment) {
+    if (!e || !e->gemma) return 0;
+    int n = e->g.prompt.n_ids > e->g.negative.n_ids ? e->g.prompt.n_ids : e->g.negative.n_ids;
+    lv_gemma2_memory m;
+    if (n < 1 || lv_gemma2_memory_plan(lv_gemma2_file_config(e->g.file), lv_gemma2_file_dtype(e->g.file), n, alignment,
+                                       &m) != LV_OK)
+        return 0;
+    return m.weights + m.work;
+}
+
 int lv_text_encoder_tokens(const lv_text_encoder *e) {
     if (!e) return 0;
     if (e->gemma) return e->g.prompt.n_ids + e->g.negative.n_ids;

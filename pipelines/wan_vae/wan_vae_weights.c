@@ -247,8 +247,9 @@ static lv_status read_structure(const vae_loader *L, vae_arch *arch) {
     return LV_OK;
 }
 
-/* The names the file uses: diffusers' or the original's (and diffusers' resnets per block). */
-static lv_status loader_names(vae_loader *L) {
+/* The loader's naming (original or diffusers) and the decoder's structure, read from the
+ * tensors present: nothing uploaded. */
+static lv_status loader_structure(vae_loader *L, vae_arch *arch) {
     const lv_weights *weights = L->w;
     /* diffusers files name the decoder's first conv conv_in; count up_blocks.0's resnets */
     L->diffusers = lv_weights_find(weights, "decoder.conv_in.weight") != NULL &&
@@ -265,16 +266,16 @@ static lv_status loader_names(vae_loader *L) {
                             "decoder.up_blocks.0.resnets", lv_weights_path(weights));
         L->nres = n - 1;
     }
-    return LV_OK;
+    return read_structure(L, arch);
 }
 
 lv_status lv_vae_weights_memory(const lv_weights *weights, int h, int w, uint64_t *bytes) {
-    if (!weights || !bytes || h < 1 || w < 1)
-        return lv_error(LV_ERR_INVALID, "lv_vae_weights_memory: NULL weights or bytes, or latent size %dx%d", h, w);
+    if (!weights || !bytes) return lv_error(LV_ERR_INVALID, "lv_vae_weights_memory: %s is NULL", !weights ? "the weights" : "bytes");
+    *bytes = 0;
+    if (h < 1 || w < 1) return lv_error(LV_ERR_INVALID, "lv_vae_weights_memory: latent size %d x %d", h, w);
     vae_loader L = {.w = weights};
-    vae_arch arch = {0};
-    LV_TRY(loader_names(&L));
-    LV_TRY(read_structure(&L, &arch));
+    vae_arch arch;
+    LV_TRY(loader_structure(&L, &arch));
     vae_memory m;
     vae_arch_memory(&arch, h, w, 1, &m);
     *bytes = m.weights + m.history + m.work;
@@ -283,9 +284,8 @@ lv_status lv_vae_weights_memory(const lv_weights *weights, int h, int w, uint64_
 
 lv_status vae_load(lv_ctx *ctx, const lv_weights *weights, lv_vae_decoder *dec) {
     vae_loader L = {.ctx = ctx, .w = weights};
-    LV_TRY(loader_names(&L));
     vae_arch *arch = &dec->arch;
-    LV_TRY(read_structure(&L, arch));
+    LV_TRY(loader_structure(&L, arch));
     LV_TRY(vae_load_tables(&L, dec));
 
     const int z = arch->z, C = arch->trunk;

@@ -399,3 +399,36 @@ Test(generate_pipeline, two_ranks_make_the_frames_of_two_bands, .timeout = 600) 
     free(b);
 }
 #endif
+
+/* "longvk generate --dry-run" on the pipeline: its two phases (Gemma-2's, then the DiT's
+ * beside the VAE decoder) are what the run then reports from the engine's accounting
+ * ("device memory: text encoder X, then Y for the rest"), both printed to 0.1 MiB; three
+ * blocks, so that the VAE's buffers are held beside the later blocks' passes. */
+static double mib_after(const char *out, const char *label) {
+    const char *p = strstr(out, label);
+    cr_assert_not_null(p, "no '%s' in:\n%s", label, out);
+    return strtod(p + strlen(label), NULL);
+}
+
+Test(generate_pipeline, dry_run_plan_equals_the_run, .timeout = 300) {
+    const char *dir = make_pipeline("pipe-plan");
+    char cmd[4096], video[1024];
+    snprintf(video, sizeof video, "%s", ts_tmp("pipe-plan.mkv"));
+    remove(video);
+    snprintf(cmd, sizeof cmd, "%s generate --model %s -p '" PROMPT "' --frames 9 -W 48 -H 32 --block-frames 1 "
+             "--codec ffv1 -o %s --dry-run 2>&1", LONGVK_CLI, dir, video);
+    char *plan = run(cmd, 0);
+    cr_assert(access(video, F_OK) != 0, "--dry-run wrote the video");
+    snprintf(cmd, sizeof cmd, "%s generate --model %s -p '" PROMPT "' --frames 9 -W 48 -H 32 --block-frames 1 "
+             "--codec ffv1 -o %s 2>&1", LONGVK_CLI, dir, video);
+    char *ran = run(cmd, 0);
+    double text = mib_after(plan, "text encoder phase"), dit = mib_after(plan, "DiT phase");
+    double text_run = mib_after(ran, "device memory: text encoder "), dit_run = mib_after(ran, " MiB, then ");
+    cr_log_info("planned: text encoder %.1f MiB, DiT phase %.1f; the run: %.1f, %.1f", text, dit, text_run, dit_run);
+    cr_assert(text > 0 && text <= text_run * 1.02 + 0.1 && text >= text_run * 0.98 - 0.1, "text encoder: planned %.1f, "
+              "the run %.1f MiB\n%s\n%s", text, text_run, plan, ran);
+    cr_assert(dit <= dit_run * 1.02 + 0.1 && dit >= dit_run * 0.98 - 0.1, "DiT phase: planned %.1f, the run %.1f MiB\n%s\n%s",
+              dit, dit_run, plan, ran);
+    free(plan);
+    free(ran);
+}

@@ -340,6 +340,40 @@ Test(gemma2, bf16_weights) {
 
 /* ---- device output, memory, limits ------------------------------------------------------ */
 
+/* The plan from the config alone (lv_gemma2_memory_plan) equals the engine's measured peak
+ * over create and a pass, as stored (f32) and with bf16 matmul weights. */
+Test(gemma2, memory_plan_equals_measured_peak) {
+    vectors v = load_vectors();
+    batch bt = load_batch(&v);
+    lv_gemma2_file *f = open_tiny();
+    lv_ctx *ctx = ts_ctx();
+    const int dtypes[2] = {-1, LV_BF16};
+    for (int i = 0; i < 2; i++) {
+        lv_gemma2_memory plan;
+        lv_dtype mdt = dtypes[i] < 0 ? lv_gemma2_file_dtype(f) : (lv_dtype)dtypes[i];
+        cr_assert_eq(lv_gemma2_memory_plan(lv_gemma2_file_config(f), mdt, bt.n[0], lv_ctx_alloc_alignment(ctx), &plan),
+                     LV_OK, "%s", lv_last_error());
+        const uint64_t base = lv_ctx_memory_in_use(ctx);
+        lv_ctx_memory_reset_peak(ctx);
+        lv_gemma2 *enc = create(ctx, f, 0.0f, dtypes[i]);
+        float host[T * H];
+        cr_assert_eq(lv_gemma2_encode(enc, bt.ids[0], bt.n[0], host), LV_OK, "%s", lv_last_error());
+        const uint64_t measured = lv_ctx_memory_peak(ctx) - base;
+        cr_log_info("gemma2 %s: plan %llu + %llu bytes, measured peak %llu", lv_dtype_name(mdt),
+                    (unsigned long long)plan.weights, (unsigned long long)plan.work, (unsigned long long)measured);
+        cr_assert_eq(plan.weights + plan.work, measured, "%s: plan %llu, measured %llu", lv_dtype_name(mdt),
+                     (unsigned long long)(plan.weights + plan.work), (unsigned long long)measured);
+        lv_gemma2_destroy(enc);
+    }
+    lv_gemma2_memory plan;
+    cr_assert_eq(lv_gemma2_memory_plan(lv_gemma2_file_config(f), LV_Q8_0, 11, 16, &plan), LV_ERR_INVALID);
+    cr_assert_eq(lv_gemma2_memory_plan(lv_gemma2_file_config(f), LV_F32, 0, 16, &plan), LV_ERR_INVALID);
+    ts_ctx_done(ctx);
+    lv_gemma2_file_close(f);
+    free_vectors(&v);
+}
+
+
 Test(gemma2, device_output_memory_and_limits) {
     vectors v = load_vectors();
     batch bt = load_batch(&v);

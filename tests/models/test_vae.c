@@ -238,6 +238,10 @@ Test(vae, memory_matches_the_estimate) {
     float *out = malloc((size_t)3 * (1 + 4 * (L - 1)) * 64 * h * wd * sizeof *out);
     cr_assert_eq(lv_vae_decode_frames(ctx, dec, lat->data, L, h, wd, out), LV_OK, "%s", lv_last_error());
     uint64_t used = lv_ctx_memory_peak(ctx) - base, est = lv_vae_decoder_memory(dec, h, wd);
+    /* the same from the weights alone, before any upload (generate's plan) */
+    uint64_t from_weights = 0;
+    cr_assert_eq(lv_vae_weights_memory(w, h, wd, &from_weights), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(from_weights, est);
     cr_log_info("tiny decoder at %dx%d: peak %llu bytes, estimate %llu", h, wd,
                 (unsigned long long)used, (unsigned long long)est);
     /* tensors are rounded up to the 16-byte offset alignment: at most 16 bytes each */

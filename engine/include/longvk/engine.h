@@ -154,6 +154,13 @@ uint64_t lv_ctx_memory_in_use(const lv_ctx *ctx);
 uint64_t lv_ctx_memory_peak(const lv_ctx *ctx);
 /* Starts the peak again from the memory in use now (one model's peak after another's). */
 void lv_ctx_memory_reset_peak(lv_ctx *ctx);
+/* The granularity of device allocations: every tensor takes its bytes rounded up to this
+ * (max(16, minStorageBufferOffsetAlignment)), and lv_ctx_memory_in_use counts them so. */
+uint64_t lv_ctx_alloc_alignment(const lv_ctx *ctx);
+/* The device memory a run may plan to hold: LONGVK_DEVICE_BUDGET (bytes) when set, else the
+ * largest device-local heap (lv_device_info.device_local_bytes); on a CPU device (lavapipe,
+ * whose reported heap is not enforced) the host's physical memory when that is larger. */
+uint64_t lv_ctx_memory_budget(const lv_ctx *ctx);
 
 /* Submit everything recorded so far and wait for it. */
 lv_status lv_flush(lv_ctx *ctx);

@@ -76,6 +76,9 @@ lv_status lv_linattn_state_create(lv_ctx *ctx, const lv_linattn_config *cfg, lv_
 void lv_linattn_state_destroy(lv_ctx *ctx, lv_linattn_state *st);
 /* Device bytes held by the state, scratch included (constant for its lifetime). */
 uint64_t lv_linattn_state_bytes(const lv_linattn_state *st);
+/* Token splits of the state pass on this context (LONGVK_LINATTN_SPLITS or the device's
+ * default): a state holds one more slot per split when there are more than one. */
+uint32_t lv_linattn_splits(const lv_ctx *ctx);
 /* Blocks committed so far. */
 int64_t lv_linattn_state_blocks(const lv_linattn_state *st);
 /* Read pass: out = attention of block (q, k, v) over carried state + the block's own

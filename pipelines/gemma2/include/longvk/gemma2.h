@@ -142,6 +142,13 @@ typedef struct lv_gemma2_memory {
     uint64_t host_embedding;
 } lv_gemma2_memory;
 void lv_gemma2_memory_usage(const lv_gemma2 *enc, lv_gemma2_memory *out);
+/* The same from the config alone, before anything is uploaded: weights whose matmul
+ * matrices are `matmul_dtype` (f32, f16 or bf16: lv_gemma2_file_dtype for as stored) and the
+ * work buffers of a pass over `tokens` tokens, each tensor rounded up to `alignment`
+ * (lv_ctx_alloc_alignment) as the engine counts it; host_embedding is left 0. Equals what
+ * lv_ctx_memory_peak measures over create and encode (tests/models/test_gemma2.c). */
+lv_status lv_gemma2_memory_plan(const lv_gemma2_config *cfg, lv_dtype matmul_dtype, int tokens, uint64_t alignment,
+                                lv_gemma2_memory *out);
 /* Frees the work buffers (the next call makes them again). */
 void lv_gemma2_release_work(lv_gemma2 *enc);
 

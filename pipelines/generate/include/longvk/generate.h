@@ -268,6 +268,13 @@ typedef struct lv_generate_options {
      * vae_tile_w latent pixels. Not over sequence-parallel bands (auto then decodes untiled). */
     int vae_tiles;
     int vae_tile_h, vae_tile_w;
+    /* The device-memory plan (pipelines/generate/README.md, "The device-memory plan"), made
+     * once the device is known and before anything is uploaded: a run whose peak exceeds the
+     * device's budget (lv_ctx_memory_budget) is refused with LV_ERR_NOMEM, the message naming
+     * the figures and the settings that would fit. plan_only: stop after the plan, nothing
+     * uploaded and nothing written. plan_out (may be NULL) receives it. */
+    bool plan_only;
+    struct lv_generate_plan *plan_out;
 } lv_generate_options;
 
 typedef enum lv_gen_vae_tiles {
@@ -275,6 +282,27 @@ typedef enum lv_gen_vae_tiles {
     LV_GEN_VAE_TILES_OFF = 1,
     LV_GEN_VAE_TILES_FIXED = 2
 } lv_gen_vae_tiles;
+
+/* What a run will hold on the device at its peak, by phase: Gemma-2's (uploaded, run and
+ * freed before the DiT), then the DiT beside the VAE decoder (made at the first block's
+ * frames) and CFG's twin where it runs. */
+typedef struct lv_generate_plan {
+    char device[256];
+    uint64_t budget;           /* lv_ctx_memory_budget */
+    uint64_t text;             /* Gemma-2's weights and work buffers; 0 for the word tables */
+    lv_dit_memory_plan dit;    /* a chunk's passes (lv_dit_memory_plan_of) */
+    uint64_t twin;             /* CFG's twin: a second DiT's passes on a second context; 0 without */
+    uint64_t vae;              /* the VAE decoder (lv_vae_weights_memory); 0 without */
+    uint64_t peak;             /* max(text, lv_gen_plan_dit_phase) */
+    int chunk_frames, grid_h, grid_w; /* the largest chunk's model frames and grid */
+    int text_tokens, text_slots;
+    int weights_dtype;         /* lv_dit_weights */
+    lv_dtype stored;           /* the file's matrix weights' dtype */
+    lv_precision precision;
+} lv_generate_plan;
+/* The DiT's phase: max(dit.set_text, with the twin dit.passes + dit.set_text, dit.passes +
+ * twin + vae) (pipelines/generate/README.md, "The device-memory plan"). */
+uint64_t lv_gen_plan_dit_phase(const lv_generate_plan *plan);
 
 typedef enum lv_gen_continue_output {
     LV_GEN_CONTINUE_WHOLE = 0,    /* the clip's frames, then the new ones: the clip made longer,
@@ -400,7 +428,7 @@ typedef void (*lv_generate_callback)(void *user, const lv_generate_progress *p);
  * scale 0, cfg_scale NaN, ...) is LV_ERR_INVALID naming it. `stop`, when non-NULL, is
  * polled before every block, burn-in blocks included: once set, the current block is
  * finished, the file is closed properly and LV_ERR_INTERRUPTED is returned (where the run
- * writes a resume file, lv_generate_plan.resumable, --resume continues it; the message says
+ * writes a resume file, lv_generate_description.resumable, --resume continues it; the message says
  * what is written). `warn` receives warnings
  * (words of the prompt that are ignored, and why).
  *
@@ -437,7 +465,7 @@ lv_status lv_generate_check(const lv_generate_options *opt, bool *bad_value);
  * resolves them (the model is opened and closed again; no device work): for a summary
  * printed before the first frame, and for messages that must not promise what the run
  * cannot do (resume). */
-typedef struct lv_generate_plan {
+typedef struct lv_generate_description {
     char model[256];              /* the model's name: its path, or "the default model" */
     bool latent;                  /* works in a VAE's latent space (SANA-Video) */
     bool resumable;               /* writes a resume file that --resume continues from (pixel-space
@@ -452,9 +480,9 @@ typedef struct lv_generate_plan {
     uint64_t seed;
     lv_precision precision;       /* resolved: never LV_PRECISION_AUTO */
     lv_gen_sampler sampler;
-} lv_generate_plan;
+} lv_generate_description;
 
-lv_status lv_generate_describe(const lv_generate_options *opt, lv_generate_plan *plan);
+lv_status lv_generate_describe(const lv_generate_options *opt, lv_generate_description *plan);
 
 #ifdef __cplusplus
 }

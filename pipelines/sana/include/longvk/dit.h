@@ -124,6 +124,45 @@ typedef struct lv_dit_state_size {
     uint64_t memory;
 } lv_dit_state_size;
 lv_dit_state_size lv_dit_state_size_of(const lv_sana_config *cfg, int cached_blocks, int64_t tokens_per_frame);
+/* The device memory of a run's DiT phase, from the config alone (no upload): what
+ * lv_ctx_memory_peak measures over lv_dit_create, lv_dit_set_text of every slot and the
+ * passes of a chunk once the carried state is whole (tests/models/test_dit_memory_plan.c
+ * holds them equal). pipelines/sana/README.md, "The device-memory plan", says what each
+ * part is. The device-dependent inputs come from lv_dit_plan_device. */
+typedef struct lv_dit_plan_input {
+    lv_dit_weights weights;  /* the rule of the matrix weights (lv_dit_options.weights) */
+    lv_dtype stored;         /* the file's dtype of the matrix weights: AS_STORED, and q8_0's fallback */
+    lv_precision precision;  /* the activations' (lv_ctx_precision): F32, F16 or BF16 */
+    int frames, height, width; /* a chunk's latent frames, height, width */
+    int text_tokens;         /* per text slot */
+    int text_slots;          /* 1, or 2 with CFG (the negative prompt's slot) */
+    int cached_blocks;       /* lv_dit_options.cached_blocks */
+    /* the device's: */
+    bool tconv_gemm;         /* lv_temporal_conv_uses_gemm: the tap-major matmul weight */
+    uint32_t linattn_splits; /* lv_linattn_splits */
+    uint64_t alignment;      /* lv_ctx_alloc_alignment */
+} lv_dit_plan_input;
+
+typedef struct lv_dit_memory_plan {
+    uint64_t weights;        /* every parameter as lv_dit_create uploads it */
+    uint64_t state;          /* carried state and working slots, conv caches included */
+    uint64_t text;           /* every slot's keys, values and mask */
+    uint64_t conditioning;   /* the timestep-conditioning cache, full */
+    uint64_t pass;           /* a pass's tensors that live through it: patches, x, rope, the
+                                conditioning's scratch */
+    uint64_t block;          /* one block's temporaries (released at the block's end) */
+    uint64_t final_layer;    /* the final layer's temporaries (after the blocks) */
+    uint64_t set_text;       /* the peak of lv_dit_set_text, the other slots set */
+    uint64_t passes;         /* the peak of the passes: everything held, a pass's tensors and
+                                one block's (or the final layer's) temporaries */
+    uint64_t peak;           /* the larger of set_text and passes */
+} lv_dit_memory_plan;
+
+/* The device-dependent fields of `in` for the context's device and environment. */
+void lv_dit_plan_device(const lv_ctx *ctx, lv_dit_plan_input *in);
+/* LV_ERR_INVALID for a config or input that lv_dit_create or a pass would refuse. */
+lv_status lv_dit_memory_plan_of(const lv_sana_config *cfg, const lv_dit_plan_input *in, lv_dit_memory_plan *out);
+
 /* The sequence-parallel communicator of the passes from now on, borrowed like
  * lv_dit_options.sp_comm (NULL: unsplit passes); an emulation the dit made for sp_bands is
  * freed. The carried state is the same object either way (`longvk bench sp` runs one dit

@@ -101,6 +101,10 @@ lv_status lv_text_encoder_set_prompts(lv_text_encoder *e, const char *prompt, bo
 int lv_text_encoder_rows(const lv_text_encoder *e);
 /* Real tokens of the prompts set (<bos> included for Gemma-2): what is encoded. */
 int lv_text_encoder_tokens(const lv_text_encoder *e);
+/* The device bytes lv_text_encoder_encode will hold at most for the prompts set (Gemma-2's
+ * weights and the work buffers of its longest prompt, lv_gemma2_memory_plan, each tensor
+ * rounded up to `alignment`); 0 for the word tables. */
+uint64_t lv_text_encoder_memory_plan(const lv_text_encoder *e, uint64_t alignment);
 /* True when encoding needs a device (Gemma-2), false for the word tables. */
 bool lv_text_encoder_uses_device(const lv_text_encoder *e);
 /* The prompts set, encoded: y [slots, L, caption_channels] and mask [slots, L] (slot 1 only

@@ -148,9 +148,8 @@ typedef struct lv_vae_memory {
     uint64_t weights, history, work;
 } lv_vae_memory;
 void lv_vae_memory_estimate_parts(int h, int w, lv_vae_memory *out);
-/* What lv_vae_memory_estimate gives for the Wan2.1 decoder, for the decoder these weights
- * hold (its widths and modules read from the tensors, as lv_vae_decoder_create reads them;
- * no device): `longvk info` of any VAE file. */
+/* lv_vae_decoder_memory of the decoder these weights make (1-frame steps, no bands), read
+ * from the tensors present before anything is uploaded: generate's plan. */
 lv_status lv_vae_weights_memory(const lv_weights *weights, int h, int w, uint64_t *bytes);
 
 /* The structure of a loaded decoder, as read from its weights. */

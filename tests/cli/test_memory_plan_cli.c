@@ -1,0 +1,117 @@
+/* `longvk generate`'s device-memory plan (pipelines/generate/README.md, "The device-memory
+ * plan"): --dry-run prints it and writes nothing, its DiT figure is what the run then
+ * measures (the engine's own accounting, "device memory: X at most"), and a budget it
+ * exceeds (LONGVK_DEVICE_BUDGET) refuses the run before any upload (exit 1) with the
+ * settings that fit, leaving no file. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ts_files.h"
+
+#define PROMPT "'two red balls bouncing on a blue background'"
+/* the embedded model, 2 s, no CFG twin (one context: the run's report is the whole DiT) */
+#define ARGS "generate -p " PROMPT " --seconds 2 --codec ffv1 -s 7 --parallel-cfg off"
+
+static bool exists(const char *path) { return access(path, F_OK) == 0; }
+
+/* "  DiT                        3.7  ..." -> 3.7 */
+static double figure_after(const char *out, const char *label) {
+    const char *p = strstr(out, label);
+    cr_assert_not_null(p, "no '%s' in:\n%s", label, out);
+    return strtod(p + strlen(label), NULL);
+}
+
+static void dry_run_equals_measured(const char *extra, const char *name) {
+    char cmd[2048], *out, *run;
+    const char *video = ts_tmp(name);
+    char state[1024];
+    snprintf(state, sizeof state, "%s.longvk-state", video);
+    remove(video);
+    snprintf(cmd, sizeof cmd, "%s " ARGS " %s -o %s --dry-run", LONGVK_CLI, extra, video);
+    int rc = ts_run(cmd, &out);
+    cr_assert_eq(rc, 0, "exit %d: %s", rc, out);
+    cr_assert(strstr(out, "device memory plan on ") && strstr(out, "nothing uploaded") && strstr(out, ": fits"),
+              "%s", out);
+    cr_assert(!exists(video) && !exists(state), "--dry-run wrote a file");
+    double planned = figure_after(out, "\n  DiT phase ");
+    snprintf(cmd, sizeof cmd, "%s " ARGS " %s -o %s", LONGVK_CLI, extra, video);
+    rc = ts_run(cmd, &run);
+    cr_assert_eq(rc, 0, "exit %d: %s", rc, run);
+    double measured = figure_after(run, "device memory: ");
+    cr_log_info("%s: planned %.1f MiB, measured %.1f MiB", extra, planned, measured);
+    /* both printed to 0.1 MiB: equal within 2 % and the rounding */
+    cr_assert(planned <= measured * 1.02 + 0.1 && planned >= measured * 0.98 - 0.1, "%s: planned %.1f MiB, the run held %.1f",
+              extra, planned, measured);
+    remove(video);
+    free(out);
+    free(run);
+}
+
+Test(memory_plan_cli, dry_run_f32) { dry_run_equals_measured("", "plan_f32.mkv"); }
+
+Test(memory_plan_cli, dry_run_q8_0_f16) {
+    dry_run_equals_measured("--weights-dtype q8_0 --precision f16", "plan_q8.mkv");
+}
+
+/* The twin (CFG on a second context) doubles the DiT: a budget between one and two DiTs is
+ * refused with --parallel-cfg off named, a smaller one with what fits, the smallest with
+ * nothing that fits; no file is left. */
+Test(memory_plan_cli, refused_over_budget) {
+    const char *video = ts_tmp("plan_refused.mkv");
+    char state[1024];
+    snprintf(state, sizeof state, "%s.longvk-state", video);
+    remove(video);
+    char cmd[2048], *out;
+    /* the plan with the twin on, from the plan itself: the DiT twice */
+    snprintf(cmd, sizeof cmd, "%s generate -p " PROMPT " --seconds 2 --codec ffv1 -s 7 --parallel-cfg on -o %s --dry-run",
+             LONGVK_CLI, video);
+    cr_assert_eq(ts_run(cmd, &out), 0, "%s", out);
+    double dit = figure_after(out, "\n  DiT "), peak = figure_after(out, "\n  peak ");
+    cr_assert(strstr(out, "CFG twin's DiT"), "%s", out);
+    cr_assert(peak >= 2 * dit - 0.2 && peak <= 2 * dit + 0.2, "peak %.1f, DiT %.1f:\n%s", peak, dit, out);
+    free(out);
+    struct {
+        double mib;
+        const char *want;
+    } cases[] = {
+        {dit * 1.05, "It would fit with --parallel-cfg off (peak "},
+        {dit * 0.1, "No single setting makes it fit"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(cmd, sizeof cmd, "LONGVK_DEVICE_BUDGET=%llu %s generate -p " PROMPT " --seconds 2 --codec ffv1 -s 7 "
+                 "--parallel-cfg on -o %s", (unsigned long long)(cases[i].mib * 1048576), LONGVK_CLI, video);
+        int rc = ts_run(cmd, &out);
+        cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
+        cr_assert(strstr(out, "of device memory at its peak") && strstr(out, "(LONGVK_DEVICE_BUDGET)") &&
+                      strstr(out, "nothing was uploaded") && strstr(out, cases[i].want),
+                  "want '%s' in:\n%s", cases[i].want, out);
+        cr_assert(!exists(video) && !exists(state), "a refused run left a file");
+        free(out);
+    }
+}
+
+/* `info --plan` from a preset alone: the text encoder's phase is Gemma-2 2B's bf16 matrices
+ * (26 layers of q, k, v, o 2304 x 2048 / 1024 / 1024 / 2048, gate, up, down 2304 x 9216) and f32
+ * norms (4 a layer and the final one, 2304 each), plus a 600-token pass's f32 work buffers
+ * (h, x, a 2304; q, o 2048; k, v 1024; gate, up 9216; rope 256 wide); q8_0 shrinks the DiT. */
+Test(memory_plan_cli, info_plan_of_a_preset) {
+    const double H = 2304, QW = 2048, KW = 1024, I = 9216, L = 26;
+    const double mat = H * QW + 2 * H * KW + QW * H + 3 * H * I;
+    const double gemma = (L * (2 * mat + 4 * 4 * H) + 4 * H + 600 * 4 * (3 * H + 2 * QW + 2 * KW + 2 * I + 256)) / 1048576;
+    char cmd[1024], *bf16, *q8;
+    snprintf(cmd, sizeof cmd, "%s info --plan --preset sana-video-2b-480p --precision f16", LONGVK_CLI);
+    cr_assert_eq(ts_run(cmd, &bf16), 0, "%s", bf16);
+    snprintf(cmd, sizeof cmd, "%s info --plan --preset sana-video-2b-480p --precision f16 --weights-dtype q8_0", LONGVK_CLI);
+    cr_assert_eq(ts_run(cmd, &q8), 0, "%s", q8);
+    double text = figure_after(bf16, "text encoder phase");
+    cr_assert(text > gemma - 0.1 && text < gemma + 0.1, "text phase %.1f MiB, Gemma-2 2B needs %.1f:\n%s", text, gemma, bf16);
+    cr_assert(strstr(bf16, "weights bf16, activations f16") && strstr(q8, "weights q8_0, activations f16"), "%s\n%s", bf16, q8);
+    /* q8_0: 34 bytes a 32 weights against bf16's 64 (only the matrices shrink) */
+    double w16 = figure_after(bf16, "\n    weights "), w8 = figure_after(q8, "\n    weights ");
+    cr_assert(w8 < w16 * 0.8 && w8 > w16 * 34.0 / 64.0, "weights: bf16 %.1f MiB, q8_0 %.1f:\n%s\n%s", w16, w8, bf16, q8);
+    free(bf16);
+    free(q8);
+}
