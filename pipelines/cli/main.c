@@ -19,6 +19,7 @@ static void usage(FILE *out) {
             "  LONGVK_PRECISION=P       activations f32 (default), f16 or bf16, where --precision is not given\n"
             "  LONGVK_COOPMAT=0         never use cooperative matrices (tensor cores)\n"
             "  LONGVK_VAE_BUDGET=BYTES  generate --vae-tiles auto: the device bytes the VAE may hold; above, tiles\n"
+            "  LONGVK_DEVICE_BUDGET=BYTES  the device memory a run may plan to hold (default: the largest heap)\n"
             "The variables for tests and tuning: engine/README.md, \"Environment variables\".\n");
 }
 

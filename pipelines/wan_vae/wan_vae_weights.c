@@ -274,7 +274,7 @@ lv_status lv_vae_weights_memory(const lv_weights *weights, int h, int w, uint64_
     *bytes = 0;
     if (h < 1 || w < 1) return lv_error(LV_ERR_INVALID, "lv_vae_weights_memory: latent size %d x %d", h, w);
     vae_loader L = {.w = weights};
-    vae_arch arch;
+    vae_arch arch = {0}; /* read_structure counts nups up from here */
     LV_TRY(loader_structure(&L, &arch));
     vae_memory m;
     vae_arch_memory(&arch, h, w, 1, &m);

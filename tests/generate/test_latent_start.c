@@ -235,7 +235,7 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-#define CLI_COMMON "--model " MODEL " -p unused -W 48 -H 32 --block-frames 1 --scale 1 --codec ffv1 -s 5 -q"
+#define CLI_COMMON "--model " MODEL " -W 48 -H 32 --block-frames 1 --scale 1 --codec ffv1 -s 5 -q"
 
 Test(latent_start, continue_a_file, .timeout = 300) {
     const char *emb = embeds();
