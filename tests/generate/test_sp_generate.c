@@ -219,7 +219,7 @@ Test(sp_generate, ranks_equal_the_emulation, .timeout = 600) {
         /* the latents: the same bytes */
         snprintf(e, sizeof e, "%s", ts_tmp(R == 2 ? "spg_le2.npy" : "spg_le3.npy"));
         snprintf(m, sizeof m, "%s", ts_tmp(R == 2 ? "spg_lm2.npy" : "spg_lm3.npy"));
-        const char *common = "generate --model " WEIGHTS " --frames 21 -W 64 -H 64 --block-frames 2 -p x";
+        const char *common = "generate --model " WEIGHTS " --frames 21 -W 64 -H 64 --block-frames 2";
         snprintf(cmd, sizeof cmd, "%s %s --text-embeds %s --sp-emulate %d -o %s", LONGVK_CLI, common, text, R, e);
         free(run(cmd, false));
         snprintf(cmd, sizeof cmd, TS_MPIRUN "-np %d %s %s --text-embeds %s --sequence-parallel -o %s", R, LONGVK_CLI,
