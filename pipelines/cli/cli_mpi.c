@@ -14,7 +14,7 @@ int cli_mpi_check_launch(const char *command, bool sequence_parallel) {
     for (int i = 0; i < 2; i++) {
         const char *v = getenv(names[i]);
         if (v && atoi(v) > 1) {
-            if (cli_launcher_rank() > 0) return 2; /* the same on every rank: rank 0 says it */
+            if (cli_launcher_rank() > 0) return cli_other_rank_fails(); /* the same on every rank: rank 0 says it */
             fprintf(stderr, "longvk %s: started as one of %d processes (%s) without --sequence-parallel: each would "
                     "make the whole output and write the same file; add --sequence-parallel to split the work "
                     "over them\n", command, atoi(v), names[i]);

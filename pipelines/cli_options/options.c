@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "longvk/dit.h"
 #include "longvk/engine.h"
@@ -27,9 +28,17 @@ int cli_launcher_rank(void) {
     return 0;
 }
 
+int cli_other_rank_fails(void) {
+    /* the launcher ends the job as soon as one process fails (Open MPI 5's prterun drops the
+     * others' output then): a silent rank that failed at once could end it before rank 0's
+     * message is out, so it waits a moment first */
+    sleep(1);
+    return 2;
+}
+
 int cli_usage_error(const char *command, const char *fmt, ...) {
     /* every rank of mpirun parses the same command line and finds the same fault: rank 0 says it */
-    if (cli_launcher_rank() > 0) return 2;
+    if (cli_launcher_rank() > 0) return cli_other_rank_fails();
     fprintf(stderr, "longvk %s: ", command);
     va_list ap;
     va_start(ap, fmt);

@@ -137,6 +137,9 @@ int cli_parse_dims(const char *text, int n, long min, long max, long *out);
 /* This process's rank when a launcher started several (mpirun: OMPI_COMM_WORLD_RANK, or
  * PMI_RANK), else 0. */
 int cli_launcher_rank(void);
+/* What a rank other than 0 returns for a fault every rank finds (rank 0 says it): 2, after a
+ * moment that lets rank 0's message out before the launcher ends the job. */
+int cli_other_rank_fails(void);
 /* A usage error of `command`, formatted as "longvk <command>: <message>\n" on stderr; returns 2.
  * Under mpirun only rank 0 prints it: every rank parses the same command line. */
 int cli_usage_error(const char *command, const char *fmt, ...)
