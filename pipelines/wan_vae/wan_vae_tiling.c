@@ -48,6 +48,48 @@ static float ramp(int i, int len, int ov, bool low, bool high) {
     return w;
 }
 
+/* A tiling of an h x w latent grid: checked, its tiles clamped to the grid, and where they
+ * start along each axis (the decoder's, the encoder's and the stream's one grid). */
+enum { VAE_MAX_TILES = 256 };
+typedef struct tile_grid {
+    int th, tw, ny, nx;
+    int ys[VAE_MAX_TILES], xs[VAE_MAX_TILES];
+} tile_grid;
+
+static lv_status tile_grid_of(const char *who, int h, int w, const lv_vae_tiling *t, tile_grid *g) {
+    int th = t->tile_h, tw = t->tile_w, ov = t->overlap;
+    if (th < 1 || tw < 1 || ov < 0 || (ov >= th && th < h) || (ov >= tw && tw < w))
+        return lv_error(LV_ERR_INVALID, "%s: tiles %d x %d with overlap %d (the overlap must be smaller than a "
+                        "tile)", who, th, tw, ov);
+    g->th = th < h ? th : h;
+    g->tw = tw < w ? tw : w;
+    g->ny = tile_starts(h, g->th, ov, g->ys, VAE_MAX_TILES);
+    g->nx = tile_starts(w, g->tw, ov, g->xs, VAE_MAX_TILES);
+    if (g->ny < 0 || g->nx < 0)
+        return lv_error(LV_ERR_INVALID, "%s: tiles %d x %d over latent %d x %d: more than %d tiles along an axis",
+                        who, g->th, g->tw, h, w, VAE_MAX_TILES);
+    return LV_OK;
+}
+
+/* The blend weights of tile (iy, ix) along each axis, at `up` output pixels per grid pixel:
+ * wy [th * up], wx [tw * up], ramps across the overlaps with its neighbours. */
+static void grid_weights(const tile_grid *g, int iy, int ix, int up, float *wy, float *wx) {
+    const int ly = g->ys[iy], lx = g->xs[ix], th = g->th, tw = g->tw;
+    /* overlaps in output pixels: to the neighbour's start (or end) */
+    int ov_up = iy > 0 ? (g->ys[iy - 1] + th - ly) * up : 0;
+    int ov_down = iy + 1 < g->ny ? (ly + th - g->ys[iy + 1]) * up : 0;
+    int ov_left = ix > 0 ? (g->xs[ix - 1] + tw - lx) * up : 0;
+    int ov_right = ix + 1 < g->nx ? (lx + tw - g->xs[ix + 1]) * up : 0;
+    for (int y = 0; y < th * up; y++) {
+        float lo = ramp(y, th * up, ov_up, ov_up > 0, false), hi = ramp(y, th * up, ov_down, false, ov_down > 0);
+        wy[y] = lo < hi ? lo : hi;
+    }
+    for (int x = 0; x < tw * up; x++) {
+        float lo = ramp(x, tw * up, ov_left, ov_left > 0, false), hi = ramp(x, tw * up, ov_right, false, ov_right > 0);
+        wx[x] = lo < hi ? lo : hi;
+    }
+}
+
 typedef struct tile_sink {
     float *acc;          /* [3, T, H, W] weighted sum */
     const float *wy, *wx; /* this tile's weights along y and x */
@@ -77,18 +119,10 @@ lv_status lv_vae_decode_tiled(lv_ctx *ctx, lv_vae_decoder *dec, const float *lat
     if (dec->comm)
         return lv_error(LV_ERR_INVALID, "lv_vae_decode_tiled: the decoder is set to decode over bands "
                         "(lv_vae_set_sequence_parallel): tiles or bands, one or the other");
-    int th = tiling->tile_h, tw = tiling->tile_w, ov = tiling->overlap;
-    if (th < 1 || tw < 1 || ov < 0 || (ov >= th && th < h) || (ov >= tw && tw < w))
-        return lv_error(LV_ERR_INVALID, "lv_vae_decode_tiled: tiles %d x %d with overlap %d (the "
-                        "overlap must be smaller than a tile)", th, tw, ov);
-    if (th > h) th = h;
-    if (tw > w) tw = w;
-    enum { MAX_TILES = 256 };
-    int ys[MAX_TILES], xs[MAX_TILES];
-    int ny = tile_starts(h, th, ov, ys, MAX_TILES), nx = tile_starts(w, tw, ov, xs, MAX_TILES);
-    if (ny < 0 || nx < 0)
-        return lv_error(LV_ERR_INVALID, "lv_vae_decode_tiled: more than %d tiles along an axis",
-                        MAX_TILES);
+    tile_grid grid, *g = &grid;
+    LV_TRY(tile_grid_of("lv_vae_decode_tiled", h, w, tiling, g));
+    const int th = g->th, tw = g->tw, ny = g->ny, nx = g->nx;
+    const int *ys = g->ys, *xs = g->xs;
     const vae_arch *a = &dec->arch;
     int up = 1;
     for (int i = 0; i < a->nups; i++)
@@ -112,21 +146,7 @@ lv_status lv_vae_decode_tiled(lv_ctx *ctx, lv_vae_decoder *dec, const float *lat
                         memcpy(crop + (((size_t)c * n + f) * th + y) * tw,
                                latents + (((size_t)c * n + f) * h + ly + y) * w + lx,
                                (size_t)tw * sizeof *crop);
-            /* overlaps in output pixels: to the neighbour's start (or end) */
-            int ov_up = iy > 0 ? (ys[iy - 1] + th - ly) * up : 0;
-            int ov_down = iy + 1 < ny ? (ly + th - ys[iy + 1]) * up : 0;
-            int ov_left = ix > 0 ? (xs[ix - 1] + tw - lx) * up : 0;
-            int ov_right = ix + 1 < nx ? (lx + tw - xs[ix + 1]) * up : 0;
-            for (int y = 0; y < th * up; y++) {
-                float lo = ramp(y, th * up, ov_up, ov_up > 0, false);
-                float hi = ramp(y, th * up, ov_down, false, ov_down > 0);
-                wy[y] = lo < hi ? lo : hi;
-            }
-            for (int x = 0; x < tw * up; x++) {
-                float lo = ramp(x, tw * up, ov_left, ov_left > 0, false);
-                float hi = ramp(x, tw * up, ov_right, false, ov_right > 0);
-                wx[x] = lo < hi ? lo : hi;
-            }
+            grid_weights(g, iy, ix, up, wy, wx);
             tile_sink sink = {.acc = frames_out, .wy = wy, .wx = wx, .T = T, .H = H, .W = W,
                               .y0 = ly * up, .x0 = lx * up, .th = th * up, .tw = tw * up,
                               .channels = C};
@@ -161,17 +181,10 @@ lv_status lv_vae_encode_tiled(lv_ctx *ctx, lv_vae_encoder *enc, const float *rgb
         return lv_error(LV_ERR_INVALID, "lv_vae_encode_tiled: frames of %d x %d pixels (width and height "
                         "multiples of %d)", W, H, ds);
     const int h = H / ds, w = W / ds;
-    int th = tiling->tile_h, tw = tiling->tile_w, ov = tiling->overlap;
-    if (th < 1 || tw < 1 || ov < 0 || (ov >= th && th < h) || (ov >= tw && tw < w))
-        return lv_error(LV_ERR_INVALID, "lv_vae_encode_tiled: tiles %d x %d with overlap %d (the overlap must "
-                        "be smaller than a tile)", th, tw, ov);
-    if (th > h) th = h;
-    if (tw > w) tw = w;
-    enum { MAX_TILES = 256 };
-    int ys[MAX_TILES], xs[MAX_TILES];
-    int ny = tile_starts(h, th, ov, ys, MAX_TILES), nx = tile_starts(w, tw, ov, xs, MAX_TILES);
-    if (ny < 0 || nx < 0)
-        return lv_error(LV_ERR_INVALID, "lv_vae_encode_tiled: more than %d tiles along an axis", MAX_TILES);
+    tile_grid grid, *g = &grid;
+    LV_TRY(tile_grid_of("lv_vae_encode_tiled", h, w, tiling, g));
+    const int th = g->th, tw = g->tw, ny = g->ny, nx = g->nx;
+    const int *ys = g->ys, *xs = g->xs;
     const int F = lv_vae_encoded_frames(T), pth = th * ds, ptw = tw * ds;
     const size_t plane = (size_t)h * w, tplane = (size_t)th * tw;
     float *wsum = calloc(plane, sizeof *wsum), *crop = malloc((size_t)C * T * pth * ptw * sizeof *crop);
@@ -187,17 +200,7 @@ lv_status lv_vae_encode_tiled(lv_ctx *ctx, lv_vae_encoder *enc, const float *rgb
                     for (int y = 0; y < pth; y++)
                         memcpy(crop + (((size_t)c * T + t) * pth + y) * ptw,
                                rgb + (((size_t)c * T + t) * H + ly * ds + y) * W + lx * ds, (size_t)ptw * sizeof *crop);
-            /* overlaps in latent pixels: to the neighbour's start (or end) */
-            const int ov_up = iy > 0 ? ys[iy - 1] + th - ly : 0, ov_down = iy + 1 < ny ? ly + th - ys[iy + 1] : 0;
-            const int ov_left = ix > 0 ? xs[ix - 1] + tw - lx : 0, ov_right = ix + 1 < nx ? lx + tw - xs[ix + 1] : 0;
-            for (int y = 0; y < th; y++) {
-                float lo = ramp(y, th, ov_up, ov_up > 0, false), hi = ramp(y, th, ov_down, false, ov_down > 0);
-                wy[y] = lo < hi ? lo : hi;
-            }
-            for (int x = 0; x < tw; x++) {
-                float lo = ramp(x, tw, ov_left, ov_left > 0, false), hi = ramp(x, tw, ov_right, false, ov_right > 0);
-                wx[x] = lo < hi ? lo : hi;
-            }
+            grid_weights(g, iy, ix, 1, wy, wx); /* in latent pixels */
             s = lv_vae_encode_frames(ctx, enc, crop, T, pth, ptw, part);
             for (int c = 0; s == LV_OK && c < z; c++)
                 for (int f = 0; f < F; f++)
@@ -242,8 +245,8 @@ typedef struct tile_state {
 
 struct lv_vae_tile_stream {
     lv_vae_decoder *dec;
-    int h, w, th, tw, up, ny, nx;
-    int *ys, *xs;
+    int h, w, up;
+    tile_grid g;
     float *wy, *wx;      /* per tile: th * up, tw * up weights */
     float *wsum;         /* [H, W]: the sum of the weights at each output pixel */
     tile_state *tiles;
@@ -254,22 +257,6 @@ struct lv_vae_tile_stream {
     uint64_t host_bytes;
 };
 
-/* The weights of tile (iy, ix) along each axis, as lv_vae_decode_tiled computes them. */
-static void tile_weights(const lv_vae_tile_stream *s, int iy, int ix, float *wy, float *wx) {
-    const int up = s->up, ly = s->ys[iy], lx = s->xs[ix], th = s->th, tw = s->tw;
-    int ov_up = iy > 0 ? (s->ys[iy - 1] + th - ly) * up : 0;
-    int ov_down = iy + 1 < s->ny ? (ly + th - s->ys[iy + 1]) * up : 0;
-    int ov_left = ix > 0 ? (s->xs[ix - 1] + tw - lx) * up : 0;
-    int ov_right = ix + 1 < s->nx ? (lx + tw - s->xs[ix + 1]) * up : 0;
-    for (int y = 0; y < th * up; y++) {
-        float lo = ramp(y, th * up, ov_up, ov_up > 0, false), hi = ramp(y, th * up, ov_down, false, ov_down > 0);
-        wy[y] = lo < hi ? lo : hi;
-    }
-    for (int x = 0; x < tw * up; x++) {
-        float lo = ramp(x, tw * up, ov_left, ov_left > 0, false), hi = ramp(x, tw * up, ov_right, false, ov_right > 0);
-        wx[x] = lo < hi ? lo : hi;
-    }
-}
 
 lv_status lv_vae_tile_stream_create(lv_vae_decoder *dec, int h, int w, const lv_vae_tiling *tiling,
                                     lv_vae_tile_stream **out) {
@@ -281,32 +268,17 @@ lv_status lv_vae_tile_stream_create(lv_vae_decoder *dec, int h, int w, const lv_
     if (dec->comm)
         return lv_error(LV_ERR_INVALID, "VAE tiles: the decoder is set to decode over bands "
                         "(lv_vae_set_sequence_parallel): tiles or bands, one or the other");
-    int th = tiling->tile_h, tw = tiling->tile_w, ov = tiling->overlap;
-    if (th < 1 || tw < 1 || ov < 0 || (ov >= th && th < h) || (ov >= tw && tw < w))
-        return lv_error(LV_ERR_INVALID, "VAE tiles %d x %d with overlap %d (the overlap must be smaller than a "
-                        "tile)", th, tw, ov);
-    if (th > h) th = h;
-    if (tw > w) tw = w;
     lv_vae_tile_stream *s = calloc(1, sizeof *s);
     if (!s) return lv_error(LV_ERR_NOMEM, "out of host memory");
-    enum { MAX_TILES = 256 };
-    s->ys = malloc(MAX_TILES * sizeof *s->ys);
-    s->xs = malloc(MAX_TILES * sizeof *s->xs);
-    if (!s->ys || !s->xs) {
-        lv_vae_tile_stream_destroy(s);
-        return lv_error(LV_ERR_NOMEM, "out of host memory");
-    }
-    s->ny = tile_starts(h, th, ov, s->ys, MAX_TILES);
-    s->nx = tile_starts(w, tw, ov, s->xs, MAX_TILES);
-    if (s->ny < 0 || s->nx < 0) {
-        lv_vae_tile_stream_destroy(s);
-        return lv_error(LV_ERR_INVALID, "VAE tiles %d x %d over latent %d x %d: more than %d tiles along an axis", th,
-                        tw, h, w, MAX_TILES);
+    lv_status gs = tile_grid_of("VAE tiles", h, w, tiling, &s->g);
+    if (gs != LV_OK) {
+        free(s);
+        return gs;
     }
     lv_vae_info info;
     lv_vae_decoder_info(dec, &info);
-    s->dec = dec, s->h = h, s->w = w, s->th = th, s->tw = tw, s->up = info.upscale;
-    const int up = s->up, n = s->ny * s->nx;
+    s->dec = dec, s->h = h, s->w = w, s->up = info.upscale;
+    const int up = s->up, n = s->g.ny * s->g.nx, th = s->g.th, tw = s->g.tw;
     const size_t W = (size_t)w * up, plane = (size_t)h * up * W;
     s->wy = malloc((size_t)n * th * up * sizeof *s->wy);
     s->wx = malloc((size_t)n * tw * up * sizeof *s->wx);
@@ -316,14 +288,14 @@ lv_status lv_vae_tile_stream_create(lv_vae_decoder *dec, int h, int w, const lv_
         lv_vae_tile_stream_destroy(s);
         return lv_error(LV_ERR_NOMEM, "out of host memory for %d VAE tiles", n);
     }
-    for (int iy = 0; iy < s->ny; iy++)
-        for (int ix = 0; ix < s->nx; ix++) {
-            int t = iy * s->nx + ix;
+    for (int iy = 0; iy < s->g.ny; iy++)
+        for (int ix = 0; ix < s->g.nx; ix++) {
+            int t = iy * s->g.nx + ix;
             float *wy = s->wy + (size_t)t * th * up, *wx = s->wx + (size_t)t * tw * up;
-            tile_weights(s, iy, ix, wy, wx);
+            grid_weights(&s->g, iy, ix, up, wy, wx);
             for (int y = 0; y < th * up; y++)
                 for (int x = 0; x < tw * up; x++)
-                    s->wsum[(size_t)(s->ys[iy] * up + y) * W + s->xs[ix] * up + x] += wy[y] * wx[x];
+                    s->wsum[(size_t)(s->g.ys[iy] * up + y) * W + s->g.xs[ix] * up + x] += wy[y] * wx[x];
         }
     /* what the tiles' histories will hold on the host: every slot of a tile, two frames */
     uint64_t per_tile = 0;
@@ -336,16 +308,16 @@ lv_status lv_vae_tile_stream_create(lv_vae_decoder *dec, int h, int w, const lv_
 
 void lv_vae_tile_stream_destroy(lv_vae_tile_stream *s) {
     if (!s) return;
-    for (int t = 0; s->tiles && t < s->ny * s->nx; t++)
+    for (int t = 0; s->tiles && t < s->g.ny * s->g.nx; t++)
         for (int i = 0; i < VAE_MAX_SLOTS; i++) free(s->tiles[t].frames[i]);
-    free(s->tiles), free(s->ys), free(s->xs), free(s->wy), free(s->wx), free(s->wsum), free(s->crop), free(s->acc);
+    free(s->tiles), free(s->wy), free(s->wx), free(s->wsum), free(s->crop), free(s->acc);
     free(s);
 }
 
-int lv_vae_tile_stream_count(const lv_vae_tile_stream *s) { return s->ny * s->nx; }
+int lv_vae_tile_stream_count(const lv_vae_tile_stream *s) { return s->g.ny * s->g.nx; }
 void lv_vae_tile_stream_size(const lv_vae_tile_stream *s, int *tile_h, int *tile_w) {
-    *tile_h = s->th;
-    *tile_w = s->tw;
+    *tile_h = s->g.th;
+    *tile_w = s->g.tw;
 }
 uint64_t lv_vae_tile_stream_host_bytes(const lv_vae_tile_stream *s) { return s->host_bytes; }
 
@@ -410,7 +382,7 @@ lv_status lv_vae_tile_stream_decode(lv_ctx *ctx, lv_vae_tile_stream *s, const fl
     if (n == 0) return LV_OK;
     lv_vae_decoder *d = s->dec;
     const vae_arch *a = &d->arch;
-    const int up = s->up, th = s->th, tw = s->tw, C = a->out_ch, z = a->z;
+    const int up = s->up, th = s->g.th, tw = s->g.tw, C = a->out_ch, z = a->z;
     const int64_t T = s->frames_done == 0 ? 1 + 4 * ((int64_t)n - 1) : 4 * (int64_t)n;
     const int64_t W = (int64_t)s->w * up, plane = (int64_t)s->h * up * W;
     if (n > s->crop_frames) {
@@ -429,9 +401,9 @@ lv_status lv_vae_tile_stream_decode(lv_ctx *ctx, lv_vae_tile_stream *s, const fl
     }
     memset(s->acc, 0, (size_t)C * T * plane * sizeof *s->acc);
     lv_status st = LV_OK;
-    for (int iy = 0; st == LV_OK && iy < s->ny; iy++)
-        for (int ix = 0; st == LV_OK && ix < s->nx; ix++) {
-            const int t = iy * s->nx + ix, ly = s->ys[iy], lx = s->xs[ix];
+    for (int iy = 0; st == LV_OK && iy < s->g.ny; iy++)
+        for (int ix = 0; st == LV_OK && ix < s->g.nx; ix++) {
+            const int t = iy * s->g.nx + ix, ly = s->g.ys[iy], lx = s->g.xs[ix];
             for (int c = 0; c < z; c++)
                 for (int f = 0; f < n; f++)
                     for (int y = 0; y < th; y++)
