@@ -247,8 +247,10 @@ static cli_option options[] = {
      .help = "with --continue: whole writes the clip's frames, then the new ones (the clip made longer, and a clip "
              "to continue again; the clip re-encoded with --codec); new writes the new frames only"},
     {.name = "--resume", .kind = CLI_FLAG, .dest = &args.resume,
-     .help = "continue an interrupted run (same options) from OUT.longvk-state: the embedded model (and other "
-             "pixel-space models) only for now; a latent model (SANA-Video) cannot resume yet"},
+     .help = "continue an interrupted run (same options) from OUT.longvk-state, with the frames of an "
+             "uninterrupted run: the embedded model and other pixel-space models, and latent models (SANA-Video) "
+             "writing a video through the VAE (whose last latent frames are decoded again first); not a single "
+             "clip (--sampler euler|dpm++2m) nor a .npy of latents (written only at the end)"},
     {.name = "--overwrite", .kind = CLI_FLAG, .dest = &args.overwrite,
      .help = "start again when OUT.longvk-state says an interrupted run left OUT: its video and state are "
              "replaced (without --resume or --overwrite such a run is refused, so that a partial video is "
@@ -340,7 +342,7 @@ const cli_spec cmd_generate_spec = {
     .about = "Generates a video block by block with the carried linear-attention state, so memory\n"
              "and time per block stay constant however long the video is. Finished blocks go to\n"
              "the file at once; Ctrl-C finishes the current block, closes the file (it plays),\n"
-             "tells how to resume (the embedded model; latent models cannot resume yet) and exits\n"
+             "tells how to resume (--resume; not a single clip nor a .npy of latents) and exits\n"
              "130, as does a stop by SIGTERM or SIGUSR1 (what `kill -USR1 <mpirun>` forwards).\n"
              "Before the first frame one line says what the run will do (not with -q).\n",
     .options = options,
@@ -732,11 +734,10 @@ static int run_generate(lv_generate_options o) {
         snprintf(stop_message, sizeof stop_message, "\nlongvk generate (rank 0 of %d): stopping after the current "
                  "block; when mpirun ends the job (Ctrl-C, or a rank that died: mpirun names it), %s plays up to the "
                  "last block written and --resume continues from %s.longvk-state\n", mpi.ranks, o.output, o.output);
-    else if (ranks) /* nothing to resume from (a latent model): say only what is left */
+    else if (ranks) /* nothing to resume from (a .npy of latents): say only what is left */
         snprintf(stop_message, sizeof stop_message, "\nlongvk generate (rank 0 of %d): stopping after the current "
-                 "block; when mpirun ends the job (Ctrl-C, or a rank that died: mpirun names it), %s plays up to the "
-                 "last block written (this model cannot resume yet: run it again to make the rest)\n", mpi.ranks,
-                 o.output);
+                 "block; when mpirun ends the job (Ctrl-C, or a rank that died: mpirun names it), nothing is left to "
+                 "resume from (%s is written at the end: run it again to make it)\n", mpi.ranks, o.output);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
 
@@ -760,8 +761,9 @@ static int run_generate(lv_generate_options o) {
         if (mpi.rank == 0 && plan.resumable)
             fprintf(stderr, "longvk generate: %s.\nresume with the same command and --resume\n", lv_last_error());
         else if (mpi.rank == 0)
-            fprintf(stderr, "longvk generate: %s.\n%s cannot resume yet (--resume works for the embedded model "
-                    "only for now): run it again to make the whole video\n", lv_last_error(), plan.model);
+            fprintf(stderr, "longvk generate: %s.\nthis run writes no resume state (a single clip, or a latent "
+                    "model's .npy of latents, written only at the end): run it again to make the whole output\n",
+                    lv_last_error());
         cli_mpi_end(&mpi, "generate", 0);
         return 130;
     }

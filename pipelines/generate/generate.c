@@ -65,6 +65,8 @@ static void run_free(gen_run *r) {
     free(r->texts_y);
     free(r->texts_mask);
     free(r->hist);
+    free(r->vae_ring);
+    free(r->vae_resume.latents);
     free(r->cond);
     free(r->image);
     lv_gen_continue_free(r);
@@ -171,6 +173,8 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
     int first_chunk = 0;
     if (o->resume) LV_TRY(lv_gen_load_resume(r, &first_chunk));
     LV_TRY(lv_gen_alloc_buffers(r));
+    /* a latent model's VAE: its causal history put back from the last latent frames it decoded */
+    if (o->resume && first_chunk < total) LV_TRY(lv_gen_vae_reprime(r));
     LV_TRY(lv_gen_continue_open(r, first_chunk));
     if (r->root && lv_gen_writes_video(r) && o->resume) {
         if (r->frames_done > 0) LV_TRY(lv_gen_open_video(r, r->frames_done, &r->enc)); /* checks the old video */

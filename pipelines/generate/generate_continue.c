@@ -94,11 +94,17 @@ gen_chunk lv_gen_chunk(const gen_run *r, int c) {
     return k;
 }
 
+static int pixel_count(const gen_run *r, int first, int n);
+
 int64_t lv_gen_frames_after(const gen_run *r, int chunks_done) {
+    const bool vae = !r->m.card.pixel && r->o.vae_path; /* pixel frames through the VAE */
     int64_t f = 0;
     for (int c = 0; c < chunks_done; c++) {
         gen_chunk k = lv_gen_chunk(r, c);
-        if (k.written) f += k.frames;
+        if (!k.written) continue;
+        if (!vae) f += k.frames;
+        else if (k.kind == GEN_CHUNK_NEW && r->clip.frames) f += 4 * (int64_t)k.frames; /* continuing the clip's */
+        else f += pixel_count(r, k.first, k.frames); /* frame 0 alone, then 4 a latent frame */
     }
     return f;
 }
@@ -355,11 +361,6 @@ static lv_status read_frames(gen_run *r, const gen_chunk *k) {
     return LV_OK;
 }
 
-static lv_status discard_frame(void *user, int64_t index, const float *rgb, int height, int width) {
-    (void)user, (void)index, (void)rgb, (void)height, (void)width;
-    return LV_OK;
-}
-
 lv_status lv_gen_continue_block(gen_run *r, const gen_chunk *k) {
     gen_clip *c = &r->clip;
     const size_t plane = (size_t)r->grid_h * r->grid_w;
@@ -381,7 +382,7 @@ lv_status lv_gen_continue_block(gen_run *r, const gen_chunk *k) {
      * start. The clip's frames are written as the file has them; given as latents, as decoded. */
     if (c->prime_decoder && r->vae) {
         if (k->written && !c->dec && r->root) return lv_gen_emit_chunk(r, k->out_first, k->frames);
-        LV_TRY(lv_vae_decode_frames_cb(r->ctx, r->vae, r->x0, k->frames, r->grid_h, r->grid_w, discard_frame, NULL));
+        LV_TRY(lv_gen_vae_prime(r, r->x0, k->frames)); /* in tiles too, and kept for the resume file */
     }
     if (!k->written || !r->root) return LV_OK;
     /* frames given in model space, or a latent model's latents (.npy): as the run writes its own */

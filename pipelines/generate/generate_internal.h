@@ -25,10 +25,21 @@ typedef struct lv_gen_model {
 lv_status lv_gen_model_open(const char *path, lv_gen_model *m);
 void lv_gen_model_close(lv_gen_model *m);
 
+/* A latent model's VAE decoder in the resume file (generate_vae_history.c): how many latent
+ * frames it has decoded, in which tiles, and the last of them (at most lv_vae_history_frames),
+ * which --resume decodes again, dropping their frames, to put back its causal history. */
+typedef struct lv_gen_vae_state {
+    int64_t fed;                 /* latent frames the decoder has taken since the video's start */
+    int tile_h, tile_w, overlap; /* the tiles chosen (lv_vae_tiling; tile_h 0: whole frames) */
+    int64_t kept;                /* latent frames in latents: min(fed, lv_vae_history_frames) */
+    float *latents;              /* [kept, C, H, W], oldest first (read: malloc'd) */
+} lv_gen_vae_state;
+
 typedef struct lv_gen_resume {
     int chunks_done;
     int64_t frames_done;
     char *live;          /* the switches pushed during the run (lv_gen_live_record; malloc'd), or NULL */
+    lv_gen_vae_state vae; /* a latent model with a VAE: its decoder (latents NULL otherwise) */
 } lv_gen_resume;
 
 /* Write the resume file (atomically) after `chunks_done` chunks: state [state_count] is the
@@ -39,19 +50,23 @@ typedef struct lv_gen_resume {
 lv_status lv_gen_resume_save(const char *path, const lv_generate_options *o, const lv_gen_model *m,
                              const char *input, int chunks_done, int64_t frames_done, const float *state, int64_t state_count,
                              const float *last_frame, int64_t frame_values, const float *recent,
-                             int64_t recent_count, const char *live);
+                             int64_t recent_count, const char *live, const lv_gen_vae_state *vae);
 /* input: what the run continues (a clip's CRC-32; "" or NULL: nothing), part of the run's
  * identity. live (NULL: none, the file as before): the switches pushed during the run, a
  * "live" metadata record the checksum covers.
  * recent [recent_count] (NULL: none, the file as before): with --on-switch recache the last
- * blocks kept (gen_run.hist), a third tensor "recent_blocks" the checksum covers. */
+ * blocks kept (gen_run.hist), a third tensor "recent_blocks" the checksum covers.
+ * vae (NULL: none, a pixel model's file as before): a latent model's decoder, "vae_fed" and
+ * "vae_tiles" in the position record and the tensor "vae_latents" [kept x frame_values],
+ * all covered by the checksum. */
 /* Read it back, checking that it belongs to the same run (model, prompt, seed, sizes,
  * schedule): the position, the carried state into *state (malloc'd; NULL and 0 when no
  * block was made), for lv_dit_state_load, and last_frame [frame_values]. Host only: one
- * process reads it and hands it to the others. */
+ * process reads it and hands it to the others. vae: the run decodes latents (out->vae read;
+ * its latents malloc'd, the caller frees them). */
 lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, const lv_gen_model *m,
                              const char *input, lv_gen_resume *out, float **state, int64_t *state_count, float *last_frame,
-                             int64_t frame_values, float *recent, int64_t recent_count);
+                             int64_t frame_values, float *recent, int64_t recent_count, bool vae);
 
 /* The schedule as the resume file records it (NULL: none; malloc'd). */
 char *lv_gen_schedule_identity(const lv_generate_options *o);

@@ -171,10 +171,12 @@ static lv_status resolve_parts(gen_run *r) {
             return lv_error(LV_ERR_INVALID, "%s works in a VAE's latent space and has no vocabulary: give its text "
                             "encoder (--text-encoder DIR, or a diffusers pipeline folder as --model) or prompt "
                             "embeddings (--text-embeds)", r->m.name);
-        if (o->resume)
-            return lv_error(LV_ERR_UNSUPPORTED, "--resume: %s is a latent model (SANA-Video), which cannot resume "
-                            "yet: --resume works for the embedded model (and other pixel-space models) only for now",
-                            r->m.name);
+        /* a video through the VAE resumes (generate_vae_history.c); a .npy of latents is written
+         * whole at the end, so an interrupted one leaves nothing to continue */
+        if (o->resume && !o->vae_path)
+            return lv_error(LV_ERR_UNSUPPORTED, "--resume: a latent model's .npy output (its latents) is written "
+                            "only at the end, so an interrupted run leaves nothing to resume: write a video through "
+                            "the VAE (--vae, or a pipeline folder's vae/) to resume");
         if (!o->vae_path && (!o->output || !ends_with(o->output, ".npy")))
             return lv_error(LV_ERR_INVALID, "without --vae a latent model's output is its latents: "
                             "give an output ending in .npy, or a VAE with --vae%s",

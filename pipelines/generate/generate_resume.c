@@ -8,7 +8,9 @@
 /* The resume file after chunks_done blocks. Every process takes part in reading the carried
  * state (with bands on other processes lv_dit_state_save gathers the conv caches' rows);
  * the writing process alone writes it: whole, the same file whatever the bands. */
-bool lv_gen_resumable(const gen_run *r) { return r->m.card.pixel && r->o.sampler == LV_GEN_LONGSANA; }
+bool lv_gen_resumable(const gen_run *r) {
+    return (r->m.card.pixel || r->o.vae_path) && r->o.sampler == LV_GEN_LONGSANA;
+}
 
 lv_status lv_gen_save_state(gen_run *r, int chunks_done, int64_t frames_done) {
     if (!lv_gen_resumable(r)) return LV_OK;
@@ -17,12 +19,18 @@ lv_status lv_gen_save_state(gen_run *r, int chunks_done, int64_t frames_done) {
     int64_t count = 0;
     if (chunks_done) LV_TRY(lv_dit_state_save(r->ctx, r->dit, &state, &count)); /* 0: before the first block */
     char *live = lv_gen_live_record(r, chunks_done - r->o.burn_in_blocks);
-    lv_status s = !r->root ? LV_OK
-                  : r->o.live && !live ? lv_error(LV_ERR_NOMEM, "out of host memory")
-                                       : lv_gen_resume_save(r->state_path, &r->o, &r->m, r->clip.identity, chunks_done,
-                                                            frames_done, state, count, r->last_frame, r->frame_values,
-                                                            r->hist, r->hist ? (int64_t)r->hist_slots * r->hist_stride : 0,
-                                                            live);
+    /* a latent model's: the VAE decoder's place and its last latent frames */
+    lv_gen_vae_state vae = {0};
+    const bool latent = !r->m.card.pixel;
+    lv_status s = r->root && latent ? lv_gen_vae_record(r, &vae) : LV_OK;
+    if (s == LV_OK)
+        s = !r->root ? LV_OK
+            : r->o.live && !live ? lv_error(LV_ERR_NOMEM, "out of host memory")
+                                 : lv_gen_resume_save(r->state_path, &r->o, &r->m, r->clip.identity, chunks_done,
+                                                      frames_done, state, count, r->last_frame, r->frame_values,
+                                                      r->hist, r->hist ? (int64_t)r->hist_slots * r->hist_stride : 0,
+                                                      live, latent ? &vae : NULL);
+    free(vae.latents);
     free(live);
     free(state);
     return s;
@@ -36,7 +44,9 @@ static int64_t frames_after(const gen_run *r, int chunks_done) { return lv_gen_f
  * on: its verdict first, so that every process stops when it is refused, then the carried
  * state and the last frame. */
 static lv_status share_resume(gen_run *r, lv_status read, lv_gen_resume *res, float **state, int64_t *count) {
-    int64_t head[4] = {read, res->chunks_done, res->frames_done, *count};
+    lv_gen_vae_state *v = &res->vae;
+    int64_t head[9] = {read, res->chunks_done, res->frames_done, *count, v->fed, v->tile_h, v->tile_w, v->overlap,
+                       v->kept};
     LV_TRY(lv_gen_share(r, head, sizeof head));
     if (head[0] != LV_OK)
         return r->root ? read : lv_error((lv_status)head[0], "the resume file %s was refused by the process that "
@@ -47,6 +57,13 @@ static lv_status share_resume(gen_run *r, lv_status read, lv_gen_resume *res, fl
     if (!r->root && *count > 0 && !(*state = malloc((size_t)*count * sizeof **state)))
         return lv_error(LV_ERR_NOMEM, "out of host memory for the carried state (%lld values)", (long long)*count);
     LV_TRY(lv_gen_share(r, *state, (uint64_t)*count * sizeof **state));
+    /* a latent model's VAE: every process decoding bands decodes the kept frames again */
+    *v = (lv_gen_vae_state){.fed = head[4], .tile_h = (int)head[5], .tile_w = (int)head[6], .overlap = (int)head[7],
+                            .kept = head[8], .latents = v->latents};
+    const uint64_t vae_values = (uint64_t)v->kept * (uint64_t)r->frame_values;
+    if (!r->root && vae_values > 0 && !(v->latents = malloc(vae_values * sizeof *v->latents)))
+        return lv_error(LV_ERR_NOMEM, "out of host memory for the VAE's %lld latent frames", (long long)v->kept);
+    LV_TRY(lv_gen_share(r, v->latents, vae_values * sizeof *v->latents));
     return lv_gen_share(r, r->last_frame, (uint64_t)r->frame_values * sizeof *r->last_frame);
 }
 
@@ -58,8 +75,9 @@ lv_status lv_gen_load_resume(gen_run *r, int *first_chunk) {
     lv_status s = LV_OK;
     if (r->root)
         s = lv_gen_resume_read(r->state_path, &r->o, &r->m, r->clip.identity, &resume, &state, &count, r->last_frame, r->frame_values,
-                               r->hist, r->hist ? (int64_t)r->hist_slots * r->hist_stride : 0);
+                               r->hist, r->hist ? (int64_t)r->hist_slots * r->hist_stride : 0, !r->m.card.pixel);
     if (lv_gen_several(r)) s = share_resume(r, s, &resume, &state, &count);
+    r->vae_resume = resume.vae; /* decoded again once the decoder exists (lv_gen_vae_reprime) */
     /* the switches pushed during the interrupted run, applied again */
     if (s == LV_OK && r->o.live && resume.live) s = lv_gen_live_restore(r, resume.live, r->state_path);
     free(resume.live);
@@ -77,6 +95,10 @@ lv_status lv_gen_load_resume(gen_run *r, int *first_chunk) {
                         "%lld frames after %d)", r->state_path, resume.chunks_done, (long long)resume.frames_done,
                         total, resume.chunks_done >= 0 && resume.chunks_done <= total
                             ? (long long)frames_after(r, resume.chunks_done) : -1LL, resume.chunks_done);
+    if (!r->m.card.pixel && r->vae_resume.fed != lv_gen_vae_fed_after(r, resume.chunks_done))
+        return lv_error(LV_ERR_FORMAT, "%s: the VAE decoded %lld latent frames, this run would have decoded %lld "
+                        "after %d blocks", r->state_path, (long long)r->vae_resume.fed,
+                        (long long)lv_gen_vae_fed_after(r, resume.chunks_done), resume.chunks_done);
     if (r->twin) LV_TRY(lv_gen_twin_copy_state(r, resume.chunks_done));
     *first_chunk = resume.chunks_done;
     r->frames_done = resume.frames_done;

@@ -12,6 +12,8 @@
  *   generate_continue.c continuing a clip: its frames into the model's space, committed
  *   generate_live.c     prompts pushed during the run (--prompts-from): switches at the next block
  *   generate_vae_tiles.c the VAE in spatial tiles (--vae-tiles): chosen, reported, decoding a block
+ *   generate_vae_history.c the latent frames the VAE decoded last, kept for the resume file, and
+ *                       decoded again by --resume to put back the decoder's causal history
  *   generate_vae_encode.c a latent model's pixel frames to its latents: the VAE's encoder half
  *   generate_plan.c     the device-memory plan, checked against the device's budget before any upload */
 #ifndef LONGVK_GENERATE_RUN_H
@@ -94,6 +96,16 @@ typedef struct gen_run {
     uint64_t vae_weight_bytes; /* the device bytes its weights took (measured when it was made) */
     bool vae_chosen;         /* tiled or not is decided (at the first block decoded) */
     lv_vae_tile_stream *vae_stream; /* decoding in tiles, or NULL */
+    lv_vae_tiling vae_tiling;  /* the tiles chosen (tile_h 0: whole frames) */
+    bool vae_forced;         /* --resume: vae_tiling is the interrupted run's choice, not chosen again */
+    /* the latent frames the decoder took (generate_vae_history.c): vae_fed since the video's
+     * start, the last vae_ring_cap (lv_vae_history_frames) of them in a ring of frames
+     * [vae_ring_cap, C, H, W] (the writing process's); --resume's are in vae_resume until the
+     * decoder exists */
+    int64_t vae_fed;
+    float *vae_ring;
+    int vae_ring_cap;
+    lv_gen_vae_state vae_resume;
     lv_generate_callback progress; /* the caller's progress callback (the VAE's choice is reported) */
     void *progress_user;
     float *x0;               /* one chunk */
@@ -190,8 +202,9 @@ lv_status lv_gen_close_output(gen_run *r, lv_status s);
 lv_status lv_gen_save_state(gen_run *r, int chunks_done, int64_t frames_done);
 lv_status lv_gen_load_resume(gen_run *r, int *first_chunk);
 lv_status lv_gen_interrupted(const gen_run *r, int next);
-/* The run writes a resume file: block-wise generation of a pixel-space model (latent models
- * cannot resume yet: their VAE's caches are not saved) */
+/* The run writes a resume file: block-wise generation of a pixel-space model, or of a latent
+ * model decoded by a VAE into a video (not a latent model's .npy: its latents are kept in
+ * memory until the end) */
 bool lv_gen_resumable(const gen_run *r);
 
 /* generate_schedule.c */
@@ -235,7 +248,8 @@ void lv_gen_continue_warn(const gen_run *r, void (*warn)(void *, const char *), 
 /* Chunks of the run, burn-in and clip included; chunk c of them. */
 int lv_gen_total_chunks(const gen_run *r);
 gen_chunk lv_gen_chunk(const gen_run *r, int c);
-/* Frames written, and blocks committed to the state, once `chunks_done` chunks are done. */
+/* Frames written (the video's: a latent model's through the VAE are pixel frames), and blocks
+ * committed to the state, once `chunks_done` chunks are done. */
 int64_t lv_gen_frames_after(const gen_run *r, int chunks_done);
 int lv_gen_committed_after(const gen_run *r, int chunks_done);
 /* Model frames in the output (the new ones, and the clip's with --continue-output whole), and
@@ -262,12 +276,29 @@ void lv_gen_live_after(gen_run *r, void (*warn)(void *, const char *), void *use
 char *lv_gen_live_record(const gen_run *r, int shown_done);
 lv_status lv_gen_live_restore(gen_run *r, const char *record, const char *path);
 
+/* generate_vae_history.c */
+/* n latent frames x [C, n, H, W] the decoder has just taken: the last of them kept. */
+void lv_gen_vae_keep(gen_run *r, const float *x, int n);
+/* The decoder's record for the resume file (*out; out->latents malloc'd, the caller frees). */
+lv_status lv_gen_vae_record(const gen_run *r, lv_gen_vae_state *out);
+/* Latent frames the decoder has taken once chunks_done chunks are done (the check of a resume
+ * file's record). */
+int64_t lv_gen_vae_fed_after(const gen_run *r, int chunks_done);
+/* --resume, once the decoder exists: the kept latent frames (r->vae_resume) decoded again,
+ * their frames dropped, in the interrupted run's tiles; nothing when none was decoded. */
+lv_status lv_gen_vae_reprime(gen_run *r);
+/* A clip's latent frames (x [C, n, H, W]) through the decoder, their frames dropped: the
+ * history that new frames continue (--continue). */
+lv_status lv_gen_vae_prime(gen_run *r, const float *x, int n);
+
 /* generate_vae_tiles.c */
 /* The options' VAE tiles (lv_gen_check_options). */
 lv_status lv_gen_check_vae_tiles(const lv_generate_options *o);
 /* A finished latent chunk of n frames (r->x0) through the VAE into r->writer, tiled or not as
  * chosen at the first call (and reported through r->progress). */
 lv_status lv_gen_vae_decode(gen_run *r, int n);
+/* The same for x [C, n, H, W] with every frame to fn (NULL: dropped). */
+lv_status lv_gen_vae_decode_to(gen_run *r, const float *x, int n, lv_vae_frame_fn fn, void *user);
 void lv_gen_vae_tiles_free(gen_run *r);
 
 /* generate_progress.c */

@@ -39,7 +39,10 @@ static lv_status choose(gen_run *r) {
                               .vae_untiled_memory = lv_vae_decoder_memory(r->vae, h, w)};
     lv_vae_tiling tiling = {0, 0, 0};
     bool tiled = false;
-    if (r->o.vae_tiles == LV_GEN_VAE_TILES_FIXED) {
+    if (r->vae_forced) { /* --resume: the interrupted run's choice, whatever the budget says now */
+        tiling = r->vae_tiling;
+        tiled = tiling.tile_h > 0;
+    } else if (r->o.vae_tiles == LV_GEN_VAE_TILES_FIXED) {
         tiling.tile_h = r->o.vae_tile_h < h ? r->o.vae_tile_h : h;
         tiling.tile_w = r->o.vae_tile_w < w ? r->o.vae_tile_w : w;
         tiling.overlap = lv_vae_tile_overlap(tiling.tile_h, tiling.tile_w);
@@ -67,6 +70,7 @@ static lv_status choose(gen_run *r) {
         p.vae_memory = p.vae_untiled_memory;
     }
     r->vae_chosen = true;
+    r->vae_tiling = tiled ? tiling : (lv_vae_tiling){0, 0, 0};
     if (r->progress && r->root) r->progress(r->progress_user, &p);
     return LV_OK;
 }
@@ -76,12 +80,21 @@ static lv_status to_writer(void *user, int64_t index, const float *rgb, int heig
     return lv_frame_writer_write(user, rgb, 1, height, width);
 }
 
-lv_status lv_gen_vae_decode(gen_run *r, int n) {
-    if (!r->vae_chosen) LV_TRY(choose(r));
-    if (!r->vae_stream)
-        return lv_vae_decode_to_writer(r->ctx, r->vae, r->x0, n, r->grid_h, r->grid_w, NULL, &r->writer);
-    return lv_vae_tile_stream_decode(r->ctx, r->vae_stream, r->x0, n, to_writer, &r->writer);
+static lv_status dropped(void *user, int64_t index, const float *rgb, int height, int width) {
+    (void)user, (void)index, (void)rgb, (void)height, (void)width;
+    return LV_OK;
 }
+
+lv_status lv_gen_vae_decode_to(gen_run *r, const float *x, int n, lv_vae_frame_fn fn, void *user) {
+    if (!r->vae_chosen) LV_TRY(choose(r));
+    if (!fn) fn = dropped;
+    if (!r->vae_stream) LV_TRY(lv_vae_decode_frames_cb(r->ctx, r->vae, x, n, r->grid_h, r->grid_w, fn, user));
+    else LV_TRY(lv_vae_tile_stream_decode(r->ctx, r->vae_stream, x, n, fn, user));
+    lv_gen_vae_keep(r, x, n); /* for the resume file */
+    return LV_OK;
+}
+
+lv_status lv_gen_vae_decode(gen_run *r, int n) { return lv_gen_vae_decode_to(r, r->x0, n, to_writer, &r->writer); }
 
 void lv_gen_vae_tiles_free(gen_run *r) {
     lv_vae_tile_stream_destroy(r->vae_stream);

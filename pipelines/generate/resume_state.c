@@ -2,7 +2,9 @@
  * DiT (every layer's linear-attention state, the window ring included, and the temporal
  * conv's cached frame), the last frame made (warm-started blocks start from it) and the
  * position in the run, as a safetensors file written
- * atomically. Noise is counter-based (lv_noise_fill), so no generator state is needed.
+ * atomically. Noise is counter-based (lv_noise_fill), so no generator state is needed. A
+ * latent model's run adds its VAE decoder's place: the latent frames it last decoded, which
+ * --resume decodes again to put back its causal history (generate_vae_history.c).
  *
  * The metadata "checksum" ("crc32:" and 8 hex digits, zlib's CRC-32) covers everything the
  * file holds: the "run" and "position" records and both tensors' names, sizes and bytes.
@@ -76,6 +78,16 @@ static cJSON *run_identity(const lv_generate_options *o, const lv_gen_model *m, 
     if (o->encoder.codec) cJSON_AddStringToObject(j, "codec", o->encoder.codec);
     if (o->encoder.crf >= 0) cJSON_AddNumberToObject(j, "crf", o->encoder.crf);
     if (o->encoder.preset) cJSON_AddStringToObject(j, "preset", o->encoder.preset);
+    /* a latent model's VAE (the frames are its decode) and its tiles (tiled frames differ near
+     * the seams); recorded only for a latent model with a VAE, which had no resume file before */
+    if (!m->card.pixel && o->vae_path) {
+        cJSON_AddStringToObject(j, "vae", o->vae_path);
+        char tiles[64] = "auto";
+        if (o->vae_tiles == LV_GEN_VAE_TILES_OFF) snprintf(tiles, sizeof tiles, "off");
+        else if (o->vae_tiles == LV_GEN_VAE_TILES_FIXED)
+            snprintf(tiles, sizeof tiles, "%dx%d", o->vae_tile_h, o->vae_tile_w);
+        cJSON_AddStringToObject(j, "vae_tiles", tiles);
+    }
     return j;
 }
 
@@ -89,7 +101,8 @@ static const char *option_of(const char *key) {
         {"burn_in_blocks", "--burn-in-blocks"}, {"schedule", "--prompt-at/--schedule"},
         {"precision", "--precision"}, {"weights_dtype", "--weights-dtype"}, {"text_embeds", "--text-embeds"},
         {"codec", "--codec"}, {"crf", "--crf"}, {"preset", "--preset"}, {"image", "--image"},
-        {"continue", "--continue"}, {"continue_output", "--continue-output"}, {"prompts_from", "--prompts-from"}};
+        {"continue", "--continue"}, {"continue_output", "--continue-output"}, {"prompts_from", "--prompts-from"},
+        {"vae", "--vae"}, {"vae_tiles", "--vae-tiles"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(names[i][0], key) == 0) return names[i][1];
     return key;
@@ -131,7 +144,7 @@ static uLong crc_string(uLong crc, const char *s) { return crc_bytes(crc, s, str
 
 /* The checksum of a resume file's contents: the records and the tensors, in a fixed order. */
 static uint32_t state_checksum(const char *run, const char *position, const char *live,
-                               const lv_weight *const tensors[3]) {
+                               const lv_weight *const tensors[4]) {
     uLong crc = crc32(0L, Z_NULL, 0);
     crc = crc_string(crc, "longvk resume state 1");
     crc = crc_string(crc, "run");
@@ -142,7 +155,8 @@ static uint32_t state_checksum(const char *run, const char *position, const char
         crc = crc_string(crc, "live");
         crc = crc_string(crc, live);
     }
-    for (int i = 0; i < 3 && tensors[i]; i++) { /* the third, recent_blocks, only with --on-switch recache */
+    for (int i = 0; i < 4; i++) { /* recent_blocks only with --on-switch recache, vae_latents with a VAE */
+        if (!tensors[i]) continue;
         char size[64];
         snprintf(size, sizeof size, "%" PRIu64, tensors[i]->nbytes);
         crc = crc_string(crc, tensors[i]->name);
@@ -155,26 +169,38 @@ static uint32_t state_checksum(const char *run, const char *position, const char
 lv_status lv_gen_resume_save(const char *path, const lv_generate_options *o, const lv_gen_model *m,
                              const char *input, int chunks_done, int64_t frames_done, const float *state, int64_t state_count,
                              const float *last_frame, int64_t frame_values, const float *recent,
-                             int64_t recent_count, const char *live) {
+                             int64_t recent_count, const char *live, const lv_gen_vae_state *vae) {
     if (chunks_done != 0 && !state)
         return lv_error(LV_ERR_INVALID, "lv_gen_resume_save: no carried state after %d blocks", chunks_done);
     if (chunks_done == 0) state_count = 0; /* before the first block: nothing carried */
     cJSON *id = run_identity(o, m, input);
     char *run = cJSON_PrintUnformatted(id);
     cJSON_Delete(id);
-    char pos[128];
-    snprintf(pos, sizeof pos, "{\"chunks_done\": %d, \"frames_done\": %lld}", chunks_done, (long long)frames_done);
-    lv_weight t[3] = {{.name = "carried_state", .dtype = LV_F32, .ndim = 1, .shape = {state_count},
+    char pos[320];
+    int len = snprintf(pos, sizeof pos, "{\"chunks_done\": %d, \"frames_done\": %lld", chunks_done,
+                       (long long)frames_done);
+    if (vae) /* the decoder's place in the video and its tiles */
+        len += snprintf(pos + len, sizeof pos - (size_t)len, ", \"vae_fed\": %lld, \"vae_tiles\": [%d, %d, %d]",
+                        (long long)vae->fed, vae->tile_h, vae->tile_w, vae->overlap);
+    snprintf(pos + len, sizeof pos - (size_t)len, "}");
+    lv_weight t[4] = {{.name = "carried_state", .dtype = LV_F32, .ndim = 1, .shape = {state_count},
                        .data = (void *)state, .nbytes = (uint64_t)state_count * 4},
                       {.name = "last_frame", .dtype = LV_F32, .ndim = 1, .shape = {frame_values},
                        .data = (void *)last_frame, .nbytes = (uint64_t)frame_values * 4},
                       {.name = "recent_blocks", .dtype = LV_F32, .ndim = 1, .shape = {recent_count},
-                       .data = (void *)recent, .nbytes = (uint64_t)recent_count * 4}};
-    const lv_weight *const tensors[3] = {&t[0], &t[1], recent ? &t[2] : NULL};
+                       .data = (void *)recent, .nbytes = (uint64_t)recent_count * 4},
+                      {.name = "vae_latents", .dtype = LV_F32, .ndim = 1,
+                       .shape = {vae ? vae->kept * frame_values : 0}, .data = vae ? (void *)vae->latents : NULL,
+                       .nbytes = vae ? (uint64_t)(vae->kept * frame_values) * 4 : 0}};
+    const lv_weight *const tensors[4] = {&t[0], &t[1], recent ? &t[2] : NULL, vae ? &t[3] : NULL};
     char checksum[32];
     snprintf(checksum, sizeof checksum, "crc32:%08" PRIx32, state_checksum(run ? run : "{}", pos, live, tensors));
     const char *meta[8] = {"run", run ? run : "{}", "position", pos, "checksum", checksum, "live", live};
-    lv_status s = run ? lv_safetensors_write(path, t, recent ? 3 : 2, meta, live ? 4 : 3)
+    lv_weight written[4];
+    int n = 0;
+    for (int i = 0; i < 4; i++)
+        if (tensors[i]) written[n++] = *tensors[i];
+    lv_status s = run ? lv_safetensors_write(path, written, n, meta, live ? 4 : 3)
                       : lv_error(LV_ERR_NOMEM, "out of host memory");
     if (s != LV_OK) lv_error_prefix(s, "writing the resume file %s", path);
     free(run);
@@ -183,7 +209,7 @@ lv_status lv_gen_resume_save(const char *path, const lv_generate_options *o, con
 
 lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, const lv_gen_model *m,
                              const char *input, lv_gen_resume *out, float **state, int64_t *state_count, float *last_frame,
-                             int64_t frame_values, float *recent, int64_t recent_count) {
+                             int64_t frame_values, float *recent, int64_t recent_count, bool vae) {
     *state = NULL;
     *state_count = 0;
     lv_weights *w;
@@ -194,7 +220,8 @@ lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, con
     const char *checksum = lv_weights_metadata(w, "checksum"), *live = lv_weights_metadata(w, "live");
     out->live = NULL;
     const lv_weight *t = lv_weights_find(w, "carried_state"), *lf = lv_weights_find(w, "last_frame");
-    const lv_weight *rb = lv_weights_find(w, "recent_blocks");
+    const lv_weight *rb = lv_weights_find(w, "recent_blocks"), *vl = lv_weights_find(w, "vae_latents");
+    out->vae = (lv_gen_vae_state){0};
     cJSON *want = run_identity(o, m, input), *got = run ? cJSON_Parse(run) : NULL, *p = pos ? cJSON_Parse(pos) : NULL;
     uint32_t stored = 0, actual = 0;
     char tail = 0;
@@ -208,7 +235,7 @@ lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, con
     } else if (sscanf(checksum, "crc32:%8" SCNx32 "%c", &stored, &tail) != 1 || strlen(checksum) != 14) {
         s = lv_error(LV_ERR_FORMAT, "%s: its checksum record '%.40s' is malformed (the file is damaged)", path,
                      checksum);
-    } else if ((actual = state_checksum(run, pos, live, (const lv_weight *const[3]){t, lf, rb})) != stored) {
+    } else if ((actual = state_checksum(run, pos, live, (const lv_weight *const[4]){t, lf, rb, vl})) != stored) {
         s = lv_error(LV_ERR_FORMAT,
                      "%s is damaged: its contents do not match its checksum (CRC-32 %08" PRIx32 " stored, %08" PRIx32
                      " computed), so it was changed or corrupted after it was written; run again without --resume "
@@ -240,11 +267,36 @@ lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, con
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(p, "frames_done");
         /* chunks_done 0: written as the run started, before its first block */
         if (!cJSON_IsNumber(c) || !cJSON_IsNumber(f) || c->valuedouble < 0 || c->valuedouble > 1e9 ||
-            c->valuedouble != (double)(int)c->valuedouble || f->valuedouble < 0 || f->valuedouble > o->frames)
-            s = lv_error(LV_ERR_FORMAT, "%s: bad position record", path);
+            c->valuedouble != (double)(int)c->valuedouble || f->valuedouble < 0 || f->valuedouble > 1e12)
+            s = lv_error(LV_ERR_FORMAT, "%s: bad position record", path); /* lv_gen_load_resume checks it exactly */
         else {
             out->chunks_done = c->valueint;
             out->frames_done = (int64_t)f->valuedouble;
+        }
+    }
+    if (s == LV_OK && vae) { /* the VAE decoder's place and the latent frames it decodes again */
+        const cJSON *fed = cJSON_GetObjectItemCaseSensitive(p, "vae_fed");
+        const cJSON *tiles = cJSON_GetObjectItemCaseSensitive(p, "vae_tiles");
+        int tv[3] = {0, 0, 0}, ok = cJSON_IsNumber(fed) && fed->valuedouble >= 0 && fed->valuedouble <= 1e9 &&
+                                    cJSON_IsArray(tiles) && cJSON_GetArraySize(tiles) == 3 && vl &&
+                                    vl->dtype == LV_F32 && frame_values > 0 &&
+                                    lv_weight_numel(vl) % (uint64_t)frame_values == 0;
+        for (int i = 0; ok && i < 3; i++) {
+            const cJSON *v = cJSON_GetArrayItem(tiles, i);
+            ok = cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 4096;
+            if (ok) tv[i] = v->valueint;
+        }
+        if (!ok)
+            s = lv_error(LV_ERR_FORMAT, "%s: no VAE decoder record (vae_fed, vae_tiles and vae_latents of %lld values "
+                         "a latent frame): not the resume file of a latent model's run", path, (long long)frame_values);
+        else {
+            out->vae = (lv_gen_vae_state){.fed = (int64_t)fed->valuedouble, .tile_h = tv[0], .tile_w = tv[1],
+                                          .overlap = tv[2],
+                                          .kept = (int64_t)(lv_weight_numel(vl) / (uint64_t)frame_values)};
+            const size_t bytes = (size_t)lv_weight_numel(vl) * sizeof(float);
+            if (!(out->vae.latents = malloc(bytes ? bytes : 1)))
+                s = lv_error(LV_ERR_NOMEM, "out of host memory for the VAE's latent frames of %s", path);
+            else memcpy(out->vae.latents, vl->data, bytes);
         }
     }
     /* chunks_done 0: written as the run started, nothing carried yet */
@@ -260,6 +312,10 @@ lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, con
     if (s == LV_OK) memcpy(last_frame, lf->data, (size_t)frame_values * sizeof *last_frame);
     if (s == LV_OK && recent) memcpy(recent, rb->data, (size_t)recent_count * sizeof *recent);
     if (s == LV_OK && live && !(out->live = strdup(live))) s = lv_error(LV_ERR_NOMEM, "out of host memory");
+    if (s != LV_OK) {
+        free(out->vae.latents);
+        out->vae.latents = NULL;
+    }
     cJSON_Delete(want);
     cJSON_Delete(got);
     cJSON_Delete(p);

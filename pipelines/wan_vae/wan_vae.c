@@ -449,6 +449,8 @@ int64_t lv_vae_frames_for(const lv_vae_decoder *dec, int n) {
 }
 
 int64_t lv_vae_frames_decoded(const lv_vae_decoder *dec) { return dec->frames_done; }
+
+int lv_vae_history_frames(const lv_vae_decoder *dec) { return vae_arch_history_frames(&dec->arch); }
 void lv_vae_set_tap(lv_vae_decoder *dec, lv_vae_tap fn, void *user) {
     dec->tap = fn;
     dec->tap_user = user;

@@ -2,6 +2,7 @@
  * history slots, the parameter count, the device memory of a decode (the plan
  * pipelines/wan_vae/wan_vae.c allocates by), the multiply-adds of a frame, the tensors of a
  * structure under their original names, and the diffusers names of the tensors. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,6 +41,36 @@ int vae_arch_slots(const vae_arch *arch) {
     for (int i = 0; i < arch->nups; i++)
         n += arch->ups[i].kind == VAE_RES ? 2 : arch->ups[i].kind == VAE_UP3D ? 1 : 0;
     return n;
+}
+
+/* The latent frames to decode again, from a reset decoder, so that every causal conv's
+ * history is that of the whole video's decode (lv_vae_history_frames; README "Resuming a
+ * decode"). Decoding from latent frame s instead of 0 differs from the whole decode only in
+ * the frames that see back past s (zeros instead of the frames before) and in the first-frame
+ * rule (frame s passes both time_convs alone, and their history starts with zeros at frame
+ * s + 1). c is the first exact position, in latent frames: a frame at temporal rate k (the
+ * frames per latent frame at that level, 1, 2, 4) sits at latent position j + i / k. A causal
+ * 3-tap conv at rate k reads 2 frames back, 2 / k latent frames: c += 2 / k. A time_conv at
+ * rate k also needs its frames to come after frame s (it never saw s): c = max(c, s + 1) + 2 / k.
+ * At the end the convs keep their last two input frames, the earliest at N - 2 at rate 1 (later
+ * at a higher rate): with c <= N - 2 for the last conv (c only grows) all of them are exact.
+ * Wan2.1: 22 after the latent level, 24 after the first time_conv, 31 after the second, 37.5
+ * after the head: 40 frames. */
+static double exact_after(double c, double s, int rate) { return (c > s + 1 ? c : s + 1) + 2.0 / rate; }
+
+int vae_arch_history_frames(const vae_arch *arch) {
+    const double s = 0;
+    double c = s + 2 + 4 + 4; /* conv1, the middle's two residual blocks (two convs each) at rate 1 */
+    int rate = 1;
+    for (int i = 0; i < arch->nups; i++) {
+        if (arch->ups[i].kind == VAE_RES) c += 2 * 2.0 / rate;
+        else if (arch->ups[i].kind == VAE_UP3D) {
+            c = exact_after(c, s, rate);
+            rate *= 2;
+        }
+    }
+    c += 2.0 / rate; /* the head */
+    return (int)ceil(c - s) + 2;
 }
 
 static uint64_t res_params(uint64_t ci, uint64_t co) {

@@ -40,6 +40,9 @@ void vae_arch_wan21(vae_arch *arch);
 void vae_arch_make(vae_arch *arch, int dim, int z);
 /* Causal convs with a history slot, in forward order (32 for Wan2.1). */
 int vae_arch_slots(const vae_arch *arch);
+/* Latent frames whose decode from a reset decoder leaves every history as the whole video's
+ * (lv_vae_history_frames; 40 for Wan2.1). */
+int vae_arch_history_frames(const vae_arch *arch);
 /* Parameters of conv2 and decoder.* (73,295,603 for Wan2.1). */
 uint64_t vae_arch_params(const vae_arch *arch);
 

@@ -1,9 +1,10 @@
 /* What a `generate` run is and what it promises (issue 53, items 6, 7, 15 and 16), through
  * the built longvk:
  *   - -p beside --text-embeds (whose rows the DiT reads) is refused, exit 2;
- *   - a latent model (SANA-Video) cannot resume yet, and no message says it can: --resume
- *     is refused (exit 2) saying that resume works for the embedded model only for now; a
- *     stopped run says it cannot resume and leaves no resume state;
+ *   - a latent model (SANA-Video) resumes: stopped, it says how to resume and leaves a resume
+ *     state, --resume with other --vae-tiles is refused naming the option, and --resume with
+ *     the same options finishes the video (its frames: test_latent_resume.c); a .npy of
+ *     latents (written at the end) refuses --resume (exit 2) saying why;
  *   - every option that changes the frames is in the run identity: a run stopped at f32 and
  *     resumed at bf16 (--precision or LONGVK_PRECISION), with other --weights-dtype, or the
  *     other way round, is refused naming the option; the same options resume;
@@ -70,7 +71,7 @@ static const char *write_embeds(void) {
             "--block-frames", "1", "--codec", "ffv1", "-o", out, __VA_ARGS__, NULL                                  \
     }
 
-Test(run_identity, latent_models_never_promise_resume, .timeout = 600) {
+Test(run_identity, latent_models_resume, .timeout = 600) {
     const char *embeds = write_embeds();
     char out[1024], state[1100];
     snprintf(out, sizeof out, "%s", ts_tmp("ident-latent.mkv"));
@@ -83,25 +84,42 @@ Test(run_identity, latent_models_never_promise_resume, .timeout = 600) {
     expect_has(&p, "--prompt and --text-embeds: one or the other", "-p with --text-embeds");
     free(p.err);
 
-    /* --resume: refused before any work, saying for which model resume works */
-    p = gen(LATENT(out, "--frames", "5", "--resume"));
-    expect_exit(p, 2, "--resume with a latent model");
-    expect_has(&p, "cannot resume yet", "--resume with a latent model");
-    expect_has(&p, "embedded model", "--resume with a latent model");
-    cr_assert_eq(access(out, F_OK), -1, "a refused run made %s", out);
+    /* --resume of a .npy of latents: refused before any work, saying why */
+    char npy[1024];
+    snprintf(npy, sizeof npy, "%s", ts_tmp("ident-latent.npy"));
+    const char *const to_npy[] = {LONGVK_CLI, "generate", "--model", SANA, "--text-embeds", embeds, "-W", "48", "-H",
+                                  "32", "--block-frames", "1", "--frames", "5", "--resume", "-o", npy, NULL};
+    p = gen(to_npy);
+    expect_exit(p, 2, "--resume to a .npy");
+    expect_has(&p, "written only at the end", "--resume to a .npy");
+    cr_assert_eq(access(npy, F_OK), -1, "a refused run made %s", npy);
     free(p.err);
 
     /* stopped after its first block (a SIGUSR1 then, as Ctrl-C or mpirun's forward): it plays,
-     * says it cannot resume, and no state promises otherwise */
+     * says how to resume, and its state is there */
     setenv("LONGVK_TEST_STOP", "0:1", 1);
     p = gen(LATENT(out, "--frames", "9"));
     unsetenv("LONGVK_TEST_STOP");
     expect_exit(p, 130, "the stopped latent run");
     expect_has(&p, "interrupted after block 1", "the stopped latent run");
-    expect_has(&p, "cannot resume yet", "the stopped latent run");
-    expect_lacks(&p, "resume with the same command", "the stopped latent run");
-    cr_assert_eq(access(state, F_OK), -1, "a latent run left a resume state %s it cannot resume from", state);
+    expect_has(&p, "resume with the same command and --resume", "the stopped latent run");
+    expect_lacks(&p, "cannot resume", "the stopped latent run");
+    cr_assert_eq(access(state, F_OK), 0, "the stopped latent run left no resume state %s", state);
     free(p.err);
+    /* the VAE's tiles change the frames: other tiles are refused, naming the option */
+    p = gen(LATENT(out, "--frames", "9", "--vae-tiles", "2x2", "--resume"));
+    cr_assert(p.status != 0 && p.signal == 0, "resumed in other tiles:\n%s", p.err);
+    expect_has(&p, "vae_tiles was \"auto\", now \"2x2\"", "--vae-tiles 2x2");
+    expect_has(&p, "(--vae-tiles:", "--vae-tiles 2x2");
+    free(p.err);
+    p = gen(LATENT(out, "--frames", "9", "--resume"));
+    expect_exit(p, 0, "the resumed latent run");
+    free(p.err);
+    int64_t resumed_frames;
+    size_t resumed_bytes;
+    free(ts_decode_all(out, &resumed_frames, &resumed_bytes));
+    cr_assert_eq(resumed_frames, 9);
+    cr_assert_eq(access(state, F_OK), -1, "the finished run left %s", state);
 
     /* --frames 6: a latent frame is 4 pixel frames (the first alone), so 9 are made, and said */
     remove_outputs(out);

@@ -596,6 +596,82 @@ Test(vae, tile_stream_keeps_each_tiles_history) {
     lv_weights_close(w);
 }
 
+/* ---- resuming a decode (generate --resume) ------------------------------------------------- */
+
+/* The latent frames [f0, f0 + n) of lat [4, total, h, w] as [4, n, h, w]. */
+static float *frames_from(const float *lat, int total, int f0, int n, int h, int wd) {
+    float *part = malloc((size_t)4 * n * h * wd * sizeof *part);
+    for (int c = 0; c < 4; c++)
+        memcpy(part + (size_t)c * n * h * wd, lat + ((size_t)c * total + f0) * h * wd, (size_t)n * h * wd * sizeof *part);
+    return part;
+}
+
+typedef struct after_sink {
+    float *out;
+    int64_t base, T, P; /* frames before base are dropped */
+} after_sink;
+
+static lv_status after_frame(void *user, int64_t index, const float *rgb, int height, int width) {
+    after_sink *s = user;
+    (void)height, (void)width;
+    if (index < s->base) return LV_OK;
+    cr_assert(index - s->base < s->T);
+    for (int c = 0; c < 3; c++)
+        memcpy(s->out + ((size_t)c * s->T + (index - s->base)) * s->P, rgb + (size_t)c * s->P, (size_t)s->P * sizeof *rgb);
+    return LV_OK;
+}
+
+/* A reset decoder given latent frames [N - r, N) of lat, their frames dropped, then [N, n):
+ * the frames of [N, n) into out [3, 4 (n - N), H, W]. */
+static void resumed(lv_ctx *ctx, lv_vae_decoder *dec, const float *lat, int n, int h, int wd, int N, int r,
+                    float *out) {
+    float *prime = frames_from(lat, n, N - r, r, h, wd), *rest = frames_from(lat, n, N, n - N, h, wd);
+    after_sink sink = {.out = out, .base = 1 + 4 * (int64_t)(r - 1), .T = 4 * (int64_t)(n - N), .P = (int64_t)64 * h * wd};
+    lv_vae_reset(dec);
+    cr_assert_eq(lv_vae_decode_frames_cb(ctx, dec, prime, r, h, wd, after_frame, &sink), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_vae_decode_frames_cb(ctx, dec, rest, n - N, h, wd, after_frame, &sink), LV_OK, "%s", lv_last_error());
+    free(prime), free(rest);
+}
+
+/* generate --resume puts a latent model's decoder back by decoding the last R =
+ * lv_vae_history_frames latent frames again on a reset decoder (README "Resuming a decode"):
+ * the frames after them are then the whole video's, bit for bit (a tile stream's tile and a band
+ * are each such a decoder: test_latent_resume.c resumes them inside generate); R is the structure's temporal receptive field (40 for Wan2.1's structure, which the
+ * tiny config shares). Fewer frames again leave a different history: the bound is not loose to
+ * the point of hiding that (10 frames, a quarter of it, differ). */
+Test(vae, resume_by_decoding_the_last_frames_again, .timeout = 600) {
+    vae_arch real;
+    vae_arch_wan21(&real);
+    cr_assert_eq(vae_arch_history_frames(&real), 40);
+    lv_weights *w;
+    cr_assert_eq(lv_weights_open(WEIGHTS, &w), LV_OK);
+    lv_ctx *ctx = ts_ctx();
+    lv_vae_decoder *dec;
+    cr_assert_eq(lv_vae_decoder_create(ctx, w, &dec), LV_OK, "%s", lv_last_error());
+    const int R = lv_vae_history_frames(dec);
+    cr_assert_eq(R, 40, "the tiny config has Wan2.1's structure");
+    const int h = 2, wd = 4, n = R + 2, N = R + 1; /* resumed after N latent frames */
+    const int64_t T = 1 + 4 * (int64_t)(n - 1), tail = 4 * (int64_t)(n - N), P = (int64_t)64 * h * wd;
+    float *lat = ts_rand_alloc((size_t)4 * n * h * wd, 930, -2, 2);
+    float *whole = malloc((size_t)3 * T * P * sizeof *whole), *want = malloc((size_t)3 * tail * P * sizeof *want);
+    float *got = malloc((size_t)3 * tail * P * sizeof *got);
+    const size_t count = (size_t)3 * tail * P;
+    cr_assert_eq(lv_vae_decode_frames(ctx, dec, lat, n, h, wd, whole), LV_OK, "%s", lv_last_error());
+    for (int c = 0; c < 3; c++) /* the whole decode's last frames, those of [N, n) */
+        memcpy(want + (size_t)c * tail * P, whole + ((size_t)c * T + (T - tail)) * P, (size_t)(tail * P) * sizeof *want);
+    resumed(ctx, dec, lat, n, h, wd, N, R, got);
+    cr_assert_eq(memcmp(got, want, count * sizeof *got), 0, "the frames after %d again differ (max|diff| "
+                 "%.3g)", R, ts_max_abs_diff(got, want, count));
+    resumed(ctx, dec, lat, n, h, wd, N, R / 4, got);
+    double short_diff = ts_max_abs_diff(got, want, count);
+    cr_log_info("decoding %d frames again instead of %d: max|diff| %.3g", R / 4, R, short_diff);
+    cr_assert_gt(short_diff, 0, "%d frames again gave the same frames as %d: the test sees no history", R / 4, R);
+    free(lat), free(whole), free(want), free(got);
+    lv_vae_decoder_destroy(ctx, dec);
+    ts_ctx_done(ctx);
+    lv_weights_close(w);
+}
+
 /* Tiles for a budget: none when the untiled decode fits, else the largest square whose one tile
  * fits (so one size up does not). */
 Test(vae, tiling_for_a_budget) {

@@ -468,8 +468,9 @@ lv_status lv_generate_check(const lv_generate_options *opt, bool *bad_value);
 typedef struct lv_generate_description {
     char model[256];              /* the model's name: its path, or "the default model" */
     bool latent;                  /* works in a VAE's latent space (SANA-Video) */
-    bool resumable;               /* writes a resume file that --resume continues from (pixel-space
-                                     models, block by block; not yet latent models) */
+    bool resumable;               /* writes a resume file that --resume continues from (block by
+                                     block: pixel-space models, and latent models writing a video
+                                     through the VAE; not a single clip nor a .npy of latents) */
     int width, height, scale;     /* the model's frame size; the upscale at encode time */
     int64_t frames;               /* frames written (latent frames for a latent model without a VAE) */
     int64_t frames_asked;         /* pixel frames asked (--frames, or seconds x fps) */

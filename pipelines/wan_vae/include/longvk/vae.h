@@ -70,6 +70,13 @@ void lv_vae_reset(lv_vae_decoder *dec);
 int64_t lv_vae_frames_for(const lv_vae_decoder *dec, int n);
 /* Pixel frames decoded since the last reset. */
 int64_t lv_vae_frames_decoded(const lv_vae_decoder *dec);
+/* Resuming a decode (`generate --resume`): the last R latent frames of a video, decoded by a
+ * reset decoder (and their frames dropped), leave every causal conv's history exactly as the
+ * whole video's decode left it, bit for bit, so that the frames decoded next are the same; R
+ * is this, the decoder's temporal receptive field as its structure gives it (40 for Wan2.1;
+ * pipelines/wan_vae/README.md, "Resuming a decode"). Fewer frames than R: all of them, from
+ * the video's first. The same holds tile by tile (lv_vae_tile_stream) and over bands. */
+int lv_vae_history_frames(const lv_vae_decoder *dec);
 
 /* Called for every pixel frame in order: `index` counts from the start of the video,
  * rgb is [3, height, width] (channel planes). Returning anything but LV_OK stops the
