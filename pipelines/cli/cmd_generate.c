@@ -538,7 +538,7 @@ static void on_warning(void *user, const char *message) {
     fprintf(stderr, "longvk generate: warning: %s\n", message);
 }
 
-static int run_generate(lv_generate_options o);
+static int run_generate(lv_generate_options o, const char *state);
 static int dry_run(lv_generate_options o);
 
 /* Before the first frame, what the run will do (issue 53, item 16), on one line:
@@ -683,7 +683,7 @@ int cmd_generate(int argc, char **argv) {
         return cli_usage_error("generate", "%s holds the state of an interrupted run writing %s: add --resume to "
                                "continue it, or --overwrite to start again (or remove both files)", state, o.output);
     }
-    int rc = run_generate(o);
+    int rc = run_generate(o, state);
     unlock_output(lock_path, lock);
     if (entries != sched) free(entries);
     lv_gen_schedule_free(file_entries, file_text);
@@ -704,7 +704,7 @@ static int dry_run(lv_generate_options o) {
     return 0;
 }
 
-static int run_generate(lv_generate_options o) {
+static int run_generate(lv_generate_options o, const char *state) {
     cli_mpi mpi = {.rank = 0, .ranks = 1};
     if (args.sequence_parallel || args.cfg_parallel) {
         if (o.sp_bands)
@@ -758,8 +758,10 @@ static int run_generate(lv_generate_options o) {
     lv_gen_live_destroy(live);
     if (!st.quiet && st.last_len && st.tty) fputc('\n', stderr);
     if (s == LV_ERR_INTERRUPTED) { /* every rank stopped after the same block: a clean end */
-        if (mpi.rank == 0 && plan.resumable)
+        if (mpi.rank == 0 && plan.resumable && access(state, F_OK) == 0)
             fprintf(stderr, "longvk generate: %s.\nresume with the same command and --resume\n", lv_last_error());
+        else if (mpi.rank == 0 && plan.resumable) /* stopped in the text encoder: no state is left */
+            fprintf(stderr, "longvk generate: %s.\nrun it again to make the video\n", lv_last_error());
         else if (mpi.rank == 0)
             fprintf(stderr, "longvk generate: %s.\nthis run writes no resume state (a single clip, or a latent "
                     "model's .npy of latents, written only at the end): run it again to make the whole output\n",

@@ -158,7 +158,11 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         if (o->plan_only) return LV_OK;
         if (!o->sp_bands && !r->sp) LV_TRY(lv_gen_plan_check(r, &plan)); /* planned unsplit */
     }
-    if (r->use_encoder && r->root) LV_TRY(lv_gen_encode_text(r, progress, user, stop));
+    if (r->use_encoder && r->root) {
+        lv_status text = lv_gen_encode_text(r, progress, user, stop);
+        r->stopped_in_text = text == LV_ERR_INTERRUPTED;
+        LV_TRY(text);
+    }
     if (r->use_encoder && lv_gen_several(r)) LV_TRY(lv_gen_share_text(r));
     if (o->text_embeds_out && r->root) LV_TRY(lv_gen_save_text_embeds(r, o->text_embeds_out));
     /* a latent model's picture and clip through the VAE encoder, freed before the DiT's weights come */
@@ -307,6 +311,8 @@ lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback pr
     s = lv_gen_close_output(&r, s);
     /* finished: nothing to resume (a plan alone finished nothing: an earlier run's state stays) */
     if (s == LV_OK && r.root && r.state_path[0] && !opt_in->plan_only) remove(r.state_path);
+    /* stopped while encoding the prompt: nothing is made, and nothing is left (as it says) */
+    if (s == LV_ERR_INTERRUPTED && r.wrote_start_state && r.stopped_in_text) remove(r.state_path);
     /* a start that failed leaves nothing: not even the resume file it began with */
     if (s != LV_OK && s != LV_ERR_INTERRUPTED && r.wrote_start_state && r.blocks_made == 0) remove(r.state_path);
     run_free(&r);

@@ -124,6 +124,7 @@ typedef struct gen_run {
     double t_start, warm_end, warm_work, work_done;
     int blocks_made;         /* by this run */
     bool wrote_start_state;  /* a fresh run's resume file, written before its first block */
+    bool stopped_in_text;    /* stopped on request while the text encoder ran (nothing made) */
     lv_sp_comm *sp;          /* sequence parallelism over processes (o.sp_comm), or NULL */
     bool root;               /* this process writes the video and the resume file (band 0's) */
     gen_switch *sw;          /* the prompt schedule (nsw 0: none) */
