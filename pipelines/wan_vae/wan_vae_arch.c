@@ -1,7 +1,8 @@
 /* The Wan VAE decoder's layer structure without weights: the real configuration, the
- * history slots, the parameter count, the device memory of a decode (the plan
- * pipelines/wan_vae/wan_vae.c allocates by), the multiply-adds of a frame, the tensors of a
- * structure under their original names, and the diffusers names of the tensors. */
+ * history slots, the temporal receptive field (the frames a resume decodes again), the
+ * parameter count, the device memory of a decode (the plan pipelines/wan_vae/wan_vae.c
+ * allocates by), the multiply-adds of a frame, the tensors of a structure under their original
+ * names, and the diffusers names of the tensors. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
