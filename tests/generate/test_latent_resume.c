@@ -12,8 +12,9 @@
  * latent frames, more than the 40 the decoder's history spans, so that the resume decodes the
  * last 40 again rather than the video from its start: pipelines/wan_vae/README.md, "Resuming a
  * decode"); the VAE in tiles chosen under a small budget (LONGVK_VAE_BUDGET) and resumed
- * without it (the interrupted run's tiles are used, not chosen again), where other
- * --vae-tiles are refused naming the option; two sequence-parallel bands (--sp-emulate 2).
+ * without it (the interrupted run's tiles are used, not chosen again; other --vae-tiles are
+ * refused naming the option: test_run_identity_cli.c); two sequence-parallel bands
+ * (--sp-emulate 2).
  * Each run costs about a second of set-up (the device, the kernels): the moments are few.
  *
  * Under mpirun (builds with -DLONGVK_MPI=ON), through the CLI: rank 1 of 2 (of 3) killed after
@@ -180,14 +181,6 @@ static void kill_and_resume(const char *embeds, const video *v, const moment *m,
     cr_assert_eq(frames, v->frames);
     for (int i = 0; i < count; i++) {
         check_left(outs[i], full, frames, fb);
-        if (i == 0 && v->budget) { /* other VAE tiles: refused, naming the option */
-            lv_generate_options other = options(embeds, v, outs[i]);
-            other.resume = true;
-            other.vae_tiles = LV_GEN_VAE_TILES_OFF;
-            cr_assert_eq(lv_generate(&other, NULL, NULL, NULL, NULL), LV_ERR_INVALID);
-            cr_assert(strstr(lv_last_error(), "vae_tiles was \"auto\", now \"off\"") &&
-                      strstr(lv_last_error(), "--vae-tiles"), "%s", lv_last_error());
-        }
         resume_and_compare(embeds, v, outs[i], full, frames, fb);
         remove_outputs(outs[i]);
     }
