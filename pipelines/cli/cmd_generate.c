@@ -684,12 +684,19 @@ int cmd_generate(int argc, char **argv) {
     /* the values against the model, before anything is written: one it does not take (-W 33,
      * --steps 64 for the embedded model) is a usage error, exit 2; a model that cannot be read 1 */
     bool bad_value = false;
+    const bool several = (args.sequence_parallel || args.cfg_parallel) && cli_launcher_size() > 1;
+    if (several) cli_defer_errors(true); /* the model every rank reads: said once (cli_fail_before_ranks) */
     if (lv_generate_check(&o, &bad_value) != LV_OK) {
         if (bad_value) return cli_usage_error("generate", "%s", lv_last_error());
-        return cli_fail("generate");
+        int rc = cli_fail("generate");
+        return several ? cli_fail_before_ranks("generate", args.cfg_parallel, rc) : rc;
     }
     if (args.dry_run) return dry_run(o);
-    if (lv_generate_describe(&o, &plan) != LV_OK) return cli_fail("generate");
+    if (lv_generate_describe(&o, &plan) != LV_OK) {
+        int rc = cli_fail("generate");
+        return several ? cli_fail_before_ranks("generate", args.cfg_parallel, rc) : rc;
+    }
+    if (several) cli_defer_errors(false);
     if (cli_mpi_check_launch("generate", args.sequence_parallel || args.cfg_parallel)) return 2;
     /* over MPI ranks rank 0 writes; the lock is taken by a single process only (a rank cannot
      * leave the job alone before it has joined it) */
