@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "longvk.h"
 #include "longvk/dit.h"
+#include "longvk/generate.h"
 
 typedef struct forward_args {
     const char *model, *config, *preset, *latents, *timestep, *text, *output;
@@ -40,7 +41,8 @@ static const char *parse_timestep_list(const char *value, void *dest) {
 
 static cli_option options[] = {
     {.name = "--model", .kind = CLI_INPUT, .dest = &args.model, .metavar = "MODEL", .required = true,
-     .help = "weights: .safetensors, .pth/.pt, or a diffusers directory"},
+     .help = "weights: .safetensors, .pth/.pt, a transformer folder, or a diffusers pipeline folder "
+             "(model_index.json: its transformer/)"},
     {.name = "--config", .kind = CLI_INPUT, .dest = &args.config, .metavar = "C.json",
      .def = "the file's metadata, else a preset", .help = "architecture"},
     {.name = "--preset", .kind = CLI_STRING, .dest = &args.preset, .metavar = "NAME",
@@ -181,6 +183,15 @@ int cmd_forward(int argc, char **argv) {
     lv_dit *dit = NULL;
     float *y = NULL, *mask = NULL, *out = NULL, *ts = NULL, *chunk_in = NULL, *chunk_out = NULL;
     int rc = 1, L = 0;
+    /* a diffusers pipeline folder (model_index.json), as generate takes it: its transformer/ */
+    static lv_pipeline_dir parts;
+    if (lv_is_pipeline_dir(model)) {
+        if (lv_pipeline_dir_open(model, &parts) != LV_OK) {
+            cli_fail("model");
+            goto done;
+        }
+        model = parts.transformer;
+    }
     if (lv_sana_file_open(model, config, preset, &file) != LV_OK) {
         cli_fail("model");
         goto done;
