@@ -3,7 +3,8 @@
  * (eager, soft-cap 50: the file's config, which --template none follows; sdpa with
  * --softcap off), NMSE <= 1e-8; --print-ids against Python sentencepiece's ids for every
  * case of tokenizer-cases.json; the sana-video template's rows and mask against the same
- * ids run with --template none; malformed inputs. */
+ * ids run with --template none; malformed inputs (an id outside the encoder's vocabulary
+ * blames --ids, or with -p the tokenizer). */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -296,6 +297,34 @@ Test(encode_text_cli, malformed_inputs_are_clean_errors, .timeout = 300) {
     /* an id outside the vocabulary, a malformed id list */
     const char *a5[] = {"--text-encoder", WEIGHTS, "--template", "none", "--ids", "2,512", "-o", none_path, NULL};
     expect_failure(a5, 1, "512");
+    /* with -p the ids are the tokenizer's: an encoder of 256 ids (the tiny one cut) given the
+     * tiny tokenizer (512: "a red ball" is 2,460,362,274,421) names the tokenizer, not --ids */
+    cr_assert_eq(lv_weights_open(WEIGHTS, &w), LV_OK);
+    n = lv_weights_count(w);
+    ts = malloc((size_t)n * sizeof *ts);
+    for (int i = 0; i < n; i++) {
+        ts[i] = *lv_weights_at(w, i);
+        if (strcmp(ts[i].name, "model.embed_tokens.weight") == 0) ts[i].shape[0] = 256, ts[i].nbytes /= 2;
+    }
+    char small_config[4096];
+    const char *config = lv_weights_metadata(w, "config"), *at = strstr(config, "\"vocab_size\": 512");
+    cr_assert_not_null(at, "%s", config);
+    snprintf(small_config, sizeof small_config, "%.*s\"vocab_size\": 256%s", (int)(at - config), config,
+             at + strlen("\"vocab_size\": 512"));
+    const char *kv_small[] = {"config", small_config};
+    char small[1024];
+    snprintf(small, sizeof small, "%s", ts_tmp("et_vocab256.safetensors"));
+    cr_assert_eq(lv_safetensors_write(small, ts, n, kv_small, 1), LV_OK, "%s", lv_last_error());
+    free(ts);
+    lv_weights_close(w);
+    const char *a5b[] = {"--text-encoder", small, "--tokenizer", DIR "/tokenizer.model", "--template", "none", "-p",
+                         "a red ball", "-o", none_path, NULL};
+    char *err5b;
+    cr_assert_eq(run(a5b, NULL, &err5b), 1, "%s", err5b);
+    cr_assert_null(strstr(err5b, "--ids"), "no --ids was given: %s", err5b);
+    cr_assert(strstr(err5b, "the tokenizer " DIR "/tokenizer.model gave id 460 (at position 1)"), "%s", err5b);
+    cr_assert(strstr(err5b, "vocabulary (256 ids)"), "%s", err5b);
+    free(err5b);
     const char *a6[] = {"--text-encoder", WEIGHTS, "--template", "none", "--ids", "2,,3", "-o", none_path, NULL};
     expect_failure(a6, 2, "--ids");
     /* --ids with the sana-video template, no prompt at all */
