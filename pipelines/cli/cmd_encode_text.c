@@ -191,9 +191,9 @@ int cmd_encode_text(int argc, char **argv) {
             cli_fail("prompt");
             goto done;
         }
-        if (sp.needed > sp.length)
-            fprintf(stderr, "longvk: warning: the text is %d tokens, truncated to %d as SANA-Video does\n", sp.needed,
-                    sp.length);
+        char lost[256];
+        if (lv_sana_prompt_truncation(&sp, lost, sizeof lost)) /* in the prompt's own tokens */
+            fprintf(stderr, "longvk: warning: the %s is %s\n", args.negative ? "negative prompt" : "prompt", lost);
         ids = sp.ids;
         n = sp.n_ids;
     } else {

@@ -3,7 +3,8 @@
  * (eager, soft-cap 50: the file's config, which --template none follows; sdpa with
  * --softcap off), NMSE <= 1e-8; --print-ids against Python sentencepiece's ids for every
  * case of tokenizer-cases.json; the sana-video template's rows and mask against the same
- * ids run with --template none; malformed inputs (an id outside the encoder's vocabulary
+ * ids run with --template none; the truncation warning in the prompt's own tokens;
+ * malformed inputs (an id outside the encoder's vocabulary
  * blames --ids, or with -p the tokenizer). */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
@@ -277,6 +278,26 @@ Test(encode_text_cli, malformed_inputs_are_clean_errors, .timeout = 300) {
     for (int r = 0; r < 300; r++) cr_assert_eq(m.data[r], 1.0f);
     lv_npy_free(&m);
     free(big);
+    /* the warning counts the prompt's own tokens, not the instruction's: "a red ball" 100
+     * times is N tokens alone (--template none: <bos> + N ids), of which SANA-Video's rows
+     * hold the first 299 (300 rows: <bos> and the prompt's last 299 positions) */
+    char words[2048] = "";
+    for (int i = 0; i < 100; i++) strcat(words, i ? " a red ball" : "a red ball");
+    const char *a3c[] = {"--text-encoder", WEIGHTS, "--template", "none", "-p", words, "--print-ids", "-o",
+                         ts_tmp("et_words.npy"), NULL};
+    char *ids_out;
+    cr_assert_eq(run(a3c, &ids_out, NULL), 0);
+    int alone = 1;
+    for (const char *c = ids_out; *c && *c != '\n'; c++) alone += *c == ',';
+    free(ids_out);
+    int own = alone - 1;
+    cr_assert_gt(own, 299, "%d tokens: not truncated", own);
+    char want[256];
+    snprintf(want, sizeof want, "the prompt is %d tokens, truncated: the model reads its first 299, the last %d are "
+             "dropped", own, own - 299);
+    const char *a3d[] = {"--text-encoder", WEIGHTS, "--motion-score", "0", "-p", words, "-o", ts_tmp("et_words.npy"),
+                         NULL};
+    expect_failure(a3d, 0, want);
     /* a tensor of the wrong shape */
     lv_weights *w;
     cr_assert_eq(lv_weights_open(WEIGHTS, &w), LV_OK);
