@@ -162,7 +162,7 @@ static void say_failure(const cli_mpi *m, const char *command) {
         fprintf(stderr, "longvk %s: rank 0 of %d failed (its message is above): stopping every rank\n", command,
                 m->ranks);
     else
-        fprintf(stderr, "longvk %s: all %d ranks failed (the message above): stopping every rank\n", command,
+        fprintf(stderr, "longvk %s: all %d ranks failed (the messages above): stopping every rank\n", command,
                 m->ranks);
 }
 
