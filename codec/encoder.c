@@ -141,8 +141,10 @@ static lv_status check_size(const lv_encoder *enc) {
                     enc->width, enc->height, enc->path, av_get_pix_fmt_name(enc->pix_fmt), w0, h0, w1, h1);
 }
 
-/* The encoder's threads, whatever the machine (see open_codec). */
+/* The encoder's threads, whatever the machine (see open_codec); libx265's worker pool
+ * (build_options). */
 #define LV_ENCODER_THREADS 4
+#define X265_THREADS 4
 
 /* A new encoder instance with every parameter set; unknown options are named. */
 static lv_status open_codec(lv_encoder *enc, AVCodecContext **out) {
@@ -157,10 +159,11 @@ static lv_status open_codec(lv_encoder *enc, AVCodecContext **out) {
     cc->sample_aspect_ratio = (AVRational){1, 1};
     /* a fixed count, not 0 (as many as the CPUs the process may use): libx264's frames depend on
      * its thread count, so a file would depend on the machine, `taskset` or an MPI rank's
-     * binding; with a fixed count it depends only on the frames and the options. Not libx265:
-     * given a count, its frame threads hold frames back, which low_delay forbids (its own
-     * choice is kept, and with it a dependence on the CPUs: not fixed yet) */
-    cc->thread_count = strcmp(enc->codec->name, "libx265") == 0 ? 0 : LV_ENCODER_THREADS;
+     * binding; with a fixed count it depends only on the frames and the options. libx265 takes
+     * the count as its frame threads (frames encoded at once), which change its frames (from 4
+     * CPUs on it picks 2 or more when left to itself) and hold frames back, which low_delay
+     * forbids: one frame thread, and its worker pool fixed too (build_options: x265-params) */
+    cc->thread_count = strcmp(enc->codec->name, "libx265") == 0 ? 1 : LV_ENCODER_THREADS;
     cc->color_primaries = AVCOL_PRI_BT709;
     cc->color_trc = AVCOL_TRC_BT709;
     if (av_pix_fmt_desc_get(enc->pix_fmt)->flags & AV_PIX_FMT_FLAG_RGB) {
@@ -325,14 +328,16 @@ static lv_status build_options(lv_encoder *enc, const lv_encoder_options *opt) {
             return lv_av_error(LV_ERR_INVALID, ret, "encoder options '%s' for %s (expected key=value:key=value)",
                                opt->extra, enc->path);
     }
-    if (x265) { /* x265 prints its settings and statistics to stderr for every instance */
+    /* x265 prints its settings and statistics to stderr for every instance: errors only. Its
+     * frames depend only on the frames and the options with one frame thread and a worker pool
+     * of a fixed size (X265_THREADS; x265's own choice follows the CPUs it counts, and without a
+     * pool it turns wavefront coding off); the caller's x265-params come after and win */
+    if (x265) {
         const AVDictionaryEntry *e = av_dict_get(enc->codec_opts, "x265-params", NULL, 0);
-        if (!e) av_dict_set(&enc->codec_opts, "x265-params", "log-level=error", 0);
-        else if (!strstr(e->value, "log-level")) {
-            char *params = av_asprintf("log-level=error:%s", e->value);
-            if (!params) return lv_error(LV_ERR_NOMEM, "encoder options for %s: out of memory", enc->path);
-            av_dict_set(&enc->codec_opts, "x265-params", params, AV_DICT_DONT_STRDUP_VAL);
-        }
+        char *params = av_asprintf("%sframe-threads=1:pools=%d%s%s", e && strstr(e->value, "log-level") ? ""
+                                   : "log-level=error:", X265_THREADS, e ? ":" : "", e ? e->value : "");
+        if (!params) return lv_error(LV_ERR_NOMEM, "encoder options for %s: out of memory", enc->path);
+        av_dict_set(&enc->codec_opts, "x265-params", params, AV_DICT_DONT_STRDUP_VAL);
     }
     return LV_OK;
 }

@@ -165,9 +165,9 @@ int cmd_encode_text(int argc, char **argv) {
     }
     const lv_gemma2_config *cfg = lv_gemma2_file_config(file);
     int H = cfg->hidden_size, n = 0;
+    char found[4096];
+    const char *tpath = args.tokenizer; /* the tokenizer read, for messages */
     if (args.prompt || args.negative) {
-        char found[4096];
-        const char *tpath = args.tokenizer;
         if (!tpath) {
             if (!lv_tokenizer_find(args.encoder, found, sizeof found)) {
                 fprintf(stderr, "longvk: tokenizer: no tokenizer.model in or beside %s (give --tokenizer FILE; longvk "
@@ -191,9 +191,9 @@ int cmd_encode_text(int argc, char **argv) {
             cli_fail("prompt");
             goto done;
         }
-        if (sp.needed > sp.length)
-            fprintf(stderr, "longvk: warning: the text is %d tokens, truncated to %d as SANA-Video does\n", sp.needed,
-                    sp.length);
+        char lost[256];
+        if (lv_sana_prompt_truncation(&sp, lost, sizeof lost)) /* in the prompt's own tokens */
+            fprintf(stderr, "longvk: warning: the %s is %s\n", args.negative ? "negative prompt" : "prompt", lost);
         ids = sp.ids;
         n = sp.n_ids;
     } else {
@@ -221,8 +221,13 @@ int cmd_encode_text(int argc, char **argv) {
         }
         for (int i = 0; i < n; i++)
             if (ids[i] >= cfg->vocab_size) {
-                fprintf(stderr, "longvk: --ids: id %d at position %d is outside the vocabulary (%d ids) of %s\n",
-                        ids[i], i, cfg->vocab_size, args.encoder);
+                if (args.ids)
+                    fprintf(stderr, "longvk: --ids: id %d at position %d is outside the vocabulary (%d ids) of %s\n",
+                            ids[i], i, cfg->vocab_size, args.encoder);
+                else /* -p: the ids are the tokenizer's, not the user's */
+                    fprintf(stderr, "longvk: prompt: the tokenizer %s gave id %d (at position %d), outside "
+                            "the vocabulary (%d ids) of the text encoder %s: the tokenizer is not this encoder's "
+                            "(give its own with --tokenizer)\n", tpath, ids[i], i, cfg->vocab_size, args.encoder);
                 goto done;
             }
     }

@@ -112,9 +112,11 @@ static const char *parse_prompt_at(const char *value, void *dest) {
     return NULL;
 }
 
-/* --help states the embedded model's real defaults (its card): prepare_help writes them here */
-static char def_fps[64], def_width[64], def_height[64], def_scale[96], def_steps[64], def_cfg[128], def_block[64],
-    def_cached[64], def_burn_in[64], help_steps[512];
+/* --help states the real defaults of the model it names (`--model X --help`, in either order), else of the
+ * embedded model (its card): prepare_help writes them here, and in help_note which model they are */
+static char def_fps[64], def_width[64], def_height[64], def_scale[128], def_steps[64], def_cfg[128], def_block[64],
+    def_cached[64], def_burn_in[64], help_steps[512], help_note[1536];
+static const char *help_model; /* the --model beside --help (cmd_generate finds it in argv) */
 
 static cli_option options[] = {
     {.name = "--prompt", .alias = "-p", .kind = CLI_STRING, .dest = &args.o.prompt,
@@ -304,7 +306,19 @@ static cli_option options[] = {
 
 static void prepare_help(void) {
     lv_model_card card;
-    if (lv_model_card_of(NULL, &card) != LV_OK) lv_model_card_longsana(&card);
+    /* the model's card only: its file's header and metadata are read, no device, no weights uploaded */
+    const char *model = help_model ? help_model : args.o.model_path;
+    bool named = model && lv_model_card_of(model, &card) == LV_OK;
+    if (model && !named)
+        snprintf(help_note, sizeof help_note, "--model %s could not be read (%s): the defaults above are the "
+                 "embedded model's.\n", model, lv_last_error());
+    else if (named)
+        snprintf(help_note, sizeof help_note, "The defaults above are those of --model %s (%s).\n", model,
+                 card.pixel ? "a pixel-space model" : "a latent-space model");
+    else
+        snprintf(help_note, sizeof help_note, "The defaults above are the embedded model's; `longvk generate "
+                 "--model X --help` shows those of model X.\n");
+    if (!named && lv_model_card_of(NULL, &card) != LV_OK) lv_model_card_longsana(&card);
     const lv_model_card c = card;
     const lv_block_recipe *fb = &c.first_block;
     const lv_block_recipe *lb = &c.later_blocks;
@@ -315,8 +329,13 @@ static void prepare_help(void) {
     snprintf(def_fps, sizeof def_fps, "the model's, %g", c.fps);
     snprintf(def_width, sizeof def_width, "the model's, %d", c.width);
     snprintf(def_height, sizeof def_height, "the model's, %d", c.height);
-    snprintf(def_scale, sizeof def_scale, "8 for the embedded model (%dx%d), 1 for a latent model", 8 * c.width,
-             8 * c.height);
+    if (named && c.pixel)
+        snprintf(def_scale, sizeof def_scale, "8 for this pixel-space model (%dx%d)", 8 * c.width, 8 * c.height);
+    else if (named)
+        snprintf(def_scale, sizeof def_scale, "1 for this latent model (the VAE's frames as they are)");
+    else
+        snprintf(def_scale, sizeof def_scale, "8 for the embedded model (%dx%d), 1 for a latent model", 8 * c.width,
+                 8 * c.height);
     snprintf(def_steps, sizeof def_steps, "the model's, %d, also the most; single clip: 50", lb->steps);
     snprintf(help_steps, sizeof help_steps,
              "denoising steps of each block after the first; fewer than the model's take a subset of its "
@@ -345,6 +364,7 @@ const cli_spec cmd_generate_spec = {
              "Before the first frame one line says what the run will do (not with -q).\n",
     .options = options,
     .count = CLI_COUNT(options),
+    .epilog = help_note,
     .prepare_help = prepare_help,
 };
 
@@ -574,6 +594,10 @@ int cmd_generate(int argc, char **argv) {
     args.o.scale = LV_GEN_MODEL_DEFAULT; /* 8 for the embedded model, 1 for a latent model */
     args.seed = 42;
     args.sampler = args.o.sampler;
+    /* `--help --model X`: the parser prints --help as soon as it meets it, so the model it is
+     * about is found here first */
+    for (int i = 1; i + 1 < argc && strcmp(argv[i], "--"); i++)
+        if (strcmp(argv[i], "--model") == 0) help_model = argv[++i];
     int r = cli_parse(&cmd_generate_spec, argc, argv);
     if (r >= 0) return r;
     lv_generate_options o = args.o;
@@ -660,12 +684,19 @@ int cmd_generate(int argc, char **argv) {
     /* the values against the model, before anything is written: one it does not take (-W 33,
      * --steps 64 for the embedded model) is a usage error, exit 2; a model that cannot be read 1 */
     bool bad_value = false;
+    const bool several = (args.sequence_parallel || args.cfg_parallel) && cli_launcher_size() > 1;
+    if (several) cli_defer_errors(true); /* the model every rank reads: said once (cli_fail_before_ranks) */
     if (lv_generate_check(&o, &bad_value) != LV_OK) {
         if (bad_value) return cli_usage_error("generate", "%s", lv_last_error());
-        return cli_fail("generate");
+        int rc = cli_fail("generate");
+        return several ? cli_fail_before_ranks("generate", args.cfg_parallel, rc) : rc;
     }
     if (args.dry_run) return dry_run(o);
-    if (lv_generate_describe(&o, &plan) != LV_OK) return cli_fail("generate");
+    if (lv_generate_describe(&o, &plan) != LV_OK) {
+        int rc = cli_fail("generate");
+        return several ? cli_fail_before_ranks("generate", args.cfg_parallel, rc) : rc;
+    }
+    if (several) cli_defer_errors(false);
     if (cli_mpi_check_launch("generate", args.sequence_parallel || args.cfg_parallel)) return 2;
     /* over MPI ranks rank 0 writes; the lock is taken by a single process only (a rank cannot
      * leave the job alone before it has joined it) */

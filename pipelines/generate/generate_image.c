@@ -210,9 +210,12 @@ void lv_gen_keep_cond_frame(gen_run *r) {
 }
 
 char *lv_gen_image_identity(const lv_generate_options *o) {
-    if (!o->image_path) return NULL;
+    return o->image_path ? lv_gen_file_identity(o->image_path) : NULL;
+}
+
+char *lv_gen_file_identity(const char *path) {
     char *id = malloc(64);
-    FILE *f = fopen(o->image_path, "rb");
+    FILE *f = fopen(path, "rb");
     if (!id || !f) {
         if (f) fclose(f);
         if (id) snprintf(id, 64, "unreadable");

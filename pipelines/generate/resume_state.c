@@ -72,7 +72,10 @@ static cJSON *run_identity(const lv_generate_options *o, const lv_gen_model *m, 
     static const char *const weights[] = {"as-stored", "f32", "f16", "bf16"};
     if (o->weights_dtype > LV_DIT_WEIGHTS_AS_STORED && o->weights_dtype <= LV_DIT_WEIGHTS_BF16)
         cJSON_AddStringToObject(j, "weights_dtype", weights[o->weights_dtype]);
-    if (o->text_embeds_path) cJSON_AddStringToObject(j, "text_embeds", o->text_embeds_path);
+    /* the rows by their content (the same file moved is the same run, an edited one is not) */
+    char *embeds = o->text_embeds_path ? lv_gen_file_identity(o->text_embeds_path) : NULL;
+    if (embeds) cJSON_AddStringToObject(j, "text_embeds", embeds);
+    free(embeds);
     if (o->encoder.codec) cJSON_AddStringToObject(j, "codec", o->encoder.codec);
     if (o->encoder.crf >= 0) cJSON_AddNumberToObject(j, "crf", o->encoder.crf);
     if (o->encoder.preset) cJSON_AddStringToObject(j, "preset", o->encoder.preset);
@@ -233,6 +236,11 @@ lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, con
         if (s == LV_OK && cJSON_GetObjectItemCaseSensitive(got, "image") && !cJSON_GetObjectItemCaseSensitive(want, "image"))
             s = lv_error(LV_ERR_INVALID, "%s belongs to a run that started from an image (--image): resume with the "
                          "same image", path);
+        /* a file of an earlier longvk recorded --text-embeds by its path: the same path reads as before */
+        const cJSON *old_embeds = cJSON_GetObjectItemCaseSensitive(got, "text_embeds");
+        if (s == LV_OK && cJSON_IsString(old_embeds) && strncmp(old_embeds->valuestring, "crc32:", 6) != 0 &&
+            o->text_embeds_path && strcmp(old_embeds->valuestring, o->text_embeds_path) == 0)
+            cJSON_ReplaceItemInObjectCaseSensitive(want, "text_embeds", cJSON_Duplicate(old_embeds, 1));
         if (s == LV_OK) s = compare_identity(path, want, got);
     }
     if (s == LV_OK) {

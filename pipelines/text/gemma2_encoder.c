@@ -18,10 +18,9 @@ static lv_status build(lv_text_gemma2 *t, const char *what, const char *text, in
     po.motion_score = motion_score;
     lv_status s = lv_sana_prompt_build(t->tok, text, &po, out);
     if (s != LV_OK) return lv_error_prefix(s, "%s", what);
-    if (out->needed > out->length && warn) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "%s: %d tokens, the model reads the first %d (SANA-Video truncates the rest)", what,
-                 out->needed, out->length);
+    char lost[256], msg[320];
+    if (warn && lv_sana_prompt_truncation(out, lost, sizeof lost)) { /* in the prompt's own tokens */
+        snprintf(msg, sizeof msg, "%s: %s", what, lost);
         warn(user, msg);
     }
     return LV_OK;
