@@ -63,6 +63,9 @@ struct lv_encoder {
      * its header is written with the first packet, so that an encoder opened and closed
      * without a frame (a probe) leaves no file */
     int hls;
+    /* an HLS stream continued (hls_resume.c): the muxer writes beside the playlist, whose
+     * segments are merged into it after every block; NULL otherwise */
+    lv_hls_continuation *hls_cont;
 };
 
 void lv_encoder_options_default(lv_encoder_options *opt) {
@@ -274,7 +277,7 @@ static lv_status mux_ready_packets(lv_encoder *enc) {
 
 static lv_status setup_muxer(lv_encoder *enc, int faststart) {
     /* the file's own name: faststart reopens it by this name to move the index */
-    const char *url = enc->tmp_path[0] ? enc->tmp_path : enc->path;
+    const char *url = enc->hls_cont ? lv_hls_continuation_url(enc->hls_cont) : enc->tmp_path[0] ? enc->tmp_path : enc->path;
     int ret = avformat_alloc_output_context2(&enc->fmt, NULL, enc->container->format, url);
     if (ret < 0) return lv_av_error(LV_ERR_UNSUPPORTED, ret, "container %s for %s", enc->container->format, enc->path);
     if (enc->file) {
@@ -296,6 +299,7 @@ static lv_status setup_muxer(lv_encoder *enc, int faststart) {
         av_dict_set(&mux, "movflags", faststart ? "+faststart+write_colr" : "+frag_custom+empty_moov+default_base_moof+write_colr", 0);
     if (enc->hls) {
         lv_status st = lv_hls_muxer_options(enc->path, &mux);
+        if (st == LV_OK && enc->hls_cont) st = lv_hls_continuation_options(enc->hls_cont, &mux);
         if (st != LV_OK) {
             av_dict_free(&mux);
             return st;
@@ -536,6 +540,10 @@ lv_status lv_encoder_flush_block(lv_encoder *enc) {
     st = lv_file_output_flush(enc->file, enc->sync_blocks);
     if (st != LV_OK) return fail(enc, st);
     enc->flushed = enc->written;
+    if (enc->hls_cont) { /* the segments the muxer completed, named in the playlist */
+        st = lv_hls_continuation_update(enc->hls_cont, 0);
+        if (st != LV_OK) return fail(enc, st);
+    }
     if (enc->tmp_path[0] && !enc->faststart) { /* a resumed file holds a new block: it replaces the old one */
         st = lv_resume_commit(enc->tmp_path, enc->path, enc->sync_blocks);
         if (st != LV_OK) return fail(enc, st);
@@ -553,6 +561,7 @@ static void free_encoder(lv_encoder *enc) {
     av_dict_free(&enc->codec_opts);
     free(enc->extradata);
     free(enc->scratch);
+    lv_hls_continuation_free(enc->hls_cont);
     free(enc);
 }
 
@@ -577,6 +586,7 @@ lv_status lv_encoder_close(lv_encoder *enc) {
         if (st != LV_OK) fail(enc, st);
     }
     st = finish_file(enc, st);
+    if (st == LV_OK && enc->hls_cont) st = lv_hls_continuation_update(enc->hls_cont, 1); /* EXT-X-ENDLIST */
     if (enc->tmp_path[0]) { /* resumed, no new block: the kept frames replace the old file */
         if (st == LV_OK) st = lv_resume_commit(enc->tmp_path, enc->path, enc->sync_blocks);
         if (st != LV_OK) unlink(enc->tmp_path); /* the old file stays as it was */
@@ -630,6 +640,8 @@ lv_status lv_encoder_end_fragment(lv_encoder *enc) {
     lv_status st = lv_file_output_flush(enc->file, 0);
     return st != LV_OK ? fail(enc, st) : LV_OK;
 }
+
+void lv_encoder_continue_hls(lv_encoder *enc, lv_hls_continuation *h) { enc->hls_cont = h; }
 
 void lv_encoder_start_at(lv_encoder *enc, int64_t frames) {
     enc->written = enc->flushed = frames;

@@ -250,7 +250,8 @@ static cli_option options[] = {
              "to continue again; the clip re-encoded with --codec); new writes the new frames only"},
     {.name = "--resume", .kind = CLI_FLAG, .dest = &args.resume,
      .help = "continue an interrupted run (same options) from OUT.longvk-state: the embedded model (and other "
-             "pixel-space models) only for now; a latent model (SANA-Video) cannot resume yet"},
+             "pixel-space models) only for now; a latent model (SANA-Video) cannot resume yet. An HLS stream "
+             "(.m3u8) continues from the last segment its playlist names"},
     {.name = "--overwrite", .kind = CLI_FLAG, .dest = &args.overwrite,
      .help = "start again when OUT.longvk-state says an interrupted run left OUT: its video and state are "
              "replaced (without --resume or --overwrite such a run is refused, so that a partial video is "
@@ -301,7 +302,7 @@ static cli_option options[] = {
     {.name = "--output", .alias = "-o", .kind = CLI_OUTPUT, .dest = &args.o.output, .required = true,
      .help = ".mp4, .mkv or .webm (.npy for the latents of a latent-space model without --vae), or .m3u8: an HLS "
              "stream to watch while it is made (fragmented-MP4 segments of 2 s beside it, the playlist naming "
-             "complete ones only; not with --resume)"},
+             "complete ones only; --resume continues it from the last segment the playlist names)"},
 };
 
 static void prepare_help(void) {
