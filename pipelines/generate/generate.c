@@ -217,13 +217,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         LV_TRY(lv_gen_schedule_block(r, c, &started));
         /* a run steered during it: OUT.schedule says at once what was applied so far */
         if (started >= 0 && o->live) LV_TRY(lv_gen_schedule_write(r, c - burn + 1));
-        const char *vx = getenv("LVX_VARIANT");
-        bool vx_end = vx && !strcmp(vx, "recache_end");
-        if (started >= 0 && o->on_switch == LV_GEN_SWITCH_RECACHE && !vx_end) LV_TRY(lv_gen_schedule_recache(r, c));
-        if (vx_end && r->x_after_transition && o->on_switch == LV_GEN_SWITCH_RECACHE) {
-            fprintf(stderr, "LVX recache at chunk %d\n", c);
-            LV_TRY(lv_gen_schedule_recache(r, c));
-        }
+        if (started >= 0 && o->on_switch == LV_GEN_SWITCH_RECACHE) LV_TRY(lv_gen_schedule_recache(r, c));
         if (started >= 0 && progress) {
             lv_generate_progress sp = {.phase = LV_GEN_PHASE_SWITCH, .block = c + 1, .blocks = total,
                                        .burn_in_blocks = burn, .frames_done = r->frames_done,
@@ -255,13 +249,6 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         if (c == 0 && r->cond) { /* --image: the video's first block starts from it (no burn-in then) */
             chunk_opt.cond_frames = r->cond_frames;
             chunk_opt.cond = r->cond;
-        }
-        float vx_ts[LV_CARD_MAX_STEPS];
-        if (vx && !strcmp(vx, "warm800") && r->x_in_transition && rec->warm_start && c > 0) {
-            memcpy(vx_ts, rec->timesteps, sizeof vx_ts);
-            vx_ts[0] = 800;
-            chunk_opt.timesteps = vx_ts;
-            fprintf(stderr, "LVX warm800 at chunk %d\n", c);
         }
         lv_status s = lv_longsana_chunk(r->ctx, r->dit, &chunk_opt, c, position, n, r->grid_h, r->grid_w, r->x0);
         if (s != LV_OK) { /* "block 17 of 160 (burn-in), step 2 of 2: the DiT's output ..." */

@@ -122,7 +122,6 @@ typedef struct gen_run {
     lv_text_encoder *live_text;   /* the word tables for prompts pushed during the run (opened at the first) */
     int cond_switch;         /* the conditioning the DiT holds: entry, and how far its transition is */
     double cond_alpha;
-    bool x_after_transition, x_in_transition; /* LVX experiment */
     /* --on-switch recache: the last hist_slots finished blocks (K + 1), slot c % hist_slots:
      * [hist_slots, HIST_HEAD + C x 2B x H x W] floats, each slot its chunk index (-1: none),
      * frames and position, then the clean latents [C, frames, H, W] */

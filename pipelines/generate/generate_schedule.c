@@ -387,11 +387,8 @@ static int switch_at(const gen_run *r, int k, double *alpha) {
     while (i + 1 < r->nsw && r->sw[i + 1].block <= k) i++;
     const gen_switch *w = &r->sw[i];
     if (i > 0 && w->transition > 0) {
-        const char *vx = getenv("LVX_VARIANT");
-        double frac = vx && !strcmp(vx, "end") ? 1.0 : 0.5;
-        double mid = (double)block_start(r, k) + frac * lv_generate_chunk_frames(r->units, r->o.block_frames, k);
+        double mid = (double)block_start(r, k) + 0.5 * lv_generate_chunk_frames(r->units, r->o.block_frames, k);
         double a = (mid - (double)w->frame) / (double)w->transition;
-        if (a < 1 && vx && !strcmp(vx, "smooth")) a = a * a * (3 - 2 * a);
         *alpha = a >= 1 ? 1 : a;
     }
     return i;
@@ -406,8 +403,6 @@ lv_status lv_gen_schedule_block(gen_run *r, int c, int *started) {
     double a;
     int i = switch_at(r, k, &a);
     if (k >= 0 && i > 0 && r->sw[i].block == k) *started = i;
-    r->x_after_transition = i == r->cond_switch && a >= 1 && r->cond_alpha < 1;
-    r->x_in_transition = a < 1 || r->x_after_transition;
     if (i == r->cond_switch && a == r->cond_alpha) return LV_OK;
     const int cap = lv_sana_file_config(r->m.file)->caption_channels, L = r->text_len;
     const size_t rows = (size_t)2 * L * cap;
