@@ -528,7 +528,7 @@ static int print_plan(const lv_sana_config *c, lv_dtype stored, const char *what
         lv_gemma2_config g;
         lv_gemma2_config_default(&g);
         lv_gemma2_memory m;
-        s = lv_gemma2_memory_plan(&g, LV_BF16, 600, in.alignment, &m);
+        s = lv_gemma2_memory_plan(&g, LV_BF16, -1, 600, in.alignment, &m);
         p.text = m.weights + m.work;
     }
     if (c->in_channels == 16) p.vae = lv_vae_memory_estimate(p.grid_h, p.grid_w);

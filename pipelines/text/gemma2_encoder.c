@@ -33,6 +33,10 @@ lv_status lv_text_gemma2_open(lv_text_gemma2 *t, const lv_text_gemma2_options *o
     snprintf(t->encoder, sizeof t->encoder, "%s", encoder);
     t->motion_score = opt->motion_score;
     t->softcap = opt->softcap;
+    static const int dtypes[] = {-1, LV_F32, LV_F16, LV_BF16, LV_Q8_0, LV_Q4_K};
+    if ((unsigned)opt->weights > LV_TEXT_WEIGHTS_Q4_K)
+        return lv_error(LV_ERR_INVALID, "lv_text_encoder_open_gemma2: weights %d (lv_text_weights)", (int)opt->weights);
+    t->weight_dtype = dtypes[opt->weights];
     LV_TRY(lv_gemma2_file_open(encoder, NULL, &t->file));
     const lv_gemma2_config *cfg = lv_gemma2_file_config(t->file);
     if (cfg->hidden_size != opt->caption_channels)
@@ -74,6 +78,7 @@ lv_status lv_text_gemma2_encode(lv_text_gemma2 *t, lv_ctx *ctx, float *y, float 
     lv_gemma2_options_default(&opt);
     opt.attn_softcap = t->softcap ? LV_GEMMA2_SOFTCAP_CONFIG : 0.0f;
     opt.stop = t->stop;
+    opt.weight_dtype = t->weight_dtype;
     lv_gemma2 *enc = NULL;
     lv_status s = lv_gemma2_create(ctx, t->file, &opt, &enc);
     if (s != LV_OK) return lv_error_prefix(s, "the text encoder %s", t->encoder);

@@ -98,8 +98,8 @@ uint64_t lv_text_encoder_memory_plan(const lv_text_encoder *e, uint64_t alignmen
     if (!e || !e->gemma) return 0;
     int n = e->g.prompt.n_ids > e->g.negative.n_ids ? e->g.prompt.n_ids : e->g.negative.n_ids;
     lv_gemma2_memory m;
-    if (n < 1 || lv_gemma2_memory_plan(lv_gemma2_file_config(e->g.file), lv_gemma2_file_dtype(e->g.file), n, alignment,
-                                       &m) != LV_OK)
+    if (n < 1 || lv_gemma2_memory_plan(lv_gemma2_file_config(e->g.file), lv_gemma2_file_dtype(e->g.file),
+                                       e->g.weight_dtype, n, alignment, &m) != LV_OK)
         return 0;
     return m.weights + m.work;
 }

@@ -14,6 +14,7 @@ typedef struct lv_text_gemma2 {
     lv_sana_prompt prompt, negative; /* ids, selection and mask of each */
     bool with_negative;              /* CFG: the negative prompt is encoded too */
     int motion_score, softcap;
+    int weight_dtype;                /* lv_gemma2_options.weight_dtype (-1: as stored) */
     char encoder[4096];              /* the encoder's path, for messages */
     volatile sig_atomic_t *stop;     /* polled between layers (lv_text_encoder_set_stop), or NULL */
 } lv_text_gemma2;
