@@ -608,6 +608,17 @@ int cmd_info(int argc, char **argv) {
             char saved[1024];
             snprintf(saved, sizeof saved, "%s", lv_last_error());
             if (lv_weights_open(model, &w) == LV_OK && !lv_sana_weights_recognised(w)) {
+                const char *arch = lv_weights_metadata(w, "general.architecture");
+                if (!strcmp(lv_weights_format(w), "gguf") && arch && !strcmp(arch, "gemma2") &&
+                    lv_weights_find(w, "token_embd.weight")) {
+                    /* llama.cpp's Gemma-2 GGUF (gemma-2-2b-it-Q8_0.gguf) */
+                    lv_weights_close(w);
+                    lv_gemma2_file *g;
+                    if (lv_gemma2_file_open(model, NULL, &g) != LV_OK) return cli_fail("info");
+                    describe_gemma2(g, model, text_tokens, list);
+                    lv_gemma2_file_close(g);
+                    return 0;
+                }
                 int rc = plain_summary(w, list);
                 if (is_vae_file(model)) print_vae_memory(w, 14);
                 lv_weights_close(w);
