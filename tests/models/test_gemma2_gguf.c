@@ -10,6 +10,7 @@
  *   test_gemma2's q8_0 bound; a q8_0 embedding table: its rows read as the f32 table of the
  *   same values;
  * - a GGUF of another architecture, or without block_count: refused, naming the key. */
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include "longvk/quant.h"
+#include "longvk/tokenizer.h"
 #include "test_support.h"
 #include "ts_files.h"
 
@@ -55,7 +57,7 @@ static void put_str(buf *b, const char *s) {
 }
 
 /* metadata: value types of docs/gguf.md */
-enum { V_U32 = 4, V_I32 = 5, V_F32 = 6, V_STRING = 8, V_ARRAY = 9 };
+enum { V_U32 = 4, V_I32 = 5, V_F32 = 6, V_BOOL = 7, V_STRING = 8, V_ARRAY = 9 };
 
 typedef struct kv {
     buf b;
@@ -81,6 +83,109 @@ static void kv_str(kv *k, const char *key, const char *v) {
     put_u32(&k->b, V_STRING);
     put_str(&k->b, v);
     k->n++;
+}
+
+static void kv_bool(kv *k, const char *key, int v) {
+    put_str(&k->b, key);
+    put_u32(&k->b, V_BOOL);
+    uint8_t x = (uint8_t)v;
+    put(&k->b, &x, 1);
+    k->n++;
+}
+
+/* ---- the tokenizer.model's pieces, read here from its protobuf wire format ------------------ */
+
+typedef struct pieces {
+    int n;
+    char *text[1024];
+    float score[1024];
+    int32_t type[1024];
+} pieces;
+
+static uint64_t varint(const uint8_t *p, size_t *i, size_t end) {
+    uint64_t v = 0;
+    for (int s = 0; *i < end && s < 64; s += 7) {
+        uint8_t c = p[(*i)++];
+        v |= (uint64_t)(c & 0x7f) << s;
+        if (c < 0x80) break;
+    }
+    return v;
+}
+
+/* skips a field of wire type w */
+static void skip(const uint8_t *p, size_t *i, size_t end, int w) {
+    if (w == 0) varint(p, i, end);
+    else if (w == 1) *i += 8;
+    else if (w == 5) *i += 4;
+    else if (w == 2) *i += (size_t)varint(p, i, end);
+    else cr_assert_fail("wire type %d", w);
+}
+
+/* ModelProto field 1: SentencePiece {1 piece, 2 score, 3 type (default 1)} */
+static void read_pieces(pieces *ps) {
+    size_t len;
+    uint8_t *p = ts_slurp(DIR "/tokenizer.model", &len);
+    ps->n = 0;
+    for (size_t i = 0; i < len;) {
+        uint64_t key = varint(p, &i, len);
+        if (key != (1 << 3 | 2)) {
+            skip(p, &i, len, (int)(key & 7));
+            continue;
+        }
+        size_t end = i + (size_t)varint(p, &i, len);
+        cr_assert(ps->n < 1024);
+        int k = ps->n++;
+        ps->type[k] = 1;
+        ps->score[k] = 0;
+        while (i < end) {
+            uint64_t f = varint(p, &i, end);
+            if (f == (1 << 3 | 2)) {
+                size_t n = (size_t)varint(p, &i, end);
+                ps->text[k] = calloc(1, n + 1);
+                memcpy(ps->text[k], p + i, n);
+                i += n;
+            } else if (f == (2 << 3 | 5)) {
+                memcpy(&ps->score[k], p + i, 4);
+                i += 4;
+            } else if (f == (3 << 3 | 0)) {
+                ps->type[k] = (int32_t)varint(p, &i, end);
+            } else {
+                skip(p, &i, end, (int)(f & 7));
+            }
+        }
+    }
+    free(p);
+}
+
+/* tokenizer.ggml.* as llama.cpp's _set_vocab_sentencepiece writes them for Gemma-2 */
+static void kv_tokenizer(kv *k, const pieces *ps) {
+    kv_str(k, "tokenizer.ggml.model", "llama");
+    put_str(&k->b, "tokenizer.ggml.tokens");
+    put_u32(&k->b, V_ARRAY);
+    put_u32(&k->b, V_STRING);
+    put_u64(&k->b, (uint64_t)ps->n);
+    for (int i = 0; i < ps->n; i++) put_str(&k->b, ps->text[i]);
+    k->n++;
+    put_str(&k->b, "tokenizer.ggml.scores");
+    put_u32(&k->b, V_ARRAY);
+    put_u32(&k->b, V_F32);
+    put_u64(&k->b, (uint64_t)ps->n);
+    for (int i = 0; i < ps->n; i++) {
+        uint32_t u;
+        memcpy(&u, &ps->score[i], 4);
+        put_u32(&k->b, u);
+    }
+    k->n++;
+    put_str(&k->b, "tokenizer.ggml.token_type");
+    put_u32(&k->b, V_ARRAY);
+    put_u32(&k->b, V_I32);
+    put_u64(&k->b, (uint64_t)ps->n);
+    for (int i = 0; i < ps->n; i++) put_u32(&k->b, (uint32_t)ps->type[i]);
+    k->n++;
+    kv_u32(k, "tokenizer.ggml.unknown_token_id", 3);
+    kv_bool(k, "tokenizer.ggml.add_bos_token", 1);
+    kv_bool(k, "tokenizer.ggml.add_eos_token", 0);
+    kv_bool(k, "tokenizer.ggml.add_space_prefix", 0);
 }
 
 /* a tensor: row-major shape (written as ggml's reversed ne), ggml type, bytes */
@@ -165,7 +270,8 @@ static tensor convert(const lv_weight *src, const char *name, uint32_t type) {
 
 /* Writes the tiny model as llama.cpp would (norms + 1 in f32, as torch adds them); `arch`
  * and `block_count` (0: absent) for the refusals. */
-static void write_tiny(const char *path, int matrices, int embed, const char *arch, uint32_t block_count) {
+static void write_tiny(const char *path, int matrices, int embed, const char *arch, uint32_t block_count,
+                       const pieces *ps) {
     lv_weights *w = NULL;
     cr_assert_eq(lv_weights_open(WEIGHTS, &w), LV_OK, "%s", lv_last_error());
     kv k = {0};
@@ -187,6 +293,7 @@ static void write_tiny(const char *path, int matrices, int embed, const char *ar
     kv_u32(&k, "tokenizer.ggml.bos_token_id", 2);
     kv_u32(&k, "tokenizer.ggml.eos_token_id", 1);
     kv_u32(&k, "tokenizer.ggml.padding_token_id", 0);
+    if (ps) kv_tokenizer(&k, ps);
     tensor t[2 + 3 * 11];
     int n = 0;
     const lv_weight *e = lv_weights_find(w, "model.embed_tokens.weight");
@@ -249,7 +356,7 @@ Test(gemma2_gguf, llama_cpp_names_config_and_hidden_states) {
 
     /* f32: the safetensors model's config and bits */
     const char *path = ts_tmp("gemma2-tiny-f32.gguf");
-    write_tiny(path, MATRICES_F32, EMBED_F32, "gemma2", 3);
+    write_tiny(path, MATRICES_F32, EMBED_F32, "gemma2", 3, NULL);
     lv_gemma2_file *g = open_file(path);
     const lv_gemma2_config *c = lv_gemma2_file_config(g), *s = lv_gemma2_file_config(st);
     cr_assert(c->vocab_size == 512 && c->hidden_size == 96 && c->intermediate_size == 256 && c->num_layers == 3 &&
@@ -273,7 +380,7 @@ Test(gemma2_gguf, llama_cpp_names_config_and_hidden_states) {
 
     /* q8_0 / q4_K matrices stay as they are: the safetensors model quantized on load */
     path = ts_tmp("gemma2-tiny-q.gguf");
-    write_tiny(path, MATRICES_QUANTIZED, EMBED_F32, "gemma2", 3);
+    write_tiny(path, MATRICES_QUANTIZED, EMBED_F32, "gemma2", 3, NULL);
     g = open_file(path);
     cr_assert_eq(lv_gemma2_file_dtype(g), LV_Q8_0);
     cr_assert_eq(lv_gemma2_file_tensor(g, "layers.0.mlp.down_proj.weight")->dtype, LV_Q4_K);
@@ -301,13 +408,13 @@ Test(gemma2_gguf, llama_cpp_names_config_and_hidden_states) {
 
     /* a q8_0 embedding table: its rows are those of the f32 table of the same values */
     path = ts_tmp("gemma2-tiny-qe.gguf");
-    write_tiny(path, MATRICES_QUANTIZED, EMBED_Q8_0, "gemma2", 3);
+    write_tiny(path, MATRICES_QUANTIZED, EMBED_Q8_0, "gemma2", 3, NULL);
     g = open_file(path);
     cr_assert_eq(lv_gemma2_file_tensor(g, "embed_tokens.weight")->dtype, LV_Q8_0);
     encode(ctx, g, -1, a0, a1);
     lv_gemma2_file_close(g);
     path = ts_tmp("gemma2-tiny-qev.gguf");
-    write_tiny(path, MATRICES_QUANTIZED, EMBED_Q8_0_VALUES, "gemma2", 3);
+    write_tiny(path, MATRICES_QUANTIZED, EMBED_Q8_0_VALUES, "gemma2", 3, NULL);
     g = open_file(path);
     encode(ctx, g, -1, b0, b1);
     cr_assert_eq(memcmp(a0, b0, sizeof a0), 0, "a q8_0 table's rows differ from its values in f32");
@@ -322,18 +429,71 @@ Test(gemma2_gguf, llama_cpp_names_config_and_hidden_states) {
 Test(gemma2_gguf, other_architectures_and_missing_keys_are_refused) {
     lv_gemma2_file *g = NULL;
     const char *path = ts_tmp("gemma2-tiny-llama.gguf");
-    write_tiny(path, MATRICES_F32, EMBED_F32, "llama", 3);
+    write_tiny(path, MATRICES_F32, EMBED_F32, "llama", 3, NULL);
     cr_assert_eq(lv_gemma2_file_open(path, NULL, &g), LV_ERR_UNSUPPORTED);
     cr_assert(strstr(lv_last_error(), "\"llama\"") && strstr(lv_last_error(), path), "%s", lv_last_error());
     path = ts_tmp("gemma2-tiny-nolayers.gguf");
-    write_tiny(path, MATRICES_F32, EMBED_F32, "gemma2", 0);
+    write_tiny(path, MATRICES_F32, EMBED_F32, "gemma2", 0, NULL);
     cr_assert_eq(lv_gemma2_file_open(path, NULL, &g), LV_ERR_INVALID);
     cr_assert(strstr(lv_last_error(), "gemma2.block_count") && strstr(lv_last_error(), "missing"), "%s",
               lv_last_error());
     /* a config that disagrees with the tensors: named as for safetensors */
     path = ts_tmp("gemma2-tiny-2layers.gguf");
-    write_tiny(path, MATRICES_F32, EMBED_F32, "gemma2", 2);
+    write_tiny(path, MATRICES_F32, EMBED_F32, "gemma2", 2, NULL);
     cr_assert_eq(lv_gemma2_file_open(path, NULL, &g), LV_ERR_INVALID);
     cr_assert(strstr(lv_last_error(), "blk.2.") && strstr(lv_last_error(), "GGUF metadata"), "%s", lv_last_error());
     cr_assert_null(g);
+}
+
+/* The tokenizer from the GGUF's metadata (no tokenizer.model beside it): every case of
+ * tokenizer-cases.json gives the ids of the tokenizer.model the pieces were read from, with and
+ * without <bos>; the special ids and the pieces are the same; lv_tokenizer_find names the GGUF. */
+Test(gemma2_gguf, tokenizer_from_metadata) {
+    static pieces ps;
+    read_pieces(&ps);
+    cr_assert_eq(ps.n, 512);
+    const char *path = ts_tmp("gemma2-tiny-tok.gguf");
+    write_tiny(path, MATRICES_F32, EMBED_F32, "gemma2", 3, &ps);
+    char found[4096];
+    cr_assert(lv_tokenizer_find(path, found, sizeof found), "no tokenizer found for %s", path);
+    cr_assert_str_eq(found, path);
+    lv_tokenizer *a = NULL, *b = NULL;
+    cr_assert_eq(lv_tokenizer_open(DIR "/tokenizer.model", &a), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_tokenizer_open(found, &b), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_tokenizer_vocab_size(b), 512);
+    cr_assert(lv_tokenizer_bos_id(b) == 2 && lv_tokenizer_eos_id(b) == 1 && lv_tokenizer_pad_id(b) == 0 &&
+              lv_tokenizer_unk_id(b) == 3);
+    for (int i = 0; i < 512; i++) cr_assert_str_eq(lv_tokenizer_piece(a, i), lv_tokenizer_piece(b, i));
+    size_t len;
+    char *json = (char *)ts_slurp(DIR "/tokenizer-cases.json", &len);
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    cr_assert_not_null(root);
+    const cJSON *cases = cJSON_GetObjectItemCaseSensitive(root, "cases"), *c;
+    int count = 0;
+    cJSON_ArrayForEach(c, cases) {
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(c, "text");
+        cr_assert(cJSON_IsString(text));
+        for (unsigned flags = 0; flags <= LV_TOKENIZE_GEMMA; flags += LV_TOKENIZE_GEMMA) {
+            int32_t x[512], y[512];
+            int nx, ny;
+            const char *t = text->valuestring;
+            cr_assert_eq(lv_tokenizer_encode(a, t, strlen(t), flags, x, 512, &nx, NULL), LV_OK);
+            cr_assert_eq(lv_tokenizer_encode(b, t, strlen(t), flags, y, 512, &ny, NULL), LV_OK, "%s", lv_last_error());
+            cr_assert(nx == ny && !memcmp(x, y, (size_t)nx * 4), "'%s': %d ids from the GGUF, %d from the model", t,
+                      ny, nx);
+        }
+        count++;
+    }
+    cr_assert_eq(count, 17);
+    cJSON_Delete(root);
+    free(json);
+    lv_tokenizer_close(a);
+    lv_tokenizer_close(b);
+    /* a GGUF without a tokenizer says what to give */
+    path = ts_tmp("gemma2-tiny-f32.gguf");
+    write_tiny(path, MATRICES_F32, EMBED_F32, "gemma2", 3, NULL);
+    cr_assert_eq(lv_tokenizer_open(path, &b), LV_ERR_FORMAT);
+    cr_assert(strstr(lv_last_error(), "tokenizer.ggml.model") && strstr(lv_last_error(), "tokenizer.model"), "%s",
+              lv_last_error());
+    for (int i = 0; i < ps.n; i++) free(ps.text[i]);
 }
