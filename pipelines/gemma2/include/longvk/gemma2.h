@@ -62,9 +62,11 @@ const char *lv_gemma2_config_describe(const lv_gemma2_config *cfg, char *buf, si
 
 typedef struct lv_gemma2_file lv_gemma2_file;
 
-/* `path`: a safetensors file; a *.safetensors.index.json (shards beside it); or a directory
+/* `path`: a safetensors file; a *.safetensors.index.json (shards beside it); a directory
  * holding model.safetensors or model.safetensors.index.json (a Hugging Face model folder, or
- * diffusers' text_encoder/). The config comes from `config_path` when given, else the first
+ * diffusers' text_encoder/); or a GGUF file as llama.cpp writes it (gemma-2-2b-it-Q8_0.gguf:
+ * its names token_embd, blk.N.attn_q, ..., its config from the gemma2.* metadata, its norms
+ * stored as 1 + w, f32 / f16 / bf16 / q8_0 / q4_K tensors; quantized ones stay quantized). The config comes from `config_path` when given, else the first
  * shard's __metadata__.config, else config.json beside the weights. Tensor names are
  * Hugging Face's with or without the "model." prefix (Gemma2ForCausalLM or Gemma2Model);
  * lm_head.weight and other unused tensors are ignored. Every tensor the config needs is
