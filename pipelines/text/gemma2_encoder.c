@@ -27,16 +27,20 @@ static lv_status build(lv_text_gemma2 *t, const char *what, const char *text, in
     return LV_OK;
 }
 
+int lv_text_gemma2_weight_dtype(lv_text_weights w) {
+    static const int dtypes[] = {-1, LV_F32, LV_F16, LV_BF16, LV_Q8_0, LV_Q4_K};
+    return (unsigned)w <= LV_TEXT_WEIGHTS_Q4_K ? dtypes[w] : -2;
+}
+
 lv_status lv_text_gemma2_open(lv_text_gemma2 *t, const lv_text_gemma2_options *opt) {
     memset(t, 0, sizeof *t);
     const char *encoder = opt->encoder, *tokenizer = opt->tokenizer;
     snprintf(t->encoder, sizeof t->encoder, "%s", encoder);
     t->motion_score = opt->motion_score;
     t->softcap = opt->softcap;
-    static const int dtypes[] = {-1, LV_F32, LV_F16, LV_BF16, LV_Q8_0, LV_Q4_K};
-    if ((unsigned)opt->weights > LV_TEXT_WEIGHTS_Q4_K)
+    t->weight_dtype = lv_text_gemma2_weight_dtype(opt->weights);
+    if (t->weight_dtype == -2)
         return lv_error(LV_ERR_INVALID, "lv_text_encoder_open_gemma2: weights %d (lv_text_weights)", (int)opt->weights);
-    t->weight_dtype = dtypes[opt->weights];
     LV_TRY(lv_gemma2_file_open(encoder, NULL, &t->file));
     const lv_gemma2_config *cfg = lv_gemma2_file_config(t->file);
     if (cfg->hidden_size != opt->caption_channels)

@@ -117,6 +117,9 @@ int lv_text_encoder_tokens(const lv_text_encoder *e);
  * weights and the work buffers of its longest prompt, lv_gemma2_memory_plan, each tensor
  * rounded up to `alignment`); 0 for the word tables. */
 uint64_t lv_text_encoder_memory_plan(const lv_text_encoder *e, uint64_t alignment);
+/* The same with Gemma-2's matmul weights as `weights` instead of the encoder's setting (what a
+ * run that would not fit could use instead). */
+uint64_t lv_text_encoder_memory_plan_as(const lv_text_encoder *e, uint64_t alignment, lv_text_weights weights);
 /* True when encoding needs a device (Gemma-2), false for the word tables. */
 bool lv_text_encoder_uses_device(const lv_text_encoder *e);
 /* The prompts set, encoded: y [slots, L, caption_channels] and mask [slots, L] (slot 1 only
