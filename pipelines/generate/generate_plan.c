@@ -131,8 +131,13 @@ lv_status lv_gen_plan_check(const gen_run *r, const lv_generate_plan *plan) {
             const uint64_t dit = lv_gen_plan_dit_phase(&base);
             base.peak = t > dit ? t : dit;
         }
-        if (with_text[0] && base.peak <= base.budget) {
-            suggest(fits, sizeof fits, with_text, &base);
+        /* the VAE in tiles (above) need not fit */
+        lv_generate_plan tiled = base;
+        if (r->o.vae_tiles != LV_GEN_VAE_TILES_OFF) tiled.vae = 0;
+        const uint64_t tiled_dit = lv_gen_plan_dit_phase(&tiled);
+        tiled.peak = base.text > tiled_dit ? base.text : tiled_dit;
+        if (with_text[0] && tiled.peak <= base.budget) {
+            suggest(fits, sizeof fits, with_text, &tiled);
             with_text[0] = 0; /* one setting is enough: the DiT's need not be shrunk too */
         }
     }
