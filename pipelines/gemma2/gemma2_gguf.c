@@ -129,7 +129,7 @@ lv_status g2_gguf_config(const lv_weights *w, const char *path, lv_gemma2_config
     if (c->num_heads % c->num_kv_heads != 0)
         return lv_error(LV_ERR_INVALID, "%s: GGUF metadata gemma2.attention.head_count_kv %d does not divide "
                         "head_count %d", path, c->num_kv_heads, c->num_heads);
-    if (c->head_dim % 2 != 0 || (long)c->num_heads * c->head_dim > 65536)
+    if (c->head_dim < 2 || c->head_dim % 2 != 0 || (long)c->num_heads * c->head_dim > 65536)
         return lv_error(LV_ERR_INVALID, "%s: GGUF metadata gemma2.attention.key_length %d (x %d heads): even and at "
                         "most 65536 wide", path, c->head_dim, c->num_heads);
     for (int i = 0; i < LV_GEMMA2_MAX_LAYERS; i++) c->sliding[i] = (unsigned char)(i < c->num_layers && i % 2 == 0);
