@@ -180,7 +180,8 @@ int cmd_encode_text(int argc, char **argv) {
         if (!tpath) {
             if (!lv_tokenizer_find(args.encoder, found, sizeof found)) {
                 fprintf(stderr, "longvk: tokenizer: no tokenizer.model in or beside %s (give --tokenizer FILE; longvk "
-                        "reads SentencePiece's tokenizer.model, or a .gguf's own tokenizer metadata, not tokenizer.json)\n",
+                        "reads SentencePiece's tokenizer.model, or a .gguf's own tokenizer metadata, not "
+                        "tokenizer.json)\n",
                         args.encoder);
                 goto done;
             }

@@ -13,8 +13,8 @@ lv_dtype g2_matmul_dtype(int requested, int64_t k, lv_dtype stored) {
 }
 
 lv_dtype g2_param_dtype(int requested, lv_dtype stored) {
-    return requested < 0 || lv_dtype_quantized((lv_dtype)requested) || lv_dtype_quantized(stored) ? stored
-                                                                                                     : (lv_dtype)requested;
+    if (requested < 0 || lv_dtype_quantized((lv_dtype)requested) || lv_dtype_quantized(stored)) return stored;
+    return (lv_dtype)requested;
 }
 
 static uint64_t rounded(uint64_t bytes, uint64_t align) { return (bytes + align - 1) / align * align; }

@@ -51,9 +51,9 @@ lv_status lv_text_gemma2_open(lv_text_gemma2 *t, const lv_text_gemma2_options *o
     if (!tokenizer) {
         if (!lv_tokenizer_find(encoder, found, sizeof found))
             return lv_error(LV_ERR_IO, "no tokenizer.model in or beside the text encoder %s (in it, its tokenizer/ "
-                            "or ../tokenizer/; a GGUF's own tokenizer.ggml.* metadata serves when it is a .gguf): give the "
-                            "tokenizer (--tokenizer FILE); longvk reads SentencePiece's tokenizer.model, not "
-                            "tokenizer.json", encoder);
+                            "or ../tokenizer/; a GGUF's own tokenizer.ggml.* metadata serves when it is a "
+                            ".gguf): give the tokenizer (--tokenizer FILE); longvk reads SentencePiece's "
+                            "tokenizer.model, not tokenizer.json", encoder);
         tokenizer = found;
     }
     LV_TRY(lv_tokenizer_open(tokenizer, &t->tok));

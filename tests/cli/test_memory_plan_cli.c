@@ -123,7 +123,8 @@ Test(memory_plan_cli, info_plan_of_a_preset) {
         cr_assert_eq(ts_run(cmd, &t), 0, "%s", t);
         const double want = gemma - L * mat * (2 - per_weight[i]) / 1048576;
         double got = figure_after(t, "text encoder phase");
-        cr_assert(got > want - 0.1 && got < want + 0.1, "%s: text phase %.1f MiB, want %.1f:\n%s", dtypes[i], got, want, t);
+        cr_assert(got > want - 0.1 && got < want + 0.1, "%s: text phase %.1f MiB, want %.1f:\n%s", dtypes[i], got,
+                  want, t);
         cr_assert(strstr(t, dtypes[i]), "%s", t);
         free(t);
     }

@@ -66,7 +66,8 @@ typedef struct lv_gemma2_file lv_gemma2_file;
  * holding model.safetensors or model.safetensors.index.json (a Hugging Face model folder, or
  * diffusers' text_encoder/); or a GGUF file as llama.cpp writes it (gemma-2-2b-it-Q8_0.gguf:
  * its names token_embd, blk.N.attn_q, ..., its config from the gemma2.* metadata, its norms
- * stored as 1 + w, f32 / f16 / bf16 / q8_0 / q4_K tensors; quantized ones stay quantized). The config comes from `config_path` when given, else the first
+ * stored as 1 + w, f32 / f16 / bf16 / q8_0 / q4_K tensors; quantized ones stay quantized).
+ * The config comes from `config_path` when given, else (a GGUF) its metadata, else the first
  * shard's __metadata__.config, else config.json beside the weights. Tensor names are
  * Hugging Face's with or without the "model." prefix (Gemma2ForCausalLM or Gemma2Model);
  * lm_head.weight and other unused tensors are ignored. Every tensor the config needs is
