@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "longvk/quant.h"
+#include "longvk/text.h"
 #include "longvk/tokenizer.h"
 #include "test_support.h"
 #include "ts_files.h"
@@ -447,7 +448,9 @@ Test(gemma2_gguf, other_architectures_and_missing_keys_are_refused) {
 
 /* The tokenizer from the GGUF's metadata (no tokenizer.model beside it): every case of
  * tokenizer-cases.json gives the ids of the tokenizer.model the pieces were read from, with and
- * without <bos>; the special ids and the pieces are the same; lv_tokenizer_find names the GGUF. */
+ * without <bos>; the special ids and the pieces are the same; lv_tokenizer_find names the GGUF;
+ * the text stage (lv_text_encoder, what generate runs) on the GGUF alone gives the rows of the
+ * safetensors file and its tokenizer.model. */
 Test(gemma2_gguf, tokenizer_from_metadata) {
     static pieces ps;
     read_pieces(&ps);
@@ -489,6 +492,24 @@ Test(gemma2_gguf, tokenizer_from_metadata) {
     free(json);
     lv_tokenizer_close(a);
     lv_tokenizer_close(b);
+    /* generate's text stage on the GGUF alone (its tokenizer found in it) gives the rows and
+     * masks of the safetensors file and its tokenizer.model, bit for bit, CFG's slot too */
+    enum { ROWS = 300, CAP = 96 };
+    static float y[2][2 * ROWS * CAP], mask[2][2 * ROWS];
+    const char *encoders[2] = {WEIGHTS, path};
+    lv_ctx *ctx = ts_ctx();
+    for (int i = 0; i < 2; i++) {
+        lv_text_gemma2_options go = {.encoder = encoders[i], .caption_channels = CAP, .motion_score = 10};
+        lv_text_encoder *te = NULL;
+        cr_assert_eq(lv_text_encoder_open_gemma2(&go, &te), LV_OK, "%s", lv_last_error());
+        cr_assert_eq(lv_text_encoder_set_prompts(te, "a red fox <eos> in the snow", true, NULL, NULL, NULL), LV_OK, "%s",
+                     lv_last_error());
+        cr_assert_eq(lv_text_encoder_encode(te, ctx, y[i], mask[i], NULL), LV_OK, "%s", lv_last_error());
+        lv_text_encoder_close(te);
+    }
+    cr_assert_eq(memcmp(mask[0], mask[1], sizeof mask[0]), 0, "the masks differ");
+    cr_assert_eq(memcmp(y[0], y[1], sizeof y[0]), 0, "the rows differ");
+    ts_ctx_done(ctx);
     /* a GGUF without a tokenizer says what to give */
     path = ts_tmp("gemma2-tiny-f32.gguf");
     write_tiny(path, MATRICES_F32, EMBED_F32, "gemma2", 3, NULL);
