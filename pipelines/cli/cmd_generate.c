@@ -207,6 +207,12 @@ static cli_option options[] = {
     {.name = "--softcap", .kind = CLI_CHOICE, .dest = &args.o.text_softcap, .choices = on_off, .def = "off",
      .help = "the text encoder's attention soft-cap; off is what SANA-Video's own runs do (transformers' sdpa "
              "attention ignores it)"},
+    {.name = "--text-weights-dtype", .kind = CLI_CHOICE, .dest = &args.o.text_weights_dtype,
+     .choices = cli_weight_dtypes, .def = "as-stored", .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K",
+     .help = "the text encoder's matrix weights (q, k, v, o, gate, up, down) on the device, as --weights-dtype "
+             "for the DiT: converted, or quantized on load as ggml's q8_0 / q4_K (the embedding and the norms as "
+             "stored; q4_K falls back to q8_0 where rows are not whole blocks of 256); a GGUF's quantized "
+             "matrices stay as they are"},
     {.name = "--motion-score", .kind = CLI_INT, .dest = &args.motion_score, .metavar = "N", .min = 0, .max = 1000,
      .def = "10", .help = "with a text encoder: \" motion score: N.\" appended to the prompt, as SANA-Video's "
                           "inference does; 0 appends nothing"},

@@ -50,6 +50,11 @@ static lv_status load_text_embeds(gen_run *r, const char *path, int cap) {
     return s;
 }
 
+/* text_weights_dtype is passed on as it is */
+_Static_assert(LV_TEXT_WEIGHTS_BF16 == (int)LV_DIT_WEIGHTS_BF16 && LV_TEXT_WEIGHTS_Q8_0 == (int)LV_DIT_WEIGHTS_Q8_0 &&
+                   LV_TEXT_WEIGHTS_Q4_K == (int)LV_DIT_WEIGHTS_Q4_K,
+               "lv_text_weights and lv_dit_weights share their codes");
+
 lv_status lv_gen_prepare_text(gen_run *r, void (*warn)(void *, const char *), void *user) {
     int cap = lv_sana_file_config(r->m.file)->caption_channels;
     if (!r->use_encoder && (!r->m.card.pixel || r->o.text_embeds_path))
@@ -61,7 +66,7 @@ lv_status lv_gen_prepare_text(gen_run *r, void (*warn)(void *, const char *), vo
         lv_text_gemma2_options g = {
             .encoder = o->text_encoder_path, .tokenizer = o->tokenizer_path, .caption_channels = cap,
             .motion_score = o->motion_score == LV_GEN_MODEL_DEFAULT ? LV_SANA_VIDEO_MOTION_SCORE : o->motion_score,
-            .softcap = o->text_softcap};
+            .softcap = o->text_softcap, .weights = (lv_text_weights)o->text_weights_dtype};
         if (r->root) LV_TRY(lv_text_encoder_open_gemma2(&g, &r->text));
         r->text_len = LV_SANA_PROMPT_ROWS;
     } else {

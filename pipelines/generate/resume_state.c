@@ -72,6 +72,10 @@ static cJSON *run_identity(const lv_generate_options *o, const lv_gen_model *m, 
     static const char *const weights[] = {"as-stored", "f32", "f16", "bf16"};
     if (o->weights_dtype > LV_DIT_WEIGHTS_AS_STORED && o->weights_dtype <= LV_DIT_WEIGHTS_BF16)
         cJSON_AddStringToObject(j, "weights_dtype", weights[o->weights_dtype]);
+    /* the text encoder's, likewise (its rows differ): only when not as stored */
+    static const char *const text_weights[] = {"as-stored", "f32", "f16", "bf16", "q8_0", "q4_K"};
+    if (o->text_weights_dtype > LV_DIT_WEIGHTS_AS_STORED && o->text_weights_dtype <= LV_DIT_WEIGHTS_Q4_K)
+        cJSON_AddStringToObject(j, "text_weights_dtype", text_weights[o->text_weights_dtype]);
     /* the rows by their content (the same file moved is the same run, an edited one is not) */
     char *embeds = o->text_embeds_path ? lv_gen_file_identity(o->text_embeds_path) : NULL;
     if (embeds) cJSON_AddStringToObject(j, "text_embeds", embeds);
@@ -91,6 +95,7 @@ static const char *option_of(const char *key) {
         {"cfg_scale", "--cfg-scale"}, {"block_frames", "--block-frames"}, {"cached_blocks", "--cached-blocks"},
         {"burn_in_blocks", "--burn-in-blocks"}, {"schedule", "--prompt-at/--schedule"},
         {"precision", "--precision"}, {"weights_dtype", "--weights-dtype"}, {"text_embeds", "--text-embeds"},
+        {"text_weights_dtype", "--text-weights-dtype"},
         {"codec", "--codec"}, {"crf", "--crf"}, {"preset", "--preset"}, {"image", "--image"},
         {"continue", "--continue"}, {"continue_output", "--continue-output"}, {"prompts_from", "--prompts-from"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

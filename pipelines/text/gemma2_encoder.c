@@ -26,12 +26,20 @@ static lv_status build(lv_text_gemma2 *t, const char *what, const char *text, in
     return LV_OK;
 }
 
+int lv_text_gemma2_weight_dtype(lv_text_weights w) {
+    static const int dtypes[] = {-1, LV_F32, LV_F16, LV_BF16, LV_Q8_0, LV_Q4_K};
+    return (unsigned)w <= LV_TEXT_WEIGHTS_Q4_K ? dtypes[w] : -2;
+}
+
 lv_status lv_text_gemma2_open(lv_text_gemma2 *t, const lv_text_gemma2_options *opt) {
     memset(t, 0, sizeof *t);
     const char *encoder = opt->encoder, *tokenizer = opt->tokenizer;
     snprintf(t->encoder, sizeof t->encoder, "%s", encoder);
     t->motion_score = opt->motion_score;
     t->softcap = opt->softcap;
+    t->weight_dtype = lv_text_gemma2_weight_dtype(opt->weights);
+    if (t->weight_dtype == -2)
+        return lv_error(LV_ERR_INVALID, "lv_text_encoder_open_gemma2: weights %d (lv_text_weights)", (int)opt->weights);
     LV_TRY(lv_gemma2_file_open(encoder, NULL, &t->file));
     const lv_gemma2_config *cfg = lv_gemma2_file_config(t->file);
     if (cfg->hidden_size != opt->caption_channels)
@@ -42,8 +50,9 @@ lv_status lv_text_gemma2_open(lv_text_gemma2 *t, const lv_text_gemma2_options *o
     if (!tokenizer) {
         if (!lv_tokenizer_find(encoder, found, sizeof found))
             return lv_error(LV_ERR_IO, "no tokenizer.model in or beside the text encoder %s (in it, its tokenizer/ "
-                            "or ../tokenizer/): give the tokenizer (--tokenizer FILE); longvk reads SentencePiece's "
-                            "tokenizer.model only, not tokenizer.json", encoder);
+                            "or ../tokenizer/; a GGUF's own tokenizer.ggml.* metadata serves when it is a "
+                            ".gguf): give the tokenizer (--tokenizer FILE); longvk reads SentencePiece's "
+                            "tokenizer.model, not tokenizer.json", encoder);
         tokenizer = found;
     }
     LV_TRY(lv_tokenizer_open(tokenizer, &t->tok));
@@ -73,6 +82,7 @@ lv_status lv_text_gemma2_encode(lv_text_gemma2 *t, lv_ctx *ctx, float *y, float 
     lv_gemma2_options_default(&opt);
     opt.attn_softcap = t->softcap ? LV_GEMMA2_SOFTCAP_CONFIG : 0.0f;
     opt.stop = t->stop;
+    opt.weight_dtype = t->weight_dtype;
     lv_gemma2 *enc = NULL;
     lv_status s = lv_gemma2_create(ctx, t->file, &opt, &enc);
     if (s != LV_OK) return lv_error_prefix(s, "the text encoder %s", t->encoder);

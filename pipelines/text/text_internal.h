@@ -14,10 +14,14 @@ typedef struct lv_text_gemma2 {
     lv_sana_prompt prompt, negative; /* ids, selection and mask of each */
     bool with_negative;              /* CFG: the negative prompt is encoded too */
     int motion_score, softcap;
+    int weight_dtype;                /* lv_gemma2_options.weight_dtype (-1: as stored) */
     char encoder[4096];              /* the encoder's path, for messages */
     volatile sig_atomic_t *stop;     /* polled between layers (lv_text_encoder_set_stop), or NULL */
 } lv_text_gemma2;
 
+/* lv_gemma2_options.weight_dtype of an lv_text_weights (-1: as stored), or -2 for a value
+ * outside the enum. */
+int lv_text_gemma2_weight_dtype(lv_text_weights w);
 /* Opens the encoder's files (every tensor checked, nothing on the device yet) and the
  * tokenizer; the encoder's hidden size must be the DiT's caption_channels. */
 lv_status lv_text_gemma2_open(lv_text_gemma2 *t, const lv_text_gemma2_options *opt);

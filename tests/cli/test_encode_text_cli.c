@@ -138,6 +138,42 @@ Test(encode_text_cli, ids_match_transformers_f32, .timeout = 300) {
     lv_npy_free(&got);
 }
 
+/* --text-weights-dtype q8_0 (issue 56): the library's encoder with q8_0 matrices, bit for bit
+ * (test_gemma2's quantized_weights bounds it against f32); beside --dtype it is refused. */
+Test(encode_text_cli, text_weights_dtype_q8_0, .timeout = 300) {
+    char list[256];
+    int32_t ids[T];
+    int n = row0_ids(list, sizeof list, ids);
+    char *err;
+    const char *argv[] = {"--text-encoder", WEIGHTS, "--template", "none", "--ids", list, "--softcap", "off",
+                          "--text-weights-dtype", "q8_0", "-o", ts_tmp("et_q8.npy"), NULL};
+    cr_assert_eq(run(argv, NULL, &err), 0, "%s", err);
+    free(err);
+    lv_npy got = load(ts_tmp("et_q8.npy"));
+    lv_gemma2_file *f = NULL;
+    cr_assert_eq(lv_gemma2_file_open(WEIGHTS, NULL, &f), LV_OK, "%s", lv_last_error());
+    lv_ctx *ctx = ts_ctx();
+    lv_gemma2_options opt;
+    lv_gemma2_options_default(&opt);
+    opt.weight_dtype = LV_Q8_0;
+    lv_gemma2 *enc = NULL;
+    cr_assert_eq(lv_gemma2_create(ctx, f, &opt, &enc), LV_OK, "%s", lv_last_error());
+    static float want[T * H];
+    cr_assert_eq(lv_gemma2_encode(enc, ids, n, want), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(memcmp(got.data, want, (size_t)n * H * sizeof *want), 0, "not the library's q8_0 encoder");
+    double e = ts_nmse(got.data, (const float *)vec_get("sdpa_f32_last_hidden_state", 2 * T * H * 4), (size_t)n * H);
+    cr_assert_gt(e, 1e-9, "q8_0 gave f32's output");
+    lv_gemma2_destroy(enc);
+    ts_ctx_done(ctx);
+    lv_gemma2_file_close(f);
+    lv_npy_free(&got);
+    const char *both[] = {"--text-encoder", WEIGHTS, "--ids", list, "--template", "none", "--dtype", "f32",
+                          "--text-weights-dtype", "q4_K", "-o", ts_tmp("et_q8.npy"), NULL};
+    cr_assert_eq(run(both, NULL, &err), 2, "%s", err);
+    cr_assert(strstr(err, "--dtype") && strstr(err, "--text-weights-dtype"), "%s", err);
+    free(err);
+}
+
 Test(encode_text_cli, print_ids_match_python, .timeout = 300) {
     size_t len;
     char *json = (char *)ts_slurp(DIR "/tokenizer-cases.json", &len);

@@ -433,4 +433,29 @@ Test(generate_pipeline, dry_run_plan_equals_the_run, .timeout = 300) {
               dit, dit_run, plan, ran);
     free(plan);
     free(ran);
+    /* a budget under the text encoder's phase: the run is refused before any upload, told
+     * that the encoder's q8_0 matrices would fit; with them it runs (the VAE in tiles:
+     * --vae-tiles auto) and its encoder holds what the plan says */
+    remove(video);
+    const unsigned long long budget = (unsigned long long)((text - 0.3) * 1048576);
+    snprintf(cmd, sizeof cmd, "LONGVK_DEVICE_BUDGET=%llu %s generate --model %s -p '" PROMPT "' --frames 9 -W 48 -H 32 "
+             "--block-frames 1 --codec ffv1 -o %s 2>&1", budget, LONGVK_CLI, dir, video);
+    char *refused = run(cmd, 1);
+    cr_assert(strstr(refused, "nothing was uploaded") && strstr(refused, "It would fit with --text-weights-dtype q8_0"),
+              "%s", refused);
+    cr_assert(access(video, F_OK) != 0, "a refused run wrote the video");
+    free(refused);
+    snprintf(cmd, sizeof cmd, "%s generate --model %s -p '" PROMPT "' --frames 9 -W 48 -H 32 --block-frames 1 "
+             "--codec ffv1 --text-weights-dtype q8_0 -o %s --dry-run 2>&1", LONGVK_CLI, dir, video);
+    char *q8 = run(cmd, 0);
+    double text_q8 = mib_after(q8, "text encoder phase");
+    cr_assert(text_q8 < text - 0.3, "q8_0: text encoder phase %.1f MiB, f32 %.1f", text_q8, text);
+    snprintf(cmd, sizeof cmd, "LONGVK_DEVICE_BUDGET=%llu %s generate --model %s -p '" PROMPT "' --frames 9 -W 48 -H 32 "
+             "--block-frames 1 --codec ffv1 --text-weights-dtype q8_0 -o %s 2>&1", budget, LONGVK_CLI, dir, video);
+    ran = run(cmd, 0);
+    text_run = mib_after(ran, "device memory: text encoder ");
+    cr_assert(text_q8 <= text_run * 1.02 + 0.1 && text_q8 >= text_run * 0.98 - 0.1, "q8_0 text encoder: planned %.1f, "
+              "the run %.1f MiB\n%s\n%s", text_q8, text_run, q8, ran);
+    free(q8);
+    free(ran);
 }

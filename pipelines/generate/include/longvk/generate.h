@@ -133,6 +133,9 @@ typedef struct lv_generate_options {
     const char *tokenizer_path;
     int text_softcap;             /* the encoder's attention soft-cap: 0 off (SANA-Video's
                                      own runs: transformers' sdpa ignores it), 1 the config's */
+    int text_weights_dtype;       /* the encoder's matrix weights on the device, in
+                                     weights_dtype's codes (lv_dit_weights = lv_text_weights):
+                                     0 as stored, f32, f16, bf16, or quantized to q8_0 / q4_K */
     int motion_score;             /* " motion score: N." appended to the prompt;
                                      LV_GEN_MODEL_DEFAULT: SANA-Video's 10; 0: nothing */
     const char *text_embeds_out;  /* when set: the rows fed to the DiT, written as a safetensors
