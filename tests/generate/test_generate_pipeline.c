@@ -429,6 +429,14 @@ Test(generate_pipeline, a_schedule_encodes_each_prompt_once, .timeout = 900) {
     cr_assert(strstr(out, "switch 2/2: block 4/4 (block 4 of the video) from frame 9 = "), "%s", out);
     free(out);
 
+    /* --dry-run's plan says it too, beside the encoder's device memory */
+    snprintf(cmd, sizeof cmd, "%s generate --model %s --schedule %s.schedule " SCHED_ARGS " --dry-run -o %s 2>&1",
+             LONGVK_CLI, dir, sched, replay);
+    out = run(cmd, 0);
+    cr_assert(strstr(out, "(host) the rows            0.4  of the schedule's 2 distinct prompts, each encoded once"),
+              "%s", out);
+    free(out);
+
     /* the rows: entry 1 and 3's are the prompt's alone, entry 2's PROMPT_B's alone, bit for bit */
     lv_weights *wa, *wb, *ws;
     cr_assert_eq(lv_weights_open(e_one, &wa), LV_OK, "%s", lv_last_error());

@@ -301,6 +301,8 @@ typedef struct lv_generate_plan {
     uint64_t peak;             /* max(text, lv_gen_plan_dit_phase) */
     int chunk_frames, grid_h, grid_w; /* the largest chunk's model frames and grid */
     int text_tokens, text_slots;
+    int text_prompts;          /* a prompt schedule's distinct texts, each encoded once (0: none) */
+    uint64_t text_rows_host;   /* their rows, kept in host memory for the run (0: none) */
     int weights_dtype;         /* lv_dit_weights */
     lv_dtype stored;           /* the file's matrix weights' dtype */
     lv_precision precision;
