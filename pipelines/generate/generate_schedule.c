@@ -405,8 +405,10 @@ lv_status lv_gen_schedule_texts(gen_run *r, void (*warn)(void *, const char *), 
     const int cap = lv_sana_file_config(r->m.file)->caption_channels, L = r->text_len;
     const size_t rows = (size_t)2 * L * cap;
     distinct_texts(r);
-    if (!(r->texts_y = calloc((size_t)r->nsw * rows, sizeof(float))) ||
-        !(r->texts_mask = calloc((size_t)r->nsw * 2 * L, sizeof(float))))
+    /* the distinct texts only: a SANA-Video prompt's rows are 5.3 MiB (prompts pushed during
+     * the run grow them, generate_live.c) */
+    if (!(r->texts_y = calloc((size_t)r->ntexts * rows, sizeof(float))) ||
+        !(r->texts_mask = calloc((size_t)r->ntexts * 2 * L, sizeof(float))))
         return lv_error(LV_ERR_NOMEM, "out of host memory");
     lv_text_encoder *te = r->text;
     if (!r->use_encoder) {
