@@ -436,7 +436,7 @@ static void on_text(cli_state *st, const lv_generate_progress *p) {
     if (st->quiet) return;
     char b[32];
     if (p->phase == LV_GEN_PHASE_TEXT_START && p->text_prompts > 1)
-        fprintf(stderr, "text encoder: encoding %d distinct prompts of the schedule (at most %d tokens) on %s\n",
+        fprintf(stderr, "text encoder: encoding %d distinct prompts of the schedule (%d tokens in the largest) on %s\n",
                 p->text_prompts, p->text_tokens, p->device ? p->device : "?");
     else if (p->phase == LV_GEN_PHASE_TEXT_START)
         fprintf(stderr, "text encoder: encoding %d tokens on %s\n", p->text_tokens, p->device ? p->device : "?");

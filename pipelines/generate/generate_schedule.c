@@ -420,7 +420,8 @@ lv_status lv_gen_schedule_texts(gen_run *r, void (*warn)(void *, const char *), 
         return LV_OK;
     }
     lv_status s = LV_OK;
-    int longest = 0, most = -1;
+    int longest = 0;
+    uint64_t most = 0;
     for (int t = 0; s == LV_OK && t < r->ntexts; t++) {
         int i = entry_of_text(r, t);
         const gen_switch *w = &r->sw[i];
@@ -430,8 +431,9 @@ lv_status lv_gen_schedule_texts(gen_run *r, void (*warn)(void *, const char *), 
         entry_warn ew = {warn, user, name};
         s = lv_text_encoder_set_prompts(te, w->prompt, r->uncond, encoder_negative(r, w), warn ? warn_entry : NULL,
                                         &ew);
-        if (s == LV_OK && r->use_encoder && lv_text_encoder_tokens(te) > most)
-            most = lv_text_encoder_tokens(te), longest = t;
+        /* the text whose pass needs the most (its longest sequence, prompt or negative) */
+        if (s == LV_OK && r->use_encoder && lv_text_encoder_memory_plan(te, 1) > most)
+            most = lv_text_encoder_memory_plan(te, 1), longest = t;
         if (s == LV_OK && !r->use_encoder)
             s = lv_text_encoder_encode(te, NULL, r->texts_y + (size_t)t * rows, r->texts_mask + (size_t)t * 2 * L, NULL);
         if (s != LV_OK) lv_error_prefix(s, "%s", name);
@@ -443,7 +445,7 @@ lv_status lv_gen_schedule_texts(gen_run *r, void (*warn)(void *, const char *), 
         return LV_OK;
     }
     LV_TRY(s);
-    const gen_switch *w = &r->sw[entry_of_text(r, longest)]; /* the plan sizes Gemma-2's work for it */
+    const gen_switch *w = &r->sw[entry_of_text(r, longest)]; /* the memory plan sizes Gemma-2's work for it */
     return lv_text_encoder_set_prompts(te, w->prompt, r->uncond, encoder_negative(r, w), NULL, NULL);
 }
 

@@ -404,7 +404,7 @@ typedef struct lv_generate_progress {
     lv_generate_phase phase;      /* what this call reports (fields above: blocks only) */
     int text_tokens;              /* LV_GEN_PHASE_TEXT_*: real tokens of the prompt (and of the
                                      negative prompt with CFG), <bos> included; with a
-                                     schedule, of its longest text */
+                                     schedule, of the text whose pass is the largest */
     int text_prompts;             /* LV_GEN_PHASE_TEXT_*: the distinct texts encoded (a schedule's
                                      (prompt, negative prompt) pairs, each once; else 1) */
     uint64_t text_rows_bytes;     /* LV_GEN_PHASE_TEXT_DONE with a schedule: host bytes of every
