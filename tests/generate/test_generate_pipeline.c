@@ -379,7 +379,7 @@ static void same_floats(const lv_weights *a, const char *na, const lv_weights *b
 }
 
 #define PROMPT_B "a green boat on a calm lake"
-#define SCHED_ARGS "--frames 13 -W 48 -H 32 --block-frames 1 --codec ffv1"
+#define SCHED_ARGS "--frames 13 -W 48 -H 32 --block-frames 1 --cached-blocks 1 --codec ffv1"
 
 /* A prompt schedule on a latent model (issue 54): 13 pixel frames = 4 latent blocks (frame 0,
  * 1-4, 5-8, 9-12); PROMPT at 0, PROMPT_B at frame 5 (block 3), PROMPT again at frame 9 (block
@@ -387,11 +387,13 @@ static void same_floats(const lv_weights *a, const char *na, const lv_weights *b
  * rows saved by --save-text-embeds hold 2 texts); the rows each switch applies are those the
  * prompt alone makes (its one-prompt run's saved rows, bit for bit); the frames before the
  * switch are the one-prompt video's, the ones after it are not; OUT.schedule replayed makes
- * the same frames; --sp-emulate 2 makes the one-process frames (to 8-bit rounding); with MPI,
+ * the same frames; --on-switch recache (on latents) keeps the frames before the switch and,
+ * under the same prompt, is the one-prompt video; --sp-emulate 2 makes the one-process frames
+ * (to 8-bit rounding); with MPI,
  * 2 ranks make --sp-emulate 2's frames and --cfg-parallel over 2 ranks the one process's, bit
- * for bit; what cannot be scheduled on a latent model (--text-embeds, --prompts-from) is
- * refused before any work. */
-Test(generate_pipeline, a_schedule_encodes_each_prompt_once, .timeout = 900) {
+ * for bit; what cannot be scheduled on a latent model (--text-embeds, --prompts-from; recache
+ * with --cfg-parallel) is refused before any work. */
+Test(generate_pipeline, a_schedule_encodes_each_prompt_once, .timeout = 1200) {
     const char *dir = make_pipeline("pipe-sched");
     char cmd[4096], one[1024], other[1024], sched[1024], replay[1024], emu[1024];
     char e_one[1024], e_other[1024], e_sched[1024];
@@ -492,8 +494,6 @@ Test(generate_pipeline, a_schedule_encodes_each_prompt_once, .timeout = 900) {
               most);
     free(v1);
     free(v2);
-    free(fa);
-    free(fs);
 
 #ifdef LONGVK_HAVE_MPI
     /* over 2 ranks: rank 0 alone encodes the 2 prompts and hands every text's rows on; the
@@ -528,6 +528,32 @@ Test(generate_pipeline, a_schedule_encodes_each_prompt_once, .timeout = 900) {
     free(fe);
 #endif
 
+    /* --on-switch recache: the ring keeps the last K + 1 = 2 blocks' clean latents (latent
+     * channels and grid) and re-runs their write passes. The switch at block 3 re-makes the
+     * state from nothing, the one at block 4 reloads it as after block 2 and re-commits
+     * blocks 2 and 3: the frames before the first switch are the one-prompt video's, the
+     * ones from it are not keep's; and under the prompt already in force, from nothing,
+     * recache is the one-prompt video bit for bit */
+    char rc[1024];
+    snprintf(rc, sizeof rc, "%s", ts_tmp("sched-recache.mkv"));
+    snprintf(cmd, sizeof cmd, "%s generate --model %s --schedule %s.schedule " SCHED_ARGS " --on-switch recache -q "
+             "--overwrite -o %s 2>&1", LONGVK_CLI, dir, sched, rc);
+    free(run(cmd, 0));
+    char *fc = framemd5(rc);
+    a_before = md5_lines(fa, 0, 4), s_before = md5_lines(fc, 0, 4);
+    a_after = md5_lines(fs, 5, 12), s_after = md5_lines(fc, 5, 12);
+    cr_assert_str_eq(s_before, a_before, "recache changed the frames before its switch");
+    cr_assert_str_neq(s_after, a_after, "recache made keep's frames after the switch");
+    free(a_before), free(s_before), free(a_after), free(s_after), free(fc);
+    snprintf(cmd, sizeof cmd, "%s generate --model %s -p '" PROMPT "' --prompt-at '5f=" PROMPT "' " SCHED_ARGS
+             " --on-switch recache -q --overwrite -o %s 2>&1", LONGVK_CLI, dir, rc);
+    free(run(cmd, 0));
+    fc = framemd5(rc);
+    cr_assert_str_eq(fc, fa, "recache under the same prompt, from nothing: not the one-prompt video");
+    free(fc);
+    free(fa);
+    free(fs);
+
     /* what a latent model cannot schedule: refused before any work */
     snprintf(cmd, sizeof cmd, "%s generate --model %s/transformer --vae %s/vae/diffusion_pytorch_model.safetensors "
              "--text-embeds %s --schedule %s.schedule " SCHED_ARGS " -o %s 2>&1", LONGVK_CLI, dir, dir, e_one, sched,
@@ -541,44 +567,13 @@ Test(generate_pipeline, a_schedule_encodes_each_prompt_once, .timeout = 900) {
     cr_assert(strstr(out, "--prompts-from: prompts typed during the run need the default model's word tables"), "%s",
               out);
     free(out);
-    cr_assert_neq(access(ts_tmp("sched-bad.mkv"), F_OK), 0, "a refused run left its video");
-}
-
-/* --on-switch recache on a latent model: the ring keeps the last K + 1 blocks' clean latents
- * (latent channels and grid) and re-runs their write passes. With --cached-blocks 1 a switch
- * at block 3 re-makes the state from nothing: under the prompt already in force that is the
- * one-prompt video bit for bit; a switch at block 4 to another prompt reloads the state as
- * after block 1 and re-commits blocks 2 and 3: keep's frames before it, others from it. */
-Test(generate_pipeline, recache_on_a_latent_model, .timeout = 600) {
-    const char *dir = make_pipeline("pipe-recache");
-    const char *names[4] = {"rc-one.mkv", "rc-same.mkv", "rc-keep.mkv", "rc-recache.mkv"};
-    const char *extra[4] = {"", "--prompt-at '5f=" PROMPT "' --on-switch recache",
-                            "--prompt-at '9f=" PROMPT_B "' --on-switch keep",
-                            "--prompt-at '9f=" PROMPT_B "' --on-switch recache"};
-    char *f[4];
-    for (int i = 0; i < 4; i++) {
-        char cmd[4096], out[1024];
-        snprintf(out, sizeof out, "%s", ts_tmp(names[i]));
-        snprintf(cmd, sizeof cmd, "%s generate --model %s -p '" PROMPT "' %s " SCHED_ARGS " --cached-blocks 1 -q "
-                 "--overwrite -o %s 2>&1", LONGVK_CLI, dir, extra[i], out);
-        free(run(cmd, 0));
-        f[i] = framemd5(out);
-    }
-    cr_assert_str_eq(f[1], f[0], "recache under the same prompt, from nothing: not the one-prompt video");
-    char *kb = md5_lines(f[2], 0, 8), *rb = md5_lines(f[3], 0, 8), *ka = md5_lines(f[2], 9, 12),
-         *ra = md5_lines(f[3], 9, 12);
-    cr_assert_str_eq(rb, kb, "recache changed the frames before its switch");
-    cr_assert_str_neq(ra, ka, "recache made keep's frames after the switch");
-    free(kb), free(rb), free(ka), free(ra);
-    for (int i = 0; i < 4; i++) free(f[i]);
-    /* CFG groups over ranks would each re-make their own state: refused before any work */
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s generate --model %s -p '" PROMPT "' --prompt-at '9f=" PROMPT_B "' --on-switch recache "
-             "--cached-blocks 1 --cfg-scale 3 --cfg-parallel " SCHED_ARGS " -o %s 2>&1", LONGVK_CLI, dir,
-             ts_tmp("rc-bad.mkv"));
-    char *out = run(cmd, 2);
+    /* CFG groups over ranks would each re-make their own state */
+    snprintf(cmd, sizeof cmd, "%s generate --model %s --schedule %s.schedule --on-switch recache --cfg-scale 3 "
+             "--cfg-parallel " SCHED_ARGS " -o %s 2>&1", LONGVK_CLI, dir, sched, ts_tmp("sched-bad.mkv"));
+    out = run(cmd, 2);
     cr_assert(strstr(out, "--on-switch recache: not with --cfg-parallel"), "%s", out);
     free(out);
+    cr_assert_neq(access(ts_tmp("sched-bad.mkv"), F_OK), 0, "a refused run left its video");
 }
 
 #ifdef LONGVK_HAVE_MPI
