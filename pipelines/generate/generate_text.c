@@ -136,7 +136,8 @@ lv_status lv_gen_save_text_embeds(const gen_run *r, const char *path) {
 }
 
 /* Sequence parallelism over processes: the Gemma-2 encoder runs on rank 0 alone (the others
- * need neither its files nor its memory), which hands the rows and masks on. */
+ * need neither its files nor its memory), which hands the rows and masks on (with a schedule
+ * every distinct text's: the others index them alike, the texts following from the options). */
 lv_status lv_gen_share_text(gen_run *r) {
     const int cap = lv_sana_file_config(r->m.file)->caption_channels;
     if (r->nsw) { /* a schedule: every distinct text's rows */
