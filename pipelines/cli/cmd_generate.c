@@ -127,7 +127,9 @@ static cli_option options[] = {
      .help = "switch to the prompt TEXT at TIME (repeatable, in time order): seconds (12.5), mm:ss (1:05.5) or "
              "frames (80f). The switch applies from the first frame of the block that holds TIME; progress and "
              "the summary say which block and frame, and OUT.schedule records them (--schedule OUT.schedule with "
-             "the same seed makes the same video). The default model only, one process"},
+             "the same seed makes the same video). Any model with a text encoder (a latent model's Gemma-2 runs "
+             "once on each distinct prompt before the DiT is uploaded), over --sequence-parallel ranks or "
+             "--sp-emulate bands too; not with --text-embeds"},
     {.name = "--schedule", .kind = CLI_INPUT, .dest = &args.schedule, .metavar = "FILE",
      .help = "a prompt schedule, one entry a line:\n"
              "  TIME | PROMPT [| NEGATIVE PROMPT [| TRANSITION]]\n"
@@ -152,7 +154,7 @@ static cli_option options[] = {
      .help = "the carried state at a switch: keep, as it was made under the earlier prompts; recache: the write "
              "passes of the last --cached-blocks + 1 finished blocks run again under the switch block's "
              "conditioning, rebuilding the attention state and the conv cache from them (not with --cached-blocks "
-             "all)"},
+             "all, nor with --cfg-parallel)"},
     {.name = "--image", .kind = CLI_INPUT, .dest = &args.o.image_path, .metavar = "IMG",
      .help = "start the video from this picture (PNG, JPEG, WebP; a video's first frame): it is frame 0, held "
              "clean while the rest of the first block is made, and the blocks continue from it (SANA-Video's "
@@ -222,7 +224,8 @@ static cli_option options[] = {
              "instead of -p and -n, which are refused beside it (they would not be read)"},
     {.name = "--save-text-embeds", .kind = CLI_OUTPUT, .dest = &args.o.text_embeds_out, .metavar = "FILE",
      .help = "write the prompt rows the DiT reads (and the negative prompt's with CFG) to this safetensors file, "
-             "for --text-embeds"},
+             "for --text-embeds; with a schedule the first entry's as these, every other distinct prompt's as "
+             "textN.y, textN.mask, ... and the metadata schedule_texts (each entry's N)"},
     {.name = "--vae", .kind = CLI_INPUT, .dest = &args.o.vae_path,
      .help = "latent-space models: Wan2.1 VAE (.pth or .safetensors, or a pipeline's vae/ folder) to decode the "
              "latents block by block; without it (or with -o X.npy) the latents are written to -o, which must end "
@@ -459,11 +462,19 @@ static void on_text(cli_state *st, const lv_generate_progress *p) {
     if (p->phase == LV_GEN_PHASE_TEXT_START && st->stop_block == 0 && st->stop_rank == st->mpi->rank) raise(SIGUSR1);
     if (st->quiet) return;
     char b[32];
-    if (p->phase == LV_GEN_PHASE_TEXT_START)
+    if (p->phase == LV_GEN_PHASE_TEXT_START && p->text_prompts > 1)
+        fprintf(stderr, "text encoder: encoding %d distinct prompts of the schedule (%d tokens in the largest) on %s\n",
+                p->text_prompts, p->text_tokens, p->device ? p->device : "?");
+    else if (p->phase == LV_GEN_PHASE_TEXT_START)
         fprintf(stderr, "text encoder: encoding %d tokens on %s\n", p->text_tokens, p->device ? p->device : "?");
-    else
-        fprintf(stderr, "text encoder: done in %.1f s, device memory %s (freed before the DiT is uploaded)\n",
-                p->text_seconds, mib(p->text_encoder_memory, b, sizeof b));
+    else {
+        char rows[96] = "", r[32];
+        if (p->text_rows_bytes) /* a schedule's rows stay on the host for the run */
+            snprintf(rows, sizeof rows, "; the rows of %d prompt%s kept on the host, %s", p->text_prompts,
+                     p->text_prompts == 1 ? "" : "s", mib(p->text_rows_bytes, r, sizeof r));
+        fprintf(stderr, "text encoder: done in %.1f s, device memory %s (freed before the DiT is uploaded)%s\n",
+                p->text_seconds, mib(p->text_encoder_memory, b, sizeof b), rows);
+    }
     fflush(stderr);
 }
 
@@ -670,10 +681,10 @@ int cmd_generate(int argc, char **argv) {
         o.schedule_count = k;
         o.prompt = entries[0].prompt; /* the run's identity names its first prompt */
         o.negative_prompt = entries[0].negative_prompt;
-        if (args.sequence_parallel || args.cfg_parallel || o.sp_bands)
-            return cli_usage_error("generate", "--prompt-at / --schedule: not with %s yet (one process only)",
-                                   args.sequence_parallel ? "--sequence-parallel" : args.cfg_parallel ? "--cfg-parallel"
-                                                                                                        : "--sp-emulate");
+        /* the CFG groups would each re-make the state from their own passes: refused (keep is fine) */
+        if (args.cfg_parallel && o.on_switch == LV_GEN_SWITCH_RECACHE)
+            return cli_usage_error("generate", "--prompt-at / --schedule: --on-switch recache: not with --cfg-parallel "
+                                   "(keep is; or --sequence-parallel alone)");
     }
     if (o.schedule_count > 0 || args.prompts_from) {
         /* checked as the run will be: with a queue of prompts (the run's own is made by run_generate) */

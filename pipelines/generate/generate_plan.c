@@ -61,6 +61,10 @@ lv_status lv_gen_plan(gen_run *r, bool twin, lv_generate_plan *p) {
     p->grid_w = r->grid_w;
     p->text_tokens = r->text_len;
     p->text_slots = r->uncond ? 2 : 1;
+    if (r->nsw) {
+        p->text_prompts = r->ntexts;
+        p->text_rows_host = lv_gen_schedule_rows_bytes(r);
+    }
     const lv_weight *qkv = lv_sana_file_tensor(r->m.file, "blocks.0.attn.qkv.weight");
     p->stored = qkv ? qkv->dtype : LV_F32;
     const uint64_t align = lv_ctx_alloc_alignment(r->ctx);

@@ -206,7 +206,12 @@ bool lv_gen_resumable(const gen_run *r);
 
 /* generate_schedule.c */
 lv_status lv_gen_resolve_schedule(gen_run *r);
+/* every distinct text: the word tables' rows now; Gemma-2's tokenized now (the longest left in
+ * r->text), encoded by lv_gen_schedule_encode on the writing process once the device is up */
 lv_status lv_gen_schedule_texts(gen_run *r, void (*warn)(void *, const char *), void *user);
+lv_status lv_gen_schedule_encode(gen_run *r, lv_ctx *ctx, uint64_t *peak);
+/* the host bytes of the rows kept for the run */
+uint64_t lv_gen_schedule_rows_bytes(const gen_run *r);
 lv_status lv_gen_schedule_block(gen_run *r, int chunk, int *started);
 void lv_gen_schedule_report(const gen_run *r, int i, lv_generate_progress *p);
 /* the switches at shown blocks < shown_blocks (the ones applied once that many are started) */

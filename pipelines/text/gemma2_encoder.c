@@ -1,9 +1,9 @@
 /* The prompt of a latent-space model through its Gemma-2 text encoder, as SANA-Video's
  * inference script prepares it (longvk/sana_prompt.h), behind lv_text_encoder. Tokenizing
  * happens when the prompts are set, before any device work, so that a bad tokenizer or
- * encoder fails at once; the encoder is uploaded, run and freed in one call, before the
- * DiT's weights go to the device, so that a run's peak memory is the larger of the two
- * models, not their sum. */
+ * encoder fails at once; the encoder is uploaded, run and freed in one call (or, held, kept
+ * for the next prompts of a schedule and freed by the release), before the DiT's weights go
+ * to the device, so that a run's peak memory is the larger of the two models, not their sum. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,15 +78,19 @@ lv_status lv_text_gemma2_set_prompts(lv_text_gemma2 *t, const char *prompt, bool
 }
 
 lv_status lv_text_gemma2_encode(lv_text_gemma2 *t, lv_ctx *ctx, float *y, float *mask, uint64_t *peak) {
-    lv_gemma2_options opt;
-    lv_gemma2_options_default(&opt);
-    opt.attn_softcap = t->softcap ? LV_GEMMA2_SOFTCAP_CONFIG : 0.0f;
-    opt.stop = t->stop;
-    opt.weight_dtype = t->weight_dtype;
-    lv_gemma2 *enc = NULL;
-    lv_status s = lv_gemma2_create(ctx, t->file, &opt, &enc);
-    if (s != LV_OK) return lv_error_prefix(s, "the text encoder %s", t->encoder);
-    if (t->stop && *t->stop) s = lv_error(LV_ERR_INTERRUPTED, "stopped on request after the upload of its weights");
+    lv_status s = LV_OK;
+    lv_gemma2 *enc = t->held;
+    if (!enc) {
+        lv_gemma2_options opt;
+        lv_gemma2_options_default(&opt);
+        opt.attn_softcap = t->softcap ? LV_GEMMA2_SOFTCAP_CONFIG : 0.0f;
+        opt.stop = t->stop;
+        opt.weight_dtype = t->weight_dtype;
+        s = lv_gemma2_create(ctx, t->file, &opt, &enc);
+        if (s != LV_OK) return lv_error_prefix(s, "the text encoder %s", t->encoder);
+        if (t->stop && *t->stop) s = lv_error(LV_ERR_INTERRUPTED, "stopped on request after the upload of its weights");
+        if (t->hold) t->held = enc; /* kept for the next prompts (lv_text_gemma2_release) */
+    }
     int H = lv_gemma2_config_of(enc)->hidden_size;
     if (s == LV_OK) s = lv_sana_prompt_encode(enc, &t->prompt, y, mask);
     if (s == LV_OK && t->with_negative)
@@ -94,13 +98,22 @@ lv_status lv_text_gemma2_encode(lv_text_gemma2 *t, lv_ctx *ctx, float *y, float 
                                   mask + LV_SANA_PROMPT_ROWS);
     lv_gemma2_memory mem;
     lv_gemma2_memory_usage(enc, &mem);
-    if (peak) *peak = mem.weights + mem.work;
-    lv_gemma2_destroy(enc);
+    if (mem.weights + mem.work > t->held_peak) t->held_peak = mem.weights + mem.work;
+    if (peak) *peak = t->held ? t->held_peak : mem.weights + mem.work;
+    if (!t->held) lv_gemma2_destroy(enc);
     if (s != LV_OK) return lv_error_prefix(s, "the text encoder %s", t->encoder);
     return LV_OK;
 }
 
+void lv_text_gemma2_release(lv_text_gemma2 *t) {
+    lv_gemma2_destroy(t->held);
+    t->held = NULL;
+    t->hold = false;
+    t->held_peak = 0;
+}
+
 void lv_text_gemma2_close(lv_text_gemma2 *t) {
+    lv_text_gemma2_release(t);
     lv_sana_prompt_free(&t->prompt);
     lv_sana_prompt_free(&t->negative);
     lv_tokenizer_close(t->tok);

@@ -137,6 +137,14 @@ lv_status lv_text_encoder_encode(lv_text_encoder *e, lv_ctx *ctx, float *y, floa
     return LV_OK;
 }
 
+void lv_text_encoder_hold(lv_text_encoder *e) {
+    if (e && e->gemma) e->g.hold = true;
+}
+
+void lv_text_encoder_release(lv_text_encoder *e) {
+    if (e && e->gemma) lv_text_gemma2_release(&e->g);
+}
+
 void lv_text_encoder_set_stop(lv_text_encoder *e, volatile sig_atomic_t *stop) {
     if (e && e->gemma) e->g.stop = stop;
 }

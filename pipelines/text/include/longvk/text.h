@@ -127,6 +127,12 @@ bool lv_text_encoder_uses_device(const lv_text_encoder *e);
  * *peak (may be NULL) receives the device bytes it held at most (0 for the word tables,
  * which take ctx NULL). */
 lv_status lv_text_encoder_encode(lv_text_encoder *e, lv_ctx *ctx, float *y, float *mask, uint64_t *peak);
+/* Several prompts through one upload (a prompt schedule): after lv_text_encoder_hold,
+ * Gemma-2 stays on the device from the first lv_text_encoder_encode (on the same ctx each
+ * time) to lv_text_encoder_release or close, and *peak is the most it held so far. The word
+ * tables: nothing to hold. */
+void lv_text_encoder_hold(lv_text_encoder *e);
+void lv_text_encoder_release(lv_text_encoder *e);
 /* A flag lv_text_encoder_encode polls between Gemma-2's layers (NULL: none): once set the
  * encode stops within a layer, LV_ERR_INTERRUPTED. The word tables take no time: unused. */
 void lv_text_encoder_set_stop(lv_text_encoder *e, volatile sig_atomic_t *stop);
