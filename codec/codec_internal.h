@@ -107,6 +107,28 @@ lv_status lv_encoder_end_fragment(lv_encoder *enc);
  * next frame written is frame `frames`, timestamps continuing from there. */
 void lv_encoder_start_at(lv_encoder *enc, int64_t frames);
 
+/* hls_resume.c: continuing an HLS stream. lv_hls_open_continued checks the playlist and
+ * its segments against this run and keep (the frames they must name) and returns an
+ * encoder whose muxer writes the new segments beside them; the encoder calls
+ * lv_hls_continuation_update after every block flush (closing 0) and at close (1: with
+ * EXT-X-ENDLIST), which merges them into the playlist. */
+typedef struct lv_hls_continuation lv_hls_continuation;
+lv_status lv_hls_open_continued(const char *path, int width, int height, double fps, const lv_encoder_options *opt,
+                                int64_t keep, lv_encoder **out);
+const char *lv_hls_continuation_url(const lv_hls_continuation *h); /* the muxer's own playlist */
+lv_status lv_hls_continuation_options(const lv_hls_continuation *h, AVDictionary **opts);
+lv_status lv_hls_continuation_update(lv_hls_continuation *h, int closing);
+void lv_hls_continuation_free(lv_hls_continuation *h);
+/* encoder.c: the encoder writes the continuation of h (and frees it) */
+void lv_encoder_continue_hls(lv_encoder *enc, lv_hls_continuation *h);
+
+/* resume.c: the old stream against what this run writes: container family, codec, pixel
+ * format, size, frame rate; then the encoder's stream header. */
+lv_status lv_resume_check_stream(const char *path, const AVFormatContext *fmt, const AVStream *st,
+                                 const lv_container *container, const AVCodec *codec, enum AVPixelFormat pix_fmt,
+                                 int width, int height, AVRational fps);
+lv_status lv_resume_check_header(const char *path, const AVStream *st, lv_encoder *enc);
+
 /* resume.c: renames a resumed file from tmp to path (and, with sync, syncs the directory
  * so the rename itself survives a power loss). */
 lv_status lv_resume_commit(const char *tmp, const char *path, int sync);

@@ -63,6 +63,9 @@ struct lv_encoder {
      * its header is written with the first packet, so that an encoder opened and closed
      * without a frame (a probe) leaves no file */
     int hls;
+    /* an HLS stream continued (hls_resume.c): the muxer writes beside the playlist, whose
+     * segments are merged into it after every block; NULL otherwise */
+    lv_hls_continuation *hls_cont;
 };
 
 void lv_encoder_options_default(lv_encoder_options *opt) {
@@ -141,8 +144,10 @@ static lv_status check_size(const lv_encoder *enc) {
                     enc->width, enc->height, enc->path, av_get_pix_fmt_name(enc->pix_fmt), w0, h0, w1, h1);
 }
 
-/* The encoder's threads, whatever the machine (see open_codec). */
+/* The encoder's threads, whatever the machine (see open_codec); libx265's worker pool
+ * (build_options). */
 #define LV_ENCODER_THREADS 4
+#define X265_THREADS 4
 
 /* A new encoder instance with every parameter set; unknown options are named. */
 static lv_status open_codec(lv_encoder *enc, AVCodecContext **out) {
@@ -157,10 +162,11 @@ static lv_status open_codec(lv_encoder *enc, AVCodecContext **out) {
     cc->sample_aspect_ratio = (AVRational){1, 1};
     /* a fixed count, not 0 (as many as the CPUs the process may use): libx264's frames depend on
      * its thread count, so a file would depend on the machine, `taskset` or an MPI rank's
-     * binding; with a fixed count it depends only on the frames and the options. Not libx265:
-     * given a count, its frame threads hold frames back, which low_delay forbids (its own
-     * choice is kept, and with it a dependence on the CPUs: not fixed yet) */
-    cc->thread_count = strcmp(enc->codec->name, "libx265") == 0 ? 0 : LV_ENCODER_THREADS;
+     * binding; with a fixed count it depends only on the frames and the options. libx265 takes
+     * the count as its frame threads (frames encoded at once), which change its frames (from 4
+     * CPUs on it picks 2 or more when left to itself) and hold frames back, which low_delay
+     * forbids: one frame thread, and its worker pool fixed too (build_options: x265-params) */
+    cc->thread_count = strcmp(enc->codec->name, "libx265") == 0 ? 1 : LV_ENCODER_THREADS;
     cc->color_primaries = AVCOL_PRI_BT709;
     cc->color_trc = AVCOL_TRC_BT709;
     if (av_pix_fmt_desc_get(enc->pix_fmt)->flags & AV_PIX_FMT_FLAG_RGB) {
@@ -271,7 +277,7 @@ static lv_status mux_ready_packets(lv_encoder *enc) {
 
 static lv_status setup_muxer(lv_encoder *enc, int faststart) {
     /* the file's own name: faststart reopens it by this name to move the index */
-    const char *url = enc->tmp_path[0] ? enc->tmp_path : enc->path;
+    const char *url = enc->hls_cont ? lv_hls_continuation_url(enc->hls_cont) : enc->tmp_path[0] ? enc->tmp_path : enc->path;
     int ret = avformat_alloc_output_context2(&enc->fmt, NULL, enc->container->format, url);
     if (ret < 0) return lv_av_error(LV_ERR_UNSUPPORTED, ret, "container %s for %s", enc->container->format, enc->path);
     if (enc->file) {
@@ -293,6 +299,7 @@ static lv_status setup_muxer(lv_encoder *enc, int faststart) {
         av_dict_set(&mux, "movflags", faststart ? "+faststart+write_colr" : "+frag_custom+empty_moov+default_base_moof+write_colr", 0);
     if (enc->hls) {
         lv_status st = lv_hls_muxer_options(enc->path, &mux);
+        if (st == LV_OK && enc->hls_cont) st = lv_hls_continuation_options(enc->hls_cont, &mux);
         if (st != LV_OK) {
             av_dict_free(&mux);
             return st;
@@ -325,14 +332,16 @@ static lv_status build_options(lv_encoder *enc, const lv_encoder_options *opt) {
             return lv_av_error(LV_ERR_INVALID, ret, "encoder options '%s' for %s (expected key=value:key=value)",
                                opt->extra, enc->path);
     }
-    if (x265) { /* x265 prints its settings and statistics to stderr for every instance */
+    /* x265 prints its settings and statistics to stderr for every instance: errors only. Its
+     * frames depend only on the frames and the options with one frame thread and a worker pool
+     * of a fixed size (X265_THREADS; x265's own choice follows the CPUs it counts, and without a
+     * pool it turns wavefront coding off); the caller's x265-params come after and win */
+    if (x265) {
         const AVDictionaryEntry *e = av_dict_get(enc->codec_opts, "x265-params", NULL, 0);
-        if (!e) av_dict_set(&enc->codec_opts, "x265-params", "log-level=error", 0);
-        else if (!strstr(e->value, "log-level")) {
-            char *params = av_asprintf("log-level=error:%s", e->value);
-            if (!params) return lv_error(LV_ERR_NOMEM, "encoder options for %s: out of memory", enc->path);
-            av_dict_set(&enc->codec_opts, "x265-params", params, AV_DICT_DONT_STRDUP_VAL);
-        }
+        char *params = av_asprintf("%sframe-threads=1:pools=%d%s%s", e && strstr(e->value, "log-level") ? ""
+                                   : "log-level=error:", X265_THREADS, e ? ":" : "", e ? e->value : "");
+        if (!params) return lv_error(LV_ERR_NOMEM, "encoder options for %s: out of memory", enc->path);
+        av_dict_set(&enc->codec_opts, "x265-params", params, AV_DICT_DONT_STRDUP_VAL);
     }
     return LV_OK;
 }
@@ -531,6 +540,10 @@ lv_status lv_encoder_flush_block(lv_encoder *enc) {
     st = lv_file_output_flush(enc->file, enc->sync_blocks);
     if (st != LV_OK) return fail(enc, st);
     enc->flushed = enc->written;
+    if (enc->hls_cont) { /* the segments the muxer completed, named in the playlist */
+        st = lv_hls_continuation_update(enc->hls_cont, 0);
+        if (st != LV_OK) return fail(enc, st);
+    }
     if (enc->tmp_path[0] && !enc->faststart) { /* a resumed file holds a new block: it replaces the old one */
         st = lv_resume_commit(enc->tmp_path, enc->path, enc->sync_blocks);
         if (st != LV_OK) return fail(enc, st);
@@ -548,6 +561,7 @@ static void free_encoder(lv_encoder *enc) {
     av_dict_free(&enc->codec_opts);
     free(enc->extradata);
     free(enc->scratch);
+    lv_hls_continuation_free(enc->hls_cont);
     free(enc);
 }
 
@@ -572,6 +586,7 @@ lv_status lv_encoder_close(lv_encoder *enc) {
         if (st != LV_OK) fail(enc, st);
     }
     st = finish_file(enc, st);
+    if (st == LV_OK && enc->hls_cont) st = lv_hls_continuation_update(enc->hls_cont, 1); /* EXT-X-ENDLIST */
     if (enc->tmp_path[0]) { /* resumed, no new block: the kept frames replace the old file */
         if (st == LV_OK) st = lv_resume_commit(enc->tmp_path, enc->path, enc->sync_blocks);
         if (st != LV_OK) unlink(enc->tmp_path); /* the old file stays as it was */
@@ -625,6 +640,8 @@ lv_status lv_encoder_end_fragment(lv_encoder *enc) {
     lv_status st = lv_file_output_flush(enc->file, 0);
     return st != LV_OK ? fail(enc, st) : LV_OK;
 }
+
+void lv_encoder_continue_hls(lv_encoder *enc, lv_hls_continuation *h) { enc->hls_cont = h; }
 
 void lv_encoder_start_at(lv_encoder *enc, int64_t frames) {
     enc->written = enc->flushed = frames;

@@ -6,13 +6,21 @@
  * temp_file), and writes the playlist to a temporary file renamed over the old one, so a
  * reader (a player, or a process killed at any moment) sees a playlist whose every segment
  * plays. EXT-X-ENDLIST is added at the close. A segment ends at the first keyframe after
- * LV_HLS_SEGMENT_SECONDS: every block longvk writes starts with one (codec/README.md). */
+ * LV_HLS_SEGMENT_SECONDS: every block longvk writes starts with one (codec/README.md).
+ * Continuing a stream an interrupted run left: hls_resume.c. */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "codec_internal.h"
 
 int lv_container_is_hls(const lv_container *c) { return c && strcmp(c->format, "hls") == 0; }
+
+int lv_encoder_path_is_hls(const char *path) { /* containers.c's test, without its error message */
+    if (!path) return 0;
+    const char *slash = strrchr(path, '/'), *dot = strrchr(slash ? slash + 1 : path, '.');
+    return dot && strcasecmp(dot + 1, "m3u8") == 0;
+}
 
 lv_status lv_hls_muxer_options(const char *path, AVDictionary **opts) {
     /* the segments' names: the playlist's without ".m3u8", a '%' in it doubled (the muxer

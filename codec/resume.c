@@ -91,14 +91,15 @@ static lv_status old_video_open(old_video *v, const char *path) {
 }
 
 /* Container, codec, pixel format, size and frame rate against what this run makes. */
-static lv_status check_stream(const old_video *v, const lv_container *container, const AVCodec *codec,
-                              enum AVPixelFormat pix_fmt, int width, int height, AVRational fps) {
-    const char *path = v->path;
-    const char *family = strcmp(container->format, "mp4") == 0 ? "mp4" : "matroska";
-    if (!strstr(v->fmt->iformat->name, family))
-        return lv_error(LV_ERR_INVALID, "the video at %s is a %s file, this run writes %s", path, v->fmt->iformat->name,
+lv_status lv_resume_check_stream(const char *path, const AVFormatContext *fmt, const AVStream *st,
+                                 const lv_container *container, const AVCodec *codec, enum AVPixelFormat pix_fmt,
+                                 int width, int height, AVRational fps) {
+    /* HLS: fragmented-MP4 segments */
+    const char *family = strcmp(container->format, "mp4") == 0 || lv_container_is_hls(container) ? "mp4" : "matroska";
+    if (!strstr(fmt->iformat->name, family))
+        return lv_error(LV_ERR_INVALID, "the video at %s is a %s file, this run writes %s", path, fmt->iformat->name,
                         container->format);
-    const AVCodecParameters *par = v->st->codecpar;
+    const AVCodecParameters *par = st->codecpar;
     if (par->codec_id != codec->id)
         return lv_error(LV_ERR_INVALID, "the video at %s is %s video, this run makes %s (encoder %s)", path,
                         avcodec_get_name(par->codec_id), avcodec_get_name(codec->id), codec->name);
@@ -110,8 +111,8 @@ static lv_status check_stream(const old_video *v, const lv_container *container,
         return lv_error(LV_ERR_INVALID, "the video at %s stores %s frames, this run makes %s", path,
                         name ? name : "unknown", av_get_pix_fmt_name(pix_fmt));
     }
-    AVRational r = v->st->avg_frame_rate;
-    if (r.num <= 0 || r.den <= 0) r = v->st->r_frame_rate;
+    AVRational r = st->avg_frame_rate;
+    if (r.num <= 0 || r.den <= 0) r = st->r_frame_rate;
     /* relative tolerance: mkv states the rate as a frame duration in whole nanoseconds */
     if (r.num > 0 && r.den > 0 && fabs(av_q2d(r) / av_q2d(fps) - 1) > 1e-6)
         return lv_error(LV_ERR_INVALID, "the video at %s runs at %g fps, this run makes %g fps", path, av_q2d(r),
@@ -164,10 +165,10 @@ static int h264_header_units(const uint8_t *p, int n, nal_unit *u, int max) {
 /* The old stream's header must be the one this run's encoder writes: the same encoder
  * settings (preset, profile, low_delay, extra options). Compared where the container keeps
  * the header in a form we can read back: H.264 (parameter sets) and ffv1 (as is). */
-static lv_status check_header(const old_video *v, lv_encoder *enc) {
+lv_status lv_resume_check_header(const char *path, const AVStream *st, lv_encoder *enc) {
     int size;
     const uint8_t *mine = lv_encoder_stream_header(enc, &size);
-    const AVCodecParameters *par = v->st->codecpar;
+    const AVCodecParameters *par = st->codecpar;
     int same = 1;
     if (par->codec_id == AV_CODEC_ID_H264) {
         nal_unit a[32], b[32];
@@ -183,7 +184,7 @@ static lv_status check_header(const old_video *v, lv_encoder *enc) {
         return lv_error(LV_ERR_INVALID,
                         "the video at %s was encoded with other settings than this run: its %s stream header differs "
                         "(another preset, profile, low_delay or extra option?)",
-                        v->path, avcodec_get_name(par->codec_id));
+                        path, avcodec_get_name(par->codec_id));
     return LV_OK;
 }
 
@@ -383,11 +384,12 @@ lv_status lv_encoder_open_resume(const char *path, int width, int height, double
         return lv_error(LV_ERR_INVALID, "resuming %s: %lld frames to keep (must be >= 0)", path, (long long)keep_frames);
     const lv_container *hls;
     if (lv_container_for_path(path, &hls) == LV_OK && lv_container_is_hls(hls)) {
-        /* HLS: segments written in place beside the playlist (hls.c); continuing one is not done */
+        /* HLS: segments written in place beside the playlist (hls.c); continued by hls_resume.c */
         if (keep_frames == 0) return lv_encoder_open_as(path, NULL, width, height, fps, options, out);
-        return lv_error(LV_ERR_UNSUPPORTED, "resuming an HLS stream (%s) is not supported: its playlist and segments "
-                        "play up to the last complete segment; start again with --overwrite, or write a .mp4 or .mkv "
-                        "to resume", path);
+        lv_encoder_options defaults;
+        lv_encoder_options_default(&defaults);
+        lv_av_quiet();
+        return lv_hls_open_continued(path, width, height, fps, options ? options : &defaults, keep_frames, out);
     }
     char tmp[4200];
     if (snprintf(tmp, sizeof tmp, "%s%s", path, LV_RESUME_SUFFIX) >= (int)sizeof tmp)
@@ -412,10 +414,10 @@ lv_status lv_encoder_open_resume(const char *path, int width, int height, double
 
     old_video v;
     lv_status s = old_video_open(&v, path);
-    if (s == LV_OK) s = check_stream(&v, container, codec, pix_fmt, width, height, rate);
+    if (s == LV_OK) s = lv_resume_check_stream(path, v.fmt, v.st, container, codec, pix_fmt, width, height, rate);
     lv_encoder *enc = NULL;
     if (s == LV_OK) s = lv_encoder_open_as(path, tmp, width, height, fps, opt, &enc);
-    if (s == LV_OK) s = check_header(&v, enc);
+    if (s == LV_OK) s = lv_resume_check_header(path, v.st, enc);
     if (s == LV_OK) s = copy_frames(&v, enc, av_inv_q(rate), keep_frames);
     old_video_close(&v);
     if (s != LV_OK) {

@@ -87,7 +87,7 @@ static lv_status write_all(int fd, const void *data, uint64_t n, const char *tmp
  * layout; GGUF has at most 4). Returns their count. */
 static int gguf_dims(const lv_weight *t, int64_t *dims) {
     int n = 0;
-    for (int d = 0; d < t->ndim; d++)
+    for (int d = 0; d < t->ndim && d < LV_MAX_DIMS; d++) /* an lv_weight has at most LV_MAX_DIMS */
         if (t->ndim <= 4 || t->shape[d] != 1 || (n == 0 && d == t->ndim - 1)) dims[n++] = t->shape[d];
     return n;
 }

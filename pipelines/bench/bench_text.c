@@ -26,7 +26,7 @@
 
 typedef struct text_bench_args {
     bool json;
-    int layers, vocab, tokens, runs;
+    int layers, vocab, tokens, runs, weights;
     long device;
 } text_bench_args;
 
@@ -43,13 +43,16 @@ static cli_option options[] = {
      .def = "300, SANA-Video's text length", .help = "prompt tokens"},
     {.name = "--runs", .kind = CLI_INT, .dest = &args.runs, .metavar = "N", .min = 1, .max = 100, .def = "3",
      .help = "timed runs after a warm-up (the median is reported)"},
+    {.name = "--text-weights-dtype", .kind = CLI_CHOICE, .dest = &args.weights, .choices = cli_weight_dtypes,
+     .def = "as-stored (bf16)", .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K",
+     .help = "the matrices on the device, as generate's --text-weights-dtype (q8_0 / q4_K: quantized on load)"},
     {.name = "--device", .kind = CLI_LONG, .dest = &args.device, .min = 0, .max = 64,
      .help = "Vulkan device (see `longvk devices`)"},
 };
 
 const cli_spec bench_text_spec = {
     .command = "bench text",
-    .usage = "[--json] [--layers N] [--vocab N] [--tokens N] [--runs N]",
+    .usage = "[--json] [--layers N] [--vocab N] [--tokens N] [--runs N] [--text-weights-dtype D]",
     .about = "The Gemma-2 text encoder's seconds per 300-token prompt and per layer at the Gemma-2-2B\n"
              "shape with random bf16 weights. The default (all 26 layers) writes a 5.2 GB temporary\n"
              "file in $TMPDIR (else /tmp) and needs 4.05 GB of device memory; --layers 2 --vocab 4096\n"
@@ -184,7 +187,11 @@ int bench_text(int argc, char **argv) {
     opt.device_index = (int)args.device;
     if (lv_ctx_create(&opt, &ctx) != LV_OK) FAIL();
     t0 = bench_now();
-    if (lv_gemma2_create(ctx, file, NULL, &enc) != LV_OK) FAIL();
+    lv_gemma2_options gopt;
+    lv_gemma2_options_default(&gopt);
+    static const int dtypes[] = {-1, LV_F32, LV_F16, LV_BF16, LV_Q8_0, LV_Q4_K}; /* lv_dit_weights' order */
+    gopt.weight_dtype = dtypes[args.weights];
+    if (lv_gemma2_create(ctx, file, &gopt, &enc) != LV_OK) FAIL();
     double t_upload = bench_now() - t0;
     /* warm-up (pipelines, work buffers), then the timed runs */
     if (lv_gemma2_encode(enc, ids, n, out) != LV_OK) FAIL();
@@ -203,18 +210,21 @@ int bench_text(int argc, char **argv) {
     lv_gemma2_memory mem;
     lv_gemma2_memory_usage(enc, &mem);
     const lv_device_info *dev = lv_ctx_device(ctx);
+    static const char *const dtype_names[] = {"bf16", "f32", "f16", "bf16", "q8_0", "q4_K"};
+    const char *dtype_name = dtype_names[args.weights];
     if (args.json) {
         printf("{\"device\": \"%s\", \"layers\": %d, \"vocab\": %d, \"tokens\": %d, \"runs\": %d, "
                "\"seconds_per_prompt\": %.6g, \"seconds_no_layer\": %.6g, \"seconds_per_layer\": %.6g, "
                "\"seconds_per_prompt_26_layers\": %.6g, \"extrapolated\": %s, \"device_weight_bytes\": %llu, "
-               "\"device_work_bytes\": %llu, \"write_seconds\": %.3f, \"upload_seconds\": %.3f}\n",
+               "\"device_work_bytes\": %llu, \"write_seconds\": %.3f, \"upload_seconds\": %.3f, "
+               "\"weights_dtype\": \"%s\"}\n",
                dev->name, cfg.num_layers, cfg.vocab_size, n, runs, full, none, per_layer, full26,
                cfg.num_layers == 26 ? "false" : "true", (unsigned long long)mem.weights,
-               (unsigned long long)mem.work, t_write, t_upload);
+               (unsigned long long)mem.work, t_write, t_upload, dtype_name);
     } else {
-        printf("bench text on %s: Gemma-2-2B shape, %d of 26 layers, random bf16 weights, vocab %d, %d tokens, "
-               "median of %d\n",
-               dev->name, cfg.num_layers, cfg.vocab_size, n, runs);
+        printf("bench text on %s: Gemma-2-2B shape, %d of 26 layers, random bf16 weights (matrices %s on the "
+               "device), vocab %d, %d tokens, median of %d\n",
+               dev->name, cfg.num_layers, dtype_name, cfg.vocab_size, n, runs);
         printf("  %.3f s per %d-token prompt (%d layers); %.3f s with no layer (lookup, norm, transfers)\n", full, n,
                cfg.num_layers, none);
         printf("  %.3f s per layer\n", per_layer);

@@ -26,7 +26,14 @@ int cli_mpi_begin(const char *command, bool cfg_parallel, cli_mpi *m);
 int cli_mpi_device(const cli_mpi *m, int requested);
 /* Every rank waits for every other (nothing without MPI). */
 void cli_mpi_barrier(const cli_mpi *m);
-/* The communicator freed; rc != 0: every rank stopped (MPI_Abort) after saying which failed;
+/* The number of processes the launcher started (OMPI_COMM_WORLD_SIZE or PMI_SIZE), 1 without one. */
+int cli_launcher_size(void);
+/* A failure under --sequence-parallel / --cfg-parallel before cli_mpi_begin (the model cannot
+ * be read): with its message kept (cli_defer_errors on before cli_fail), MPI is started so
+ * that cli_mpi_end says it once when every rank found it; returns rc (the job ends there). */
+int cli_fail_before_ranks(const char *command, bool cfg_parallel, int rc);
+/* The communicator freed; rc != 0: every rank stopped (MPI_Abort) after saying which failed
+ * (a failure every rank found said once, by rank 0; one only some found, by each of them);
  * else a barrier (rank 0 has closed its output) and MPI_Finalize. Nothing when cli_mpi_begin did not start MPI. */
 void cli_mpi_end(cli_mpi *m, const char *command, int rc);
 

@@ -120,7 +120,7 @@ int cmd_decode(int argc, char **argv) {
     }
     /* NaN or infinite latents decode to black frames: refused, as forward and generate refuse them */
     if (lv_check_finite(latents, "latents", x.data, x.ndim, x.shape) != LV_OK) {
-        fprintf(stderr, "longvk decode: %s\n", lv_last_error());
+        cli_error("longvk decode: %s", lv_last_error());
         goto done;
     }
     char vae_file[4200]; /* a folder (a pipeline's vae/), as generate takes it: its weights file */
@@ -142,7 +142,7 @@ int cmd_decode(int argc, char **argv) {
     }
     int bands = sp_emulate ? (int)sp_emulate : mpi.ranks;
     if (lv_decode_check_latents(dec, vae, latents, x.ndim, x.shape, bands) != LV_OK) {
-        fprintf(stderr, "longvk decode: %s\n", lv_last_error());
+        cli_error("longvk decode: %s", lv_last_error());
         goto done;
     }
     int F = (int)x.shape[1], h = (int)x.shape[2], wd = (int)x.shape[3];
@@ -175,7 +175,7 @@ int cmd_decode(int argc, char **argv) {
         goto done;
     }
     if (lv_frame_writer_reserve(&out, 1, 8 * h, 8 * wd) != LV_OK) {
-        fprintf(stderr, "longvk decode: out of host memory\n");
+        cli_error("longvk decode: out of host memory");
         goto done;
     }
     lv_vae_set_clamp(dec, 1);

@@ -21,7 +21,7 @@ enum { DTYPE_STORED = -1, DTYPE_F32 = 0, DTYPE_BF16 = 1 };
 
 typedef struct encode_text_args {
     const char *encoder, *prompt, *ids, *tokenizer, *output;
-    int template_, softcap, dtype, motion;
+    int template_, softcap, dtype, motion, weights;
     long device;
     bool negative, print_ids;
 } encode_text_args;
@@ -80,6 +80,13 @@ static cli_option options[] = {
     {.name = "--dtype", .kind = CLI_CHOICE, .dest = &args.dtype, .choices = dtypes, .def = "the weights as stored",
      .help = "f32: every weight as float32; bf16-weights: every weight rounded to bf16 (compute is float32 "
              "either way)"},
+    {.name = "--text-weights-dtype", .kind = CLI_CHOICE, .dest = &args.weights, .choices = cli_weight_dtypes,
+     .def = "as-stored", .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K",
+     .help = "the encoder's matrix weights (q, k, v, o, gate, up, down) on the device, as generate's "
+             "--text-weights-dtype: converted to f32, f16 or bf16 (every weight rounded, as --dtype), or "
+             "quantized on load as ggml's q8_0 / q4_K (the embedding and the norms as stored; rows not whole "
+             "blocks of 32 / 256 fall back: q4_K to q8_0, q8_0 to the file's dtype); a GGUF's quantized "
+             "matrices stay as they are"},
     {.name = "--print-ids", .kind = CLI_FLAG, .dest = &args.print_ids,
      .help = "print the token ids encoded (comma-separated, one line) on stdout"},
     CLI_DEVICE_OPTION(&args.device),
@@ -126,6 +133,8 @@ int cmd_encode_text(int argc, char **argv) {
     const char *cmd = "encode-text";
     int sana = args.template_ == TEMPLATE_SANA_VIDEO;
     if (args.prompt && args.ids) return cli_usage_error(cmd, "give -p TEXT or --ids, not both");
+    if (args.dtype != DTYPE_STORED && args.weights != LV_DIT_WEIGHTS_AS_STORED)
+        return cli_usage_error(cmd, "give --dtype or --text-weights-dtype, not both");
     if (!args.prompt && !args.ids && !(sana && args.negative))
         return cli_usage_error(cmd, "give a prompt (-p TEXT) or token ids (--ids 2,651,...)");
     if (args.ids && sana)
@@ -165,13 +174,15 @@ int cmd_encode_text(int argc, char **argv) {
     }
     const lv_gemma2_config *cfg = lv_gemma2_file_config(file);
     int H = cfg->hidden_size, n = 0;
+    char found[4096];
+    const char *tpath = args.tokenizer; /* the tokenizer read, for messages */
     if (args.prompt || args.negative) {
-        char found[4096];
-        const char *tpath = args.tokenizer;
         if (!tpath) {
             if (!lv_tokenizer_find(args.encoder, found, sizeof found)) {
                 fprintf(stderr, "longvk: tokenizer: no tokenizer.model in or beside %s (give --tokenizer FILE; longvk "
-                        "reads SentencePiece's tokenizer.model only, not tokenizer.json)\n", args.encoder);
+                        "reads SentencePiece's tokenizer.model, or a .gguf's own tokenizer metadata, not "
+                        "tokenizer.json)\n",
+                        args.encoder);
                 goto done;
             }
             tpath = found;
@@ -191,9 +202,9 @@ int cmd_encode_text(int argc, char **argv) {
             cli_fail("prompt");
             goto done;
         }
-        if (sp.needed > sp.length)
-            fprintf(stderr, "longvk: warning: the text is %d tokens, truncated to %d as SANA-Video does\n", sp.needed,
-                    sp.length);
+        char lost[256];
+        if (lv_sana_prompt_truncation(&sp, lost, sizeof lost)) /* in the prompt's own tokens */
+            fprintf(stderr, "longvk: warning: the %s is %s\n", args.negative ? "negative prompt" : "prompt", lost);
         ids = sp.ids;
         n = sp.n_ids;
     } else {
@@ -221,8 +232,13 @@ int cmd_encode_text(int argc, char **argv) {
         }
         for (int i = 0; i < n; i++)
             if (ids[i] >= cfg->vocab_size) {
-                fprintf(stderr, "longvk: --ids: id %d at position %d is outside the vocabulary (%d ids) of %s\n",
-                        ids[i], i, cfg->vocab_size, args.encoder);
+                if (args.ids)
+                    fprintf(stderr, "longvk: --ids: id %d at position %d is outside the vocabulary (%d ids) of %s\n",
+                            ids[i], i, cfg->vocab_size, args.encoder);
+                else /* -p: the ids are the tokenizer's, not the user's */
+                    fprintf(stderr, "longvk: prompt: the tokenizer %s gave id %d (at position %d), outside "
+                            "the vocabulary (%d ids) of the text encoder %s: the tokenizer is not this encoder's "
+                            "(give its own with --tokenizer)\n", tpath, ids[i], i, cfg->vocab_size, args.encoder);
                 goto done;
             }
     }
@@ -240,7 +256,10 @@ int cmd_encode_text(int argc, char **argv) {
     int softcap = args.softcap;
     if (softcap == SOFTCAP_DEFAULT) softcap = sana ? SOFTCAP_OFF : cfg->attn_logit_softcapping > 0 ? SOFTCAP_ON : SOFTCAP_OFF;
     gopt.attn_softcap = softcap == SOFTCAP_ON ? LV_GEMMA2_SOFTCAP_CONFIG : 0.0f;
-    gopt.weight_dtype = args.dtype == DTYPE_F32 ? LV_F32 : args.dtype == DTYPE_BF16 ? LV_BF16 : -1;
+    static const int text_dtypes[] = {-1, LV_F32, LV_F16, LV_BF16, LV_Q8_0, LV_Q4_K}; /* lv_dit_weights' order */
+    gopt.weight_dtype = args.dtype == DTYPE_F32    ? LV_F32
+                        : args.dtype == DTYPE_BF16 ? LV_BF16
+                                                   : text_dtypes[args.weights];
     if (lv_gemma2_create(ctx, file, &gopt, &enc) != LV_OK) {
         cli_fail("text encoder");
         goto done;

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "longvk.h"
 #include "longvk/dit.h"
+#include "longvk/generate.h"
 
 typedef struct forward_args {
     const char *model, *config, *preset, *latents, *timestep, *text, *output;
@@ -40,7 +41,8 @@ static const char *parse_timestep_list(const char *value, void *dest) {
 
 static cli_option options[] = {
     {.name = "--model", .kind = CLI_INPUT, .dest = &args.model, .metavar = "MODEL", .required = true,
-     .help = "weights: .safetensors, .pth/.pt, or a diffusers directory"},
+     .help = "weights: .safetensors, .pth/.pt, a transformer folder, or a diffusers pipeline folder "
+             "(model_index.json: its transformer/)"},
     {.name = "--config", .kind = CLI_INPUT, .dest = &args.config, .metavar = "C.json",
      .def = "the file's metadata, else a preset", .help = "architecture"},
     {.name = "--preset", .kind = CLI_STRING, .dest = &args.preset, .metavar = "NAME",
@@ -106,11 +108,11 @@ static int load_text(const char *path, int caption_channels, float **y, float **
     const lv_weight *ty = find_any(w, ynames), *tm = find_any(w, mnames);
     int rc = 0;
     if (!ty) {
-        fprintf(stderr, "longvk forward: %s has no tensor 'y' (or 'prompt_embeds', 'text_embeds')\n", path);
+        cli_error("longvk forward: %s has no tensor 'y' (or 'prompt_embeds', 'text_embeds')", path);
         rc = 1;
     } else if (ty->dtype != LV_F32 || !(ty->ndim == 2 || (ty->ndim == 3 && ty->shape[0] == 1)) ||
                ty->shape[ty->ndim - 1] != caption_channels) {
-        fprintf(stderr, "longvk forward: %s: '%s' must be float32 [L, %d] (or [1, L, %d])\n", path,
+        cli_error("longvk forward: %s: '%s' must be float32 [L, %d] (or [1, L, %d])", path,
                 ty->name, caption_channels, caption_channels);
         rc = 1;
     }
@@ -118,7 +120,7 @@ static int load_text(const char *path, int caption_channels, float **y, float **
         *L = (int)ty->shape[ty->ndim - 2];
         if (lv_check_finite(path, ty->name, ty->data, ty->ndim, ty->shape) != LV_OK ||
             (tm && tm->dtype == LV_F32 && lv_check_finite(path, tm->name, tm->data, tm->ndim, tm->shape) != LV_OK)) {
-            fprintf(stderr, "longvk forward: %s\n", lv_last_error());
+            cli_error("longvk forward: %s", lv_last_error());
             lv_weights_close(w);
             return 1;
         }
@@ -127,7 +129,7 @@ static int load_text(const char *path, int caption_channels, float **y, float **
         memcpy(*y, ty->data, ty->nbytes);
         if (tm) {
             if (tm->dtype != LV_F32 || (int64_t)lv_weight_numel(tm) != *L) {
-                fprintf(stderr, "longvk forward: %s: '%s' must be float32 with %d values\n", path, tm->name, *L);
+                cli_error("longvk forward: %s: '%s' must be float32 with %d values", path, tm->name, *L);
                 rc = 1;
             } else {
                 *mask = malloc(tm->nbytes);
@@ -181,6 +183,15 @@ int cmd_forward(int argc, char **argv) {
     lv_dit *dit = NULL;
     float *y = NULL, *mask = NULL, *out = NULL, *ts = NULL, *chunk_in = NULL, *chunk_out = NULL;
     int rc = 1, L = 0;
+    /* a diffusers pipeline folder (model_index.json), as generate takes it: its transformer/ */
+    static lv_pipeline_dir parts;
+    if (lv_is_pipeline_dir(model)) {
+        if (lv_pipeline_dir_open(model, &parts) != LV_OK) {
+            cli_fail("model");
+            goto done;
+        }
+        model = parts.transformer;
+    }
     if (lv_sana_file_open(model, config, preset, &file) != LV_OK) {
         cli_fail("model");
         goto done;
@@ -191,18 +202,18 @@ int cmd_forward(int argc, char **argv) {
         goto done;
     }
     if (x.ndim != 4 || x.shape[0] != cfg->in_channels) {
-        fprintf(stderr, "longvk forward: %s: latents must be [C=%d, F, H, W], got %d dimensions%s\n",
+        cli_error("longvk forward: %s: latents must be [C=%d, F, H, W], got %d dimensions%s",
                 latents, cfg->in_channels, x.ndim, x.ndim == 4 ? " with another channel count" : "");
         goto done;
     }
     if (lv_check_finite(latents, "latents", x.data, x.ndim, x.shape) != LV_OK) {
-        fprintf(stderr, "longvk forward: %s\n", lv_last_error());
+        cli_error("longvk forward: %s", lv_last_error());
         goto done;
     }
     int C = (int)x.shape[0], F = (int)x.shape[1], H = (int)x.shape[2], W = (int)x.shape[3];
     ts = malloc((size_t)F * sizeof *ts);
     if (parse_timesteps(timestep, F, ts) != 0) {
-        fprintf(stderr, "longvk forward: --timestep '%s': give one number or %d comma-separated ones\n", timestep, F);
+        cli_error("longvk forward: --timestep '%s': give one number or %d comma-separated ones", timestep, F);
         goto done;
     }
     if (load_text(text, cfg->caption_channels, &y, &mask, &L)) goto done;
@@ -227,7 +238,7 @@ int cmd_forward(int argc, char **argv) {
     chunk_in = malloc((size_t)C * B * HW * sizeof *chunk_in);
     chunk_out = malloc((size_t)cfg->out_channels * B * HW * sizeof *chunk_out);
     if (!out || !chunk_in || !chunk_out) {
-        fprintf(stderr, "longvk forward: out of host memory\n");
+        cli_error("longvk forward: out of host memory");
         goto done;
     }
     for (int f0 = 0; f0 < F; f0 += B) {

@@ -112,9 +112,11 @@ static const char *parse_prompt_at(const char *value, void *dest) {
     return NULL;
 }
 
-/* --help states the embedded model's real defaults (its card): prepare_help writes them here */
-static char def_fps[64], def_width[64], def_height[64], def_scale[96], def_steps[64], def_cfg[128], def_block[64],
-    def_cached[64], def_burn_in[64], help_steps[512];
+/* --help states the real defaults of the model it names (`--model X --help`, in either order), else of the
+ * embedded model (its card): prepare_help writes them here, and in help_note which model they are */
+static char def_fps[64], def_width[64], def_height[64], def_scale[128], def_steps[64], def_cfg[128], def_block[64],
+    def_cached[64], def_burn_in[64], help_steps[512], help_note[1536];
+static const char *help_model; /* the --model beside --help (cmd_generate finds it in argv) */
 
 static cli_option options[] = {
     {.name = "--prompt", .alias = "-p", .kind = CLI_STRING, .dest = &args.o.prompt,
@@ -125,7 +127,9 @@ static cli_option options[] = {
      .help = "switch to the prompt TEXT at TIME (repeatable, in time order): seconds (12.5), mm:ss (1:05.5) or "
              "frames (80f). The switch applies from the first frame of the block that holds TIME; progress and "
              "the summary say which block and frame, and OUT.schedule records them (--schedule OUT.schedule with "
-             "the same seed makes the same video). The default model only, one process"},
+             "the same seed makes the same video). Any model with a text encoder (a latent model's Gemma-2 runs "
+             "once on each distinct prompt before the DiT is uploaded), over --sequence-parallel ranks or "
+             "--sp-emulate bands too; not with --text-embeds"},
     {.name = "--schedule", .kind = CLI_INPUT, .dest = &args.schedule, .metavar = "FILE",
      .help = "a prompt schedule, one entry a line:\n"
              "  TIME | PROMPT [| NEGATIVE PROMPT [| TRANSITION]]\n"
@@ -150,7 +154,7 @@ static cli_option options[] = {
      .help = "the carried state at a switch: keep, as it was made under the earlier prompts; recache: the write "
              "passes of the last --cached-blocks + 1 finished blocks run again under the switch block's "
              "conditioning, rebuilding the attention state and the conv cache from them (not with --cached-blocks "
-             "all)"},
+             "all, nor with --cfg-parallel)"},
     {.name = "--image", .kind = CLI_INPUT, .dest = &args.o.image_path, .metavar = "IMG",
      .help = "start the video from this picture (PNG, JPEG, WebP; a video's first frame): it is frame 0, held "
              "clean while the rest of the first block is made, and the blocks continue from it (SANA-Video's "
@@ -205,6 +209,12 @@ static cli_option options[] = {
     {.name = "--softcap", .kind = CLI_CHOICE, .dest = &args.o.text_softcap, .choices = on_off, .def = "off",
      .help = "the text encoder's attention soft-cap; off is what SANA-Video's own runs do (transformers' sdpa "
              "attention ignores it)"},
+    {.name = "--text-weights-dtype", .kind = CLI_CHOICE, .dest = &args.o.text_weights_dtype,
+     .choices = cli_weight_dtypes, .def = "as-stored", .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K",
+     .help = "the text encoder's matrix weights (q, k, v, o, gate, up, down) on the device, as --weights-dtype "
+             "for the DiT: converted, or quantized on load as ggml's q8_0 / q4_K (the embedding and the norms as "
+             "stored; q4_K falls back to q8_0 where rows are not whole blocks of 256); a GGUF's quantized "
+             "matrices stay as they are"},
     {.name = "--motion-score", .kind = CLI_INT, .dest = &args.motion_score, .metavar = "N", .min = 0, .max = 1000,
      .def = "10", .help = "with a text encoder: \" motion score: N.\" appended to the prompt, as SANA-Video's "
                           "inference does; 0 appends nothing"},
@@ -214,7 +224,8 @@ static cli_option options[] = {
              "instead of -p and -n, which are refused beside it (they would not be read)"},
     {.name = "--save-text-embeds", .kind = CLI_OUTPUT, .dest = &args.o.text_embeds_out, .metavar = "FILE",
      .help = "write the prompt rows the DiT reads (and the negative prompt's with CFG) to this safetensors file, "
-             "for --text-embeds"},
+             "for --text-embeds; with a schedule the first entry's as these, every other distinct prompt's as "
+             "textN.y, textN.mask, ... and the metadata schedule_texts (each entry's N)"},
     {.name = "--vae", .kind = CLI_INPUT, .dest = &args.o.vae_path,
      .help = "latent-space models: Wan2.1 VAE (.pth or .safetensors, or a pipeline's vae/ folder) to decode the "
              "latents block by block; without it (or with -o X.npy) the latents are written to -o, which must end "
@@ -250,7 +261,8 @@ static cli_option options[] = {
      .help = "continue an interrupted run (same options) from OUT.longvk-state, with the frames of an "
              "uninterrupted run: the embedded model and other pixel-space models, and latent models (SANA-Video) "
              "writing a video through the VAE (whose last latent frames are decoded again first); not a single "
-             "clip (--sampler euler|dpm++2m) nor a .npy of latents (written only at the end)"},
+             "clip (--sampler euler|dpm++2m) nor a .npy of latents (written only at the end). An HLS stream (.m3u8) "
+             "continues from the last segment its playlist names"},
     {.name = "--overwrite", .kind = CLI_FLAG, .dest = &args.overwrite,
      .help = "start again when OUT.longvk-state says an interrupted run left OUT: its video and state are "
              "replaced (without --resume or --overwrite such a run is refused, so that a partial video is "
@@ -301,12 +313,24 @@ static cli_option options[] = {
     {.name = "--output", .alias = "-o", .kind = CLI_OUTPUT, .dest = &args.o.output, .required = true,
      .help = ".mp4, .mkv or .webm (.npy for the latents of a latent-space model without --vae), or .m3u8: an HLS "
              "stream to watch while it is made (fragmented-MP4 segments of 2 s beside it, the playlist naming "
-             "complete ones only; not with --resume)"},
+             "complete ones only; --resume continues it from the last segment the playlist names)"},
 };
 
 static void prepare_help(void) {
     lv_model_card card;
-    if (lv_model_card_of(NULL, &card) != LV_OK) lv_model_card_longsana(&card);
+    /* the model's card only: its file's header and metadata are read, no device, no weights uploaded */
+    const char *model = help_model ? help_model : args.o.model_path;
+    bool named = model && lv_model_card_of(model, &card) == LV_OK;
+    if (model && !named)
+        snprintf(help_note, sizeof help_note, "--model %s could not be read (%s): the defaults above are the "
+                 "embedded model's.\n", model, lv_last_error());
+    else if (named)
+        snprintf(help_note, sizeof help_note, "The defaults above are those of --model %s (%s).\n", model,
+                 card.pixel ? "a pixel-space model" : "a latent-space model");
+    else
+        snprintf(help_note, sizeof help_note, "The defaults above are the embedded model's; `longvk generate "
+                 "--model X --help` shows those of model X.\n");
+    if (!named && lv_model_card_of(NULL, &card) != LV_OK) lv_model_card_longsana(&card);
     const lv_model_card c = card;
     const lv_block_recipe *fb = &c.first_block;
     const lv_block_recipe *lb = &c.later_blocks;
@@ -317,8 +341,13 @@ static void prepare_help(void) {
     snprintf(def_fps, sizeof def_fps, "the model's, %g", c.fps);
     snprintf(def_width, sizeof def_width, "the model's, %d", c.width);
     snprintf(def_height, sizeof def_height, "the model's, %d", c.height);
-    snprintf(def_scale, sizeof def_scale, "8 for the embedded model (%dx%d), 1 for a latent model", 8 * c.width,
-             8 * c.height);
+    if (named && c.pixel)
+        snprintf(def_scale, sizeof def_scale, "8 for this pixel-space model (%dx%d)", 8 * c.width, 8 * c.height);
+    else if (named)
+        snprintf(def_scale, sizeof def_scale, "1 for this latent model (the VAE's frames as they are)");
+    else
+        snprintf(def_scale, sizeof def_scale, "8 for the embedded model (%dx%d), 1 for a latent model", 8 * c.width,
+                 8 * c.height);
     snprintf(def_steps, sizeof def_steps, "the model's, %d, also the most; single clip: 50", lb->steps);
     snprintf(help_steps, sizeof help_steps,
              "denoising steps of each block after the first; fewer than the model's take a subset of its "
@@ -347,6 +376,7 @@ const cli_spec cmd_generate_spec = {
              "Before the first frame one line says what the run will do (not with -q).\n",
     .options = options,
     .count = CLI_COUNT(options),
+    .epilog = help_note,
     .prepare_help = prepare_help,
 };
 
@@ -434,11 +464,19 @@ static void on_text(cli_state *st, const lv_generate_progress *p) {
     if (p->phase == LV_GEN_PHASE_TEXT_START && st->stop_block == 0 && st->stop_rank == st->mpi->rank) raise(SIGUSR1);
     if (st->quiet) return;
     char b[32];
-    if (p->phase == LV_GEN_PHASE_TEXT_START)
+    if (p->phase == LV_GEN_PHASE_TEXT_START && p->text_prompts > 1)
+        fprintf(stderr, "text encoder: encoding %d distinct prompts of the schedule (%d tokens in the largest) on %s\n",
+                p->text_prompts, p->text_tokens, p->device ? p->device : "?");
+    else if (p->phase == LV_GEN_PHASE_TEXT_START)
         fprintf(stderr, "text encoder: encoding %d tokens on %s\n", p->text_tokens, p->device ? p->device : "?");
-    else
-        fprintf(stderr, "text encoder: done in %.1f s, device memory %s (freed before the DiT is uploaded)\n",
-                p->text_seconds, mib(p->text_encoder_memory, b, sizeof b));
+    else {
+        char rows[96] = "", r[32];
+        if (p->text_rows_bytes) /* a schedule's rows stay on the host for the run */
+            snprintf(rows, sizeof rows, "; the rows of %d prompt%s kept on the host, %s", p->text_prompts,
+                     p->text_prompts == 1 ? "" : "s", mib(p->text_rows_bytes, r, sizeof r));
+        fprintf(stderr, "text encoder: done in %.1f s, device memory %s (freed before the DiT is uploaded)%s\n",
+                p->text_seconds, mib(p->text_encoder_memory, b, sizeof b), rows);
+    }
     fflush(stderr);
 }
 
@@ -576,6 +614,10 @@ int cmd_generate(int argc, char **argv) {
     args.o.scale = LV_GEN_MODEL_DEFAULT; /* 8 for the embedded model, 1 for a latent model */
     args.seed = 42;
     args.sampler = args.o.sampler;
+    /* `--help --model X`: the parser prints --help as soon as it meets it, so the model it is
+     * about is found here first */
+    for (int i = 1; i + 1 < argc && strcmp(argv[i], "--"); i++)
+        if (strcmp(argv[i], "--model") == 0) help_model = argv[++i];
     int r = cli_parse(&cmd_generate_spec, argc, argv);
     if (r >= 0) return r;
     lv_generate_options o = args.o;
@@ -641,10 +683,10 @@ int cmd_generate(int argc, char **argv) {
         o.schedule_count = k;
         o.prompt = entries[0].prompt; /* the run's identity names its first prompt */
         o.negative_prompt = entries[0].negative_prompt;
-        if (args.sequence_parallel || args.cfg_parallel || o.sp_bands)
-            return cli_usage_error("generate", "--prompt-at / --schedule: not with %s yet (one process only)",
-                                   args.sequence_parallel ? "--sequence-parallel" : args.cfg_parallel ? "--cfg-parallel"
-                                                                                                        : "--sp-emulate");
+        /* the CFG groups would each re-make the state from their own passes: refused (keep is fine) */
+        if (args.cfg_parallel && o.on_switch == LV_GEN_SWITCH_RECACHE)
+            return cli_usage_error("generate", "--prompt-at / --schedule: --on-switch recache: not with --cfg-parallel "
+                                   "(keep is; or --sequence-parallel alone)");
     }
     if (o.schedule_count > 0 || args.prompts_from) {
         /* checked as the run will be: with a queue of prompts (the run's own is made by run_generate) */
@@ -662,12 +704,19 @@ int cmd_generate(int argc, char **argv) {
     /* the values against the model, before anything is written: one it does not take (-W 33,
      * --steps 64 for the embedded model) is a usage error, exit 2; a model that cannot be read 1 */
     bool bad_value = false;
+    const bool several = (args.sequence_parallel || args.cfg_parallel) && cli_launcher_size() > 1;
+    if (several) cli_defer_errors(true); /* the model every rank reads: said once (cli_fail_before_ranks) */
     if (lv_generate_check(&o, &bad_value) != LV_OK) {
         if (bad_value) return cli_usage_error("generate", "%s", lv_last_error());
-        return cli_fail("generate");
+        int rc = cli_fail("generate");
+        return several ? cli_fail_before_ranks("generate", args.cfg_parallel, rc) : rc;
     }
     if (args.dry_run) return dry_run(o);
-    if (lv_generate_describe(&o, &plan) != LV_OK) return cli_fail("generate");
+    if (lv_generate_describe(&o, &plan) != LV_OK) {
+        int rc = cli_fail("generate");
+        return several ? cli_fail_before_ranks("generate", args.cfg_parallel, rc) : rc;
+    }
+    if (several) cli_defer_errors(false);
     if (cli_mpi_check_launch("generate", args.sequence_parallel || args.cfg_parallel)) return 2;
     /* over MPI ranks rank 0 writes; the lock is taken by a single process only (a rank cannot
      * leave the job alone before it has joined it) */

@@ -21,7 +21,7 @@ typedef struct info_args {
     long latent[3], text_tokens;
     bool list;
     bool plan;
-    int weights_dtype, precision, cfg;
+    int weights_dtype, text_weights_dtype, precision, cfg;
 } info_args;
 
 static info_args args = {.text_tokens = 300, .precision = LV_PRECISION_F32, .cfg = 1};
@@ -55,6 +55,9 @@ static cli_option options[] = {
              "(matrix weights bf16, as released)"},
     {.name = "--weights-dtype", .kind = CLI_CHOICE, .dest = &args.weights_dtype, .choices = cli_weight_dtypes,
      .def = "as-stored", .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K", .help = "with --plan: generate's --weights-dtype"},
+    {.name = "--text-weights-dtype", .kind = CLI_CHOICE, .dest = &args.text_weights_dtype,
+     .choices = cli_weight_dtypes, .def = "as-stored (bf16)", .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K",
+     .help = "with --plan: generate's --text-weights-dtype, for the text encoder's phase"},
     {.name = "--precision", .kind = CLI_CHOICE, .dest = &args.precision, .choices = cli_precisions, .def = "f32",
      .help = "with --plan: generate's --precision"},
     {.name = "--cfg", .kind = CLI_CHOICE, .dest = &args.cfg, .choices = info_on_off, .metavar = "on|off", .def = "on",
@@ -64,7 +67,7 @@ static cli_option options[] = {
 const cli_spec cmd_info_spec = {
     .command = "info",
     .usage = "[MODEL] [--config C.json | --preset P] [--latent FxHxW] [--text-tokens L] [--tensors]\n"
-             "       [--plan [--weights-dtype D] [--precision P] [--cfg on|off]]",
+             "       [--plan [--weights-dtype D] [--text-weights-dtype D] [--precision P] [--cfg on|off]]",
     .about = "A folder: a diffusers pipeline (model_index.json: each of text_encoder/, tokenizer/,\n"
              "transformer/, vae/ found), a SANA-Video transformer, or a Gemma-2 text encoder (Hugging\n"
              "Face folder: config.json + model.safetensors or its index; tokenizer.model beside it).\n"
@@ -528,7 +531,8 @@ static int print_plan(const lv_sana_config *c, lv_dtype stored, const char *what
         lv_gemma2_config g;
         lv_gemma2_config_default(&g);
         lv_gemma2_memory m;
-        s = lv_gemma2_memory_plan(&g, LV_BF16, 600, in.alignment, &m);
+        static const int text_dtypes[] = {-1, LV_F32, LV_F16, LV_BF16, LV_Q8_0, LV_Q4_K}; /* lv_dit_weights' order */
+        s = lv_gemma2_memory_plan(&g, LV_BF16, text_dtypes[args.text_weights_dtype], 600, in.alignment, &m);
         p.text = m.weights + m.work;
     }
     if (c->in_channels == 16) p.vae = lv_vae_memory_estimate(p.grid_h, p.grid_w);
@@ -537,7 +541,10 @@ static int print_plan(const lv_sana_config *c, lv_dtype stored, const char *what
     const uint64_t with_dit = lv_gen_plan_dit_phase(&p);
     p.peak = p.text > with_dit ? p.text : with_dit;
     printf("model:         %s\n", what);
-    cli_print_plan(stdout, &p, latent_model ? "Gemma-2 2B, bf16, 600 tokens" : NULL,
+    static const char *const text_what[] = {"Gemma-2 2B, bf16, 600 tokens", "Gemma-2 2B, f32, 600 tokens",
+                                            "Gemma-2 2B, f16, 600 tokens", "Gemma-2 2B, bf16, 600 tokens",
+                                            "Gemma-2 2B, q8_0, 600 tokens", "Gemma-2 2B, q4_K, 600 tokens"};
+    cli_print_plan(stdout, &p, latent_model ? text_what[args.text_weights_dtype] : NULL,
                    c->in_channels == 16 ? "Wan2.1, untiled" : NULL);
     return 0;
 }
@@ -608,6 +615,17 @@ int cmd_info(int argc, char **argv) {
             char saved[1024];
             snprintf(saved, sizeof saved, "%s", lv_last_error());
             if (lv_weights_open(model, &w) == LV_OK && !lv_sana_weights_recognised(w)) {
+                const char *arch = lv_weights_metadata(w, "general.architecture");
+                if (!strcmp(lv_weights_format(w), "gguf") && arch && !strcmp(arch, "gemma2") &&
+                    lv_weights_find(w, "token_embd.weight")) {
+                    /* llama.cpp's Gemma-2 GGUF (gemma-2-2b-it-Q8_0.gguf) */
+                    lv_weights_close(w);
+                    lv_gemma2_file *g;
+                    if (lv_gemma2_file_open(model, NULL, &g) != LV_OK) return cli_fail("info");
+                    describe_gemma2(g, model, text_tokens, list);
+                    lv_gemma2_file_close(g);
+                    return 0;
+                }
                 int rc = plain_summary(w, list);
                 if (is_vae_file(model)) print_vae_memory(w, 14);
                 lv_weights_close(w);

@@ -38,6 +38,13 @@ extern const int cli_command_count;
 
 /* Print "longvk: <message>" for the library's last error and return 1. */
 int cli_fail(const char *context);
+/* An error line (no newline needed) on stderr, or kept while errors are deferred. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Under MPI ranks (cli_mpi_begin turns it on): cli_fail and cli_error keep their lines for
+ * cli_mpi_end, which says a failure once when every rank found the same (rank 0 says it).
+ * Turned off, what was kept is dropped: print it first. */
+void cli_defer_errors(bool on);
+const char *cli_deferred_errors(void);
 
 /* How a block recipe samples, in --help and `info`: its sampler's name ("re-noise" or
  * "Euler"), and where its CFG applies (" at the last step", " at the last N steps", or ""

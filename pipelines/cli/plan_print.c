@@ -27,6 +27,9 @@ void cli_print_plan(FILE *out, const lv_generate_plan *p, const char *text_what,
     if (text_what)
         fprintf(out, "  text encoder phase  %10.1f  %s: weights and a pass's work buffers, freed before the DiT\n",
                 mib(p->text), text_what);
+    if (p->text_prompts) /* a schedule's rows stay on the host, not the device */
+        fprintf(out, "  (host) the rows     %10.1f  of the schedule's %d distinct prompt%s, each encoded once, kept "
+                "for the run\n", mib(p->text_rows_host), p->text_prompts, p->text_prompts == 1 ? "" : "s");
     fprintf(out, "  DiT                 %10.1f  (its passes; setting the text %.1f) a %d-frame block of %d x %d, %d text tokens x %d slot%s, weights %s, "
             "activations %s:\n", mib(d->passes), mib(d->set_text), p->chunk_frames, p->grid_h, p->grid_w, p->text_tokens, p->text_slots,
             p->text_slots > 1 ? "s (CFG)" : "", weights_name(p->weights_dtype, p->stored), precision_name(p->precision));

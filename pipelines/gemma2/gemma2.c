@@ -16,6 +16,7 @@
 
 #include "gemma2_internal.h"
 #include "longvk/ops.h"
+#include "longvk/quant.h"
 
 typedef struct g2_layer {
     lv_tensor t[G2_LAYER_TENSORS]; /* matmul weights in their dtype; norms f32 (1 + w) */
@@ -65,7 +66,7 @@ static float round_to(float v, lv_dtype dtype) {
 /* ---- upload --------------------------------------------------------------------------- */
 
 static lv_status upload_matmul(lv_gemma2 *m, const lv_weight *w, lv_tensor *out) {
-    lv_dtype dst = m->opt.weight_dtype < 0 ? w->dtype : (lv_dtype)m->opt.weight_dtype;
+    lv_dtype dst = g2_matmul_dtype(m->opt.weight_dtype, w->shape[w->ndim - 1], w->dtype);
     LV_TRY(lv_tensor_from_weight(m->ctx, w, dst, w->ndim, w->shape, out));
     m->weight_bytes += lv_tensor_nbytes(out);
     return LV_OK;
@@ -74,10 +75,12 @@ static lv_status upload_matmul(lv_gemma2 *m, const lv_weight *w, lv_tensor *out)
 /* Gemma's RMSNorm scales by (1 + w), w in the parameter dtype, the sum in f32. */
 static lv_status upload_norm(lv_gemma2 *m, const lv_weight *w, lv_tensor *out) {
     size_t n = (size_t)lv_weight_numel(w);
-    lv_dtype param = m->opt.weight_dtype < 0 ? w->dtype : (lv_dtype)m->opt.weight_dtype;
+    lv_dtype param = g2_param_dtype(m->opt.weight_dtype, w->dtype);
     float *buf = malloc(n * sizeof *buf);
     if (!buf) return lv_error(LV_ERR_NOMEM, "out of host memory for '%s'", w->name);
-    for (size_t i = 0; i < n; i++) buf[i] = 1.0f + round_to(lv_weight_float(w, i), param);
+    /* a GGUF from llama.cpp holds 1 + w already (its converter adds the 1) */
+    const float one = g2_file_norms_hold_one(m->file) ? 0.0f : 1.0f;
+    for (size_t i = 0; i < n; i++) buf[i] = one + round_to(lv_weight_float(w, i), param);
     int64_t shape[1] = {(int64_t)n};
     lv_status s = lv_tensor_create(m->ctx, LV_F32, 1, shape, out);
     if (s == LV_OK) {
@@ -125,8 +128,9 @@ lv_status lv_gemma2_create(lv_ctx *ctx, const lv_gemma2_file *file, const lv_gem
         s = lv_error(LV_ERR_INVALID, "gemma2: attn_softcap %g: 0 (off), LV_GEMMA2_SOFTCAP_CONFIG (-1) or a cap > 0",
                      (double)cap);
     int wd = m->opt.weight_dtype;
-    if (s == LV_OK && wd != -1 && wd != LV_F32 && wd != LV_F16 && wd != LV_BF16)
-        s = lv_error(LV_ERR_INVALID, "gemma2: weight_dtype %d: -1 (as stored), LV_F32, LV_F16 or LV_BF16", wd);
+    if (s == LV_OK && wd != -1 && wd != LV_F32 && wd != LV_F16 && wd != LV_BF16 && wd != LV_Q8_0 && wd != LV_Q4_K)
+        s = lv_error(LV_ERR_INVALID, "gemma2: weight_dtype %d: -1 (as stored), LV_F32, LV_F16, LV_BF16, LV_Q8_0 or "
+                     "LV_Q4_K", wd);
     if (s == LV_OK && m->opt.max_tokens < 0)
         s = lv_error(LV_ERR_INVALID, "gemma2: max_tokens %d is negative (0: the config's max_position_embeddings)",
                      m->opt.max_tokens);
@@ -137,7 +141,7 @@ lv_status lv_gemma2_create(lv_ctx *ctx, const lv_gemma2_file *file, const lv_gem
         m->max_tokens = m->opt.max_tokens ? m->opt.max_tokens : c->max_position_embeddings;
         if (m->max_tokens > c->max_position_embeddings) m->max_tokens = c->max_position_embeddings;
         const lv_weight *e = g2_file_embed(file);
-        m->embed_dtype = wd < 0 ? e->dtype : (lv_dtype)wd;
+        m->embed_dtype = g2_param_dtype(wd, e->dtype);
         /* transformers: torch.tensor(hidden_size ** 0.5, dtype=hidden_states.dtype) */
         m->normalizer = round_to((float)sqrt((double)c->hidden_size), m->embed_dtype);
         m->scale = (float)pow(c->query_pre_attn_scalar, -0.5);
@@ -229,6 +233,12 @@ static lv_status embed(lv_gemma2 *m, const int32_t *ids, int n, const lv_tensor 
                             (int)ids[i], i, m->cfg.vocab_size);
         float *dst = m->host_rows + (size_t)i * H;
         size_t base = (size_t)ids[i] * (size_t)H;
+        if (lv_dtype_quantized(e->dtype)) { /* a GGUF's q8_0 table: the row's blocks */
+            LV_TRY(lv_dequantize_row(e->dtype, (const uint8_t *)e->data + lv_dtype_bytes(e->dtype, (int64_t)base), H,
+                                     dst));
+            for (int64_t j = 0; j < H; j++) dst[j] *= m->normalizer;
+            continue;
+        }
         for (int64_t j = 0; j < H; j++) {
             float v = lv_weight_float(e, base + (size_t)j);
             if (round) v = round_to(v, m->embed_dtype);

@@ -47,6 +47,7 @@ struct lv_gemma2_file {
     const lv_weight *embed, *norm;
     const lv_weight *(*layers)[G2_LAYER_TENSORS];
     uint64_t params, bytes;
+    int llama_names; /* a GGUF from llama.cpp: its names, its config, norms stored as 1 + w */
 };
 
 /* ---- the weights ----------------------------------------------------------------------- */
@@ -77,10 +78,16 @@ static lv_status open_weights(lv_gemma2_file *f, const char *path, char *config_
     return lv_weight_set_add(&f->set, path, NULL, 0);
 }
 
+/* The name `name` (Hugging Face's, without "model.") has in the file. */
+static const char *file_name(const lv_gemma2_file *f, const char *name, char *buf, size_t size) {
+    if (f->llama_names) return g2_gguf_name(name, buf, size);
+    snprintf(buf, size, "%s%s", f->prefix, name);
+    return buf;
+}
+
 static const lv_weight *find(const lv_gemma2_file *f, const char *name) {
     char full[PREFIX_MAX + 256];
-    snprintf(full, sizeof full, "%s%s", f->prefix, name);
-    return lv_weight_set_find(&f->set, full, NULL);
+    return lv_weight_set_find(&f->set, file_name(f, name, full, sizeof full), NULL);
 }
 
 /* The prefix before "embed_tokens.weight" ("model." for Gemma2ForCausalLM, "" for
@@ -88,6 +95,7 @@ static const lv_weight *find(const lv_gemma2_file *f, const char *name) {
 static lv_status detect_prefix(lv_gemma2_file *f) {
     static const char key[] = "embed_tokens.weight";
     int total = 0;
+    if ((f->llama_names = g2_gguf_has_llama_names(&f->set))) return LV_OK;
     for (int s = 0; s < f->set.count; s++)
         for (int i = 0; i < lv_weights_count(f->set.files[s]); i++) {
             const char *n = lv_weights_at(f->set.files[s], i)->name;
@@ -100,7 +108,7 @@ static lv_status detect_prefix(lv_gemma2_file *f) {
         }
     return lv_error(LV_ERR_FORMAT,
                     "%s: not a Gemma-2 model: none of its %d tensors is embed_tokens.weight (or "
-                    "model.embed_tokens.weight)",
+                    "model.embed_tokens.weight, or llama.cpp's token_embd.weight)",
                     f->path, total);
 }
 
@@ -110,6 +118,11 @@ static lv_status choose_config(lv_gemma2_file *f, const char *config_path, const
     if (config_path) {
         LV_TRY(lv_gemma2_config_load(config_path, &f->cfg));
         snprintf(f->config_source, sizeof f->config_source, "config file %.600s", config_path);
+        return LV_OK;
+    }
+    if (f->llama_names) {
+        LV_TRY(g2_gguf_config(f->set.files[0], f->path, &f->cfg));
+        snprintf(f->config_source, sizeof f->config_source, "the GGUF metadata of %.600s", f->path);
         return LV_OK;
     }
     for (int s = 0; s < f->set.count; s++) {
@@ -139,10 +152,11 @@ static lv_status choose_config(lv_gemma2_file *f, const char *config_path, const
 
 static int is_float(lv_dtype d) { return d == LV_F32 || d == LV_F16 || d == LV_BF16; }
 
+/* `quantized`: q8_0 / q4_k are fine too (the matrices and the embedding table of a GGUF) */
 static const lv_weight *check_one(lv_gemma2_file *f, lv_problems *pb, const char *name, int ndim,
-                                  const int64_t *shape) {
-    char want[96], got[96], full[PREFIX_MAX + 256];
-    snprintf(full, sizeof full, "%s%s", f->prefix, name);
+                                  const int64_t *shape, int quantized) {
+    char want[96], got[96], buf[PREFIX_MAX + 256];
+    const char *full = file_name(f, name, buf, sizeof buf);
     lv_shape_format(shape, ndim, want, sizeof want);
     const lv_weight *t = find(f, name);
     if (!t) {
@@ -156,9 +170,9 @@ static const lv_weight *check_one(lv_gemma2_file *f, lv_problems *pb, const char
         lv_problem(pb, full, "tensor '%s' has shape %s in the file, the config needs %s", full, got, want);
         return NULL;
     }
-    if (!is_float(t->dtype)) {
-        lv_problem(pb, full, "tensor '%s' has dtype %s, not a float type (f32, f16, bf16)", full,
-                lv_dtype_name(t->dtype));
+    if (!is_float(t->dtype) && !(quantized && lv_dtype_quantized(t->dtype))) {
+        lv_problem(pb, full, "tensor '%s' has dtype %s, not a float type (f32, f16, bf16%s)", full,
+                lv_dtype_name(t->dtype), quantized ? ", q8_0, q4_k" : ": a norm is read as a float");
         return NULL;
     }
     f->params += lv_weight_numel(t);
@@ -166,12 +180,14 @@ static const lv_weight *check_one(lv_gemma2_file *f, lv_problems *pb, const char
     return t;
 }
 
-/* "layers.N." right after the prefix: N, else -1. */
+/* "layers.N." right after the prefix (llama.cpp's "blk.N."): N, else -1. */
 static int layer_index(const lv_gemma2_file *f, const char *name) {
     size_t p = strlen(f->prefix);
-    if (strncmp(name, f->prefix, p) != 0 || strncmp(name + p, "layers.", 7) != 0) return -1;
+    const char *layers = f->llama_names ? "blk." : "layers.";
+    size_t k = strlen(layers);
+    if (strncmp(name, f->prefix, p) != 0 || strncmp(name + p, layers, k) != 0) return -1;
     char *end = NULL;
-    long v = strtol(name + p + 7, &end, 10);
+    long v = strtol(name + p + k, &end, 10);
     return end && *end == '.' && v >= 0 && v < (1L << 20) ? (int)v : -1;
 }
 
@@ -179,9 +195,9 @@ static lv_status check_tensors(lv_gemma2_file *f) {
     const lv_gemma2_config *c = &f->cfg;
     lv_problems pb = {0};
     int64_t shape[2] = {c->vocab_size, c->hidden_size};
-    f->embed = check_one(f, &pb, "embed_tokens.weight", 2, shape);
+    f->embed = check_one(f, &pb, "embed_tokens.weight", 2, shape, 1);
     shape[0] = c->hidden_size;
-    f->norm = check_one(f, &pb, "norm.weight", 1, shape);
+    f->norm = check_one(f, &pb, "norm.weight", 1, shape, 0);
     f->layers = calloc((size_t)c->num_layers, sizeof *f->layers);
     if (!f->layers) return lv_error(LV_ERR_NOMEM, "out of memory");
     for (int l = 0; l < c->num_layers; l++)
@@ -190,7 +206,7 @@ static lv_status check_tensors(lv_gemma2_file *f) {
             int ndim;
             snprintf(name, sizeof name, "layers.%d.%s", l, g2_layer_names[t]);
             g2_layer_shape(c, t, shape, &ndim);
-            f->layers[l][t] = check_one(f, &pb, name, ndim, shape);
+            f->layers[l][t] = check_one(f, &pb, name, ndim, shape, g2_layer_is_matmul[t]);
         }
     /* a layer past the config's count means the config is wrong */
     for (int s = 0; s < f->set.count; s++)
@@ -264,3 +280,4 @@ const lv_weight *lv_gemma2_file_tensor(const lv_gemma2_file *f, const char *name
 const lv_weight *const *g2_file_layer(const lv_gemma2_file *f, int layer) { return f->layers[layer]; }
 const lv_weight *g2_file_embed(const lv_gemma2_file *f) { return f->embed; }
 const lv_weight *g2_file_norm(const lv_gemma2_file *f) { return f->norm; }
+int g2_file_norms_hold_one(const lv_gemma2_file *f) { return f->llama_names; }

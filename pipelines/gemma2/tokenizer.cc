@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "longvk/tokenizer.h"
+#include "tokenizer_gguf.h"
 
 namespace {
 
@@ -71,7 +73,15 @@ extern "C" lv_status lv_tokenizer_open(const char *path, lv_tokenizer **out) {
             if (stat(file.c_str(), &st) != 0 && stat(sub.c_str(), &st) == 0) file = sub;
         }
         std::string bytes;
-        LV_TRY(read_file(file.c_str(), &bytes));
+        if (lv_tokenizer_is_gguf(file.c_str())) { // a GGUF's tokenizer.ggml.* metadata (tokenizer_gguf.c)
+            char *proto = nullptr;
+            size_t len = 0;
+            LV_TRY(lv_tokenizer_gguf_proto(file.c_str(), &proto, &len));
+            bytes.assign(proto, len);
+            std::free(proto);
+        } else {
+            LV_TRY(read_file(file.c_str(), &bytes));
+        }
         if (bytes.empty())
             return lv_error(LV_ERR_FORMAT, "%s: empty file: not a SentencePiece model", file.c_str());
         std::unique_ptr<lv_tokenizer> tok(new lv_tokenizer);

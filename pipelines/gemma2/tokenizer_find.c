@@ -17,6 +17,11 @@ int lv_tokenizer_find(const char *encoder, char *buf, size_t size) {
         int len = snprintf(buf, size, tries[i], dir);
         if (len > 0 && (size_t)len < size && lv_path_is_file(buf)) return 1;
     }
+    /* a GGUF without a tokenizer.model beside it: its tokenizer.ggml.* metadata */
+    if (lv_path_is_file(encoder) && lv_path_ends_with(encoder, ".gguf") && strlen(encoder) < size) {
+        snprintf(buf, size, "%s", encoder);
+        return 1;
+    }
     buf[0] = 0;
     return 0;
 }

@@ -130,7 +130,8 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         return lv_error(LV_ERR_NOMEM, "out of host memory");
     if (r->cond) /* --image: what the first block continues, as a later block continues the last frame */
         lv_gen_keep_cond_frame(r);
-    if (r->root && o->resume && access(r->state_path, F_OK) != 0) /* before the device is set up */
+    r->hls_named = -1;
+    if (r->root && o->resume && !lv_gen_resume_file_exists(r)) /* before the device is set up */
         return lv_error(LV_ERR_IO, "--resume needs the state file an interrupted run left (%s): there is none",
                         r->state_path);
     if (r->root && !o->resume && !o->plan_only) {
@@ -138,6 +139,11 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
          * has started (see "what a killed run leaves") */
         if (lv_gen_writes_video(r)) LV_TRY(lv_gen_probe_output(r));
         LV_TRY(lv_gen_save_state(r, 0, 0));
+        if (lv_gen_hls_output(r)) { /* an earlier run's, which this one replaces */
+            char seg[sizeof r->state_path + 16];
+            lv_gen_segment_state_path(r, seg, sizeof seg);
+            remove(seg);
+        }
         r->wrote_start_state = lv_gen_resumable(r) && r->state_path[0];
     }
 
@@ -242,6 +248,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
             if (k.read) lv_gen_keep_last_frame(r, n);
             if (k.committed) r->blocks_made++, r->work_done += 1; /* one pass */
             if (!k.read && c + 1 < total) continue; /* passed over: nothing to save or report */
+            LV_TRY(lv_gen_hls_segment_state(r));
             LV_TRY(lv_gen_save_state(r, c + 1, r->frames_done));
             if (progress) lv_gen_report_progress(r, progress, user, c + 1, total, burn, frames_at_start, frames_total);
             continue;
@@ -273,6 +280,7 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
         if (shown) {
             if (r->root && lv_gen_writes_video(r) && !r->enc) LV_TRY(lv_gen_open_video(r, 0, &r->enc));
             LV_TRY(lv_gen_emit_chunk(r, k.out_first, n));
+            LV_TRY(lv_gen_hls_segment_state(r)); /* before this block's resume file replaces the last */
         }
         LV_TRY(lv_gen_save_state(r, c + 1, r->frames_done));
         if (progress) lv_gen_report_progress(r, progress, user, c + 1, total, burn, frames_at_start, frames_total);
@@ -310,7 +318,14 @@ lv_status lv_generate(const lv_generate_options *opt_in, lv_generate_callback pr
     lv_status s = run(&r, opt_in, progress, warn, user, stop);
     s = lv_gen_close_output(&r, s);
     /* finished: nothing to resume (a plan alone finished nothing: an earlier run's state stays) */
-    if (s == LV_OK && r.root && r.state_path[0] && !opt_in->plan_only) remove(r.state_path);
+    if (s == LV_OK && r.root && r.state_path[0] && !opt_in->plan_only) {
+        remove(r.state_path);
+        if (lv_gen_hls_output(&r)) {
+            char seg[sizeof r.state_path + 16];
+            lv_gen_segment_state_path(&r, seg, sizeof seg);
+            remove(seg);
+        }
+    }
     /* stopped while encoding the prompt: nothing is made, and nothing is left (as it says) */
     if (s == LV_ERR_INTERRUPTED && r.wrote_start_state && r.stopped_in_text) remove(r.state_path);
     /* a start that failed leaves nothing: not even the resume file it began with */

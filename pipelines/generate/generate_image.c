@@ -70,7 +70,7 @@ lv_status lv_gen_image_check(const gen_run *r, const lv_generate_options *in) {
     if (in->continue_path || in->continue_frames)
         return lv_error(LV_ERR_INVALID, "--image and --continue: one or the other (both say what the video starts "
                         "from: a picture as its frame 0, or a clip it goes on from)");
-    gen_frames_to_cond step;
+    gen_frames_to_cond step = NULL; /* set by frames_to_cond_of when it returns LV_OK */
     LV_TRY(frames_to_cond_of(r, &step));
     if (in->burn_in_blocks != LV_GEN_MODEL_DEFAULT && in->burn_in_blocks > 0)
         return lv_error(LV_ERR_INVALID, "--image with --burn-in-blocks %d: the image is the video's first frame, so "
@@ -152,7 +152,7 @@ static lv_status read_first_frame(const char *path, uint8_t **rgb, int *w, int *
 
 lv_status lv_gen_prepare_image(gen_run *r, void (*warn)(void *, const char *), void *user) {
     if (!r->o.image_path) return LV_OK;
-    gen_frames_to_cond step;
+    gen_frames_to_cond step = NULL; /* set by frames_to_cond_of when it returns LV_OK */
     LV_TRY(frames_to_cond_of(r, &step));
     uint8_t *rgb = NULL;
     int sw = 0, sh = 0, cw = 0, ch = 0, tw = r->o.width, th = r->o.height;
@@ -182,7 +182,7 @@ lv_status lv_gen_prepare_image(gen_run *r, void (*warn)(void *, const char *), v
 lv_status lv_gen_encode_image(gen_run *r) {
     if (!r->image) return LV_OK;
     if (r->root) {
-        gen_frames_to_cond step;
+        gen_frames_to_cond step = NULL; /* set by frames_to_cond_of when it returns LV_OK */
         LV_TRY(frames_to_cond_of(r, &step));
         LV_TRY(step(r, r->image, 1, &r->cond, &r->cond_frames));
     }
@@ -210,9 +210,12 @@ void lv_gen_keep_cond_frame(gen_run *r) {
 }
 
 char *lv_gen_image_identity(const lv_generate_options *o) {
-    if (!o->image_path) return NULL;
+    return o->image_path ? lv_gen_file_identity(o->image_path) : NULL;
+}
+
+char *lv_gen_file_identity(const char *path) {
     char *id = malloc(64);
-    FILE *f = fopen(o->image_path, "rb");
+    FILE *f = fopen(path, "rb");
     if (!id || !f) {
         if (f) fclose(f);
         if (id) snprintf(id, 64, "unreadable");

@@ -73,6 +73,10 @@ char *lv_gen_schedule_identity(const lv_generate_options *o);
 /* --image as the resume file records it: the CRC-32 and size of the file's bytes (NULL: no
  * image; malloc'd; "unreadable" when it cannot be read). */
 char *lv_gen_image_identity(const lv_generate_options *o);
+/* A file by its content, "crc32:XXXXXXXX, N bytes" (zlib's CRC-32), "unreadable" when it
+ * cannot be read; malloc'd (NULL: out of memory). The run identity's record of an input file:
+ * the same file moved is the same run, an edited one another (the image, --text-embeds). */
+char *lv_gen_file_identity(const char *path);
 
 int lv_generate_chunk_frames(int total, int block_frames, int chunk);
 int lv_generate_chunk_count(int total, int block_frames);

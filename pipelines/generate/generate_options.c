@@ -98,6 +98,8 @@ lv_status lv_gen_check_options(const lv_generate_options *o) {
         return lv_error(LV_ERR_INVALID, "lv_generate: precision %d (LV_PRECISION_AUTO, _F32, _F16 or _BF16)", o->precision);
     if (o->weights_dtype < LV_DIT_WEIGHTS_AS_STORED || o->weights_dtype > LV_DIT_WEIGHTS_Q4_K)
         return lv_error(LV_ERR_INVALID, "lv_generate: weights_dtype %d (lv_dit_weights)", o->weights_dtype);
+    if (o->text_weights_dtype < LV_DIT_WEIGHTS_AS_STORED || o->text_weights_dtype > LV_DIT_WEIGHTS_Q4_K)
+        return lv_error(LV_ERR_INVALID, "lv_generate: text_weights_dtype %d (lv_dit_weights)", o->text_weights_dtype);
     if (o->text_softcap != 0 && o->text_softcap != 1)
         return lv_error(LV_ERR_INVALID, "lv_generate: text_softcap %d (0 off, 1 the config's)", o->text_softcap);
     if (o->motion_score != LV_GEN_MODEL_DEFAULT && (o->motion_score < 0 || o->motion_score > 1000))

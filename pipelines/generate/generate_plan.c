@@ -61,6 +61,10 @@ lv_status lv_gen_plan(gen_run *r, bool twin, lv_generate_plan *p) {
     p->grid_w = r->grid_w;
     p->text_tokens = r->text_len;
     p->text_slots = r->uncond ? 2 : 1;
+    if (r->nsw) {
+        p->text_prompts = r->ntexts;
+        p->text_rows_host = lv_gen_schedule_rows_bytes(r);
+    }
     const lv_weight *qkv = lv_sana_file_tensor(r->m.file, "blocks.0.attn.qkv.weight");
     p->stored = qkv ? qkv->dtype : LV_F32;
     const uint64_t align = lv_ctx_alloc_alignment(r->ctx);
@@ -96,6 +100,12 @@ static void suggest(char *buf, size_t size, const char *what, const lv_generate_
     if (n < size) snprintf(buf + n, size - n, "%s%s (peak %s)", n ? ", " : "", what, human(p->peak).s);
 }
 
+/* "FLAG" or "FLAG with --text-weights-dtype q8_0" into buf */
+static const char *flag_with(char *buf, size_t size, const char *with_text, const char *flag) {
+    snprintf(buf, size, "%s%s%s", flag, with_text[0] ? " with " : "", with_text);
+    return buf;
+}
+
 lv_status lv_gen_plan_check(const gen_run *r, const lv_generate_plan *plan) {
     if (plan->peak <= plan->budget) return LV_OK;
     /* --vae-tiles auto or HxW decodes in tiles sized to what the run leaves (generate_vae_tiles.c,
@@ -111,56 +121,83 @@ lv_status lv_gen_plan_check(const gen_run *r, const lv_generate_plan *plan) {
     lv_dit_plan_input device = {0};
     lv_dit_plan_device(r->ctx, &device);
     char fits[768] = "";
-    /* one setting at a time, then the two together; the matrix weights only where they shrink */
-    const int quant[2] = {LV_DIT_WEIGHTS_Q8_0, LV_DIT_WEIGHTS_Q4_K};
-    const char *quant_flag[2] = {"--weights-dtype q8_0", "--weights-dtype q4_K"};
-    const bool f32_acts = plan->precision == LV_PRECISION_F32;
-    bool quant_fits = false;
-    for (int i = 0; i < 2 && !quant_fits; i++) {
-        if (plan->weights_dtype == quant[i] || (i == 0 && plan->weights_dtype == LV_DIT_WEIGHTS_Q4_K)) continue;
-        lv_generate_plan p = *plan;
-        if (plan_dit(r, &device, quant[i], plan->precision, r->o.block_frames, &p) == LV_OK && p.peak <= p.budget) {
-            suggest(fits, sizeof fits, quant_flag[i], &p);
-            quant_fits = true;
+    /* the text encoder's phase over the budget: its matrices quantized (q8_0, else q4_K), alone
+     * when that is enough, else beside each of the DiT's settings below */
+    lv_generate_plan base = *plan;
+    char with_text[48] = "";
+    if (r->text && plan->text > plan->budget && r->o.text_weights_dtype < LV_DIT_WEIGHTS_Q8_0) {
+        const lv_text_weights tq[2] = {LV_TEXT_WEIGHTS_Q8_0, LV_TEXT_WEIGHTS_Q4_K};
+        for (int i = 0; i < 2 && !with_text[0]; i++) {
+            uint64_t t = lv_text_encoder_memory_plan_as(r->text, lv_ctx_alloc_alignment(r->ctx), tq[i]);
+            if (!t || t > plan->budget) continue;
+            snprintf(with_text, sizeof with_text, "--text-weights-dtype %s", i ? "q4_K" : "q8_0");
+            base.text = t;
+            const uint64_t dit = lv_gen_plan_dit_phase(&base);
+            base.peak = t > dit ? t : dit;
+        }
+        /* the VAE in tiles (above) need not fit */
+        lv_generate_plan tiled = base;
+        if (r->o.vae_tiles != LV_GEN_VAE_TILES_OFF) tiled.vae = 0;
+        const uint64_t tiled_dit = lv_gen_plan_dit_phase(&tiled);
+        tiled.peak = base.text > tiled_dit ? base.text : tiled_dit;
+        if (with_text[0] && tiled.peak <= base.budget) {
+            suggest(fits, sizeof fits, with_text, &tiled);
+            with_text[0] = 0; /* one setting is enough: the DiT's need not be shrunk too */
         }
     }
-    if (f32_acts) {
-        lv_generate_plan p = *plan;
-        if (plan_dit(r, &device, plan->weights_dtype, LV_PRECISION_F16, r->o.block_frames, &p) == LV_OK &&
-            p.peak <= p.budget)
-            suggest(fits, sizeof fits, "--precision f16", &p);
-        else if (!quant_fits && plan->weights_dtype != LV_DIT_WEIGHTS_Q4_K)
-            for (int i = 0; i < 2; i++) {
-                p = *plan;
-                if (plan_dit(r, &device, quant[i], LV_PRECISION_F16, r->o.block_frames, &p) == LV_OK &&
-                    p.peak <= p.budget) {
-                    char both[64];
-                    snprintf(both, sizeof both, "%s with --precision f16", quant_flag[i]);
-                    suggest(fits, sizeof fits, both, &p);
+    char what[160];
+    if (!fits[0]) { /* the DiT's settings, where the text encoder alone was not enough */
+        /* one setting at a time, then the two together; the matrix weights only where they shrink */
+        const int quant[2] = {LV_DIT_WEIGHTS_Q8_0, LV_DIT_WEIGHTS_Q4_K};
+        const char *quant_flag[2] = {"--weights-dtype q8_0", "--weights-dtype q4_K"};
+        const bool f32_acts = plan->precision == LV_PRECISION_F32;
+        bool quant_fits = false;
+        for (int i = 0; i < 2 && !quant_fits; i++) {
+            if (plan->weights_dtype == quant[i] || (i == 0 && plan->weights_dtype == LV_DIT_WEIGHTS_Q4_K)) continue;
+            lv_generate_plan p = base;
+            if (plan_dit(r, &device, quant[i], plan->precision, r->o.block_frames, &p) == LV_OK && p.peak <= p.budget) {
+                suggest(fits, sizeof fits, flag_with(what, sizeof what, with_text, quant_flag[i]), &p);
+                quant_fits = true;
+            }
+        }
+        if (f32_acts) {
+            lv_generate_plan p = base;
+            if (plan_dit(r, &device, plan->weights_dtype, LV_PRECISION_F16, r->o.block_frames, &p) == LV_OK &&
+                p.peak <= p.budget)
+                suggest(fits, sizeof fits, flag_with(what, sizeof what, with_text, "--precision f16"), &p);
+            else if (!quant_fits && plan->weights_dtype != LV_DIT_WEIGHTS_Q4_K)
+                for (int i = 0; i < 2; i++) {
+                    p = base;
+                    if (plan_dit(r, &device, quant[i], LV_PRECISION_F16, r->o.block_frames, &p) == LV_OK &&
+                        p.peak <= p.budget) {
+                        char both[64];
+                        snprintf(both, sizeof both, "%s with --precision f16", quant_flag[i]);
+                        suggest(fits, sizeof fits, flag_with(what, sizeof what, with_text, both), &p);
+                        break;
+                    }
+                }
+        }
+        /* CFG's twin doubles the DiT: without it the unconditional passes take turns */
+        if (plan->twin) {
+            lv_generate_plan p = base;
+            p.twin = 0;
+            if (plan_dit(r, &device, plan->weights_dtype, plan->precision, r->o.block_frames, &p) == LV_OK &&
+                p.peak <= p.budget)
+                suggest(fits, sizeof fits, flag_with(what, sizeof what, with_text, "--parallel-cfg off"), &p);
+        }
+        /* the longest block that fits, in the model's frames */
+        if (r->o.sampler == LV_GEN_LONGSANA)
+            for (int b = r->o.block_frames - cfg->patch[0]; b >= cfg->patch[0]; b -= cfg->patch[0]) {
+                lv_generate_plan p = base;
+                if (plan_dit(r, &device, plan->weights_dtype, plan->precision, b, &p) != LV_OK) break;
+                if (p.peak <= p.budget) {
+                    char flag[48];
+                    snprintf(flag, sizeof flag, "--block-frames %d", b);
+                    suggest(fits, sizeof fits, flag_with(what, sizeof what, with_text, flag), &p);
                     break;
                 }
             }
     }
-    /* CFG's twin doubles the DiT: without it the unconditional passes take turns */
-    if (plan->twin) {
-        lv_generate_plan p = *plan;
-        p.twin = 0;
-        if (plan_dit(r, &device, plan->weights_dtype, plan->precision, r->o.block_frames, &p) == LV_OK &&
-            p.peak <= p.budget)
-            suggest(fits, sizeof fits, "--parallel-cfg off", &p);
-    }
-    /* the longest block that fits, in the model's frames */
-    if (r->o.sampler == LV_GEN_LONGSANA)
-        for (int b = r->o.block_frames - cfg->patch[0]; b >= cfg->patch[0]; b -= cfg->patch[0]) {
-            lv_generate_plan p = *plan;
-            if (plan_dit(r, &device, plan->weights_dtype, plan->precision, b, &p) != LV_OK) break;
-            if (p.peak <= p.budget) {
-                char flag[48];
-                snprintf(flag, sizeof flag, "--block-frames %d", b);
-                suggest(fits, sizeof fits, flag, &p);
-                break;
-            }
-        }
     const uint64_t with_dit = lv_gen_plan_dit_phase(plan);
     return lv_error(LV_ERR_NOMEM,
                     "the run would hold %s of device memory at its peak and the device '%s' has %s%s (%s: text "

@@ -1,7 +1,10 @@
 /* The resume file of a run: written after every block (and before the first), read back by
  * --resume and handed to every process; what an interrupted run says it left. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "generate_run.h"
 
@@ -33,7 +36,98 @@ lv_status lv_gen_save_state(gen_run *r, int chunks_done, int64_t frames_done) {
     free(vae.latents);
     free(live);
     free(state);
+    if (s == LV_OK) r->saved_frames = frames_done;
     return s;
+}
+
+/* HLS (-o OUT.m3u8; codec/hls_resume.c). The playlist names whole segments only, about 2 s
+ * each, so a killed run's stream holds fewer frames than its resume file says were made: up
+ * to a segment's worth are lost, and --resume must continue from the frames the playlist
+ * names, with the carried state of that moment. So a second resume file is kept,
+ * STATE-segment, holding the run at the frames the playlist names:
+ *
+ * - after a block is written (the encoder flushed: a segment the block completes, or the
+ *   first block, is then named), when the playlist names another frame count than at the
+ *   last look and that count is the resume file's on disk (written after the block before,
+ *   whose end is where the segment ended: segments end at a block's keyframe), the resume
+ *   file is renamed to STATE-segment (atomic, nothing copied); then this block's resume file
+ *   is written as always;
+ * - so at any moment either STATE-segment or STATE itself holds the run at the frames the
+ *   playlist names: --resume reads STATE, and STATE-segment when STATE is at another frame.
+ *
+ * A segment that does not end at a block's end (an encoder without a keyframe at every
+ * block: low_delay) has no resume file: --resume then refuses, naming both files' frames. */
+bool lv_gen_hls_output(const gen_run *r) {
+    return r->root && lv_gen_writes_video(r) && lv_encoder_path_is_hls(r->o.output) && lv_gen_resumable(r) &&
+           r->state_path[0];
+}
+
+void lv_gen_segment_state_path(const gen_run *r, char *out, size_t size) {
+    snprintf(out, size, "%s-segment", r->state_path);
+}
+
+bool lv_gen_resume_file_exists(const gen_run *r) {
+    char seg[sizeof r->state_path + 16];
+    lv_gen_segment_state_path(r, seg, sizeof seg);
+    return access(r->state_path, F_OK) == 0 || (lv_gen_hls_output(r) && access(seg, F_OK) == 0);
+}
+
+lv_status lv_gen_hls_segment_state(gen_run *r) { /* (never fails: a status for what may come) */
+    if (!lv_gen_hls_output(r)) return LV_OK;
+    int64_t named = -1;
+    /* a playlist that cannot be read costs the resume file, not the run: --resume says why */
+    if (lv_hls_named_frames(r->o.output, r->o.fps, &named) != LV_OK && named != 0) return LV_OK;
+    if (named < 0) named = 0; /* an earlier run's first segment, no playlist yet */
+    if (named == r->hls_named) return LV_OK;
+    r->hls_named = named;
+    if (named != r->saved_frames) return LV_OK; /* no resume file at that frame (see above) */
+    char seg[sizeof r->state_path + 16];
+    lv_gen_segment_state_path(r, seg, sizeof seg);
+    if (rename(r->state_path, seg) != 0)
+        return lv_error(LV_ERR_IO, "keeping the resume file %s as %s (a rename in its folder): %s", r->state_path, seg,
+                        strerror(errno));
+    return LV_OK;
+}
+
+/* --resume of an HLS stream: the resume file at the frames the playlist names (above). */
+static lv_status read_hls_resume(gen_run *r, lv_gen_resume *out, float **state, int64_t *count) {
+    int64_t named = -1;
+    lv_status hs = lv_hls_named_frames(r->o.output, r->o.fps, &named);
+    /* no playlist but a first segment: killed between the muxer's first segment and its first
+     * playlist (then the run is resumed from frame 0), or the playlist deleted (refused) */
+    if (hs != LV_OK && named != 0) return hs;
+    char why[1024];
+    snprintf(why, sizeof why, "%s", hs != LV_OK ? lv_last_error() : "");
+    char seg[sizeof r->state_path + 16], found[2][64];
+    lv_gen_segment_state_path(r, seg, sizeof seg);
+    r->saved_frames = -1; /* none */
+    const char *files[2] = {r->state_path, seg};
+    for (int i = 0; i < 2; i++) {
+        snprintf(found[i], sizeof found[i], "none there");
+        if (access(files[i], F_OK) != 0) continue;
+        lv_gen_resume res = {0};
+        float *st = NULL;
+        int64_t n = 0;
+        LV_TRY(lv_gen_resume_read(files[i], &r->o, &r->m, r->clip.identity, &res, &st, &n, r->last_frame,
+                                  r->frame_values, r->hist, r->hist ? (int64_t)r->hist_slots * r->hist_stride : 0,
+                                  !r->m.card.pixel));
+        if (i == 0) r->saved_frames = res.frames_done; /* the resume file on disk: STATE */
+        if (res.frames_done == named) {
+            *out = res;
+            *state = st;
+            *count = n;
+            r->hls_named = -1; /* looked at again after the first block, as in a new run */
+            return LV_OK;
+        }
+        snprintf(found[i], sizeof found[i], "at %lld frames", (long long)res.frames_done);
+        free(st);
+        free(res.live);
+        free(res.vae.latents);
+    }
+    if (hs != LV_OK) return lv_error(hs, "%s", why);
+    return lv_error(LV_ERR_FORMAT, "cannot resume %s: its playlist names %lld frames, and no resume file holds the run "
+                    "there (%s: %s; %s: %s); start again with --overwrite", r->o.output, (long long)named,
+                    r->state_path, found[0], seg, found[1]);
 }
 
 /* Frames written once `chunks_done` chunks (burn-in and a clip included) are done. */
@@ -73,7 +167,9 @@ lv_status lv_gen_load_resume(gen_run *r, int *first_chunk) {
     float *state = NULL;
     int64_t count = 0;
     lv_status s = LV_OK;
-    if (r->root)
+    if (r->root && lv_gen_hls_output(r))
+        s = read_hls_resume(r, &resume, &state, &count);
+    else if (r->root)
         s = lv_gen_resume_read(r->state_path, &r->o, &r->m, r->clip.identity, &resume, &state, &count, r->last_frame, r->frame_values,
                                r->hist, r->hist ? (int64_t)r->hist_slots * r->hist_stride : 0, !r->m.card.pixel);
     if (lv_gen_several(r)) s = share_resume(r, s, &resume, &state, &count);

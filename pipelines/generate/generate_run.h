@@ -125,6 +125,9 @@ typedef struct gen_run {
     int blocks_made;         /* by this run */
     bool wrote_start_state;  /* a fresh run's resume file, written before its first block */
     bool stopped_in_text;    /* stopped on request while the text encoder ran (nothing made) */
+    /* HLS output: the frames of the resume file on disk (the last lv_gen_save_state), and
+     * those the playlist named at the last look (-1: not looked yet); see generate_resume.c */
+    int64_t saved_frames, hls_named;
     lv_sp_comm *sp;          /* sequence parallelism over processes (o.sp_comm), or NULL */
     bool root;               /* this process writes the video and the resume file (band 0's) */
     gen_switch *sw;          /* the prompt schedule (nsw 0: none) */
@@ -202,6 +205,13 @@ lv_status lv_gen_close_output(gen_run *r, lv_status s);
 /* generate_resume.c */
 lv_status lv_gen_save_state(gen_run *r, int chunks_done, int64_t frames_done);
 lv_status lv_gen_load_resume(gen_run *r, int *first_chunk);
+/* HLS output (-o OUT.m3u8): the resume file kept for the frames the playlist names, taken
+ * after a block is written and before its own resume file replaces the last; the name of
+ * that file (STATE-segment); whether a state file to resume from is there. */
+bool lv_gen_hls_output(const gen_run *r);
+lv_status lv_gen_hls_segment_state(gen_run *r);
+void lv_gen_segment_state_path(const gen_run *r, char *out, size_t size);
+bool lv_gen_resume_file_exists(const gen_run *r);
 lv_status lv_gen_interrupted(const gen_run *r, int next);
 /* The run writes a resume file: block-wise generation of a pixel-space model, or of a latent
  * model decoded by a VAE into a video (not a latent model's .npy: its latents are kept in
@@ -210,7 +220,12 @@ bool lv_gen_resumable(const gen_run *r);
 
 /* generate_schedule.c */
 lv_status lv_gen_resolve_schedule(gen_run *r);
+/* every distinct text: the word tables' rows now; Gemma-2's tokenized now (the longest left in
+ * r->text), encoded by lv_gen_schedule_encode on the writing process once the device is up */
 lv_status lv_gen_schedule_texts(gen_run *r, void (*warn)(void *, const char *), void *user);
+lv_status lv_gen_schedule_encode(gen_run *r, lv_ctx *ctx, uint64_t *peak);
+/* the host bytes of the rows kept for the run */
+uint64_t lv_gen_schedule_rows_bytes(const gen_run *r);
 lv_status lv_gen_schedule_block(gen_run *r, int chunk, int *started);
 void lv_gen_schedule_report(const gen_run *r, int i, lv_generate_progress *p);
 /* the switches at shown blocks < shown_blocks (the ones applied once that many are started) */

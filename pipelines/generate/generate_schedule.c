@@ -163,7 +163,20 @@ static int64_t block_start(const gen_run *r, int k) {
     return f;
 }
 
-/* The shown chunk holding frame f. */
+/* A schedule's times and transitions count the video's frames. A latent model's latent frame
+ * u shows pixel frames 4u - 3 .. 4u (frame 0 alone, the VAE's causal first frame): its
+ * frame f is in latent frame (f + 3) / 4, and a block's video starts at 4u - 3. */
+static int64_t video_frame_of_unit(const gen_run *r, int64_t u) { return r->m.card.pixel || u == 0 ? u : 4 * u - 3; }
+static int64_t unit_of_video_frame(const gen_run *r, int64_t f) { return r->m.card.pixel || f == 0 ? f : (f + 3) / 4; }
+
+/* The video frames of shown chunk k: its first, and how many. */
+static int64_t block_first_frame(const gen_run *r, int k) { return video_frame_of_unit(r, block_start(r, k)); }
+static int64_t block_video_frames(const gen_run *r, int k) {
+    return video_frame_of_unit(r, block_start(r, k) + lv_generate_chunk_frames(r->units, r->o.block_frames, k)) -
+           block_first_frame(r, k);
+}
+
+/* The shown chunk holding model frame f (a latent model's latent frame). */
 static int block_of(const gen_run *r, int64_t f) {
     int64_t at = 0;
     for (int k = 0; k < r->chunks; k++) {
@@ -214,18 +227,25 @@ lv_status lv_gen_resolve_schedule(gen_run *r) {
     else if (o->on_switch == LV_GEN_SWITCH_RECACHE && o->cached_blocks < 0)
         why = "--on-switch recache re-makes a window of blocks: not with --cached-blocks all (every block is summed)";
     else if (o->sampler != LV_GEN_LONGSANA) why = "a schedule needs block-wise generation (the LongSANA sampler)";
-    else if (o->sp_bands > 0 || o->sp_comm || o->cfg_partner)
-        why = "not with --sp-emulate, --sequence-parallel or --cfg-parallel yet: one process only";
-    else if (!r->m.card.pixel || r->use_encoder || o->text_embeds_path || !r->m.card.vocab_size)
-        why = "a model with a vocabulary only (the default model): prompts through Gemma-2 or --text-embeds are not "
-              "scheduled yet";
+    else if (o->live && (o->sp_bands > 0 || o->sp_comm || o->cfg_partner))
+        why = "not with --sp-emulate, --sequence-parallel or --cfg-parallel: one process reads the prompts and makes "
+              "the video";
+    else if (o->on_switch == LV_GEN_SWITCH_RECACHE && o->cfg_partner)
+        why = "--on-switch recache: not with --cfg-parallel (keep is; or --sequence-parallel alone)";
+    else if (o->text_embeds_path || (!r->use_encoder && !(r->m.card.pixel && r->m.card.vocab_size)))
+        why = "a schedule's prompts go through the model's text encoder (its word tables, or Gemma-2 for a latent "
+              "model): --text-embeds holds the rows of one prompt, not a schedule's (give --text-encoder or the "
+              "pipeline folder instead)";
+    else if (o->live && r->use_encoder)
+        why = "prompts typed during the run need the default model's word tables: Gemma-2 is freed before the DiT "
+              "is uploaded (give the prompts as a schedule: --prompt-at / --schedule)";
     else if (!(o->transition >= 0) || o->transition > 3600) why = "--transition must be 0 to 3600 seconds";
     if (why) return lv_error(LV_ERR_INVALID, "%s: %s", flags, why);
     if (count > 4096) return lv_error(LV_ERR_INVALID, "a schedule of %d entries: at most 4096", count);
     r->sw = calloc((size_t)count, sizeof *r->sw);
     if (!r->sw) return lv_error(LV_ERR_NOMEM, "out of host memory");
     r->nsw = count;
-    int64_t end = r->units;
+    const int64_t end = video_frame_of_unit(r, r->units); /* the video's frames */
     for (int i = 0; i < r->nsw; i++) {
         const lv_gen_switch *e = &r->entries[i];
         gen_switch *w = &r->sw[i];
@@ -240,8 +260,8 @@ lv_status lv_gen_resolve_schedule(gen_run *r) {
                             e->time, (long long)end, (double)end / o->fps);
         w->transition = (int64_t)floor(o->transition * o->fps + 1e-6);
         if (e->transition) LV_TRY(to_frame(r, e->transition, "the transition", name, &w->transition));
-        w->block = block_of(r, w->asked);
-        w->frame = block_start(r, w->block);
+        w->block = block_of(r, unit_of_video_frame(r, w->asked));
+        w->frame = block_first_frame(r, w->block);
         w->prompt = e->prompt;
         w->negative = e->negative_prompt ? e->negative_prompt : o->negative_prompt ? o->negative_prompt : "";
         if (i > 0) {
@@ -256,7 +276,7 @@ lv_status lv_gen_resolve_schedule(gen_run *r) {
             if (w->block == p->block)
                 return lv_error(LV_ERR_INVALID, "%s: time %s falls in block %d (frames %lld-%lld) with %s: one switch "
                                 "a block", name, e->time, w->block + 1, (long long)w->frame,
-                                (long long)(w->frame + lv_generate_chunk_frames(r->units, o->block_frames, w->block) - 1),
+                                (long long)(w->frame + block_video_frames(r, w->block) - 1),
                                 pname);
         }
         w->text = i; /* distinct texts are found in lv_gen_schedule_texts */
@@ -335,46 +355,122 @@ static void warn_entry(void *user, const char *message) {
     w->warn(w->user, buf);
 }
 
-/* Every distinct (prompt, negative prompt) through the word tables, once, into r->texts. */
+/* Every distinct (prompt, negative prompt) of the schedule: w->text, and r->ntexts. The
+ * same on every process (the options are). */
+static void distinct_texts(gen_run *r) {
+    r->ntexts = 0;
+    for (int i = 0; i < r->nsw; i++) {
+        gen_switch *w = &r->sw[i];
+        w->text = -1;
+        for (int j = 0; j < i && w->text < 0; j++)
+            if (!strcmp(r->sw[j].prompt, w->prompt) && (!r->uncond || !strcmp(r->sw[j].negative, w->negative)))
+                w->text = r->sw[j].text;
+        if (w->text < 0) w->text = r->ntexts++;
+    }
+}
+
+/* The first entry with text t. */
+static int entry_of_text(const gen_run *r, int t) {
+    int i = 0;
+    while (i + 1 < r->nsw && r->sw[i].text != t) i++;
+    return i;
+}
+
+/* Gemma-2's negative prompt: an entry without one (empty) gets the encoder's default, SANA-Video's. */
+static const char *encoder_negative(const gen_run *r, const gen_switch *w) {
+    return r->use_encoder && !*w->negative ? NULL : w->negative;
+}
+
+/* Host bytes of the rows kept for the run: every distinct text's. */
+uint64_t lv_gen_schedule_rows_bytes(const gen_run *r) {
+    const int cap = lv_sana_file_config(r->m.file)->caption_channels;
+    return (uint64_t)r->ntexts * 2 * r->text_len * ((uint64_t)cap + 1) * sizeof(float);
+}
+
+/* Entry 0's rows are the run's (r->y, r->mask: what the DiT is first given). */
+static void first_rows(gen_run *r) {
+    const int cap = lv_sana_file_config(r->m.file)->caption_channels, L = r->text_len;
+    memcpy(r->y, r->texts_y + (size_t)r->sw[0].text * 2 * L * cap, (size_t)2 * L * cap * sizeof(float));
+    memcpy(r->mask, r->texts_mask + (size_t)r->sw[0].text * 2 * L, (size_t)2 * L * sizeof(float));
+    r->cond_switch = 0;
+    r->cond_alpha = 1;
+}
+
+/* Every distinct (prompt, negative prompt), once: through the word tables into r->texts now;
+ * for Gemma-2 tokenized now (a bad text fails before any device work, and what the model
+ * will not read is said, naming the entry), the longest left set in r->text for the memory
+ * plan, and encoded once the device is up (lv_gen_schedule_encode), by the writing process
+ * alone. */
 lv_status lv_gen_schedule_texts(gen_run *r, void (*warn)(void *, const char *), void *user) {
     const int cap = lv_sana_file_config(r->m.file)->caption_channels, L = r->text_len;
     const size_t rows = (size_t)2 * L * cap;
-    if (!(r->texts_y = calloc((size_t)r->nsw * rows, sizeof(float))) ||
-        !(r->texts_mask = calloc((size_t)r->nsw * 2 * L, sizeof(float))))
+    distinct_texts(r);
+    /* the distinct texts only: a SANA-Video prompt's rows are 5.3 MiB (prompts pushed during
+     * the run grow them, generate_live.c) */
+    if (!(r->texts_y = calloc((size_t)r->ntexts * rows, sizeof(float))) ||
+        !(r->texts_mask = calloc((size_t)r->ntexts * 2 * L, sizeof(float))))
         return lv_error(LV_ERR_NOMEM, "out of host memory");
-    lv_word_vocab vocab = lv_model_card_vocab(&r->m.card);
-    lv_text_encoder *te;
-    LV_TRY(lv_text_encoder_open_words(&r->m.text, &vocab, &te));
+    lv_text_encoder *te = r->text;
+    if (!r->use_encoder) {
+        lv_word_vocab vocab = lv_model_card_vocab(&r->m.card);
+        LV_TRY(lv_text_encoder_open_words(&r->m.text, &vocab, &te));
+    } else if (!te) { /* Gemma-2 runs on the writing process: the others receive the rows (lv_gen_share_text) */
+        r->cond_switch = 0;
+        r->cond_alpha = 1;
+        return LV_OK;
+    }
     lv_status s = LV_OK;
-    r->ntexts = 0;
-    for (int i = 0; s == LV_OK && i < r->nsw; i++) {
-        gen_switch *w = &r->sw[i];
-        int same = -1;
-        for (int j = 0; j < i && same < 0; j++)
-            if (!strcmp(r->sw[j].prompt, w->prompt) && (!r->uncond || !strcmp(r->sw[j].negative, w->negative)))
-                same = r->sw[j].text;
-        if (same >= 0) {
-            w->text = same;
-            continue;
-        }
+    int longest = 0;
+    uint64_t most = 0;
+    for (int t = 0; s == LV_OK && t < r->ntexts; t++) {
+        int i = entry_of_text(r, t);
+        const gen_switch *w = &r->sw[i];
         /* the entry's warnings name it */
         char name[700];
         entry_name(&r->entries[i], i, name, sizeof name);
         entry_warn ew = {warn, user, name};
-        s = lv_text_encoder_set_prompts(te, w->prompt, r->uncond, w->negative, warn ? warn_entry : NULL, &ew);
-        if (s == LV_OK)
-            s = lv_text_encoder_encode(te, NULL, r->texts_y + (size_t)r->ntexts * rows,
-                                       r->texts_mask + (size_t)r->ntexts * 2 * L, NULL);
+        s = lv_text_encoder_set_prompts(te, w->prompt, r->uncond, encoder_negative(r, w), warn ? warn_entry : NULL,
+                                        &ew);
+        /* the text whose pass needs the most (its longest sequence, prompt or negative) */
+        if (s == LV_OK && r->use_encoder && lv_text_encoder_memory_plan(te, 1) > most)
+            most = lv_text_encoder_memory_plan(te, 1), longest = t;
+        if (s == LV_OK && !r->use_encoder)
+            s = lv_text_encoder_encode(te, NULL, r->texts_y + (size_t)t * rows, r->texts_mask + (size_t)t * 2 * L, NULL);
         if (s != LV_OK) lv_error_prefix(s, "%s", name);
-        w->text = r->ntexts++;
     }
-    lv_text_encoder_close(te);
+    if (!r->use_encoder) {
+        lv_text_encoder_close(te);
+        LV_TRY(s);
+        first_rows(r);
+        return LV_OK;
+    }
     LV_TRY(s);
-    /* entry 0's rows are the run's (r->y, r->mask: what the DiT is first given) */
-    memcpy(r->y, r->texts_y, rows * sizeof(float));
-    memcpy(r->mask, r->texts_mask, (size_t)2 * L * sizeof(float));
-    r->cond_switch = 0;
-    r->cond_alpha = 1;
+    const gen_switch *w = &r->sw[entry_of_text(r, longest)]; /* the memory plan sizes Gemma-2's work for it */
+    return lv_text_encoder_set_prompts(te, w->prompt, r->uncond, encoder_negative(r, w), NULL, NULL);
+}
+
+/* Gemma-2 over every distinct text, uploaded once (lv_text_encoder_hold) on ctx: the rows
+ * into r->texts, entry 0's into r->y; *peak the most it held. */
+lv_status lv_gen_schedule_encode(gen_run *r, lv_ctx *ctx, uint64_t *peak) {
+    const int cap = lv_sana_file_config(r->m.file)->caption_channels, L = r->text_len;
+    const size_t rows = (size_t)2 * L * cap;
+    lv_text_encoder *te = r->text;
+    lv_text_encoder_hold(te);
+    lv_status s = LV_OK;
+    for (int t = 0; s == LV_OK && t < r->ntexts; t++) {
+        const gen_switch *w = &r->sw[entry_of_text(r, t)];
+        s = lv_text_encoder_set_prompts(te, w->prompt, r->uncond, encoder_negative(r, w), NULL, NULL);
+        if (s == LV_OK)
+            s = lv_text_encoder_encode(te, ctx, r->texts_y + (size_t)t * rows, r->texts_mask + (size_t)t * 2 * L, peak);
+        if (s != LV_OK && s != LV_ERR_INTERRUPTED) {
+            char name[700];
+            int i = entry_of_text(r, t);
+            lv_error_prefix(s, "%s", entry_name(&r->entries[i], i, name, sizeof name));
+        }
+    }
+    lv_text_encoder_release(te);
+    LV_TRY(s);
+    first_rows(r);
     return LV_OK;
 }
 
@@ -387,7 +483,7 @@ static int switch_at(const gen_run *r, int k, double *alpha) {
     while (i + 1 < r->nsw && r->sw[i + 1].block <= k) i++;
     const gen_switch *w = &r->sw[i];
     if (i > 0 && w->transition > 0) {
-        double mid = (double)block_start(r, k) + 0.5 * lv_generate_chunk_frames(r->units, r->o.block_frames, k);
+        double mid = (double)block_first_frame(r, k) + 0.5 * (double)block_video_frames(r, k);
         double a = (mid - (double)w->frame) / (double)w->transition;
         *alpha = a >= 1 ? 1 : a;
     }

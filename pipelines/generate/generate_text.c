@@ -50,6 +50,11 @@ static lv_status load_text_embeds(gen_run *r, const char *path, int cap) {
     return s;
 }
 
+/* text_weights_dtype is passed on as it is */
+_Static_assert(LV_TEXT_WEIGHTS_BF16 == (int)LV_DIT_WEIGHTS_BF16 && LV_TEXT_WEIGHTS_Q8_0 == (int)LV_DIT_WEIGHTS_Q8_0 &&
+                   LV_TEXT_WEIGHTS_Q4_K == (int)LV_DIT_WEIGHTS_Q4_K,
+               "lv_text_weights and lv_dit_weights share their codes");
+
 lv_status lv_gen_prepare_text(gen_run *r, void (*warn)(void *, const char *), void *user) {
     int cap = lv_sana_file_config(r->m.file)->caption_channels;
     if (!r->use_encoder && (!r->m.card.pixel || r->o.text_embeds_path))
@@ -61,7 +66,7 @@ lv_status lv_gen_prepare_text(gen_run *r, void (*warn)(void *, const char *), vo
         lv_text_gemma2_options g = {
             .encoder = o->text_encoder_path, .tokenizer = o->tokenizer_path, .caption_channels = cap,
             .motion_score = o->motion_score == LV_GEN_MODEL_DEFAULT ? LV_SANA_VIDEO_MOTION_SCORE : o->motion_score,
-            .softcap = o->text_softcap};
+            .softcap = o->text_softcap, .weights = (lv_text_weights)o->text_weights_dtype};
         if (r->root) LV_TRY(lv_text_encoder_open_gemma2(&g, &r->text));
         r->text_len = LV_SANA_PROMPT_ROWS;
     } else {
@@ -76,9 +81,12 @@ lv_status lv_gen_prepare_text(gen_run *r, void (*warn)(void *, const char *), vo
     r->y = calloc((size_t)2 * r->text_len * cap, sizeof *r->y);
     r->mask = calloc((size_t)2 * r->text_len, sizeof *r->mask);
     if (!r->y || !r->mask) return lv_error(LV_ERR_NOMEM, "out of host memory");
-    if (r->nsw) { /* a schedule: every distinct text once, entry 0's rows in y / mask */
-        lv_text_encoder_close(r->text);
-        r->text = NULL;
+    if (r->nsw) { /* a schedule: every distinct text once (the word tables' now, Gemma-2's once the device is
+                   * up), entry 0's rows in y / mask */
+        if (!r->use_encoder) {
+            lv_text_encoder_close(r->text);
+            r->text = NULL;
+        }
         return lv_gen_schedule_texts(r, warn, user);
     }
     if (r->use_encoder) return LV_OK;
@@ -88,24 +96,59 @@ lv_status lv_gen_prepare_text(gen_run *r, void (*warn)(void *, const char *), vo
     return LV_OK;
 }
 
-/* The rows fed to the DiT, in the file format --text-embeds reads (text_embeds_out). */
+/* The rows fed to the DiT, in the file format --text-embeds reads (text_embeds_out): y, mask
+ * (and negative_y, negative_mask with CFG) of the prompt, a schedule's entry 0. With a
+ * schedule every other distinct text t (1, 2, ...) follows as textT.y, textT.mask (and
+ * textT.negative_y, textT.negative_mask), and the metadata "schedule_texts" lists each
+ * entry's text, in entry order ("0 1 0"). */
 lv_status lv_gen_save_text_embeds(const gen_run *r, const char *path) {
     int cap = lv_sana_file_config(r->m.file)->caption_channels, L = r->text_len;
-    lv_weight t[4] = {
-        {.name = "y", .dtype = LV_F32, .ndim = 2, .shape = {L, cap}, .data = r->y,
-         .nbytes = (uint64_t)L * cap * sizeof(float)},
-        {.name = "mask", .dtype = LV_F32, .ndim = 1, .shape = {L}, .data = r->mask, .nbytes = (uint64_t)L * sizeof(float)},
-        {.name = "negative_y", .dtype = LV_F32, .ndim = 2, .shape = {L, cap}, .data = r->y + (size_t)L * cap,
-         .nbytes = (uint64_t)L * cap * sizeof(float)},
-        {.name = "negative_mask", .dtype = LV_F32, .ndim = 1, .shape = {L}, .data = r->mask + L,
-         .nbytes = (uint64_t)L * sizeof(float)}};
-    return lv_safetensors_write(path, t, r->uncond ? 4 : 2, NULL, 0);
+    int texts = r->nsw ? r->ntexts : 1, per = r->uncond ? 4 : 2;
+    lv_weight *t = calloc((size_t)texts * per, sizeof *t);
+    char (*names)[48] = calloc((size_t)texts * per, sizeof *names);
+    char *list = calloc((size_t)r->nsw * 8 + 1, 1);
+    if (!t || !names || !list) {
+        free(t);
+        free(names);
+        free(list);
+        return lv_error(LV_ERR_NOMEM, "out of host memory");
+    }
+    static const char *const base[4] = {"y", "mask", "negative_y", "negative_mask"};
+    for (int k = 0; k < texts; k++) {
+        const float *y = k ? r->texts_y + (size_t)k * 2 * L * cap : r->y;
+        const float *m = k ? r->texts_mask + (size_t)k * 2 * L : r->mask;
+        for (int j = 0; j < per; j++) {
+            lv_weight *w = &t[k * per + j];
+            if (k) snprintf(names[k * per + j], sizeof names[0], "text%d.%s", k, base[j]);
+            else snprintf(names[j], sizeof names[0], "%s", base[j]);
+            w->name = names[k * per + j];
+            w->dtype = LV_F32;
+            bool rows = j % 2 == 0, negative = j >= 2;
+            w->ndim = rows ? 2 : 1;
+            w->shape[0] = L;
+            w->shape[1] = rows ? cap : 0;
+            w->data = rows ? (const void *)(y + (negative ? (size_t)L * cap : 0)) : (const void *)(m + (negative ? L : 0));
+            w->nbytes = (uint64_t)L * (rows ? cap : 1) * sizeof(float);
+        }
+    }
+    for (int i = 0; i < r->nsw; i++) sprintf(list + strlen(list), i ? " %d" : "%d", r->sw[i].text);
+    const char *meta[] = {"schedule_texts", list};
+    lv_status s = lv_safetensors_write(path, t, texts * per, r->nsw ? meta : NULL, r->nsw ? 1 : 0);
+    free(t);
+    free(names);
+    free(list);
+    return s;
 }
 
 /* Sequence parallelism over processes: the Gemma-2 encoder runs on rank 0 alone (the others
- * need neither its files nor its memory), which hands the rows and masks on. */
+ * need neither its files nor its memory), which hands the rows and masks on (with a schedule
+ * every distinct text's: the others index them alike, the texts following from the options). */
 lv_status lv_gen_share_text(gen_run *r) {
     const int cap = lv_sana_file_config(r->m.file)->caption_channels;
+    if (r->nsw) { /* a schedule: every distinct text's rows */
+        LV_TRY(lv_gen_share(r, r->texts_y, (uint64_t)r->ntexts * 2 * r->text_len * cap * sizeof *r->texts_y));
+        LV_TRY(lv_gen_share(r, r->texts_mask, (uint64_t)r->ntexts * 2 * r->text_len * sizeof *r->texts_mask));
+    }
     LV_TRY(lv_gen_share(r, r->y, (uint64_t)2 * r->text_len * cap * sizeof *r->y));
     return lv_gen_share(r, r->mask, (uint64_t)2 * r->text_len * sizeof *r->mask);
 }
@@ -117,11 +160,13 @@ lv_status lv_gen_share_text(gen_run *r) {
  * is left to the agreement after the first block. */
 lv_status lv_gen_encode_text(gen_run *r, lv_generate_callback progress, void *user, volatile sig_atomic_t *stop) {
     lv_generate_progress p = {.phase = LV_GEN_PHASE_TEXT_START, .device = lv_ctx_device(r->ctx)->name,
-                              .text_tokens = lv_text_encoder_tokens(r->text)};
+                              .text_tokens = lv_text_encoder_tokens(r->text), .text_prompts = r->nsw ? r->ntexts : 1};
     if (progress) progress(user, &p);
     double t0 = lv_gen_now();
     if (!lv_gen_several(r)) lv_text_encoder_set_stop(r->text, stop);
-    lv_status s = lv_text_encoder_encode(r->text, r->ctx, r->y, r->mask, &r->text_memory);
+    /* a schedule: every distinct prompt through one upload */
+    lv_status s = r->nsw ? lv_gen_schedule_encode(r, r->ctx, &r->text_memory)
+                         : lv_text_encoder_encode(r->text, r->ctx, r->y, r->mask, &r->text_memory);
     if (s == LV_ERR_INTERRUPTED) {
         char why[1024]; /* lv_last_error's buffer is the one lv_error writes */
         snprintf(why, sizeof why, "%s", lv_last_error());
@@ -136,6 +181,7 @@ lv_status lv_gen_encode_text(gen_run *r, lv_generate_callback progress, void *us
     p.phase = LV_GEN_PHASE_TEXT_DONE;
     p.text_seconds = r->text_seconds;
     p.text_encoder_memory = r->text_memory;
+    if (r->nsw) p.text_rows_bytes = lv_gen_schedule_rows_bytes(r);
     if (progress) progress(user, &p);
     return LV_OK;
 }

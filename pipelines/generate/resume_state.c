@@ -74,7 +74,14 @@ static cJSON *run_identity(const lv_generate_options *o, const lv_gen_model *m, 
     static const char *const weights[] = {"as-stored", "f32", "f16", "bf16"};
     if (o->weights_dtype > LV_DIT_WEIGHTS_AS_STORED && o->weights_dtype <= LV_DIT_WEIGHTS_BF16)
         cJSON_AddStringToObject(j, "weights_dtype", weights[o->weights_dtype]);
-    if (o->text_embeds_path) cJSON_AddStringToObject(j, "text_embeds", o->text_embeds_path);
+    /* the text encoder's, likewise (its rows differ): only when not as stored */
+    static const char *const text_weights[] = {"as-stored", "f32", "f16", "bf16", "q8_0", "q4_K"};
+    if (o->text_weights_dtype > LV_DIT_WEIGHTS_AS_STORED && o->text_weights_dtype <= LV_DIT_WEIGHTS_Q4_K)
+        cJSON_AddStringToObject(j, "text_weights_dtype", text_weights[o->text_weights_dtype]);
+    /* the rows by their content (the same file moved is the same run, an edited one is not) */
+    char *embeds = o->text_embeds_path ? lv_gen_file_identity(o->text_embeds_path) : NULL;
+    if (embeds) cJSON_AddStringToObject(j, "text_embeds", embeds);
+    free(embeds);
     if (o->encoder.codec) cJSON_AddStringToObject(j, "codec", o->encoder.codec);
     if (o->encoder.crf >= 0) cJSON_AddNumberToObject(j, "crf", o->encoder.crf);
     if (o->encoder.preset) cJSON_AddStringToObject(j, "preset", o->encoder.preset);
@@ -100,6 +107,7 @@ static const char *option_of(const char *key) {
         {"cfg_scale", "--cfg-scale"}, {"block_frames", "--block-frames"}, {"cached_blocks", "--cached-blocks"},
         {"burn_in_blocks", "--burn-in-blocks"}, {"schedule", "--prompt-at/--schedule"},
         {"precision", "--precision"}, {"weights_dtype", "--weights-dtype"}, {"text_embeds", "--text-embeds"},
+        {"text_weights_dtype", "--text-weights-dtype"},
         {"codec", "--codec"}, {"crf", "--crf"}, {"preset", "--preset"}, {"image", "--image"},
         {"continue", "--continue"}, {"continue_output", "--continue-output"}, {"prompts_from", "--prompts-from"},
         {"vae", "--vae"}, {"vae_tiles", "--vae-tiles"}};
@@ -260,6 +268,11 @@ lv_status lv_gen_resume_read(const char *path, const lv_generate_options *o, con
         if (s == LV_OK && cJSON_GetObjectItemCaseSensitive(got, "image") && !cJSON_GetObjectItemCaseSensitive(want, "image"))
             s = lv_error(LV_ERR_INVALID, "%s belongs to a run that started from an image (--image): resume with the "
                          "same image", path);
+        /* a file of an earlier longvk recorded --text-embeds by its path: the same path reads as before */
+        const cJSON *old_embeds = cJSON_GetObjectItemCaseSensitive(got, "text_embeds");
+        if (s == LV_OK && cJSON_IsString(old_embeds) && strncmp(old_embeds->valuestring, "crc32:", 6) != 0 &&
+            o->text_embeds_path && strcmp(old_embeds->valuestring, o->text_embeds_path) == 0)
+            cJSON_ReplaceItemInObjectCaseSensitive(want, "text_embeds", cJSON_Duplicate(old_embeds, 1));
         if (s == LV_OK) s = compare_identity(path, want, got);
     }
     if (s == LV_OK) {

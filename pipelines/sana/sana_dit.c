@@ -319,18 +319,31 @@ lv_status lv_dit_block_cross_attention(lv_ctx *ctx, lv_dit *dit, lv_dit_block *b
     return lv_op_matmul_add(ctx, x, o, &blk->cproj_w, &blk->cproj_b); /* x += proj(o) */
 }
 
+int lv_dit_ffn_slice_tokens(void) { return (int)lv_env_u64("LONGVK_FFN_SLICE", 4096, 1, 1u << 30); }
+
+int lv_dit_ffn_slice_frames(int F, int64_t P, int slice_tokens) {
+    if (slice_tokens <= 0) slice_tokens = lv_dit_ffn_slice_tokens();
+    int64_t fs = P > 0 ? slice_tokens / P : F;
+    return fs < 1 ? 1 : fs > F ? F : (int)fs;
+}
+
 static lv_status block_mix_ffn(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, scratch *s,
                                const pass_geometry *g, lv_tensor *x, lv_tensor *const t0[6],
                                const lv_dit_pass *pass) {
     const int C = dit->cfg.hidden, Fh = dit->cfg.ffn_hidden;
     lv_tensor *h = NULL, *a = NULL, *gate = NULL, *da = NULL, *dg = NULL, *u = NULL, *tc = NULL;
-    /* h: the inverted conv's input; a, gate: SiLU outputs read only by the depthwise conv;
-     * da, dg: its outputs, read only by the gate, whose product (in place in da) is the
-     * point conv's input: all in the activation dtype */
+    /* The wide intermediates (a, gate: SiLU outputs read only by the depthwise conv; da, dg:
+     * its outputs, read only by the gate, whose product, in place in da, is the point conv's
+     * input; all in the activation dtype) are made over slices of whole frames, the same
+     * four tensors reused by each slice: the depthwise conv is per frame and every product
+     * per row, so the result is the unsliced one bit for bit, with 4 x [slice, Fh] held
+     * instead of 4 x [T, Fh] (lv_dit_ffn_slice_frames). h, u and tc are whole. */
+    const int fs = lv_dit_ffn_slice_frames(g->F, g->P, dit->ffn_slice_tokens);
+    const int64_t rows = (int64_t)fs * g->P;
     LV_TRY(scratch_act(s, g->T, C, &h));
-    LV_TRY(scratch_act(s, g->T, Fh, &a));
-    LV_TRY(scratch_act(s, g->T, Fh, &gate));
-    int64_t grid[4] = {g->F, g->Hp, g->Wp, Fh};
+    LV_TRY(scratch_act(s, rows, Fh, &a));
+    LV_TRY(scratch_act(s, rows, Fh, &gate));
+    int64_t grid[4] = {fs, g->Hp, g->Wp, Fh};
     LV_TRY(scratch_typed(s, act_dtype(ctx), 4, grid, &da));
     LV_TRY(scratch_typed(s, act_dtype(ctx), 4, grid, &dg));
     LV_TRY(scratch_2d(s, g->T, C, &u));
@@ -340,19 +353,27 @@ static lv_status block_mix_ffn(lv_ctx *ctx, lv_dit *dit, lv_dit_block *blk, scra
     lv_tensor wa = lv_tensor_rows(&blk->inv_w, 0, Fh), wg = lv_tensor_rows(&blk->inv_w, Fh, Fh);
     int64_t bshape[1] = {Fh};
     lv_tensor ba = lv_tensor_view(&blk->inv_b, 0, 1, bshape), bg = lv_tensor_view(&blk->inv_b, Fh, 1, bshape);
-    LV_TRY(lv_op_matmul_act(ctx, a, h, &wa, &ba, LV_ACT_SILU));
-    LV_TRY(lv_op_matmul_act(ctx, gate, h, &wg, &bg, LV_ACT_SILU));
-    /* depthwise 3x3 per frame on each half */
     int64_t dwshape[4] = {Fh, 1, 3, 3};
     lv_tensor dwa = lv_tensor_view(&blk->dw_w, 0, 4, dwshape), dwg = lv_tensor_view(&blk->dw_w, (int64_t)Fh * 9, 4, dwshape);
     lv_tensor dba = lv_tensor_view(&blk->dw_b, 0, 1, bshape), dbg = lv_tensor_view(&blk->dw_b, Fh, 1, bshape);
-    lv_tensor a4 = lv_tensor_view(a, 0, 4, grid), g4 = lv_tensor_view(gate, 0, 4, grid);
-    LV_TRY(lv_op_dwconv3x3(ctx, da, &a4, &dwa, &dba));
-    LV_TRY(lv_op_dwconv3x3(ctx, dg, &g4, &dwg, &dbg));
-    /* a * SiLU(g), then the point 1x1 conv back to C */
-    LV_TRY(lv_op_mul_silu(ctx, da, da, dg));
-    lv_tensor da2 = lv_tensor_view(da, 0, 2, (int64_t[]){g->T, Fh});
-    LV_TRY(lv_op_matmul(ctx, u, &da2, &blk->point_w, NULL));
+    for (int f0 = 0; f0 < g->F; f0 += fs) {
+        const int nf = g->F - f0 < fs ? g->F - f0 : fs;
+        const int64_t r0 = (int64_t)f0 * g->P, n = (int64_t)nf * g->P;
+        int64_t sgrid[4] = {nf, g->Hp, g->Wp, Fh};
+        lv_tensor hs = lv_tensor_rows(h, r0, n), us = lv_tensor_rows(u, r0, n);
+        lv_tensor as = lv_tensor_rows(a, 0, n), gs = lv_tensor_rows(gate, 0, n);
+        lv_tensor das = lv_tensor_rows(da, 0, nf), dgs = lv_tensor_rows(dg, 0, nf);
+        LV_TRY(lv_op_matmul_act(ctx, &as, &hs, &wa, &ba, LV_ACT_SILU));
+        LV_TRY(lv_op_matmul_act(ctx, &gs, &hs, &wg, &bg, LV_ACT_SILU));
+        /* depthwise 3x3 per frame on each half */
+        lv_tensor a4 = lv_tensor_view(a, 0, 4, sgrid), g4 = lv_tensor_view(gate, 0, 4, sgrid);
+        LV_TRY(lv_op_dwconv3x3(ctx, &das, &a4, &dwa, &dba));
+        LV_TRY(lv_op_dwconv3x3(ctx, &dgs, &g4, &dwg, &dbg));
+        /* a * SiLU(g), then the point 1x1 conv back to C */
+        LV_TRY(lv_op_mul_silu(ctx, &das, &das, &dgs));
+        lv_tensor da2 = lv_tensor_view(da, 0, 2, (int64_t[]){n, Fh});
+        LV_TRY(lv_op_matmul(ctx, &us, &da2, &blk->point_w, NULL));
+    }
     /* temporal conv over frames; in long-video mode the previous chunk's last frame
      * (cached by its write pass) replaces the zero padding before the first frame */
     int64_t fpc[3] = {g->F, g->P, C};

@@ -70,6 +70,7 @@ struct lv_dit {
     int conv_rows;       /* token rows of the conv caches' frame when the bands last wrote
                             them: with bands on other processes each holds only its rows,
                             which lv_dit_state_save gathers; 0 when they are whole (loaded) */
+    int ffn_slice_tokens; /* lv_dit_ffn_slice_tokens at creation */
     lv_tensor checks;    /* I32 [(1 + depth) x 4]: non-finite counts of a pass (lv_op_count_nonfinite):
                             slot 0 the prediction, slot 1 + b layer b's carried state */
 };

@@ -101,10 +101,11 @@ lv_status lv_dit_memory_plan_of(const lv_sana_config *cfg, const lv_dit_plan_inp
     out->pass = f32(&p, T * Kin) + f32(&p, T * C) + f32(&p, F * 256) + 2 * f32(&p, F * C) + f32(&p, 6 * F * C) +
                 f32(&p, T * c->head_dim);
     /* linear attention: h (act), q, k, v, o; cross-attention: q, o; Mix-FFN: h (act), a and
-     * gate [T, Fh] (act), their depthwise convs' outputs (act), u and the temporal conv's
-     * output. Released together at the block's end. */
+     * gate (act), their depthwise convs' outputs (act), each [one slice of frames, Fh], u and
+     * the temporal conv's output. Released together at the block's end. */
+    const int64_t S = (int64_t)lv_dit_ffn_slice_frames((int)F, P, in->ffn_slice_tokens) * P;
     out->block = tensor_bytes(&p, act, T * C) + 4 * f32(&p, T * C) + 2 * f32(&p, T * C) + tensor_bytes(&p, act, T * C) +
-                 4 * tensor_bytes(&p, act, T * Fh) + 2 * f32(&p, T * C);
+                 4 * tensor_bytes(&p, act, S * Fh) + 2 * f32(&p, T * C);
     out->final_layer = tensor_bytes(&p, act, T * C) + f32(&p, T * Kout);
     const uint64_t held = out->weights + out->state + checks + out->text + out->conditioning;
     out->passes = held + out->pass + (out->block > out->final_layer ? out->block : out->final_layer);
@@ -116,5 +117,6 @@ void lv_dit_plan_device(const lv_ctx *ctx, lv_dit_plan_input *in) {
     if (!ctx || !in) return;
     in->tconv_gemm = lv_temporal_conv_uses_gemm(ctx);
     in->linattn_splits = lv_linattn_splits(ctx);
+    in->ffn_slice_tokens = lv_dit_ffn_slice_tokens();
     in->alignment = lv_ctx_alloc_alignment(ctx);
 }

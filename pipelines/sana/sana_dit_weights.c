@@ -163,6 +163,7 @@ lv_status lv_dit_create(lv_ctx *ctx, const lv_sana_file *file, const lv_dit_opti
     lv_dit *dit = calloc(1, sizeof *dit);
     if (!dit) return lv_error(LV_ERR_NOMEM, "out of host memory");
     dit->cfg = *lv_sana_file_config(file);
+    dit->ffn_slice_tokens = lv_dit_ffn_slice_tokens();
     dit->opt.cached_blocks = LV_CACHED_ALL;
     if (opt) dit->opt = *opt;
     if (dit->opt.cached_blocks < 0) dit->opt.cached_blocks = LV_CACHED_ALL;

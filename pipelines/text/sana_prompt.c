@@ -95,6 +95,23 @@ lv_status lv_sana_prompt_build(const lv_tokenizer *tok, const char *prompt, cons
     if (s != LV_OK) goto fail;
     out->length = L;
     out->n_instruction = n_chi;
+    /* where the prompt starts: after the ids the instruction alone shares with the whole text
+     * (its last, the trailing space "_", becomes part of the prompt's first word) */
+    out->prompt_start = out->n_ids > 0 ? 1 : 0;
+    if (n_chi > 0) {
+        int32_t *alone = malloc((size_t)n_chi * sizeof *alone);
+        int n_alone = 0;
+        if (!alone) {
+            s = lv_error(LV_ERR_NOMEM, "sana prompt: out of memory");
+            goto fail;
+        }
+        s = lv_tokenizer_encode(tok, instr, ilen, LV_TOKENIZE_GEMMA, alone, n_chi, &n_alone, &(int){0});
+        int same = 0;
+        while (s == LV_OK && same < n_alone && same < out->n_ids && alone[same] == out->ids[same]) same++;
+        free(alone);
+        if (s != LV_OK) goto fail;
+        out->prompt_start = same;
+    }
     out->select[0] = 0;
     for (int r = 1; r < rows; r++) out->select[r] = L - rows + r;
     for (int r = 0; r < rows; r++) out->mask[r] = out->select[r] < out->n_ids ? 1.0f : 0.0f;
@@ -134,4 +151,21 @@ lv_status lv_sana_prompt_encode(lv_gemma2 *enc, const lv_sana_prompt *p, float *
     }
     free(hidden);
     return s;
+}
+
+int lv_sana_prompt_truncation(const lv_sana_prompt *p, char *buf, size_t size) {
+    if (!p || p->needed <= p->n_ids) return 0;
+    /* the tokens before the text given: <bos> and the instruction */
+    int own = p->needed - p->prompt_start, kept = p->n_ids - p->prompt_start;
+    if (kept < 0) kept = 0;
+    if (buf && size) {
+        if (p->n_instruction > 0)
+            snprintf(buf, size, "%d tokens, truncated: the model reads its first %d, the last %d are dropped "
+                     "(SANA-Video keeps %d tokens, %d of them <bos> and its instruction)", own, kept,
+                     p->needed - p->n_ids, p->length, p->prompt_start);
+        else
+            snprintf(buf, size, "%d tokens, truncated: the model reads its first %d, the last %d are dropped "
+                     "(SANA-Video keeps %d tokens, <bos> included)", own, kept, p->needed - p->n_ids, p->length);
+    }
+    return 1;
 }

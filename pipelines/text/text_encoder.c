@@ -94,14 +94,22 @@ int lv_text_encoder_rows(const lv_text_encoder *e) {
     return !e ? 0 : e->gemma ? LV_SANA_PROMPT_ROWS : e->vocab.text_len;
 }
 
-uint64_t lv_text_encoder_memory_plan(const lv_text_encoder *e, uint64_t alignment) {
-    if (!e || !e->gemma) return 0;
+static uint64_t gemma2_plan(const lv_text_encoder *e, uint64_t alignment, int weight_dtype) {
+    if (!e || !e->gemma || weight_dtype == -2) return 0;
     int n = e->g.prompt.n_ids > e->g.negative.n_ids ? e->g.prompt.n_ids : e->g.negative.n_ids;
     lv_gemma2_memory m;
-    if (n < 1 || lv_gemma2_memory_plan(lv_gemma2_file_config(e->g.file), lv_gemma2_file_dtype(e->g.file), n, alignment,
-                                       &m) != LV_OK)
+    if (n < 1 || lv_gemma2_memory_plan(lv_gemma2_file_config(e->g.file), lv_gemma2_file_dtype(e->g.file),
+                                       weight_dtype, n, alignment, &m) != LV_OK)
         return 0;
     return m.weights + m.work;
+}
+
+uint64_t lv_text_encoder_memory_plan(const lv_text_encoder *e, uint64_t alignment) {
+    return e ? gemma2_plan(e, alignment, e->g.weight_dtype) : 0;
+}
+
+uint64_t lv_text_encoder_memory_plan_as(const lv_text_encoder *e, uint64_t alignment, lv_text_weights weights) {
+    return gemma2_plan(e, alignment, lv_text_gemma2_weight_dtype(weights));
 }
 
 int lv_text_encoder_tokens(const lv_text_encoder *e) {
@@ -127,6 +135,14 @@ lv_status lv_text_encoder_encode(lv_text_encoder *e, lv_ctx *ctx, float *y, floa
     memcpy(y, e->y, (size_t)e->slots * L * cap * sizeof *y);
     memcpy(mask, e->mask, (size_t)e->slots * L * sizeof *mask);
     return LV_OK;
+}
+
+void lv_text_encoder_hold(lv_text_encoder *e) {
+    if (e && e->gemma) e->g.hold = true;
+}
+
+void lv_text_encoder_release(lv_text_encoder *e) {
+    if (e && e->gemma) lv_text_gemma2_release(&e->g);
 }
 
 void lv_text_encoder_set_stop(lv_text_encoder *e, volatile sig_atomic_t *stop) {

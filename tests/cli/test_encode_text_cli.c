@@ -3,7 +3,9 @@
  * (eager, soft-cap 50: the file's config, which --template none follows; sdpa with
  * --softcap off), NMSE <= 1e-8; --print-ids against Python sentencepiece's ids for every
  * case of tokenizer-cases.json; the sana-video template's rows and mask against the same
- * ids run with --template none; malformed inputs. */
+ * ids run with --template none; the truncation warning in the prompt's own tokens;
+ * malformed inputs (an id outside the encoder's vocabulary
+ * blames --ids, or with -p the tokenizer). */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -134,6 +136,42 @@ Test(encode_text_cli, ids_match_transformers_f32, .timeout = 300) {
     cr_assert_gt(ts_nmse(got.data, (const float *)vec_get("eager_f32_last_hidden_state", 2 * T * H * 4), (size_t)n * H),
                  1e-7);
     lv_npy_free(&got);
+}
+
+/* --text-weights-dtype q8_0 (issue 56): the library's encoder with q8_0 matrices, bit for bit
+ * (test_gemma2's quantized_weights bounds it against f32); beside --dtype it is refused. */
+Test(encode_text_cli, text_weights_dtype_q8_0, .timeout = 300) {
+    char list[256];
+    int32_t ids[T];
+    int n = row0_ids(list, sizeof list, ids);
+    char *err;
+    const char *argv[] = {"--text-encoder", WEIGHTS, "--template", "none", "--ids", list, "--softcap", "off",
+                          "--text-weights-dtype", "q8_0", "-o", ts_tmp("et_q8.npy"), NULL};
+    cr_assert_eq(run(argv, NULL, &err), 0, "%s", err);
+    free(err);
+    lv_npy got = load(ts_tmp("et_q8.npy"));
+    lv_gemma2_file *f = NULL;
+    cr_assert_eq(lv_gemma2_file_open(WEIGHTS, NULL, &f), LV_OK, "%s", lv_last_error());
+    lv_ctx *ctx = ts_ctx();
+    lv_gemma2_options opt;
+    lv_gemma2_options_default(&opt);
+    opt.weight_dtype = LV_Q8_0;
+    lv_gemma2 *enc = NULL;
+    cr_assert_eq(lv_gemma2_create(ctx, f, &opt, &enc), LV_OK, "%s", lv_last_error());
+    static float want[T * H];
+    cr_assert_eq(lv_gemma2_encode(enc, ids, n, want), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(memcmp(got.data, want, (size_t)n * H * sizeof *want), 0, "not the library's q8_0 encoder");
+    double e = ts_nmse(got.data, (const float *)vec_get("sdpa_f32_last_hidden_state", 2 * T * H * 4), (size_t)n * H);
+    cr_assert_gt(e, 1e-9, "q8_0 gave f32's output");
+    lv_gemma2_destroy(enc);
+    ts_ctx_done(ctx);
+    lv_gemma2_file_close(f);
+    lv_npy_free(&got);
+    const char *both[] = {"--text-encoder", WEIGHTS, "--ids", list, "--template", "none", "--dtype", "f32",
+                          "--text-weights-dtype", "q4_K", "-o", ts_tmp("et_q8.npy"), NULL};
+    cr_assert_eq(run(both, NULL, &err), 2, "%s", err);
+    cr_assert(strstr(err, "--dtype") && strstr(err, "--text-weights-dtype"), "%s", err);
+    free(err);
 }
 
 Test(encode_text_cli, print_ids_match_python, .timeout = 300) {
@@ -276,6 +314,26 @@ Test(encode_text_cli, malformed_inputs_are_clean_errors, .timeout = 300) {
     for (int r = 0; r < 300; r++) cr_assert_eq(m.data[r], 1.0f);
     lv_npy_free(&m);
     free(big);
+    /* the warning counts the prompt's own tokens, not the instruction's: "a red ball" 100
+     * times is N tokens alone (--template none: <bos> + N ids), of which SANA-Video's rows
+     * hold the first 299 (300 rows: <bos> and the prompt's last 299 positions) */
+    char words[2048] = "";
+    for (int i = 0; i < 100; i++) strcat(words, i ? " a red ball" : "a red ball");
+    const char *a3c[] = {"--text-encoder", WEIGHTS, "--template", "none", "-p", words, "--print-ids", "-o",
+                         ts_tmp("et_words.npy"), NULL};
+    char *ids_out;
+    cr_assert_eq(run(a3c, &ids_out, NULL), 0);
+    int alone = 1;
+    for (const char *c = ids_out; *c && *c != '\n'; c++) alone += *c == ',';
+    free(ids_out);
+    int own = alone - 1;
+    cr_assert_gt(own, 299, "%d tokens: not truncated", own);
+    char want[256];
+    snprintf(want, sizeof want, "the prompt is %d tokens, truncated: the model reads its first 299, the last %d are "
+             "dropped", own, own - 299);
+    const char *a3d[] = {"--text-encoder", WEIGHTS, "--motion-score", "0", "-p", words, "-o", ts_tmp("et_words.npy"),
+                         NULL};
+    expect_failure(a3d, 0, want);
     /* a tensor of the wrong shape */
     lv_weights *w;
     cr_assert_eq(lv_weights_open(WEIGHTS, &w), LV_OK);
@@ -296,6 +354,34 @@ Test(encode_text_cli, malformed_inputs_are_clean_errors, .timeout = 300) {
     /* an id outside the vocabulary, a malformed id list */
     const char *a5[] = {"--text-encoder", WEIGHTS, "--template", "none", "--ids", "2,512", "-o", none_path, NULL};
     expect_failure(a5, 1, "512");
+    /* with -p the ids are the tokenizer's: an encoder of 256 ids (the tiny one cut) given the
+     * tiny tokenizer (512: "a red ball" is 2,460,362,274,421) names the tokenizer, not --ids */
+    cr_assert_eq(lv_weights_open(WEIGHTS, &w), LV_OK);
+    n = lv_weights_count(w);
+    ts = malloc((size_t)n * sizeof *ts);
+    for (int i = 0; i < n; i++) {
+        ts[i] = *lv_weights_at(w, i);
+        if (strcmp(ts[i].name, "model.embed_tokens.weight") == 0) ts[i].shape[0] = 256, ts[i].nbytes /= 2;
+    }
+    char small_config[4096];
+    const char *config = lv_weights_metadata(w, "config"), *at = strstr(config, "\"vocab_size\": 512");
+    cr_assert_not_null(at, "%s", config);
+    snprintf(small_config, sizeof small_config, "%.*s\"vocab_size\": 256%s", (int)(at - config), config,
+             at + strlen("\"vocab_size\": 512"));
+    const char *kv_small[] = {"config", small_config};
+    char small[1024];
+    snprintf(small, sizeof small, "%s", ts_tmp("et_vocab256.safetensors"));
+    cr_assert_eq(lv_safetensors_write(small, ts, n, kv_small, 1), LV_OK, "%s", lv_last_error());
+    free(ts);
+    lv_weights_close(w);
+    const char *a5b[] = {"--text-encoder", small, "--tokenizer", DIR "/tokenizer.model", "--template", "none", "-p",
+                         "a red ball", "-o", none_path, NULL};
+    char *err5b;
+    cr_assert_eq(run(a5b, NULL, &err5b), 1, "%s", err5b);
+    cr_assert_null(strstr(err5b, "--ids"), "no --ids was given: %s", err5b);
+    cr_assert(strstr(err5b, "the tokenizer " DIR "/tokenizer.model gave id 460 (at position 1)"), "%s", err5b);
+    cr_assert(strstr(err5b, "vocabulary (256 ids)"), "%s", err5b);
+    free(err5b);
     const char *a6[] = {"--text-encoder", WEIGHTS, "--template", "none", "--ids", "2,,3", "-o", none_path, NULL};
     expect_failure(a6, 2, "--ids");
     /* --ids with the sana-video template, no prompt at all */

@@ -112,6 +112,22 @@ Test(memory_plan_cli, info_plan_of_a_preset) {
     /* q8_0: 34 bytes a 32 weights against bf16's 64 (only the matrices shrink) */
     double w16 = figure_after(bf16, "\n    weights "), w8 = figure_after(q8, "\n    weights ");
     cr_assert(w8 < w16 * 0.8 && w8 > w16 * 34.0 / 64.0, "weights: bf16 %.1f MiB, q8_0 %.1f:\n%s\n%s", w16, w8, bf16, q8);
+    /* --text-weights-dtype q8_0 / q4_K: the text encoder's matrices at 34 bytes a 32 weights /
+     * 144 a 256 (every K of the 2B is whole q4_K blocks), the norms and the work as before */
+    const char *dtypes[2] = {"q8_0", "q4_K"};
+    const double per_weight[2] = {34.0 / 32, 144.0 / 256};
+    for (int i = 0; i < 2; i++) {
+        char *t;
+        snprintf(cmd, sizeof cmd, "%s info --plan --preset sana-video-2b-480p --text-weights-dtype %s", LONGVK_CLI,
+                 dtypes[i]);
+        cr_assert_eq(ts_run(cmd, &t), 0, "%s", t);
+        const double want = gemma - L * mat * (2 - per_weight[i]) / 1048576;
+        double got = figure_after(t, "text encoder phase");
+        cr_assert(got > want - 0.1 && got < want + 0.1, "%s: text phase %.1f MiB, want %.1f:\n%s", dtypes[i], got,
+                  want, t);
+        cr_assert(strstr(t, dtypes[i]), "%s", t);
+        free(t);
+    }
     free(bf16);
     free(q8);
 }

@@ -1,8 +1,9 @@
 /* The CLI's option tables (pipelines/cli_options/options.h) through the binary (LONGVK_CLI) and
  * through the parser's value readers: non-finite and malformed numbers are usage errors
  * naming the flag, an output that is an input (by any name: ./x, a hard link, a symbolic
- * link) is refused before anything is written, unknown options are usage errors, and
- * every command's --help names every option of its table. */
+ * link) is refused before anything is written, unknown options are usage errors,
+ * every command's --help names every option of its table, and `generate --model X --help`
+ * shows model X's defaults. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdarg.h>
@@ -328,6 +329,45 @@ Test(cli_options, help_names_every_option, .timeout = 120) {
         expect_mentions(text, bench_entries[b].spec, what);
         free(text);
     }
+}
+
+/* `generate --model X --help` (either order) shows model X's defaults, read from its card
+ * (issue 53, item 8): the tiny latent model's --scale 1, 16 fps, 832x480, blocks of 10 and 4
+ * steps (lv_model_card_longsana), not the embedded model's --scale 8; without --model the
+ * help says whose defaults it shows, and a model that cannot be read is named. */
+static char *generate_help(const char *args) {
+    char command[1024], *text;
+    snprintf(command, sizeof command, "%s generate %s 2>&1", LONGVK_CLI, args);
+    cr_assert_eq(ts_run(command, &text), 0, "%s:\n%s", command, text);
+    char *f = flat(text);
+    free(text);
+    return f;
+}
+
+Test(cli_options, generate_help_shows_the_named_models_defaults, .timeout = 120) {
+    const char *orders[] = {"--model " TINY " --help", "--help --model " TINY};
+    for (int i = 0; i < 2; i++) {
+        char *text = generate_help(orders[i]);
+        cr_assert(strstr(text, "--scale K upscale K times when encoding (default: 1 for this latent model"), "%s", text);
+        cr_assert(strstr(text, "(default: the model's, 16)"), "fps: %s", text);
+        cr_assert(strstr(text, "(default: the model's, 832)"), "width: %s", text);
+        cr_assert(strstr(text, "(default: the model's, 480)"), "height: %s", text);
+        cr_assert(strstr(text, "frames per block (default: the model's, 10)"), "%s", text);
+        cr_assert(strstr(text, "(default: the model's, 4, also the most"), "steps: %s", text);
+        cr_assert(strstr(text, "The defaults above are those of --model " TINY " (a latent-space model)"), "%s", text);
+        cr_assert_null(strstr(text, "8 for the embedded model"), "%s", text);
+        free(text);
+    }
+    char *text = generate_help("--help");
+    cr_assert(strstr(text, "(default: 8 for the embedded model (256x256), 1 for a latent model)"), "%s", text);
+    cr_assert(strstr(text, "The defaults above are the embedded model's; `longvk generate --model X --help` shows "
+                           "those of model X."), "%s", text);
+    free(text);
+    text = generate_help("--model " LONGVK_TEST_TMP "/no-such-model.safetensors --help");
+    cr_assert(strstr(text, "--model " LONGVK_TEST_TMP "/no-such-model.safetensors could not be read"), "%s", text);
+    cr_assert(strstr(text, "the defaults above are the embedded model's"), "%s", text);
+    cr_assert(strstr(text, "(default: 8 for the embedded model (256x256)"), "%s", text);
+    free(text);
 }
 
 Test(cli_options, unknown_options_are_usage_errors) {

@@ -7,7 +7,8 @@
  *     latents (written at the end) refuses --resume (exit 2) saying why;
  *   - every option that changes the frames is in the run identity: a run stopped at f32 and
  *     resumed at bf16 (--precision or LONGVK_PRECISION), with other --weights-dtype, or the
- *     other way round, is refused naming the option; the same options resume;
+ *     other way round, is refused naming the option; the same options resume; --text-embeds
+ *     is recorded by its content: an edited file is refused, the same file moved resumes;
  *   - before the first frame one line says what the run will do (model, size, frames,
  *     sampler, steps, CFG, seed, precision), none with -q; a latent model that rounds
  *     --frames 6 up to 9 says so; without --scale a latent model's frames are not upscaled
@@ -195,6 +196,61 @@ Test(run_identity, resume_refuses_what_changes_the_frames, .timeout = 600) {
     cr_assert(p.status != 0, "resumed at f32 what was made at bf16:\n%s", p.err);
     expect_has(&p, "precision was \"bf16\", now not set (the default)", "made at bf16");
     free(p.err);
+    remove_outputs(out);
+}
+
+/* Prompt rows for the embedded model (caption 32, 20 tokens) and its negative, the values
+ * shifted by `shift`: another file's content. */
+static void write_default_embeds(const char *path, float shift) {
+    static float y[20 * 32], mask[20], ny[20 * 32], nmask[20];
+    for (int i = 0; i < 20 * 32; i++) y[i] = 0.5f * sinf(0.29f * (float)i) + shift, ny[i] = 0.3f * cosf(0.41f * (float)i);
+    for (int i = 0; i < 20; i++) mask[i] = i < 7 ? 1.0f : 0.0f, nmask[i] = i < 3 ? 1.0f : 0.0f;
+    lv_weight t[4] = {
+        {.name = "y", .dtype = LV_F32, .ndim = 2, .shape = {20, 32}, .data = y, .nbytes = sizeof y},
+        {.name = "mask", .dtype = LV_F32, .ndim = 1, .shape = {20}, .data = mask, .nbytes = sizeof mask},
+        {.name = "negative_y", .dtype = LV_F32, .ndim = 2, .shape = {20, 32}, .data = ny, .nbytes = sizeof ny},
+        {.name = "negative_mask", .dtype = LV_F32, .ndim = 1, .shape = {20}, .data = nmask, .nbytes = sizeof nmask}};
+    cr_assert_eq(lv_safetensors_write(path, t, 4, NULL, 0), LV_OK, "%s", lv_last_error());
+}
+
+#define EMBEDS(out, embeds, ...)                                                                                 \
+    (const char *[]) {                                                                                           \
+        LONGVK_CLI, "generate", "--text-embeds", embeds, "--frames", "8", "--burn-in-blocks", "0", "--scale", "1", \
+            "-s", "3", "--codec", "ffv1", "-q", "-o", out, __VA_ARGS__, NULL                                     \
+    }
+
+/* --text-embeds is recorded by its content (CRC-32), not its path (issue 53, item 15): the
+ * file edited after the stop is refused naming --text-embeds; the same bytes under another
+ * name resume to the end. */
+Test(run_identity, text_embeds_are_recorded_by_content, .timeout = 600) {
+    char out[1024], embeds[1024], moved[1024];
+    snprintf(out, sizeof out, "%s", ts_tmp("ident-embeds.mkv"));
+    snprintf(embeds, sizeof embeds, "%s", ts_tmp("ident-rows.safetensors"));
+    snprintf(moved, sizeof moved, "%s", ts_tmp("ident-rows-moved.safetensors"));
+    remove_outputs(out);
+    write_default_embeds(embeds, 0.0f);
+    setenv("LONGVK_TEST_STOP", "0:1", 1);
+    ts_proc p = gen(EMBEDS(out, embeds, "--precision", "f32"));
+    unsetenv("LONGVK_TEST_STOP");
+    expect_exit(p, 130, "the stopped run");
+    free(p.err);
+    /* edited in place: another run */
+    write_default_embeds(embeds, 0.25f);
+    p = gen(EMBEDS(out, embeds, "--resume"));
+    cr_assert(p.status != 0 && p.signal == 0, "resumed with other rows:\n%s", p.err);
+    expect_has(&p, "belongs to another run: text_embeds was \"crc32:", "edited rows");
+    expect_has(&p, "(--text-embeds:", "edited rows");
+    free(p.err);
+    /* the first file's bytes, moved: the same run */
+    write_default_embeds(moved, 0.0f);
+    unlink(embeds);
+    p = gen(EMBEDS(out, moved, "--resume"));
+    expect_exit(p, 0, "resumed with the same rows under another name");
+    free(p.err);
+    int64_t frames;
+    size_t fb;
+    free(ts_decode_all(out, &frames, &fb));
+    cr_assert_eq(frames, 8);
     remove_outputs(out);
 }
 

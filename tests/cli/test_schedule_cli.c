@@ -303,8 +303,10 @@ Test(schedule_cli, bad_input, .timeout = 300) {
     BAD("-p", "a red ball", "--prompt-at", "2=two balls", "--prompt-at", "2.1=three squares");
     msg = "--on-switch recache re-makes a window of blocks: not with --cached-blocks all";
     BAD("-p", "a red ball", "--prompt-at", "2=two balls", "--on-switch", "recache", "--cached-blocks", "all");
-    msg = "--prompt-at / --schedule: not with --sp-emulate yet";
-    BAD("-p", "a red ball", "--prompt-at", "2=two balls", "--sp-emulate", "2");
+    /* bands and ranks take a schedule (tests/generate/test_generate_pipeline.c); CFG groups
+     * re-making their state each: not */
+    msg = "--prompt-at / --schedule: --on-switch recache: not with --cfg-parallel (keep is";
+    BAD("-p", "a red ball", "--prompt-at", "2=two balls", "--on-switch", "recache", "--cfg-parallel");
     msg = "--transition and --on-switch need a schedule";
     BAD("-p", "a red ball", "--transition", "1");
     msg = "--prompt is required (or --schedule";

@@ -3,7 +3,8 @@
  * from 2 blocks gives the same video as a run that never stopped: the same decoded frames
  * bit for bit with ffv1, the same packets with libx264, frames within the encoder's loss of
  * the uninterrupted ones with low_delay; the same count and timestamps in every case. The
- * old file survives every failure, including a resume that is itself killed. */
+ * old file survives every failure, including a resume that is itself killed. An HLS stream
+ * continues from the segments its playlist names (hls_continues_the_named_segments). */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
@@ -656,4 +657,101 @@ Test(codec_resume, x264_refuses_a_cut_inside_a_group_of_pictures) {
     }
     cr_log_info("x264: %d of %d cuts inside the third block are refused", refused, BLOCK - 1);
     cr_assert_gt(refused, 0, "x264 reordered no frame in the third block: the test shows nothing");
+}
+
+/* HLS (.m3u8): 96 frames, blocks of 8, segments of 2 s (32 frames), libx264 at crf 0
+ * (lossless: the decoded frames are the 4:2:0 input's whatever the encoder's choices). A
+ * writer aborted after 80 frames (no trailer, as a kill) leaves a playlist naming 2
+ * segments, 64 frames; a playlist whose EXTINF says 1 s for a 32-frame segment is refused,
+ * naming the segment; --resume from 64 gives 3 segments numbered on, EXT-X-ENDLIST, no
+ * EXT-X-DISCONTINUITY, the first run's init segment, and the uninterrupted stream's frames
+ * and timestamps. */
+enum { HLS_FRAMES = 96 };
+
+/* Every frame through the playlist (FFmpeg's hls reader), each at its index's time. */
+static uint8_t *decode_hls(const char *path) {
+    uint8_t *rgb = malloc(FRAME_BYTES * (HLS_FRAMES + 1));
+    cr_assert_not_null(rgb);
+    lv_decoder *dec;
+    cr_assert_eq(lv_decoder_open(path, &dec), LV_OK, "%s", lv_last_error());
+    int n = 0;
+    for (;;) {
+        int end;
+        lv_frame_info fi;
+        cr_assert_leq(n, HLS_FRAMES, "%s: too many frames", path);
+        cr_assert_eq(lv_decoder_next(dec, rgb + (size_t)n * FRAME_BYTES, &fi, &end), LV_OK, "%s", lv_last_error());
+        if (end) break;
+        cr_assert_eq(fi.index, n);
+        cr_assert_float_eq(fi.pts_seconds, (double)n / FPS, 1e-6, "%s: frame %d at %.6f s", path, n, fi.pts_seconds);
+        n++;
+    }
+    lv_decoder_close(dec);
+    cr_assert_eq(n, HLS_FRAMES, "%s: %d frames", path, n);
+    return rgb;
+}
+
+Test(codec_resume, hls_continues_the_named_segments) {
+    const run_opts r = {.codec = "libx264", .clip = CLIP_NOISY};
+    lv_encoder_options opt = encoder_options(&r);
+    opt.crf = 0;
+    char ref[400], path[400], init[700];
+    tmp_path(ref, sizeof ref, "hls_ref.m3u8");
+    tmp_path(path, sizeof path, "hls.m3u8");
+    snprintf(init, sizeof init, "%s/resume_hls.init.mp4", LONGVK_TEST_TMP);
+    lv_encoder *enc;
+    cr_assert_eq(lv_encoder_open(ref, W, H, FPS, &opt, &enc), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(write_frames(enc, &r, 0, HLS_FRAMES), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_encoder_close(enc), LV_OK, "%s", lv_last_error());
+
+    unlink(path);
+    cr_assert_eq(lv_encoder_open(path, W, H, FPS, &opt, &enc), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(write_frames(enc, &r, 0, 80), LV_OK, "%s", lv_last_error());
+    lv_encoder_abort(enc);
+    int64_t named = -1;
+    cr_assert_eq(lv_hls_named_frames(path, FPS, &named), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(named, 64);
+    file_bytes before = read_bytes(path), init_before = read_bytes(init);
+
+    /* an edited playlist: refused, nothing written */
+    char *edited = malloc(before.size + 1);
+    cr_assert_not_null(edited);
+    memcpy(edited, before.data, before.size);
+    edited[before.size] = 0;
+    char *second = strstr(strstr(edited, "#EXTINF:2.000000,") + 1, "#EXTINF:2.000000,");
+    cr_assert_not_null(second);
+    memcpy(second, "#EXTINF:1.000000,", 17);
+    FILE *f = fopen(path, "wb");
+    cr_assert(f && fwrite(edited, 1, before.size, f) == before.size && fclose(f) == 0);
+    cr_assert_eq(lv_hls_named_frames(path, FPS, &named), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(named, 48);
+    cr_assert_neq(lv_encoder_open_resume(path, W, H, FPS, &opt, 48, &enc), LV_OK);
+    cr_assert(strstr(lv_last_error(), "segment resume_hls.00001.m4s holds 32 frames, its playlist says 16"), "%s",
+              lv_last_error());
+    f = fopen(path, "wb");
+    cr_assert(f && fwrite(before.data, 1, before.size, f) == before.size && fclose(f) == 0);
+    free(edited);
+    /* keep_frames other than the frames named: refused */
+    cr_assert_neq(lv_encoder_open_resume(path, W, H, FPS, &opt, 72, &enc), LV_OK);
+    cr_assert(strstr(lv_last_error(), "its playlist names 64 frames (2 segments), the resume state holds 72"), "%s",
+              lv_last_error());
+    assert_unchanged(path, &before, "after the refusals");
+
+    cr_assert_eq(lv_encoder_open_resume(path, W, H, FPS, &opt, 64, &enc), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(write_frames(enc, &r, 64, HLS_FRAMES), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_encoder_close(enc), LV_OK, "%s", lv_last_error());
+    assert_unchanged(init, &init_before, "the init segment");
+    file_bytes after = read_bytes(path);
+    char *text = strndup((const char *)after.data, after.size);
+    cr_assert(strstr(text, "resume_hls.00002.m4s\n#EXT-X-ENDLIST\n") && !strstr(text, "DISCONTINUITY") &&
+              strstr(text, "#EXT-X-MAP:URI=\"resume_hls.init.mp4\""), "%s", text);
+    free(text);
+    cr_assert(!part_exists(path), "the muxer's own playlist is left");
+
+    uint8_t *got = decode_hls(path), *want = decode_hls(ref);
+    cr_assert(memcmp(got, want, FRAME_BYTES * HLS_FRAMES) == 0, "the continued stream's frames differ");
+    free(got);
+    free(want);
+    free(before.data);
+    free(init_before.data);
+    free(after.data);
 }

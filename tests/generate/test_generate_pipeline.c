@@ -9,7 +9,9 @@
  * is checked against its original elsewhere (test_gemma2, test_sana_dit, test_vae); this
  * test checks that generate feeds the DiT exactly what `encode-text` computes, that the same
  * rows given as --text-embeds make the same frames, the original release layout, and the
- * errors of a pipeline that does not fit together. With MPI: the pipeline over 2 ranks
+ * errors of a pipeline that does not fit together; a prompt schedule (issue 54: each distinct
+ * prompt through Gemma-2 once, the rows each switch applies, replay, bands and ranks, recache
+ * on latents). With MPI: the pipeline over 2 ranks
  * (rank 0 encodes the text, each rank decodes its band of latent rows) makes the frames of
  * --sp-emulate 2, and over 4 ranks in two CFG groups of 2 bands too. */
 #include <criterion/criterion.h>
@@ -215,7 +217,9 @@ Test(generate_pipeline, cfg_long_prompt_and_options, .timeout = 600) {
     snprintf(long_cmd, big + 4096, "%s generate --model %s -p '%s' --frames 1 -W 48 -H 32 --codec ffv1 -o %s 2>&1",
              LONGVK_CLI, dir, prompt, ts_tmp("long.mkv"));
     char *out = run(long_cmd, 0);
-    cr_assert(strstr(out, "warning: prompt:") && strstr(out, "SANA-Video truncates the rest"), "%s", out);
+    /* in the prompt's own tokens: its first 299 are read (not the instruction's count) */
+    cr_assert(strstr(out, "warning: prompt:") && strstr(out, "tokens, truncated: the model reads its first 299, the last"),
+              "%s", out);
     free(out);
     free(long_cmd);
     free(prompt);
@@ -360,6 +364,220 @@ Test(generate_pipeline, a_stop_ends_the_text_encoder_within_a_layer, .timeout = 
     cr_assert_neq(access(state, F_OK), 0, "a run stopped in its text encoder left %s", state);
 }
 
+/* Lines first .. last (0-based) of a framemd5 listing, as a new string. */
+static char *md5_lines(const char *all, int first, int last) {
+    const char *a = all;
+    for (int i = 0; i < first && a; i++) a = strchr(a, '\n'), a = a ? a + 1 : NULL;
+    cr_assert(a, "fewer than %d frames:\n%s", first, all);
+    const char *b = a;
+    for (int i = first; i <= last && b; i++) b = strchr(b, '\n'), b = b ? b + 1 : NULL;
+    cr_assert(b, "fewer than %d frames:\n%s", last + 1, all);
+    return strndup(a, (size_t)(b - a));
+}
+
+static void same_floats(const lv_weights *a, const char *na, const lv_weights *b, const char *nb, int64_t n) {
+    const float *x = read_f32(a, na, n), *y = read_f32(b, nb, n);
+    cr_assert_eq(memcmp(x, y, (size_t)n * sizeof(float)), 0, "%s differs from %s", na, nb);
+}
+
+#define PROMPT_B "a green boat on a calm lake"
+#define SCHED_ARGS "--frames 13 -W 48 -H 32 --block-frames 1 --cached-blocks 1 --codec ffv1"
+
+/* A prompt schedule on a latent model (issue 54): 13 pixel frames = 4 latent blocks (frame 0,
+ * 1-4, 5-8, 9-12); PROMPT at 0, PROMPT_B at frame 5 (block 3), PROMPT again at frame 9 (block
+ * 4). Gemma-2 runs once, before the DiT, on the 2 distinct prompts (said by progress, and the
+ * rows saved by --save-text-embeds hold 2 texts); the rows each switch applies are those the
+ * prompt alone makes (its one-prompt run's saved rows, bit for bit); the frames before the
+ * switch are the one-prompt video's, the ones after it are not; OUT.schedule replayed makes
+ * the same frames; --on-switch recache (on latents) keeps the frames before the switch and,
+ * under the same prompt, is the one-prompt video; --sp-emulate 2 makes the one-process frames
+ * (to 8-bit rounding); with MPI,
+ * 2 ranks make --sp-emulate 2's frames and --cfg-parallel over 2 ranks the one process's, bit
+ * for bit; what cannot be scheduled on a latent model (--text-embeds, --prompts-from; recache
+ * with --cfg-parallel) is refused before any work. */
+Test(generate_pipeline, a_schedule_encodes_each_prompt_once, .timeout = 1200) {
+    const char *dir = make_pipeline("pipe-sched");
+    char cmd[4096], one[1024], other[1024], sched[1024], replay[1024], emu[1024];
+    char e_one[1024], e_other[1024], e_sched[1024];
+    snprintf(one, sizeof one, "%s", ts_tmp("sched-a.mkv"));
+    snprintf(other, sizeof other, "%s", ts_tmp("sched-b.mkv"));
+    snprintf(sched, sizeof sched, "%s", ts_tmp("sched-ab.mkv"));
+    snprintf(replay, sizeof replay, "%s", ts_tmp("sched-replay.mkv"));
+    snprintf(emu, sizeof emu, "%s", ts_tmp("sched-emu.mkv"));
+    snprintf(e_one, sizeof e_one, "%s", ts_tmp("sched-a.safetensors"));
+    snprintf(e_other, sizeof e_other, "%s", ts_tmp("sched-b.safetensors"));
+    snprintf(e_sched, sizeof e_sched, "%s", ts_tmp("sched-ab.safetensors"));
+    const char *outs[] = {one, other, sched, replay, emu};
+    for (int i = 0; i < 5; i++) {
+        char b[1100];
+        snprintf(b, sizeof b, "%s.schedule", outs[i]);
+        unlink(outs[i]);
+        unlink(b);
+    }
+
+    snprintf(cmd, sizeof cmd, "%s generate --model %s -p '" PROMPT "' " SCHED_ARGS " -q -o %s --save-text-embeds %s "
+             "2>&1", LONGVK_CLI, dir, one, e_one);
+    free(run(cmd, 0));
+    snprintf(cmd, sizeof cmd, "%s generate --model %s -p '" PROMPT_B "' --frames 1 -W 48 -H 32 --codec ffv1 -q -o %s "
+             "--save-text-embeds %s 2>&1", LONGVK_CLI, dir, other, e_other);
+    free(run(cmd, 0));
+    snprintf(cmd, sizeof cmd, "%s generate --model %s -p '" PROMPT "' --prompt-at '5f=" PROMPT_B "' --prompt-at "
+             "'9f=" PROMPT "' " SCHED_ARGS " -o %s --save-text-embeds %s 2>&1", LONGVK_CLI, dir, sched, e_sched);
+    char *out = run(cmd, 0);
+    /* one upload of the encoder for the two distinct prompts, their rows kept on the host:
+     * 2 x 2 slots x 300 rows x (96 + 1) floats = 0.4 MiB */
+    const char *enc = strstr(out, "text encoder: encoding 2 distinct prompts of the schedule");
+    cr_assert(enc && !strstr(enc + 1, "text encoder: encoding"), "%s", out);
+    cr_assert(strstr(out, "the rows of 2 prompts kept on the host, 0.4 MiB"), "%s", out);
+    cr_assert(strstr(out, "switch 1/2: block 3/4 (block 3 of the video) from frame 5 = "), "%s", out);
+    cr_assert(strstr(out, "switch 2/2: block 4/4 (block 4 of the video) from frame 9 = "), "%s", out);
+    free(out);
+
+    /* --dry-run's plan says it too, beside the encoder's device memory */
+    snprintf(cmd, sizeof cmd, "%s generate --model %s --schedule %s.schedule " SCHED_ARGS " --dry-run -o %s 2>&1",
+             LONGVK_CLI, dir, sched, replay);
+    out = run(cmd, 0);
+    cr_assert(strstr(out, "(host) the rows            0.4  of the schedule's 2 distinct prompts, each encoded once"),
+              "%s", out);
+    free(out);
+
+    /* the rows: entry 1 and 3's are the prompt's alone, entry 2's PROMPT_B's alone, bit for bit */
+    lv_weights *wa, *wb, *ws;
+    cr_assert_eq(lv_weights_open(e_one, &wa), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_weights_open(e_other, &wb), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_weights_open(e_sched, &ws), LV_OK, "%s", lv_last_error());
+    same_floats(ws, "y", wa, "y", 300 * 96);
+    same_floats(ws, "mask", wa, "mask", 300);
+    same_floats(ws, "text1.y", wb, "y", 300 * 96);
+    same_floats(ws, "text1.mask", wb, "mask", 300);
+    cr_assert_null(lv_weights_find(ws, "text2.y"), "a prompt given twice was encoded twice");
+    const char *texts = lv_weights_metadata(ws, "schedule_texts");
+    cr_assert(texts && !strcmp(texts, "0 1 0"), "schedule_texts: %s", texts ? texts : "(none)");
+    cr_assert(memcmp(read_f32(wa, "y", 300 * 96), read_f32(wb, "y", 300 * 96), 300 * 96 * sizeof(float)),
+              "the two prompts have the same rows: the check would prove nothing");
+    lv_weights_close(wa);
+    lv_weights_close(wb);
+    lv_weights_close(ws);
+
+    /* the frames: before the switch the one-prompt video's (the VAE decodes causally), after it
+     * others */
+    char *fa = framemd5(one), *fs = framemd5(sched);
+    char *a_before = md5_lines(fa, 0, 4), *s_before = md5_lines(fs, 0, 4);
+    char *a_after = md5_lines(fa, 5, 12), *s_after = md5_lines(fs, 5, 12);
+    cr_assert_str_eq(s_before, a_before, "frames 0-4 differ from the one-prompt video's");
+    cr_assert_str_neq(s_after, a_after, "the switch changed nothing");
+    free(a_before), free(s_before), free(a_after), free(s_after);
+
+    /* OUT.schedule replayed: the same frames */
+    snprintf(cmd, sizeof cmd, "%s generate --model %s --schedule %s.schedule " SCHED_ARGS " -q -o %s 2>&1", LONGVK_CLI,
+             dir, sched, replay);
+    free(run(cmd, 0));
+    char *fr = framemd5(replay);
+    cr_assert_str_eq(fr, fs, "the replayed schedule made other frames");
+    free(fr);
+
+    /* two bands in this process: the one process's frames, to the rounding of bands (their
+     * floats differ at rounding level, which moves a few 8-bit values by 1: 4 of 59904 bytes
+     * in the one-prompt video, measured; the switch moves thousands by far more) */
+    snprintf(cmd, sizeof cmd, "%s generate --model %s --schedule %s.schedule " SCHED_ARGS " -q --sp-emulate 2 -o %s "
+             "2>&1", LONGVK_CLI, dir, sched, emu);
+    free(run(cmd, 0));
+    int64_t n1, n2;
+    size_t b1, b2;
+    uint8_t *v1 = ts_decode_all(sched, &n1, &b1), *v2 = ts_decode_all(emu, &n2, &b2);
+    cr_assert(n1 == 13 && n2 == 13 && b1 == b2, "%lld and %lld frames", (long long)n1, (long long)n2);
+    int most = 0, off = 0;
+    for (size_t i = 0; i < (size_t)n1 * b1; i++) {
+        int d = abs((int)v1[i] - (int)v2[i]);
+        most = d > most ? d : most;
+        off += d > 0;
+    }
+    cr_assert(most <= 1 && off <= 64, "--sp-emulate 2: %d bytes differ, by up to %d, from the one process's", off,
+              most);
+    free(v1);
+    free(v2);
+
+#ifdef LONGVK_HAVE_MPI
+    /* over 2 ranks: rank 0 alone encodes the 2 prompts and hands every text's rows on; the
+     * frames are --sp-emulate 2's, bit for bit (as for one prompt) */
+    snprintf(cmd, sizeof cmd, TS_MPIRUN "-np 2 %s generate --model %s --schedule %s.schedule " SCHED_ARGS
+             " --sequence-parallel -o %s 2>&1", LONGVK_CLI, dir, sched, ts_tmp("sched-mpi.mkv"));
+    unlink(ts_tmp("sched-mpi.mkv"));
+    out = run(cmd, 0);
+    enc = strstr(out, "text encoder: encoding 2 distinct prompts");
+    cr_assert(enc && !strstr(enc + 1, "text encoder: encoding"), "rank 0 alone encodes, once:\n%s", out);
+    free(out);
+    char *fm = framemd5(ts_tmp("sched-mpi.mkv")), *fe = framemd5(emu);
+    cr_assert_str_eq(fm, fe, "2 ranks: frames differ from --sp-emulate 2's");
+    free(fm);
+    free(fe);
+    /* with CFG over two groups of one rank: the conditional group's rank 0 encodes (the prompts
+     * and SANA-Video's negative prompt) and hands the rows to its partner; one process's frames */
+    char cfg_one[1024], cfg_two[1024];
+    snprintf(cfg_one, sizeof cfg_one, "%s", ts_tmp("sched-cfg1.mkv"));
+    snprintf(cfg_two, sizeof cfg_two, "%s", ts_tmp("sched-cfg2.mkv"));
+    unlink(cfg_one);
+    unlink(cfg_two);
+    snprintf(cmd, sizeof cmd, "%s generate --model %s --schedule %s.schedule " SCHED_ARGS " --cfg-scale 3 -q -o %s "
+             "2>&1", LONGVK_CLI, dir, sched, cfg_one);
+    free(run(cmd, 0));
+    snprintf(cmd, sizeof cmd, TS_MPIRUN "-np 2 %s generate --model %s --schedule %s.schedule " SCHED_ARGS
+             " --cfg-scale 3 -q --cfg-parallel -o %s 2>&1", LONGVK_CLI, dir, sched, cfg_two);
+    free(run(cmd, 0));
+    fm = framemd5(cfg_two), fe = framemd5(cfg_one);
+    cr_assert_str_eq(fm, fe, "--cfg-parallel over 2 ranks: frames differ from one process's");
+    free(fm);
+    free(fe);
+#endif
+
+    /* --on-switch recache: the ring keeps the last K + 1 = 2 blocks' clean latents (latent
+     * channels and grid) and re-runs their write passes. The switch at block 3 re-makes the
+     * state from nothing, the one at block 4 reloads it as after block 2 and re-commits
+     * blocks 2 and 3: the frames before the first switch are the one-prompt video's, the
+     * ones from it are not keep's; and under the prompt already in force, from nothing,
+     * recache is the one-prompt video bit for bit */
+    char rc[1024];
+    snprintf(rc, sizeof rc, "%s", ts_tmp("sched-recache.mkv"));
+    snprintf(cmd, sizeof cmd, "%s generate --model %s --schedule %s.schedule " SCHED_ARGS " --on-switch recache -q "
+             "--overwrite -o %s 2>&1", LONGVK_CLI, dir, sched, rc);
+    free(run(cmd, 0));
+    char *fc = framemd5(rc);
+    a_before = md5_lines(fa, 0, 4), s_before = md5_lines(fc, 0, 4);
+    a_after = md5_lines(fs, 5, 12), s_after = md5_lines(fc, 5, 12);
+    cr_assert_str_eq(s_before, a_before, "recache changed the frames before its switch");
+    cr_assert_str_neq(s_after, a_after, "recache made keep's frames after the switch");
+    free(a_before), free(s_before), free(a_after), free(s_after), free(fc);
+    snprintf(cmd, sizeof cmd, "%s generate --model %s -p '" PROMPT "' --prompt-at '5f=" PROMPT "' " SCHED_ARGS
+             " --on-switch recache -q --overwrite -o %s 2>&1", LONGVK_CLI, dir, rc);
+    free(run(cmd, 0));
+    fc = framemd5(rc);
+    cr_assert_str_eq(fc, fa, "recache under the same prompt, from nothing: not the one-prompt video");
+    free(fc);
+    free(fa);
+    free(fs);
+
+    /* what a latent model cannot schedule: refused before any work */
+    snprintf(cmd, sizeof cmd, "%s generate --model %s/transformer --vae %s/vae/diffusion_pytorch_model.safetensors "
+             "--text-embeds %s --schedule %s.schedule " SCHED_ARGS " -o %s 2>&1", LONGVK_CLI, dir, dir, e_one, sched,
+             ts_tmp("sched-bad.mkv"));
+    out = run(cmd, 2);
+    cr_assert(strstr(out, "--schedule and --text-embeds: one or the other"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s generate --model %s -p '" PROMPT "' --prompts-from /dev/null " SCHED_ARGS " -o %s "
+             "2>&1", LONGVK_CLI, dir, ts_tmp("sched-bad.mkv"));
+    out = run(cmd, 2);
+    cr_assert(strstr(out, "--prompts-from: prompts typed during the run need the default model's word tables"), "%s",
+              out);
+    free(out);
+    /* CFG groups over ranks would each re-make their own state */
+    snprintf(cmd, sizeof cmd, "%s generate --model %s --schedule %s.schedule --on-switch recache --cfg-scale 3 "
+             "--cfg-parallel " SCHED_ARGS " -o %s 2>&1", LONGVK_CLI, dir, sched, ts_tmp("sched-bad.mkv"));
+    out = run(cmd, 2);
+    cr_assert(strstr(out, "--on-switch recache: not with --cfg-parallel"), "%s", out);
+    free(out);
+    cr_assert_neq(access(ts_tmp("sched-bad.mkv"), F_OK), 0, "a refused run left its video");
+}
+
 #ifdef LONGVK_HAVE_MPI
 /* 32 pixel rows = 4 latent rows = 2 token rows: a band of one token row per rank. Rank 0
  * alone runs the text encoder (the rows are broadcast); the VAE decodes 2 latent rows on each
@@ -430,5 +648,30 @@ Test(generate_pipeline, dry_run_plan_equals_the_run, .timeout = 300) {
     cr_assert(dit <= dit_run * 1.02 + 0.1 && dit >= dit_run * 0.98 - 0.1, "DiT phase: planned %.1f, the run %.1f MiB\n%s\n%s",
               dit, dit_run, plan, ran);
     free(plan);
+    free(ran);
+    /* a budget under the text encoder's phase: the run is refused before any upload, told
+     * that the encoder's q8_0 matrices would fit; with them it runs (the VAE in tiles:
+     * --vae-tiles auto) and its encoder holds what the plan says */
+    remove(video);
+    const unsigned long long budget = (unsigned long long)((text - 0.3) * 1048576);
+    snprintf(cmd, sizeof cmd, "LONGVK_DEVICE_BUDGET=%llu %s generate --model %s -p '" PROMPT "' --frames 9 -W 48 -H 32 "
+             "--block-frames 1 --codec ffv1 -o %s 2>&1", budget, LONGVK_CLI, dir, video);
+    char *refused = run(cmd, 1);
+    cr_assert(strstr(refused, "nothing was uploaded") && strstr(refused, "It would fit with --text-weights-dtype q8_0"),
+              "%s", refused);
+    cr_assert(access(video, F_OK) != 0, "a refused run wrote the video");
+    free(refused);
+    snprintf(cmd, sizeof cmd, "%s generate --model %s -p '" PROMPT "' --frames 9 -W 48 -H 32 --block-frames 1 "
+             "--codec ffv1 --text-weights-dtype q8_0 -o %s --dry-run 2>&1", LONGVK_CLI, dir, video);
+    char *q8 = run(cmd, 0);
+    double text_q8 = mib_after(q8, "text encoder phase");
+    cr_assert(text_q8 < text - 0.3, "q8_0: text encoder phase %.1f MiB, f32 %.1f", text_q8, text);
+    snprintf(cmd, sizeof cmd, "LONGVK_DEVICE_BUDGET=%llu %s generate --model %s -p '" PROMPT "' --frames 9 -W 48 -H 32 "
+             "--block-frames 1 --codec ffv1 --text-weights-dtype q8_0 -o %s 2>&1", budget, LONGVK_CLI, dir, video);
+    ran = run(cmd, 0);
+    text_run = mib_after(ran, "device memory: text encoder ");
+    cr_assert(text_q8 <= text_run * 1.02 + 0.1 && text_q8 >= text_run * 0.98 - 0.1, "q8_0 text encoder: planned %.1f, "
+              "the run %.1f MiB\n%s\n%s", text_q8, text_run, q8, ran);
+    free(q8);
     free(ran);
 }

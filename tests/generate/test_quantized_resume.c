@@ -1,7 +1,7 @@
 /* A run with quantized weights (`generate --weights-dtype q8_0`) stopped after a block and
  * resumed: the run identity records the dtype, so a resume without it, or with q4_K, is
- * refused naming weights_dtype, and a resume with it gives the frames of the uninterrupted
- * q8_0 run. */
+ * refused naming weights_dtype (and one adding --text-weights-dtype, naming that), and a
+ * resume with it gives the frames of the uninterrupted q8_0 run. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +39,13 @@ Test(quantized_resume, the_dtype_is_part_of_the_run, .timeout = 900) {
     p = gen((const char *[]){LONGVK_CLI, "generate", COMMON, "--weights-dtype", "q4_K", "--resume", "-o", k, NULL});
     cr_assert(p.status != 0 && strstr(p.err, "weights_dtype was \"q8_0\", now \"q4_K\""), "exit %d: %s", p.status,
               p.err);
+    free(p.err);
+    /* the text encoder's dtype is recorded likewise (only when not as stored) */
+    p = gen((const char *[]){LONGVK_CLI, "generate", COMMON, "--weights-dtype", "q8_0", "--text-weights-dtype", "q8_0",
+                             "--resume", "-o", k, NULL});
+    cr_assert(p.status != 0 && strstr(p.err, "text_weights_dtype was not set (the default), now \"q8_0\"") &&
+                  strstr(p.err, "--text-weights-dtype"),
+              "exit %d: %s", p.status, p.err);
     free(p.err);
     p = gen((const char *[]){LONGVK_CLI, "generate", COMMON, "--weights-dtype", "q8_0", "--resume", "-o", k, NULL});
     cr_assert_eq(p.status, 0, "the resumed run: exit %d\n%s", p.status, p.err);

@@ -2,10 +2,11 @@
  * the peak lv_ctx_memory_peak measures over lv_dit_create, lv_dit_set_text of two slots and
  * two chunks' passes (the second chunk's first read pass meets new timesteps with the
  * conditioning cache full and every conv cache committed: the steady state the plan
- * describes) equals the plan's peak within 2 % (issue 56). Three configurations: the tiny
+ * describes) equals the plan's peak within 2 % (issue 56). Four configurations: the tiny
  * model at f32; the head-dim-112 model with q8_0 weights, f16 activations and the GPUs'
  * tap-major temporal conv and split state pass (forced through LONGVK_TCONV and
- * LONGVK_LINATTN_SPLITS); the tiny model with f16 weights and a window of 2 chunks. */
+ * LONGVK_LINATTN_SPLITS); the tiny model with f16 weights and a window of 2 chunks; the
+ * head-dim-112 model at f16 with the Mix-FFN made one frame at a time (LONGVK_FFN_SLICE). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +115,31 @@ Test(dit_memory_plan, hd112_q8_0_f16_gpu_paths) {
 Test(dit_memory_plan, tiny_f16_weights_window) {
     plan_case pc = {"tiny-hd32", LV_DIT_WEIGHTS_F16, LV_PRECISION_F32, 2, 4, 16, 8, 5};
     check_plan(&pc);
+}
+
+/* The Mix-FFN over slices of one frame (LONGVK_FFN_SLICE below a frame's 64 tokens), three
+ * frames: the plan's block holds 4 x [64, Fh] instead of 4 x [192, Fh], and the measured
+ * peak agrees. */
+Test(dit_memory_plan, hd112_ffn_slices) {
+    setenv("LONGVK_FFN_SLICE", "64", 1);
+    plan_case pc = {"hd112", LV_DIT_WEIGHTS_AS_STORED, LV_PRECISION_F16, LV_CACHED_ALL, 3, 16, 16, 9};
+    check_plan(&pc);
+    lv_sana_config cfg;
+    cr_assert_eq(lv_sana_config_preset("sana-video-2b-480p", &cfg), LV_OK);
+    lv_dit_plan_input in = {.stored = LV_BF16, .precision = LV_PRECISION_F16, .frames = 10, .height = 60,
+                            .width = 104, .text_tokens = 300, .text_slots = 1, .cached_blocks = 2,
+                            .ffn_slice_tokens = 1 << 30};
+    lv_dit_memory_plan whole, sliced;
+    cr_assert_eq(lv_dit_memory_plan_of(&cfg, &in, &whole), LV_OK, "%s", lv_last_error());
+    in.ffn_slice_tokens = 4096; /* 2 frames of 30 x 52 tokens a slice: 3120 of 15600 tokens */
+    cr_assert_eq(lv_dit_memory_plan_of(&cfg, &in, &sliced), LV_OK, "%s", lv_last_error());
+    const uint64_t saved = 4ull * (15600 - 3120) * (uint64_t)cfg.ffn_hidden * 2; /* f16 */
+    cr_log_info("480p block temporaries: whole frames %llu bytes, slices of 2 frames %llu", (unsigned long long)whole.block,
+                (unsigned long long)sliced.block);
+    cr_assert(whole.block - sliced.block >= saved - 4096 && whole.block - sliced.block <= saved + 4096,
+              "saved %llu bytes, expected %llu", (unsigned long long)(whole.block - sliced.block),
+              (unsigned long long)saved);
+    unsetenv("LONGVK_FFN_SLICE");
 }
 
 Test(dit_memory_plan, refuses_bad_input) {

@@ -338,6 +338,87 @@ Test(gemma2, bf16_weights) {
     free_vectors(&v);
 }
 
+/* ---- quantized matrices ------------------------------------------------------------------ */
+
+/* q8_0 weights (issue 56): every matrix (q, k, v, o, gate, up, down: K = 96, 128, 256, all
+ * whole blocks of 32) quantized on load, the embedding and the norms as stored. The bound,
+ * derived as test_sana_dit's quantized_weights does: a q8_0 block of scale d = max|w| / 127
+ * (rounded up to f16: at most 2^-10 more) changes each weight by at most d / 2, so a matrix's
+ * relative error is at most beta = sum_blocks 32 (d / 2)^2 / sum w^2; each of the P = 21
+ * products then adds at most about beta to the output's relative error energy (the norms
+ * after each product take out its scale), so NMSE <= P * max beta against the f32 model
+ * (transformers' sdpa fp32 vectors, which longvk's f32 run meets at 1e-13). q4_K applies only
+ * where K is whole blocks of 256 (down_proj; the rest falls back to q8_0): stated, and required
+ * to differ from q8_0's. */
+Test(gemma2, quantized_weights) {
+    vectors v = load_vectors();
+    batch bt = load_batch(&v);
+    lv_gemma2_file *f = open_tiny();
+    const lv_gemma2_config *c = lv_gemma2_file_config(f);
+    double beta_max = 0;
+    int P = 0;
+    uint64_t saved = 0; /* bytes q8_0 saves against f32 */
+    for (int l = 0; l < c->num_layers; l++)
+        for (int t = 0; t < 11; t++) {
+            static const char *const mats[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                                               "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
+            if (t >= 7) continue;
+            char name[96];
+            snprintf(name, sizeof name, "layers.%d.%s.weight", l, mats[t]);
+            const lv_weight *w = lv_gemma2_file_tensor(f, name);
+            cr_assert(w && w->dtype == LV_F32, "%s", name);
+            const float *x = w->data;
+            int64_t n = (int64_t)lv_weight_numel(w);
+            cr_assert_eq(w->shape[1] % 32, 0, "%s: K %lld", name, (long long)w->shape[1]);
+            double err2 = 0, sum2 = 0;
+            for (int64_t b = 0; b < n / 32; b++) {
+                double amax = 0;
+                for (int j = 0; j < 32; j++) {
+                    amax = fmax(amax, fabs(x[32 * b + j]));
+                    sum2 += (double)x[32 * b + j] * x[32 * b + j];
+                }
+                double d = amax / 127 * (1 + 0x1p-10);
+                err2 += 32 * (d / 2) * (d / 2);
+            }
+            beta_max = fmax(beta_max, err2 / sum2);
+            P++;
+            saved += 4 * (uint64_t)n - (uint64_t)n / 32 * 34;
+        }
+    const double bound = P * beta_max;
+    lv_ctx *ctx = ts_ctx();
+    const int dtypes[3] = {-1, LV_Q8_0, LV_Q4_K};
+    uint64_t bytes[3];
+    double worst[3] = {0};
+    float out[3][T * H];
+    for (int i = 0; i < 3; i++) {
+        lv_gemma2 *enc = create(ctx, f, 0.0f, dtypes[i]);
+        lv_gemma2_memory mem;
+        lv_gemma2_memory_usage(enc, &mem);
+        bytes[i] = mem.weights;
+        for (int b = 0; b < B; b++) {
+            cr_assert_eq(lv_gemma2_encode(enc, bt.ids[b], bt.n[b], out[i]), LV_OK, "%s", lv_last_error());
+            double e = row_nmse(out[i], vec_get(&v, "sdpa_f32_last_hidden_state", "F32", B * T * H), b, bt.n[b]);
+            worst[i] = fmax(worst[i], e);
+        }
+        lv_gemma2_destroy(enc);
+    }
+    cr_log_info("gemma2 q8_0: NMSE against f32 %.3g (bound %.3g = %d products x %.3g), %llu weight bytes against "
+                "%llu", worst[1], bound, P, beta_max, (unsigned long long)bytes[1], (unsigned long long)bytes[0]);
+    cr_log_info("gemma2 q4_K (down_proj; the rest q8_0): NMSE against f32 %.3g, %llu weight bytes", worst[2],
+                (unsigned long long)bytes[2]);
+    cr_assert_lt(worst[0], F32_BOUND);
+    cr_assert(worst[1] <= bound, "q8_0: NMSE %.3g > %.3g", worst[1], bound);
+    cr_assert(worst[1] > 1e-9, "q8_0: the output did not change (NMSE %.3g)", worst[1]);
+    cr_assert(memcmp(out[1], out[2], sizeof out[1]) != 0, "q4_K gave q8_0's output: down_proj was not q4_K");
+    cr_assert_eq(bytes[0] - bytes[1], saved, "q8_0 saves %llu bytes, want %llu",
+                 (unsigned long long)(bytes[0] - bytes[1]), (unsigned long long)saved);
+    /* q4_K: down_proj [96, 256] in 96 blocks of 144 bytes instead of 8 rows x 34 */
+    cr_assert_eq(bytes[1] - bytes[2], 3 * (96 * 8 * 34 - 96 * 144));
+    ts_ctx_done(ctx);
+    lv_gemma2_file_close(f);
+    free_vectors(&v);
+}
+
 /* ---- device output, memory, limits ------------------------------------------------------ */
 
 /* The plan from the config alone (lv_gemma2_memory_plan) equals the engine's measured peak
@@ -347,11 +428,13 @@ Test(gemma2, memory_plan_equals_measured_peak) {
     batch bt = load_batch(&v);
     lv_gemma2_file *f = open_tiny();
     lv_ctx *ctx = ts_ctx();
-    const int dtypes[2] = {-1, LV_BF16};
-    for (int i = 0; i < 2; i++) {
+    /* q8_0 / q4_K: the matrices as blocks (q4_K on down_proj alone, K = 256; the rest q8_0) */
+    const int dtypes[4] = {-1, LV_BF16, LV_Q8_0, LV_Q4_K};
+    for (int i = 0; i < 4; i++) {
         lv_gemma2_memory plan;
         lv_dtype mdt = dtypes[i] < 0 ? lv_gemma2_file_dtype(f) : (lv_dtype)dtypes[i];
-        cr_assert_eq(lv_gemma2_memory_plan(lv_gemma2_file_config(f), mdt, bt.n[0], lv_ctx_alloc_alignment(ctx), &plan),
+        cr_assert_eq(lv_gemma2_memory_plan(lv_gemma2_file_config(f), lv_gemma2_file_dtype(f), dtypes[i], bt.n[0],
+                                           lv_ctx_alloc_alignment(ctx), &plan),
                      LV_OK, "%s", lv_last_error());
         const uint64_t base = lv_ctx_memory_in_use(ctx);
         lv_ctx_memory_reset_peak(ctx);
@@ -366,8 +449,9 @@ Test(gemma2, memory_plan_equals_measured_peak) {
         lv_gemma2_destroy(enc);
     }
     lv_gemma2_memory plan;
-    cr_assert_eq(lv_gemma2_memory_plan(lv_gemma2_file_config(f), LV_Q8_0, 11, 16, &plan), LV_ERR_INVALID);
-    cr_assert_eq(lv_gemma2_memory_plan(lv_gemma2_file_config(f), LV_F32, 0, 16, &plan), LV_ERR_INVALID);
+    cr_assert_eq(lv_gemma2_memory_plan(lv_gemma2_file_config(f), LV_I32, -1, 11, 16, &plan), LV_ERR_INVALID);
+    cr_assert_eq(lv_gemma2_memory_plan(lv_gemma2_file_config(f), LV_F32, LV_I32, 11, 16, &plan), LV_ERR_INVALID);
+    cr_assert_eq(lv_gemma2_memory_plan(lv_gemma2_file_config(f), LV_F32, -1, 0, 16, &plan), LV_ERR_INVALID);
     ts_ctx_done(ctx);
     lv_gemma2_file_close(f);
     free_vectors(&v);

@@ -561,6 +561,73 @@ static void half_activations(const char *name) {
 Test(sana_dit, tiny_half_precision_activations) { half_activations("tiny-hd32"); }
 Test(sana_dit, hd112_half_precision_activations) { half_activations("hd112"); }
 
+/* The Mix-FFN's wide intermediates over slices of frames (LONGVK_FFN_SLICE, read at
+ * lv_dit_create): the depthwise conv is per frame and every product per row, so one frame a
+ * slice, and four of the six frames (the last slice shorter), give the whole-frames
+ * forward's output bit for bit: at f32 with the register matmul, and at f16 activations
+ * (whose rows are views into 16-bit tensors) with the tiled matmul GPUs get. */
+static float *forward_with_slices(lv_ctx *ctx, const lv_sana_file *model, const lv_weights *v, const char *slice) {
+    const lv_weight *x = lv_weights_find(v, "x"), *y = lv_weights_find(v, "y");
+    int F = (int)x->shape[1], H = (int)x->shape[2], W = (int)x->shape[3];
+    size_t n = (size_t)x->shape[0] * F * H * W;
+    float ts[64];
+    for (int f = 0; f < F; f++) ts[f] = 300.0f + 100.0f * (float)f;
+    setenv("LONGVK_FFN_SLICE", slice, 1);
+    lv_dit *dit;
+    lv_dit_options opt = {.cached_blocks = LV_CACHED_ALL};
+    cr_assert_eq(lv_dit_create(ctx, model, &opt, &dit), LV_OK, "%s", lv_last_error());
+    unsetenv("LONGVK_FFN_SLICE");
+    cr_assert_eq(lv_dit_set_text(ctx, dit, 0, y->data, (int)y->shape[0], NULL), LV_OK, "%s", lv_last_error());
+    lv_dit_pass pass = {.x = x->data, .frames = F, .height = H, .width = W, .timesteps = ts};
+    float *out = malloc(n * sizeof *out);
+    cr_assert_not_null(out);
+    cr_assert_eq(lv_dit_forward(ctx, dit, &pass, out), LV_OK, "%s", lv_last_error());
+    lv_dit_destroy(ctx, dit);
+    return out;
+}
+
+Test(sana_dit, ffn_slices_equal_whole_frames) {
+    lv_sana_file *model;
+    lv_weights *v;
+    open_files("testdata/sana-video/tiny-hd32.weights.safetensors",
+               "testdata/sana-video/tiny-hd32.vectors.safetensors", &model, &v);
+    const lv_weight *x = lv_weights_find(v, "x");
+    const lv_sana_config *c = lv_sana_file_config(model);
+    const int F = (int)x->shape[1], P = (int)(x->shape[2] / c->patch[1] * (x->shape[3] / c->patch[2]));
+    cr_assert(F == 6 && c->patch[0] == 1, "the vectors have %d frames (patch %d): the slices below need 6 of 1", F,
+              c->patch[0]);
+    size_t n = (size_t)x->shape[0] * F * x->shape[2] * x->shape[3];
+    char one[32], four[32];
+    snprintf(one, sizeof one, "%d", P);           /* one frame a slice */
+    snprintf(four, sizeof four, "%d", 4 * P + 1); /* four frames, then two */
+    cr_assert_eq(lv_dit_ffn_slice_frames(F, P, P), 1);
+    cr_assert_eq(lv_dit_ffn_slice_frames(F, P, 4 * P + 1), 4);
+    cr_assert_eq(lv_dit_ffn_slice_frames(F, P, 1), 1, "a frame larger than the slice is one slice");
+    cr_assert_eq(lv_dit_ffn_slice_frames(F, P, 1 << 30), F);
+    for (int g = 0; g < 2; g++) {
+        if (g) setenv("LONGVK_MATMUL_VARIANT", "tiled", 1);
+        lv_ctx_options o;
+        lv_ctx_options_default(&o);
+        o.precision = g ? LV_PRECISION_F16 : LV_PRECISION_F32;
+        lv_ctx *ctx = ts_ctx_with(o);
+        float *whole = forward_with_slices(ctx, model, v, "1073741824");
+        const char *slices[2] = {one, four};
+        for (int k = 0; k < 2; k++) {
+            float *sliced = forward_with_slices(ctx, model, v, slices[k]);
+            size_t diff = 0;
+            for (size_t j = 0; j < n; j++) diff += memcmp(&sliced[j], &whole[j], sizeof *whole) != 0;
+            cr_assert_eq(diff, 0, "%s, %s matmul, slices of %s tokens: %zu of %zu outputs differ from whole frames",
+                         g ? "f16" : "f32", g ? "tiled" : "register", slices[k], diff, n);
+            free(sliced);
+        }
+        free(whole);
+        ts_ctx_done(ctx);
+        unsetenv("LONGVK_MATMUL_VARIANT");
+    }
+    lv_weights_close(v);
+    lv_sana_file_close(model);
+}
+
 /* `longvk bench dit OPTIONS --json`: its device_activation_bytes (the peak above what stays
  * held between chunks: weights, state, text). */
 static unsigned long long bench_dit_activation_bytes(const char *options, const char *name) {

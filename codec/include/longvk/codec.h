@@ -34,8 +34,9 @@ extern "C" {
  * are renamed into place), EXT-X-ENDLIST at lv_encoder_close; the codecs fragmented MP4
  * holds (not ffv1; default libx264). Nothing is written before the first packet. A block
  * flush does not end a segment: a killed writer leaves every segment the playlist names
- * playable, and the frames after the last complete segment are lost. Not resumable
- * (lv_encoder_open_resume refuses keep_frames > 0).
+ * playable, and the frames after the last complete segment are lost. Resumable from the
+ * frames the playlist names (lv_hls_named_frames, lv_encoder_open_resume): the named
+ * segments are kept as they are and the new ones numbered on, with the same init segment.
  *
  * Blocks: lv_encoder_flush_block() ends a block. The encoder is drained, every frame of the
  * block is muxed, the container is flushed (a fragment per block for mp4, a cluster for
@@ -138,10 +139,29 @@ lv_status lv_encoder_open(const char *path, int width, int height, double fps,
  * lv_encoder_frames_written and lv_encoder_frames_flushed count the kept frames (they
  * return keep_frames right after this call); lv_encoder_instances counts this process's
  * encoder instances only. Copying reads the old file once and writes it again: about as
- * long as reading it. */
+ * long as reading it.
+ *
+ * An HLS stream (.m3u8; codec/hls_resume.c): nothing is copied. keep_frames must be the
+ * frames its playlist names (lv_hls_named_frames); the playlist and every segment it names
+ * are checked as above (and the frames 0 .. keep_frames - 1 each once, in the segments
+ * the playlist says), the named segments stay as they are, and the new ones are numbered on
+ * after them with the same init segment; the playlist is rewritten (atomically) after every
+ * block flush that completes a segment, EXT-X-ENDLIST at lv_encoder_close. A missing or
+ * edited playlist, or a segment missing or damaged, is an error naming it, with nothing
+ * written. */
 lv_status lv_encoder_open_resume(const char *path, int width, int height, double fps,
                                  const lv_encoder_options *opt, int64_t keep_frames,
                                  lv_encoder **out);
+
+/* An HLS stream (.m3u8): the frames its playlist names, whole segments (EXTINF x fps, each
+ * a whole number of frames), into *frames: what lv_encoder_open_resume can keep. No
+ * playlist: 0, unless its first segment is there (the playlist deleted, or a writer killed
+ * between its first segment and its first playlist): an error saying so, *frames 0 (other
+ * errors leave -1). A playlist longvk did not write (edited: other tags, other segment
+ * names) is an error naming the line. */
+lv_status lv_hls_named_frames(const char *path, double fps, int64_t *frames);
+/* 1 when `path` names an HLS stream (.m3u8). */
+int lv_encoder_path_is_hls(const char *path);
 
 /* Appends `nframes` frames of 8-bit RGB, [frames, height, width, 3], rows packed. */
 lv_status lv_encoder_write_rgb(lv_encoder *enc, const uint8_t *rgb, int nframes);

@@ -62,9 +62,12 @@ const char *lv_gemma2_config_describe(const lv_gemma2_config *cfg, char *buf, si
 
 typedef struct lv_gemma2_file lv_gemma2_file;
 
-/* `path`: a safetensors file; a *.safetensors.index.json (shards beside it); or a directory
+/* `path`: a safetensors file; a *.safetensors.index.json (shards beside it); a directory
  * holding model.safetensors or model.safetensors.index.json (a Hugging Face model folder, or
- * diffusers' text_encoder/). The config comes from `config_path` when given, else the first
+ * diffusers' text_encoder/); or a GGUF file as llama.cpp writes it (gemma-2-2b-it-Q8_0.gguf:
+ * its names token_embd, blk.N.attn_q, ..., its config from the gemma2.* metadata, its norms
+ * stored as 1 + w, f32 / f16 / bf16 / q8_0 / q4_K tensors; quantized ones stay quantized).
+ * The config comes from `config_path` when given, else (a GGUF) its metadata, else the first
  * shard's __metadata__.config, else config.json beside the weights. Tensor names are
  * Hugging Face's with or without the "model." prefix (Gemma2ForCausalLM or Gemma2Model);
  * lm_head.weight and other unused tensors are ignored. Every tensor the config needs is
@@ -94,7 +97,12 @@ typedef struct lv_gemma2_options {
      * soft-cap), LV_GEMMA2_SOFTCAP_CONFIG (eager attention), or a cap > 0. */
     float attn_softcap;
     /* -1 (default): every parameter as stored. LV_F32, LV_F16 or LV_BF16: every parameter
-     * rounded to that dtype first (torch_dtype=...), matmul weights then kept in it. */
+     * rounded to that dtype first (torch_dtype=...), matmul weights then kept in it.
+     * LV_Q8_0 or LV_Q4_K: the matmul weights (q, k, v, o, gate, up, down) quantized on the
+     * host as they are uploaded (ggml's blocks, read as such by the matmul), the embedding
+     * and the norms as stored; a matrix whose rows are not whole blocks (32 for q8_0, 256
+     * for q4_K) falls back, q4_K to q8_0, q8_0 to the stored dtype. A file that stores its
+     * matrices quantized (a GGUF) keeps them as they are, unless LV_F32 (dequantised). */
     int weight_dtype;
     /* The longest input accepted; 0: the config's max_position_embeddings. */
     int max_tokens;
@@ -142,13 +150,15 @@ typedef struct lv_gemma2_memory {
     uint64_t host_embedding;
 } lv_gemma2_memory;
 void lv_gemma2_memory_usage(const lv_gemma2 *enc, lv_gemma2_memory *out);
-/* The same from the config alone, before anything is uploaded: weights whose matmul
- * matrices are `matmul_dtype` (f32, f16 or bf16: lv_gemma2_file_dtype for as stored) and the
- * work buffers of a pass over `tokens` tokens, each tensor rounded up to `alignment`
+/* The same from the config alone, before anything is uploaded: the weights of matmul
+ * matrices stored as `stored` (lv_gemma2_file_dtype) under the option `weight_dtype` (as
+ * lv_gemma2_options: -1 as stored, a float dtype, q8_0 or q4_K with the same fall-backs),
+ * and the work buffers of a pass over `tokens` tokens, each tensor rounded up to `alignment`
  * (lv_ctx_alloc_alignment) as the engine counts it; host_embedding is left 0. Equals what
- * lv_ctx_memory_peak measures over create and encode (tests/models/test_gemma2.c). */
-lv_status lv_gemma2_memory_plan(const lv_gemma2_config *cfg, lv_dtype matmul_dtype, int tokens, uint64_t alignment,
-                                lv_gemma2_memory *out);
+ * lv_ctx_memory_peak measures over create and encode (tests/models/test_gemma2.c) when every
+ * matrix of the file has the q_proj's dtype (a file mixing them is planned at that one). */
+lv_status lv_gemma2_memory_plan(const lv_gemma2_config *cfg, lv_dtype stored, int weight_dtype, int tokens,
+                                uint64_t alignment, lv_gemma2_memory *out);
 /* Frees the work buffers (the next call makes them again). */
 void lv_gemma2_release_work(lv_gemma2 *enc);
 

@@ -27,12 +27,15 @@ typedef struct lv_tokenizer lv_tokenizer;
 
 /* `path`: a SentencePiece model file, or a directory holding tokenizer.model (a Hugging
  * Face model or diffusers tokenizer folder) or tokenizer/tokenizer.model (a diffusers
- * pipeline folder). A missing file is LV_ERR_IO; a file that is not
- * a SentencePiece model LV_ERR_FORMAT; both messages name the path. */
+ * pipeline folder), or a GGUF file (llama.cpp's: the model built from its tokenizer.ggml.*
+ * metadata, tokenizer.ggml.model "llama", with Gemma's encoding flags; tokenizer_gguf.c).
+ * A missing file is LV_ERR_IO; a file that is not a SentencePiece model (a GGUF without a
+ * tokenizer) LV_ERR_FORMAT; both messages name the path. */
 lv_status lv_tokenizer_open(const char *path, lv_tokenizer **out);
 /* The tokenizer.model of a text encoder (a folder, or a weights file inside one): in it, in
- * its tokenizer/, or in ../tokenizer/ (a diffusers text_encoder/ beside tokenizer/). 1 and
- * the path in buf when found; 0 and "" when not. */
+ * its tokenizer/, or in ../tokenizer/ (a diffusers text_encoder/ beside tokenizer/); failing
+ * those, a *.gguf encoder file itself (its tokenizer metadata). 1 and the path in buf when
+ * found; 0 and "" when not. */
 int lv_tokenizer_find(const char *encoder, char *buf, size_t size);
 void lv_tokenizer_close(lv_tokenizer *tok);
 

@@ -133,11 +133,16 @@ typedef struct lv_generate_options {
     const char *tokenizer_path;
     int text_softcap;             /* the encoder's attention soft-cap: 0 off (SANA-Video's
                                      own runs: transformers' sdpa ignores it), 1 the config's */
+    int text_weights_dtype;       /* the encoder's matrix weights on the device, in
+                                     weights_dtype's codes (lv_dit_weights = lv_text_weights):
+                                     0 as stored, f32, f16, bf16, or quantized to q8_0 / q4_K */
     int motion_score;             /* " motion score: N." appended to the prompt;
                                      LV_GEN_MODEL_DEFAULT: SANA-Video's 10; 0: nothing */
     const char *text_embeds_out;  /* when set: the rows fed to the DiT, written as a safetensors
                                      file that text_embeds_path reads (y, mask, and with CFG
-                                     negative_y, negative_mask) */
+                                     negative_y, negative_mask); with a schedule entry 0's,
+                                     and every other distinct text N's as textN.y, textN.mask,
+                                     ..., the metadata "schedule_texts" each entry's N */
     const char *prompt;
     const char *negative_prompt;  /* used when cfg_scale != 1 (NULL: empty) */
     int frames;                   /* pixel frames to make; <= 0: seconds x fps */
@@ -213,11 +218,14 @@ typedef struct lv_generate_options {
      * file (resume needs an output). A latent model needs a VAE for frames. */
     lv_generate_frame_fn frame_sink;
     void *frame_user;
-    /* A prompt schedule (block-wise generation of a model with a vocabulary, the default
-     * model; one process): entry 0 at time 0, the others switch the prompt at the block that
-     * holds their time (see lv_gen_switch and pipelines/generate/README.md, "A prompt
-     * schedule"). NULL / 0: `prompt` for the whole video. With a schedule, `prompt` and
-     * `negative_prompt` are ignored: entry 0 holds them. */
+    /* A prompt schedule (block-wise generation with a text encoder: a model's word tables,
+     * or a latent model's Gemma-2, run once on every distinct text before the DiT is
+     * uploaded; not with text_embeds_path; over bands and ranks too, rank 0 encoding):
+     * entry 0 at time 0, the others switch the prompt at the block that holds their time
+     * (the video's frames: a latent model's pixel frames; see lv_gen_switch and
+     * pipelines/generate/README.md, "A prompt schedule"). NULL / 0: `prompt` for the whole
+     * video. With a schedule, `prompt` and `negative_prompt` are ignored: entry 0 holds
+     * them. */
     const struct lv_gen_switch *schedule;
     int schedule_count;
     double transition;            /* seconds an entry's conditioning takes to move from the
@@ -257,7 +265,7 @@ typedef struct lv_generate_options {
     int continue_output;          /* lv_gen_continue_output: what the output holds */
     /* Prompts during the run (borrowed; NULL: none): lines pushed from any thread with
      * lv_generate_push_prompt, each a switch at the next block not yet started (see
-     * lv_gen_live). Like a schedule: the default model, one process; `prompt` is entry 0
+     * lv_gen_live). The default model (word tables), one process; `prompt` is entry 0
      * when there is no schedule. OUTPUT.schedule is rewritten at each switch, and the resume
      * file records the switches applied. */
     struct lv_gen_live *live;
@@ -296,6 +304,8 @@ typedef struct lv_generate_plan {
     uint64_t peak;             /* max(text, lv_gen_plan_dit_phase) */
     int chunk_frames, grid_h, grid_w; /* the largest chunk's model frames and grid */
     int text_tokens, text_slots;
+    int text_prompts;          /* a prompt schedule's distinct texts, each encoded once (0: none) */
+    uint64_t text_rows_host;   /* their rows, kept in host memory for the run (0: none) */
     int weights_dtype;         /* lv_dit_weights */
     lv_dtype stored;           /* the file's matrix weights' dtype */
     lv_precision precision;
@@ -338,7 +348,7 @@ void lv_gen_live_destroy(lv_gen_live *live);
 typedef struct lv_gen_switch {
     const char *time;
     const char *prompt;
-    const char *negative_prompt;  /* NULL: empty */
+    const char *negative_prompt;  /* NULL: the run's (negative_prompt); empty: the encoder's default */
     const char *transition;       /* "1.5" seconds or "NNf" frames; NULL: the run's transition */
     const char *where;            /* for messages: "--prompt-at 0:05", "s.txt line 3" (may be NULL) */
 } lv_gen_switch;
@@ -396,7 +406,12 @@ typedef struct lv_generate_progress {
                                      this run made frames_done - frames_resumed */
     lv_generate_phase phase;      /* what this call reports (fields above: blocks only) */
     int text_tokens;              /* LV_GEN_PHASE_TEXT_*: real tokens of the prompt (and of the
-                                     negative prompt with CFG), <bos> included */
+                                     negative prompt with CFG), <bos> included; with a
+                                     schedule, of the text whose pass is the largest */
+    int text_prompts;             /* LV_GEN_PHASE_TEXT_*: the distinct texts encoded (a schedule's
+                                     (prompt, negative prompt) pairs, each once; else 1) */
+    uint64_t text_rows_bytes;     /* LV_GEN_PHASE_TEXT_DONE with a schedule: host bytes of every
+                                     distinct text's rows, kept for the run (0: none) */
     double text_seconds;          /* LV_GEN_PHASE_TEXT_DONE: time the encoder took, upload and
                                      kernel compilation included */
     /* Device memory in bytes: the text encoder's peak (its weights and work buffers; 0 when

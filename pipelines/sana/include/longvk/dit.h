@@ -129,6 +129,13 @@ lv_dit_state_size lv_dit_state_size_of(const lv_sana_config *cfg, int cached_blo
  * passes of a chunk once the carried state is whole (tests/models/test_dit_memory_plan.c
  * holds them equal). pipelines/sana/README.md, "The device-memory plan", says what each
  * part is. The device-dependent inputs come from lv_dit_plan_device. */
+/* The Mix-FFN's four wide intermediates ([tokens, ffn_hidden] each) are made over slices of
+ * whole frames of at most this many tokens (a whole frame when one frame has more):
+ * LONGVK_FFN_SLICE, default 4096. The frames are the unsliced forward's bit for bit. */
+int lv_dit_ffn_slice_tokens(void);
+/* Frames per slice for F frames of P tokens each. */
+int lv_dit_ffn_slice_frames(int F, int64_t P, int slice_tokens);
+
 typedef struct lv_dit_plan_input {
     lv_dit_weights weights;  /* the rule of the matrix weights (lv_dit_options.weights) */
     lv_dtype stored;         /* the file's dtype of the matrix weights: AS_STORED, and q8_0's fallback */
@@ -140,6 +147,7 @@ typedef struct lv_dit_plan_input {
     /* the device's: */
     bool tconv_gemm;         /* lv_temporal_conv_uses_gemm: the tap-major matmul weight */
     uint32_t linattn_splits; /* lv_linattn_splits */
+    int ffn_slice_tokens;    /* lv_dit_ffn_slice_tokens (0: its default) */
     uint64_t alignment;      /* lv_ctx_alloc_alignment */
 } lv_dit_plan_input;
 

@@ -15,6 +15,7 @@
 #ifndef LONGVK_SANA_PROMPT_H
 #define LONGVK_SANA_PROMPT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "longvk/gemma2.h"
@@ -54,6 +55,8 @@ typedef struct lv_sana_prompt {
     int length;     /* L, the padded length SANA tokenizes to */
     int n_instruction; /* tokens of the instruction alone, <bos> included (0: none) */
     int needed;     /* tokens of the whole text before truncation (<bos> included) */
+    int prompt_start; /* position in ids of the prompt's first token: after <bos> and the
+                         instruction, whose trailing space joins the prompt's first word */
     int select[LV_SANA_PROMPT_ROWS]; /* row r = position select[r] of the padded sequence:
                                         0, then L-299 .. L-1 */
     float mask[LV_SANA_PROMPT_ROWS]; /* 1 where select[r] < n_ids (a real token), else 0 */
@@ -65,6 +68,11 @@ typedef struct lv_sana_prompt {
 lv_status lv_sana_prompt_build(const lv_tokenizer *tok, const char *prompt, const lv_sana_prompt_options *opt,
                                lv_sana_prompt *out);
 void lv_sana_prompt_free(lv_sana_prompt *p);
+/* 0 when nothing was truncated; else 1 and, in buf, what the text given lost counted in its
+ * own tokens (the prompt with its motion suffix, from prompt_start: not <bos> nor the
+ * instruction):
+ * "N tokens, of which the model reads the first K: the last D are dropped (...)". */
+int lv_sana_prompt_truncation(const lv_sana_prompt *p, char *buf, size_t size);
 
 /* Runs the encoder on p->ids and writes the selected rows: y float [300, hidden] (rows on
  * pads zero) and, when mask is not NULL, the mask float [300]. */

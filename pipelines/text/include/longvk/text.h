@@ -78,12 +78,24 @@ typedef struct lv_text_encoder lv_text_encoder;
  * encoder). Runs on the host; lv_text_encoder_encode takes no context. */
 lv_status lv_text_encoder_open_words(const lv_text_tables *tables, const lv_word_vocab *vocab, lv_text_encoder **out);
 
+/* Gemma-2's matmul weights on the device (lv_gemma2_options.weight_dtype): the codes of
+ * lv_generate_options.weights_dtype (lv_dit_weights), so that one option spelling serves both. */
+typedef enum lv_text_weights {
+    LV_TEXT_WEIGHTS_AS_STORED = 0,
+    LV_TEXT_WEIGHTS_F32,
+    LV_TEXT_WEIGHTS_F16,
+    LV_TEXT_WEIGHTS_BF16,
+    LV_TEXT_WEIGHTS_Q8_0, /* quantized on load (rows not whole blocks fall back, as the DiT's) */
+    LV_TEXT_WEIGHTS_Q4_K
+} lv_text_weights;
+
 typedef struct lv_text_gemma2_options {
     const char *encoder;          /* a folder or weights file, as lv_gemma2_file_open takes */
     const char *tokenizer;        /* NULL: lv_tokenizer_find beside the encoder */
     int caption_channels;         /* the DiT's: the encoder's hidden size must match */
     int motion_score;             /* " motion score: N." appended to the prompt; 0: nothing */
     int softcap;                  /* the encoder's attention soft-cap: 0 off, 1 the config's */
+    lv_text_weights weights;      /* its matmul weights on the device: as stored by default */
 } lv_text_gemma2_options;
 /* Gemma-2 with SANA-Video's prompt handling: the encoder's files opened and every tensor
  * checked (nothing on the device yet), its tokenizer opened. Errors name the file. */
@@ -105,6 +117,9 @@ int lv_text_encoder_tokens(const lv_text_encoder *e);
  * weights and the work buffers of its longest prompt, lv_gemma2_memory_plan, each tensor
  * rounded up to `alignment`); 0 for the word tables. */
 uint64_t lv_text_encoder_memory_plan(const lv_text_encoder *e, uint64_t alignment);
+/* The same with Gemma-2's matmul weights as `weights` instead of the encoder's setting (what a
+ * run that would not fit could use instead). */
+uint64_t lv_text_encoder_memory_plan_as(const lv_text_encoder *e, uint64_t alignment, lv_text_weights weights);
 /* True when encoding needs a device (Gemma-2), false for the word tables. */
 bool lv_text_encoder_uses_device(const lv_text_encoder *e);
 /* The prompts set, encoded: y [slots, L, caption_channels] and mask [slots, L] (slot 1 only
@@ -112,6 +127,12 @@ bool lv_text_encoder_uses_device(const lv_text_encoder *e);
  * *peak (may be NULL) receives the device bytes it held at most (0 for the word tables,
  * which take ctx NULL). */
 lv_status lv_text_encoder_encode(lv_text_encoder *e, lv_ctx *ctx, float *y, float *mask, uint64_t *peak);
+/* Several prompts through one upload (a prompt schedule): after lv_text_encoder_hold,
+ * Gemma-2 stays on the device from the first lv_text_encoder_encode (on the same ctx each
+ * time) to lv_text_encoder_release or close, and *peak is the most it held so far. The word
+ * tables: nothing to hold. */
+void lv_text_encoder_hold(lv_text_encoder *e);
+void lv_text_encoder_release(lv_text_encoder *e);
 /* A flag lv_text_encoder_encode polls between Gemma-2's layers (NULL: none): once set the
  * encode stops within a layer, LV_ERR_INTERRUPTED. The word tables take no time: unused. */
 void lv_text_encoder_set_stop(lv_text_encoder *e, volatile sig_atomic_t *stop);
