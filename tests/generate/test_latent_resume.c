@@ -1,8 +1,8 @@
 /* --resume for a latent model (issue 53, item 6): the tiny SANA-Video DiT (tiny-hd32, from
  * prompt embeddings: the tiny Gemma-2's 642-token template would cost a second a run) with the
- * tiny Wan2.1 VAE, killed with SIGKILL at chosen moments: after a burn-in block (no frame yet),
- * in the middle of a block's VAE decode (at a pixel frame, before the block's frames are
- * flushed), and after the last block (before the video is closed). Each killed run is a child
+ * tiny Wan2.1 VAE, killed with SIGKILL at chosen moments: after each block (the burn-in's, no
+ * frame yet; the last, before the video is closed) and inside the VAE's decode of a block (at a
+ * pixel frame: its first, middle or last, before the block's frames are flushed). Each killed run is a child
  * process (forked before this process touches the device); what it leaves is checked: a resume
  * state always (written before the device is set up), and either no video or one that plays and
  * holds the uninterrupted run's first frames bit for bit. Then --resume finishes it, and the
@@ -15,7 +15,8 @@
  * without it (the interrupted run's tiles are used, not chosen again; other --vae-tiles are
  * refused naming the option: test_run_identity_cli.c); two sequence-parallel bands
  * (--sp-emulate 2).
- * Each run costs about a second of set-up (the device, the kernels): the moments are few.
+ * Each run costs about a second of set-up (the device, the kernels): 18 moments in one process
+ * (15 of the short video) and the two rank counts below, about 2.4 s each.
  *
  * Under mpirun (builds with -DLONGVK_MPI=ON), through the CLI: rank 1 of 2 (of 3) killed after
  * a block (LONGVK_TEST_KILL) leaves a video that plays the blocks written and a state, and
@@ -193,7 +194,11 @@ Test(latent_resume, killed_at_every_moment_of_a_short_video, .timeout = 900) {
     /* 17 frames at 16 x 16: 5 latent frames of 2 x 2, a block each, after 2 burn-in blocks: blocks
      * 3 to 7 give pixel frames 0, 1-4, 5-8, 9-12, 13-16 */
     const video v = {.width = 16, .height = 16, .frames = 17, .block_frames = 1, .burn_in = 2};
-    const moment m[] = {{AFTER_BLOCK, 1}, {AT_FRAME, 9}, {AFTER_BLOCK, 7}};
+    /* every block's end (burn-in and last included) and the VAE's first, middle and last frames
+     * of each block: with the three cases below and the two rank counts, the issue's 20 moments */
+    const moment m[] = {{AFTER_BLOCK, 1}, {AFTER_BLOCK, 2}, {AFTER_BLOCK, 3}, {AFTER_BLOCK, 4}, {AFTER_BLOCK, 5},
+                        {AFTER_BLOCK, 6}, {AFTER_BLOCK, 7}, {AT_FRAME, 0},     {AT_FRAME, 1},     {AT_FRAME, 3},
+                        {AT_FRAME, 4},    {AT_FRAME, 6},    {AT_FRAME, 9},     {AT_FRAME, 12},    {AT_FRAME, 16}};
     kill_and_resume(embeds, &v, m, (int)(sizeof m / sizeof m[0]), "short");
 }
 
