@@ -12,49 +12,11 @@
 
 #include "longvk.h"
 #include "longvk/quant.h"
+#include "ts_bytes.h"
 #include "ts_files.h"
 #include "weights_internal.h"
 
-/* ---- the test's writer ------------------------------------------------------------------ */
-
-typedef struct buf {
-    uint8_t *p;
-    size_t n, cap;
-} buf;
-
-static void put(buf *b, const void *d, size_t n) {
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-        cr_assert_not_null(b->p);
-    }
-    if (n) memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-static void put_u8(buf *b, uint8_t v) { put(b, &v, 1); }
-static void put_u16(buf *b, uint16_t v) {
-    uint8_t x[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
-    put(b, x, 2);
-}
-static void put_u32(buf *b, uint32_t v) {
-    uint8_t x[4];
-    for (int i = 0; i < 4; i++) x[i] = (uint8_t)(v >> (8 * i));
-    put(b, x, 4);
-}
-static void put_u64(buf *b, uint64_t v) {
-    uint8_t x[8];
-    for (int i = 0; i < 8; i++) x[i] = (uint8_t)(v >> (8 * i));
-    put(b, x, 8);
-}
-static void put_f32(buf *b, float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    put_u32(b, u);
-}
-static void put_str(buf *b, const char *s) {
-    put_u64(b, strlen(s));
-    put(b, s, strlen(s));
-}
+/* ---- the test's writer (bytes through ts_bytes.h) ----------------------------------------- */
 
 /* value types (docs/gguf.md) */
 enum { V_U8 = 0, V_I8, V_U16, V_I16, V_U32, V_I32, V_F32, V_BOOL, V_STRING, V_ARRAY, V_U64, V_I64, V_F64 };
@@ -76,13 +38,13 @@ typedef struct tspec {
 /* A file: header (version), the metadata pairs already written to kv (n_kv of them), the
  * tensor infos and the data section at `alignment` (the caller writes general.alignment
  * into kv when it is not 32). */
-static buf build(uint32_t version, const buf *kv, uint64_t n_kv, uint32_t alignment, tspec *t, int n) {
-    buf b = {0};
-    put(&b, "GGUF", 4);
-    put_u32(&b, version);
-    put_u64(&b, (uint64_t)n);
-    put_u64(&b, n_kv);
-    if (kv) put(&b, kv->p, kv->n);
+static ts_bytes build(uint32_t version, const ts_bytes *kv, uint64_t n_kv, uint32_t alignment, tspec *t, int n) {
+    ts_bytes b = {0};
+    ts_put(&b, "GGUF", 4);
+    ts_put_u32(&b, version);
+    ts_put_u64(&b, (uint64_t)n);
+    ts_put_u64(&b, n_kv);
+    if (kv) ts_put(&b, kv->p, kv->n);
     uint64_t next = 0;
     for (int i = 0; i < n; i++) {
         if (t[i].offset == AUTO) {
@@ -90,20 +52,20 @@ static buf build(uint32_t version, const buf *kv, uint64_t n_kv, uint32_t alignm
         }
         uint64_t end = t[i].offset + t[i].nbytes;
         next = (end + alignment - 1) / alignment * alignment;
-        put_str(&b, t[i].name);
-        put_u32(&b, t[i].n_dims);
-        for (uint32_t d = 0; d < t[i].n_dims; d++) put_u64(&b, t[i].ne[d]);
-        put_u32(&b, t[i].type);
-        put_u64(&b, t[i].offset);
+        ts_put_str(&b, t[i].name);
+        ts_put_u32(&b, t[i].n_dims);
+        for (uint32_t d = 0; d < t[i].n_dims; d++) ts_put_u64(&b, t[i].ne[d]);
+        ts_put_u32(&b, t[i].type);
+        ts_put_u64(&b, t[i].offset);
     }
     if (n) {
-        while (b.n % alignment) put_u8(&b, 0);
+        while (b.n % alignment) ts_put_u8(&b, 0);
         size_t start = b.n, size = 0;
         for (int i = 0; i < n; i++)
             if (t[i].nbytes && t[i].offset + t[i].nbytes > size) size = t[i].offset + t[i].nbytes;
-        buf z = {0};
-        for (size_t i = 0; i < size; i++) put_u8(&z, 0);
-        put(&b, z.p, z.n);
+        ts_bytes z = {0};
+        for (size_t i = 0; i < size; i++) ts_put_u8(&z, 0);
+        ts_put(&b, z.p, z.n);
         free(z.p);
         for (int i = 0; i < n; i++)
             if (t[i].nbytes) memcpy(b.p + start + t[i].offset, t[i].data, t[i].nbytes);
@@ -123,27 +85,27 @@ static float half(uint16_t h) {
 }
 
 /* A Q8_0 block: scale bits and 32 int8. */
-static void q8_block(buf *b, uint16_t d, const int8_t *q) {
-    put_u16(b, d);
-    put(b, q, 32);
+static void q8_block(ts_bytes *b, uint16_t d, const int8_t *q) {
+    ts_put_u16(b, d);
+    ts_put(b, q, 32);
 }
 
 /* A Q4_K block from its numbers: d, dmin (f16 bits), 8 six-bit scales and mins, 256 four-bit
  * quants; packed as docs/ggml's block_q4_K lays them out. */
-static void q4k_block(buf *b, uint16_t d, uint16_t dmin, const uint8_t *sc, const uint8_t *m, const uint8_t *q) {
-    put_u16(b, d);
-    put_u16(b, dmin);
+static void q4k_block(ts_bytes *b, uint16_t d, uint16_t dmin, const uint8_t *sc, const uint8_t *m, const uint8_t *q) {
+    ts_put_u16(b, d);
+    ts_put_u16(b, dmin);
     uint8_t s[12];
     for (int j = 0; j < 4; j++) {
         s[j] = (uint8_t)(sc[j] | ((sc[j + 4] >> 4) << 6));
         s[j + 4] = (uint8_t)(m[j] | ((m[j + 4] >> 4) << 6));
         s[j + 8] = (uint8_t)((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
     }
-    put(b, s, 12);
+    ts_put(b, s, 12);
     uint8_t qs[128];
     for (int g = 0; g < 4; g++)
         for (int l = 0; l < 32; l++) qs[32 * g + l] = (uint8_t)(q[64 * g + l] | (q[64 * g + 32 + l] << 4));
-    put(b, qs, 128);
+    ts_put(b, qs, 128);
 }
 
 static uint32_t rng = 12345;
@@ -155,7 +117,7 @@ static uint32_t next_rand(void) {
 /* ---- the sample file -------------------------------------------------------------------- */
 
 typedef struct sample {
-    buf file;
+    ts_bytes file;
     float f32[6];
     uint16_t f16[4], bf16[8];
     int32_t i32[3];
@@ -165,19 +127,19 @@ typedef struct sample {
 static sample make_sample(uint32_t alignment) {
     sample s;
     memset(&s, 0, sizeof s);
-    buf kv = {0};
+    ts_bytes kv = {0};
     uint64_t n_kv = 0;
-    put_str(&kv, "general.architecture"), put_u32(&kv, V_STRING), put_str(&kv, "gemma2"), n_kv++;
-    if (alignment != 32) put_str(&kv, "general.alignment"), put_u32(&kv, V_U32), put_u32(&kv, alignment), n_kv++;
-    put_str(&kv, "gemma2.block_count"), put_u32(&kv, V_U32), put_u32(&kv, 26), n_kv++;
-    put_str(&kv, "test.i8"), put_u32(&kv, V_I8), put_u8(&kv, (uint8_t)-5), n_kv++;
-    put_str(&kv, "test.i64"), put_u32(&kv, V_I64), put_u64(&kv, (uint64_t)-1234567890123LL), n_kv++;
-    put_str(&kv, "test.f32"), put_u32(&kv, V_F32), put_f32(&kv, 1e-6f), n_kv++;
-    put_str(&kv, "test.bool"), put_u32(&kv, V_BOOL), put_u8(&kv, 1), n_kv++;
-    put_str(&kv, "tokenizer.ggml.tokens"), put_u32(&kv, V_ARRAY), put_u32(&kv, V_STRING), put_u64(&kv, 3);
-    put_str(&kv, "<pad>"), put_str(&kv, "hello"), put_str(&kv, "w\xc3\xb6rld"), n_kv++;
-    put_str(&kv, "tokenizer.ggml.scores"), put_u32(&kv, V_ARRAY), put_u32(&kv, V_F32), put_u64(&kv, 2);
-    put_f32(&kv, -1.5f), put_f32(&kv, 2.25f), n_kv++;
+    ts_put_str(&kv, "general.architecture"), ts_put_u32(&kv, V_STRING), ts_put_str(&kv, "gemma2"), n_kv++;
+    if (alignment != 32) ts_put_str(&kv, "general.alignment"), ts_put_u32(&kv, V_U32), ts_put_u32(&kv, alignment), n_kv++;
+    ts_put_str(&kv, "gemma2.block_count"), ts_put_u32(&kv, V_U32), ts_put_u32(&kv, 26), n_kv++;
+    ts_put_str(&kv, "test.i8"), ts_put_u32(&kv, V_I8), ts_put_u8(&kv, (uint8_t)-5), n_kv++;
+    ts_put_str(&kv, "test.i64"), ts_put_u32(&kv, V_I64), ts_put_u64(&kv, (uint64_t)-1234567890123LL), n_kv++;
+    ts_put_str(&kv, "test.f32"), ts_put_u32(&kv, V_F32), ts_put_f32(&kv, 1e-6f), n_kv++;
+    ts_put_str(&kv, "test.bool"), ts_put_u32(&kv, V_BOOL), ts_put_u8(&kv, 1), n_kv++;
+    ts_put_str(&kv, "tokenizer.ggml.tokens"), ts_put_u32(&kv, V_ARRAY), ts_put_u32(&kv, V_STRING), ts_put_u64(&kv, 3);
+    ts_put_str(&kv, "<pad>"), ts_put_str(&kv, "hello"), ts_put_str(&kv, "w\xc3\xb6rld"), n_kv++;
+    ts_put_str(&kv, "tokenizer.ggml.scores"), ts_put_u32(&kv, V_ARRAY), ts_put_u32(&kv, V_F32), ts_put_u64(&kv, 2);
+    ts_put_f32(&kv, -1.5f), ts_put_f32(&kv, 2.25f), n_kv++;
 
     for (int i = 0; i < 6; i++) s.f32[i] = (float)i * 0.5f - 1.0f;
     uint16_t f16[4] = {0x3c00, 0xc000, 0x0001, 0x7bff}; /* 1, -2, 2^-24, 65504 */
@@ -187,7 +149,7 @@ static sample make_sample(uint32_t alignment) {
     memcpy(s.i32, i32, sizeof i32);
 
     /* Q8_0: 2 rows of 64 = 4 blocks */
-    buf q8 = {0};
+    ts_bytes q8 = {0};
     const uint16_t q8_d[4] = {0x3800, 0x2e66, 0x0200, 0xbc00}; /* 0.5, ~0.1, a subnormal, -1 */
     for (int blk = 0; blk < 4; blk++) {
         int8_t q[32];
@@ -197,7 +159,7 @@ static sample make_sample(uint32_t alignment) {
         for (int i = 0; i < 32; i++) s.q8_ref[32 * blk + i] = half(q8_d[blk]) * (float)q[i];
     }
     /* Q4_K: 2 rows of 256 = 2 super-blocks */
-    buf q4 = {0};
+    ts_bytes q4 = {0};
     const uint16_t q4_d[2][2] = {{0x3400, 0x2c00}, {0x2e66, 0x3266}}; /* d, dmin */
     for (int blk = 0; blk < 2; blk++) {
         uint8_t sc[8], m[8], q[256];
@@ -331,9 +293,9 @@ Test(gguf, reads_every_type_from_memory_and_file) {
 }
 
 Test(gguf, version_2_and_no_tensors) {
-    buf kv = {0};
-    put_str(&kv, "general.architecture"), put_u32(&kv, V_STRING), put_str(&kv, "sana");
-    buf f = build(2, &kv, 1, 32, NULL, 0);
+    ts_bytes kv = {0};
+    ts_put_str(&kv, "general.architecture"), ts_put_u32(&kv, V_STRING), ts_put_str(&kv, "sana");
+    ts_bytes f = build(2, &kv, 1, 32, NULL, 0);
     lv_weights *w = NULL;
     cr_assert_eq(lv_weights_open_memory(f.p, f.n, "empty.gguf", &w), LV_OK, "%s", lv_last_error());
     cr_assert_eq(lv_weights_count(w), 0);
@@ -346,7 +308,7 @@ Test(gguf, version_2_and_no_tensors) {
 /* ---- malformed files -------------------------------------------------------------------- */
 
 /* Parsing must fail with a message holding `fragment` (and the file's name). */
-static void expect_refused(const buf *f, const char *fragment) {
+static void expect_refused(const ts_bytes *f, const char *fragment) {
     lv_weights *w = lv_weights_new("bad.gguf", "gguf");
     lv_clear_error();
     lv_status s = lv_gguf_parse(w, f->p, f->n);
@@ -356,7 +318,7 @@ static void expect_refused(const buf *f, const char *fragment) {
     lv_weights_close(w);
 }
 
-static buf one_tensor(tspec t) {
+static ts_bytes one_tensor(tspec t) {
     tspec ts[1] = {t};
     return build(3, NULL, 0, 32, ts, 1);
 }
@@ -375,8 +337,8 @@ Test(gguf, truncated_at_every_byte) {
 
 Test(gguf, header_errors) {
     sample s = make_sample(32);
-    buf f = {0};
-    put(&f, s.file.p, s.file.n);
+    ts_bytes f = {0};
+    ts_put(&f, s.file.p, s.file.n);
     f.p[3] = 'X';
     expect_refused(&f, "magic");
     f.p[3] = 'F';
@@ -390,69 +352,69 @@ Test(gguf, header_errors) {
     free(s.file.p);
 
     /* counts that cannot fit */
-    buf h = {0};
-    put(&h, "GGUF", 4), put_u32(&h, 3), put_u64(&h, (uint64_t)1 << 40), put_u64(&h, 0);
+    ts_bytes h = {0};
+    ts_put(&h, "GGUF", 4), ts_put_u32(&h, 3), ts_put_u64(&h, (uint64_t)1 << 40), ts_put_u64(&h, 0);
     expect_refused(&h, "tensors");
-    h.n = 8, put_u64(&h, 0), put_u64(&h, UINT64_MAX);
+    h.n = 8, ts_put_u64(&h, 0), ts_put_u64(&h, UINT64_MAX);
     expect_refused(&h, "metadata pairs");
     free(h.p);
 }
 
 Test(gguf, metadata_errors) {
     /* a key whose length runs past the end */
-    buf kv = {0};
-    put_u64(&kv, 1000), put(&kv, "abc", 3), put(&kv, zeros, 16);
-    buf f = build(3, &kv, 1, 32, NULL, 0);
+    ts_bytes kv = {0};
+    ts_put_u64(&kv, 1000), ts_put(&kv, "abc", 3), ts_put(&kv, zeros, 16);
+    ts_bytes f = build(3, &kv, 1, 32, NULL, 0);
     expect_refused(&f, "string length 1000");
-    free(f.p), free(kv.p), kv = (buf){0};
+    free(f.p), free(kv.p), kv = (ts_bytes){0};
     /* a string value whose length runs past the end */
-    put_str(&kv, "k"), put_u32(&kv, V_STRING), put_u64(&kv, UINT64_MAX);
+    ts_put_str(&kv, "k"), ts_put_u32(&kv, V_STRING), ts_put_u64(&kv, UINT64_MAX);
     f = build(3, &kv, 1, 32, NULL, 0);
     expect_refused(&f, "string length");
-    free(f.p), free(kv.p), kv = (buf){0};
+    free(f.p), free(kv.p), kv = (ts_bytes){0};
     /* an array count far beyond the file */
-    put_str(&kv, "tokenizer.ggml.tokens"), put_u32(&kv, V_ARRAY), put_u32(&kv, V_STRING);
-    put_u64(&kv, (uint64_t)1 << 60);
+    ts_put_str(&kv, "tokenizer.ggml.tokens"), ts_put_u32(&kv, V_ARRAY), ts_put_u32(&kv, V_STRING);
+    ts_put_u64(&kv, (uint64_t)1 << 60);
     f = build(3, &kv, 1, 32, NULL, 0);
     expect_refused(&f, "tokenizer.ggml.tokens");
     expect_refused(&f, "items");
-    free(f.p), free(kv.p), kv = (buf){0};
-    put_str(&kv, "a"), put_u32(&kv, V_ARRAY), put_u32(&kv, V_U64), put_u64(&kv, UINT64_MAX / 4);
+    free(f.p), free(kv.p), kv = (ts_bytes){0};
+    ts_put_str(&kv, "a"), ts_put_u32(&kv, V_ARRAY), ts_put_u32(&kv, V_U64), ts_put_u64(&kv, UINT64_MAX / 4);
     f = build(3, &kv, 1, 32, NULL, 0);
     expect_refused(&f, "items");
-    free(f.p), free(kv.p), kv = (buf){0};
+    free(f.p), free(kv.p), kv = (ts_bytes){0};
     /* unknown value types, nested arrays */
-    put_str(&kv, "k"), put_u32(&kv, 13), put_u64(&kv, 0);
+    ts_put_str(&kv, "k"), ts_put_u32(&kv, 13), ts_put_u64(&kv, 0);
     f = build(3, &kv, 1, 32, NULL, 0);
     expect_refused(&f, "unknown value type 13");
-    free(f.p), free(kv.p), kv = (buf){0};
-    put_str(&kv, "k"), put_u32(&kv, V_ARRAY), put_u32(&kv, V_ARRAY), put_u64(&kv, 0);
+    free(f.p), free(kv.p), kv = (ts_bytes){0};
+    ts_put_str(&kv, "k"), ts_put_u32(&kv, V_ARRAY), ts_put_u32(&kv, V_ARRAY), ts_put_u64(&kv, 0);
     f = build(3, &kv, 1, 32, NULL, 0);
     expect_refused(&f, "array of arrays");
-    free(f.p), free(kv.p), kv = (buf){0};
+    free(f.p), free(kv.p), kv = (ts_bytes){0};
     /* a key twice, a key with a NUL byte */
-    put_str(&kv, "k"), put_u32(&kv, V_U8), put_u8(&kv, 1);
-    put_str(&kv, "k"), put_u32(&kv, V_U8), put_u8(&kv, 2);
+    ts_put_str(&kv, "k"), ts_put_u32(&kv, V_U8), ts_put_u8(&kv, 1);
+    ts_put_str(&kv, "k"), ts_put_u32(&kv, V_U8), ts_put_u8(&kv, 2);
     f = build(3, &kv, 2, 32, NULL, 0);
     expect_refused(&f, "'k' occurs twice");
-    free(f.p), free(kv.p), kv = (buf){0};
-    put_u64(&kv, 3), put(&kv, "a\0b", 3), put_u32(&kv, V_U8), put_u8(&kv, 1);
+    free(f.p), free(kv.p), kv = (ts_bytes){0};
+    ts_put_u64(&kv, 3), ts_put(&kv, "a\0b", 3), ts_put_u32(&kv, V_U8), ts_put_u8(&kv, 1);
     f = build(3, &kv, 1, 32, NULL, 0);
     expect_refused(&f, "NUL byte");
-    free(f.p), free(kv.p), kv = (buf){0};
+    free(f.p), free(kv.p), kv = (ts_bytes){0};
     /* general.alignment: a power of two, as a u32 */
-    put_str(&kv, "general.alignment"), put_u32(&kv, V_U32), put_u32(&kv, 24);
+    ts_put_str(&kv, "general.alignment"), ts_put_u32(&kv, V_U32), ts_put_u32(&kv, 24);
     f = build(3, &kv, 1, 32, NULL, 0);
     expect_refused(&f, "general.alignment");
-    free(f.p), free(kv.p), kv = (buf){0};
-    put_str(&kv, "general.alignment"), put_u32(&kv, V_U64), put_u64(&kv, 32);
+    free(f.p), free(kv.p), kv = (ts_bytes){0};
+    ts_put_str(&kv, "general.alignment"), ts_put_u32(&kv, V_U64), ts_put_u64(&kv, 32);
     f = build(3, &kv, 1, 32, NULL, 0);
     expect_refused(&f, "general.alignment");
     free(f.p), free(kv.p);
 }
 
 Test(gguf, tensor_errors) {
-    buf f;
+    ts_bytes f;
     /* offset past the end */
     f = one_tensor((tspec){"t", 1, {8}, T_F32, 0, zeros, 32});
     f.n -= 4;

@@ -21,76 +21,46 @@
 #include "longvk/text.h"
 #include "longvk/tokenizer.h"
 #include "test_support.h"
+#include "ts_bytes.h"
 #include "ts_files.h"
 
 #define DIR LONGVK_ASSETS_DIR "/testdata/gemma2"
 #define WEIGHTS DIR "/tiny.weights.safetensors"
 
-/* ---- the writer ------------------------------------------------------------------------- */
-
-typedef struct buf {
-    uint8_t *p;
-    size_t n, cap;
-} buf;
-
-static void put(buf *b, const void *d, size_t n) {
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-        cr_assert_not_null(b->p);
-    }
-    if (n) memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-static void put_u32(buf *b, uint32_t v) {
-    uint8_t x[4];
-    for (int i = 0; i < 4; i++) x[i] = (uint8_t)(v >> (8 * i));
-    put(b, x, 4);
-}
-static void put_u64(buf *b, uint64_t v) {
-    uint8_t x[8];
-    for (int i = 0; i < 8; i++) x[i] = (uint8_t)(v >> (8 * i));
-    put(b, x, 8);
-}
-static void put_str(buf *b, const char *s) {
-    put_u64(b, strlen(s));
-    put(b, s, strlen(s));
-}
+/* ---- the writer (bytes through ts_bytes.h) ----------------------------------------------- */
 
 /* metadata: value types of docs/gguf.md */
 enum { V_U32 = 4, V_I32 = 5, V_F32 = 6, V_BOOL = 7, V_STRING = 8, V_ARRAY = 9 };
 
 typedef struct kv {
-    buf b;
+    ts_bytes b;
     uint64_t n;
 } kv;
 
 static void kv_u32(kv *k, const char *key, uint32_t v) {
-    put_str(&k->b, key);
-    put_u32(&k->b, V_U32);
-    put_u32(&k->b, v);
+    ts_put_str(&k->b, key);
+    ts_put_u32(&k->b, V_U32);
+    ts_put_u32(&k->b, v);
     k->n++;
 }
 static void kv_f32(kv *k, const char *key, float v) {
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    put_str(&k->b, key);
-    put_u32(&k->b, V_F32);
-    put_u32(&k->b, u);
+    ts_put_str(&k->b, key);
+    ts_put_u32(&k->b, V_F32);
+    ts_put_f32(&k->b, v);
     k->n++;
 }
 static void kv_str(kv *k, const char *key, const char *v) {
-    put_str(&k->b, key);
-    put_u32(&k->b, V_STRING);
-    put_str(&k->b, v);
+    ts_put_str(&k->b, key);
+    ts_put_u32(&k->b, V_STRING);
+    ts_put_str(&k->b, v);
     k->n++;
 }
 
 static void kv_bool(kv *k, const char *key, int v) {
-    put_str(&k->b, key);
-    put_u32(&k->b, V_BOOL);
+    ts_put_str(&k->b, key);
+    ts_put_u32(&k->b, V_BOOL);
     uint8_t x = (uint8_t)v;
-    put(&k->b, &x, 1);
+    ts_put(&k->b, &x, 1);
     k->n++;
 }
 
@@ -161,27 +131,27 @@ static void read_pieces(pieces *ps) {
 /* tokenizer.ggml.* as llama.cpp's _set_vocab_sentencepiece writes them for Gemma-2 */
 static void kv_tokenizer(kv *k, const pieces *ps) {
     kv_str(k, "tokenizer.ggml.model", "llama");
-    put_str(&k->b, "tokenizer.ggml.tokens");
-    put_u32(&k->b, V_ARRAY);
-    put_u32(&k->b, V_STRING);
-    put_u64(&k->b, (uint64_t)ps->n);
-    for (int i = 0; i < ps->n; i++) put_str(&k->b, ps->text[i]);
+    ts_put_str(&k->b, "tokenizer.ggml.tokens");
+    ts_put_u32(&k->b, V_ARRAY);
+    ts_put_u32(&k->b, V_STRING);
+    ts_put_u64(&k->b, (uint64_t)ps->n);
+    for (int i = 0; i < ps->n; i++) ts_put_str(&k->b, ps->text[i]);
     k->n++;
-    put_str(&k->b, "tokenizer.ggml.scores");
-    put_u32(&k->b, V_ARRAY);
-    put_u32(&k->b, V_F32);
-    put_u64(&k->b, (uint64_t)ps->n);
+    ts_put_str(&k->b, "tokenizer.ggml.scores");
+    ts_put_u32(&k->b, V_ARRAY);
+    ts_put_u32(&k->b, V_F32);
+    ts_put_u64(&k->b, (uint64_t)ps->n);
     for (int i = 0; i < ps->n; i++) {
         uint32_t u;
         memcpy(&u, &ps->score[i], 4);
-        put_u32(&k->b, u);
+        ts_put_u32(&k->b, u);
     }
     k->n++;
-    put_str(&k->b, "tokenizer.ggml.token_type");
-    put_u32(&k->b, V_ARRAY);
-    put_u32(&k->b, V_I32);
-    put_u64(&k->b, (uint64_t)ps->n);
-    for (int i = 0; i < ps->n; i++) put_u32(&k->b, (uint32_t)ps->type[i]);
+    ts_put_str(&k->b, "tokenizer.ggml.token_type");
+    ts_put_u32(&k->b, V_ARRAY);
+    ts_put_u32(&k->b, V_I32);
+    ts_put_u64(&k->b, (uint64_t)ps->n);
+    for (int i = 0; i < ps->n; i++) ts_put_u32(&k->b, (uint32_t)ps->type[i]);
     k->n++;
     kv_u32(k, "tokenizer.ggml.unknown_token_id", 3);
     kv_bool(k, "tokenizer.ggml.add_bos_token", 1);
@@ -202,26 +172,26 @@ typedef struct tensor {
 } tensor;
 
 static void write_gguf(const char *path, const kv *k, const tensor *t, int n) {
-    buf b = {0};
-    put(&b, "GGUF", 4);
-    put_u32(&b, 3);
-    put_u64(&b, (uint64_t)n);
-    put_u64(&b, k->n);
-    put(&b, k->b.p, k->b.n);
+    ts_bytes b = {0};
+    ts_put(&b, "GGUF", 4);
+    ts_put_u32(&b, 3);
+    ts_put_u64(&b, (uint64_t)n);
+    ts_put_u64(&b, k->n);
+    ts_put(&b, k->b.p, k->b.n);
     uint64_t offset = 0;
     for (int i = 0; i < n; i++) {
-        put_str(&b, t[i].name);
-        put_u32(&b, (uint32_t)t[i].ndim);
-        for (int d = t[i].ndim - 1; d >= 0; d--) put_u64(&b, (uint64_t)t[i].shape[d]);
-        put_u32(&b, t[i].type);
-        put_u64(&b, offset);
+        ts_put_str(&b, t[i].name);
+        ts_put_u32(&b, (uint32_t)t[i].ndim);
+        for (int d = t[i].ndim - 1; d >= 0; d--) ts_put_u64(&b, (uint64_t)t[i].shape[d]);
+        ts_put_u32(&b, t[i].type);
+        ts_put_u64(&b, offset);
         offset = (offset + t[i].nbytes + 31) / 32 * 32;
     }
     static const uint8_t zeros[32];
-    put(&b, zeros, (32 - b.n % 32) % 32);
+    ts_put(&b, zeros, (32 - b.n % 32) % 32);
     for (int i = 0; i < n; i++) {
-        put(&b, t[i].data, t[i].nbytes);
-        put(&b, zeros, (32 - t[i].nbytes % 32) % 32);
+        ts_put(&b, t[i].data, t[i].nbytes);
+        ts_put(&b, zeros, (32 - t[i].nbytes % 32) % 32);
     }
     FILE *f = fopen(path, "wb");
     cr_assert_not_null(f, "%s", path);
