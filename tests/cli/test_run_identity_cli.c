@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "longvk.h"
+#include "test_support.h"
 #include "ts_files.h"
 #include "ts_process.h"
 
@@ -54,15 +55,10 @@ static void remove_outputs(const char *out) {
     unlink(state);
 }
 
-/* Prompt embeddings for tiny-hd32: y [8, 32] (its caption channels and text tokens), mask [8]. */
+/* Prompt embeddings for tiny-hd32 (ts_write_tiny_embeds). */
 static const char *write_embeds(void) {
-    static float y[8 * 32], mask[8];
-    for (int i = 0; i < 8 * 32; i++) y[i] = 0.5f * sinf(0.37f * (float)i);
-    for (int i = 0; i < 8; i++) mask[i] = i < 5 ? 1.0f : 0.0f;
-    lv_weight t[2] = {{.name = "y", .dtype = LV_F32, .ndim = 2, .shape = {8, 32}, .data = y, .nbytes = sizeof y},
-                      {.name = "mask", .dtype = LV_F32, .ndim = 1, .shape = {8}, .data = mask, .nbytes = sizeof mask}};
     const char *path = ts_tmp("ident-embeds.safetensors");
-    cr_assert_eq(lv_safetensors_write(path, t, 2, NULL, 0), LV_OK, "%s", lv_last_error());
+    ts_write_tiny_embeds(path);
     return path;
 }
 

@@ -370,17 +370,7 @@ Test(gemma2, quantized_weights) {
             const float *x = w->data;
             int64_t n = (int64_t)lv_weight_numel(w);
             cr_assert_eq(w->shape[1] % 32, 0, "%s: K %lld", name, (long long)w->shape[1]);
-            double err2 = 0, sum2 = 0;
-            for (int64_t b = 0; b < n / 32; b++) {
-                double amax = 0;
-                for (int j = 0; j < 32; j++) {
-                    amax = fmax(amax, fabs(x[32 * b + j]));
-                    sum2 += (double)x[32 * b + j] * x[32 * b + j];
-                }
-                double d = amax / 127 * (1 + 0x1p-10);
-                err2 += 32 * (d / 2) * (d / 2);
-            }
-            beta_max = fmax(beta_max, err2 / sum2);
+            beta_max = fmax(beta_max, ts_q8_0_weight_nmse(x, n));
             P++;
             saved += 4 * (uint64_t)n - (uint64_t)n / 32 * 34;
         }

@@ -699,17 +699,7 @@ static void quantized_weights(const char *weights, const char *vectors, const ch
         int64_t n = (int64_t)lv_weight_numel(w), K = n / w->shape[0];
         if (K % 32) continue; /* stays f32 */
         const float *x = w->data;
-        double err2 = 0, sum2 = 0;
-        for (int64_t b = 0; b < n / 32; b++) {
-            double amax = 0;
-            for (int j = 0; j < 32; j++) {
-                amax = fmax(amax, fabs(x[32 * b + j]));
-                sum2 += (double)x[32 * b + j] * x[32 * b + j];
-            }
-            double d = amax / 127 * (1 + 0x1p-10);
-            err2 += 32 * (d / 2) * (d / 2);
-        }
-        beta_max = fmax(beta_max, err2 / sum2);
+        beta_max = fmax(beta_max, ts_q8_0_weight_nmse(x, n));
         P++;
         saved += 4 * n - n / 32 * 34;
     }
@@ -723,18 +713,8 @@ static void quantized_weights(const char *weights, const char *vectors, const ch
         int64_t n = 3 * (int64_t)c->hidden * c->hidden;
         float *taps = malloc((size_t)n * sizeof *taps);
         lv_temporal_conv_taps(w, c->hidden, taps);
-        double err2 = 0, sum2 = 0;
-        for (int64_t blk = 0; blk < n / 32; blk++) {
-            double amax = 0;
-            for (int j = 0; j < 32; j++) {
-                amax = fmax(amax, fabs(taps[32 * blk + j]));
-                sum2 += (double)taps[32 * blk + j] * taps[32 * blk + j];
-            }
-            double d = amax / 127 * (1 + 0x1p-10);
-            err2 += 32 * (d / 2) * (d / 2);
-        }
+        beta_max = fmax(beta_max, ts_q8_0_weight_nmse(taps, n));
         free(taps);
-        beta_max = fmax(beta_max, err2 / sum2);
         P++;
         saved += 4 * n - n / 32 * 34;
     }

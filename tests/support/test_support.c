@@ -56,6 +56,29 @@ float *ts_rand_alloc(size_t n, uint64_t seed, float lo, float hi) {
     return x;
 }
 
+double ts_q8_0_weight_nmse(const float *w, int64_t n) {
+    double err2 = 0, sum2 = 0;
+    for (int64_t b = 0; b < n / 32; b++) {
+        double amax = 0;
+        for (int j = 0; j < 32; j++) {
+            amax = fmax(amax, fabs(w[32 * b + j]));
+            sum2 += (double)w[32 * b + j] * w[32 * b + j];
+        }
+        double d = amax / 127 * (1 + 0x1p-10);
+        err2 += 32 * (d / 2) * (d / 2);
+    }
+    return err2 / sum2;
+}
+
+void ts_write_tiny_embeds(const char *path) {
+    static float y[8 * 32], mask[8];
+    for (int i = 0; i < 8 * 32; i++) y[i] = 0.5f * sinf(0.37f * (float)i);
+    for (int i = 0; i < 8; i++) mask[i] = i < 5 ? 1.0f : 0.0f;
+    lv_weight t[2] = {{.name = "y", .dtype = LV_F32, .ndim = 2, .shape = {8, 32}, .data = y, .nbytes = sizeof y},
+                      {.name = "mask", .dtype = LV_F32, .ndim = 1, .shape = {8}, .data = mask, .nbytes = sizeof mask}};
+    cr_assert_eq(lv_safetensors_write(path, t, 2, NULL, 0), LV_OK, "%s", lv_last_error());
+}
+
 double ts_nmse(const float *got, const float *want, size_t n) {
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) {

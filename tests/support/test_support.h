@@ -23,6 +23,14 @@ float *ts_rand_alloc(size_t n, uint64_t seed, float lo, float hi);
 
 /* Normalised mean squared error sum (g - w)^2 / sum w^2 (0 when both are zero). */
 double ts_nmse(const float *got, const float *want, size_t n);
+/* The most a matrix's q8_0 quantization moves it, as an NMSE: over blocks of 32 weights,
+ * d = max|w| / 127 (rounded up to f16: at most 2^-10 more) and each weight moves by at most
+ * d / 2, so beta = sum 32 (d / 2)^2 / sum w^2. n a multiple of 32. The quantized-weight
+ * tests derive their bounds from it. */
+double ts_q8_0_weight_nmse(const float *w, int64_t n);
+/* Prompt embeddings for the tiny SANA-Video DiT (tiny-hd32) written to `path` as
+ * --text-embeds reads them: y [8, 32] (its text tokens and caption channels), mask [8]. */
+void ts_write_tiny_embeds(const char *path);
 double ts_max_abs_diff(const float *got, const float *want, size_t n);
 /* Asserts |got - want| <= factor * mag[i] for every element (mag: the reference's sum of
  * absolute terms), logs the worst error / bound and returns it. */
