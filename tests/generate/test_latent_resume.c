@@ -108,6 +108,9 @@ static void killed_run(const char *embeds, const video *v, const char *out, mome
     cr_assert_geq(pid, 0);
     if (pid == 0) {
         if (v->budget) setenv("LONGVK_VAE_BUDGET", v->budget, 1);
+        /* without the validation layer: the whole run and every resume in the parent go
+         * through the same ops with it on, and this child's only product is what it leaves */
+        unsetenv("LONGVK_VALIDATE");
         kill_at = m;
         lv_generate_options o = options(embeds, v, out);
         o.frame_sink = killing_sink;
