@@ -73,7 +73,7 @@ lv_status lv_gen_plan(gen_run *r, bool twin, lv_generate_plan *p) {
     if (r->o.vae_path && !r->m.card.pixel && decodes) {
         lv_weights *w = NULL;
         LV_TRY(lv_weights_open(r->o.vae_path, &w));
-        lv_status s = lv_vae_weights_memory(w, r->grid_h, r->grid_w, &p->vae);
+        lv_status s = lv_vae_weights_memory(w, r->grid_h, r->grid_w, lv_ctx_precision(r->ctx), &p->vae);
         lv_weights_close(w);
         LV_TRY(s);
     }

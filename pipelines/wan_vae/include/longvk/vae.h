@@ -150,14 +150,22 @@ int lv_vae_tile_overlap(int tile_h, int tile_w);
  * scratch buffer of at most 64 MiB for their columns. */
 uint64_t lv_vae_memory_estimate(int h, int w);
 uint64_t lv_vae_decoder_memory(const lv_vae_decoder *dec, int h, int w);
+/* The dtype of a decoder's activations (its work buffers and history frames) under a
+ * context's precision: f16 for LV_PRECISION_F16, else f32 (bf16's 8-bit mantissa is too
+ * coarse for the VAE's pixels; over bands, lv_vae_set_sequence_parallel, always f32).
+ * Arithmetic is f32 either way (pipelines/wan_vae/README.md, "Precision"). */
+lv_dtype lv_vae_activation_dtype(lv_precision precision);
+/* lv_vae_memory_estimate with the activations of `precision` (lv_vae_activation_dtype). */
+uint64_t lv_vae_memory_estimate_at(int h, int w, lv_precision precision);
 /* lv_vae_memory_estimate in its three parts (their sum is its result). */
 typedef struct lv_vae_memory {
     uint64_t weights, history, work;
 } lv_vae_memory;
 void lv_vae_memory_estimate_parts(int h, int w, lv_vae_memory *out);
-/* lv_vae_decoder_memory of the decoder these weights make (1-frame steps, no bands), read
- * from the tensors present before anything is uploaded: generate's plan. */
-lv_status lv_vae_weights_memory(const lv_weights *weights, int h, int w, uint64_t *bytes);
+/* lv_vae_decoder_memory of the decoder these weights make on a context of `precision`
+ * (1-frame steps, no bands), read from the tensors present before anything is uploaded:
+ * generate's plan. */
+lv_status lv_vae_weights_memory(const lv_weights *weights, int h, int w, lv_precision precision, uint64_t *bytes);
 
 /* The structure of a loaded decoder, as read from its weights. */
 typedef struct lv_vae_info {
