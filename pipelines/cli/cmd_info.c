@@ -545,7 +545,9 @@ static int print_plan(const lv_sana_config *c, lv_dtype stored, const char *what
                                             "Gemma-2 2B, f16, 600 tokens", "Gemma-2 2B, bf16, 600 tokens",
                                             "Gemma-2 2B, q8_0, 600 tokens", "Gemma-2 2B, q4_K, 600 tokens"};
     cli_print_plan(stdout, &p, latent_model ? text_what[args.text_weights_dtype] : NULL,
-                   c->in_channels == 16 ? "Wan2.1, untiled" : NULL);
+                   c->in_channels != 16 ? NULL
+                   : lv_vae_activation_dtype(p.precision) == LV_F16 ? "Wan2.1, untiled, f16 activations"
+                                                                    : "Wan2.1, untiled, f32 activations");
     return 0;
 }
 

@@ -727,6 +727,22 @@ Test(vae, resume_by_decoding_the_last_frames_again, .timeout = 600) {
     double short_diff = ts_max_abs_diff(got, want, count);
     cr_log_info("decoding %d frames again instead of %d: max|diff| %.3g", R / 4, R, short_diff);
     cr_assert_gt(short_diff, 0, "%d frames again gave the same frames as %d: the test sees no history", R / 4, R);
+    lv_vae_decoder_destroy(ctx, dec);
+    ts_ctx_done(ctx);
+    /* f16 activations (a context of f16 precision): the same computation in f16, so the
+     * history comes back bit for bit as well */
+    lv_ctx_options opt;
+    lv_ctx_options_default(&opt);
+    opt.precision = LV_PRECISION_F16;
+    ctx = ts_ctx_with(opt);
+    cr_assert_eq(lv_vae_decoder_create(ctx, w, &dec), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_vae_decode_frames(ctx, dec, lat, n, h, wd, whole), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(dec->buf_dtype, LV_F16);
+    for (int c = 0; c < 3; c++)
+        memcpy(want + (size_t)c * tail * P, whole + ((size_t)c * T + (T - tail)) * P, (size_t)(tail * P) * sizeof *want);
+    resumed(ctx, dec, lat, n, h, wd, N, R, got);
+    cr_assert_eq(memcmp(got, want, count * sizeof *got), 0, "f16: the frames after %d again differ (max|diff| %.3g)", R,
+                 ts_max_abs_diff(got, want, count));
     free(lat), free(whole), free(want), free(got);
     lv_vae_decoder_destroy(ctx, dec);
     ts_ctx_done(ctx);
@@ -929,7 +945,10 @@ Test(vae, cli_decode_writes_the_frames) {
  * 16-bit columns each convolution's input is rounded once (relative error at most eps / 2,
  * eps = 2^-11 for f16, 2^-8 for bf16), so the video's NMSE is bounded by (convs + 1) eps^2:
  * about 12x the variance eps^2 / 12 each rounding adds, summed over the convs, for the gain
- * of the layers after it. Measured here: f16 7.3e-7, bf16 4.8e-5. */
+ * of the layers after it. At f16 precision the decoder's activations are f16 as well
+ * (f16_activations_near_the_f32_video): about two roundings a conv (its input, the norm's
+ * output, and its output), variance 2 eps^2 / 12 a conv, still under the bound. Measured
+ * here: f16 2.5e-6 (7.3e-7 with f32 activations, the columns alone rounded), bf16 4.8e-5. */
 Test(vae, tensor_core_path_columns, .timeout = 600) {
     setenv("LONGVK_VAE_CONV", "gemm", 1);
     lv_weights *w, *v;
