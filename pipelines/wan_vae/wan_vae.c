@@ -52,9 +52,7 @@ static lv_tensor hist_frame(const vae_hist *h, int i) {
     return lv_tensor_view(&h->frames, i * shape[0] * shape[1] * shape[2], 3, shape);
 }
 
-/* The activations' dtype: the decoder's, f32 over bands (the halo exchange and the gathers
- * move f32 rows). */
-static lv_dtype act_dtype(const lv_vae_decoder *d) { return d->comm ? LV_F32 : d->act; }
+lv_dtype vae_act_dtype(const lv_vae_decoder *d) { return d->comm ? LV_F32 : d->act; }
 
 lv_dtype lv_vae_activation_dtype(lv_precision precision) { return precision == LV_PRECISION_F16 ? LV_F16 : LV_F32; }
 
@@ -357,13 +355,13 @@ static lv_status band_plan(const lv_vae_decoder *d, int h, int w, vae_memory *m)
         lv_status s = lv_sp_stacked_height(d->comm, h, 1, &rows);
         if (s != LV_OK) return lv_error_prefix(s, "VAE decoder at latent %d x %d", h, w);
     }
-    vae_arch_memory(&d->arch, (int)rows, w, d->step_frames, act_dtype(d), m);
+    vae_arch_memory(&d->arch, (int)rows, w, d->step_frames, vae_act_dtype(d), m);
     if (d->comm) {
         const uint64_t attn = (uint64_t)d->step_frames * ((uint64_t)rows + 2u * (uint64_t)h) * (uint64_t)w *
                               (uint64_t)d->arch.trunk;
         if (attn > m->work_elems) {
             m->work_elems = attn;
-            m->work = 3 * lv_dtype_size(act_dtype(d)) * attn;
+            m->work = 3 * lv_dtype_size(vae_act_dtype(d)) * attn;
         }
     }
     return LV_OK;
@@ -372,7 +370,7 @@ static lv_status band_plan(const lv_vae_decoder *d, int h, int w, vae_memory *m)
 lv_status vae_ensure_buffers(lv_ctx *ctx, lv_vae_decoder *d, int h, int w) {
     vae_memory m;
     LV_TRY(band_plan(d, h, w, &m));
-    const lv_dtype act = act_dtype(d);
+    const lv_dtype act = vae_act_dtype(d);
     if (d->h != h || d->w != w || d->buf_dtype != act) {
         d->h = h;
         d->w = w;
@@ -588,12 +586,16 @@ uint64_t lv_vae_memory_estimate_at(int h, int w, lv_precision precision) {
 
 uint64_t lv_vae_memory_estimate(int h, int w) { return lv_vae_memory_estimate_at(h, w, LV_PRECISION_F32); }
 
-void lv_vae_memory_estimate_parts(int h, int w, lv_vae_memory *out) {
+void lv_vae_memory_estimate_parts_at(int h, int w, lv_precision precision, lv_vae_memory *out) {
     vae_arch arch;
     vae_arch_wan21(&arch);
     vae_memory m;
-    vae_arch_memory(&arch, h, w, 1, LV_F32, &m);
+    vae_arch_memory(&arch, h, w, 1, lv_vae_activation_dtype(precision), &m);
     *out = (lv_vae_memory){.weights = m.weights, .history = m.history, .work = m.work};
+}
+
+void lv_vae_memory_estimate_parts(int h, int w, lv_vae_memory *out) {
+    lv_vae_memory_estimate_parts_at(h, w, LV_PRECISION_F32, out);
 }
 
 void lv_vae_decoder_info(const lv_vae_decoder *dec, lv_vae_info *out) {
@@ -627,6 +629,6 @@ lv_status lv_vae_expected_tensors(int dim, int z, lv_vae_tensor_spec **out, int 
 
 uint64_t lv_vae_decoder_memory(const lv_vae_decoder *dec, int h, int w) {
     vae_memory m;
-    if (band_plan(dec, h, w, &m) != LV_OK) vae_arch_memory(&dec->arch, h, w, dec->step_frames, act_dtype(dec), &m);
+    if (band_plan(dec, h, w, &m) != LV_OK) vae_arch_memory(&dec->arch, h, w, dec->step_frames, vae_act_dtype(dec), &m);
     return m.weights + m.history + m.work;
 }

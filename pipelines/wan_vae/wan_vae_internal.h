@@ -127,6 +127,10 @@ struct lv_vae_decoder {
     bool comm_checked;         /* D4 (every rank on the same kind of device) asked */
 };
 
+/* The activations' dtype (work buffers, history frames): the decoder's (lv_vae_activation_dtype
+ * of its context's precision), f32 over bands (the halo exchange and the gathers move f32 rows). */
+lv_dtype vae_act_dtype(const lv_vae_decoder *d);
+
 /* wan_vae_weights.c: reads the structure and uploads every weight (dec zeroed before). */
 lv_status vae_load(lv_ctx *ctx, const lv_weights *weights, lv_vae_decoder *dec);
 

@@ -162,6 +162,8 @@ typedef struct lv_vae_memory {
     uint64_t weights, history, work;
 } lv_vae_memory;
 void lv_vae_memory_estimate_parts(int h, int w, lv_vae_memory *out);
+/* The same with the activations of `precision` (lv_vae_memory_estimate_at's parts). */
+void lv_vae_memory_estimate_parts_at(int h, int w, lv_precision precision, lv_vae_memory *out);
 /* lv_vae_decoder_memory of the decoder these weights make on a context of `precision`
  * (1-frame steps, no bands), read from the tensors present before anything is uploaded:
  * generate's plan. */
@@ -197,7 +199,8 @@ lv_status lv_vae_expected_tensors(int dim, int z, lv_vae_tensor_spec **out, int 
 
 /* Test hook: called with intermediate activations of every step, channels-last
  * [T, H, W, C] ("conv2", "decoder.conv1", "decoder.middle.{0,1,2}",
- * "decoder.upsamples.{i}", "decoder.head"). Valid only during the call. */
+ * "decoder.upsamples.{i}", "decoder.head"), in the activations' dtype
+ * (lv_vae_activation_dtype: f16 at f16 precision). Valid only during the call. */
 typedef void (*lv_vae_tap)(void *user, const char *name, lv_ctx *ctx, const lv_tensor *t);
 void lv_vae_set_tap(lv_vae_decoder *dec, lv_vae_tap tap, void *user);
 
