@@ -20,8 +20,13 @@ layout(local_size_x = 8) in;
 layout(constant_id = 0) const uint DPL = 4; // dimensions per lane: ceil(d / 8)
 layout(constant_id = 1) const uint QB = 1;  // queries per workgroup
 layout(constant_id = 2) const uint KT = 8;  // keys per tile
+// q, k, v's dtype (IDT) and out's (ODT): f32, or f16 / bf16 as halves of words (common.glsl);
+// scores, softmax and the accumulator are f32 either way
+layout(constant_id = 3) const uint IDT = LV_DTYPE_F32;
+layout(constant_id = 4) const uint ODT = LV_DTYPE_F32;
 
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
+layout(std430, binding = 0) buffer OutW { uint out_words[]; }; // ODT 16-bit
 layout(binding = 1) uniform utextureBuffer QTEX;  // texel bindings (ops.def kind 't')
 layout(binding = 2) uniform utextureBuffer KTEX;
 layout(binding = 3) uniform utextureBuffer VTEX;
@@ -37,7 +42,7 @@ void main() {
         uint row = min(q0 + b, pc.nq - 1u);
         [[unroll]] for (uint t = 0; t < DPL; t++) {
             uint d = t * 8u + lane;
-            qv[b * DPL + t] = d < D ? lv_texel_f32(QTEX, pc.q_offset + row * D + d) * pc.scale : 0.0;
+            qv[b * DPL + t] = d < D ? lv_texel_act(QTEX, pc.q_offset + row * D + d, IDT) * pc.scale : 0.0;
             ov[b * DPL + t] = 0.0;
         }
         m[b] = NEG_INF;
@@ -51,7 +56,7 @@ void main() {
             float kv[DPL];
             [[unroll]] for (uint t = 0; t < DPL; t++) {
                 uint d = t * 8u + lane;
-                kv[t] = d < D ? lv_texel_f32(KTEX, pc.k_offset + j * D + d) : 0.0;
+                kv[t] = d < D ? lv_texel_act(KTEX, pc.k_offset + j * D + d, IDT) : 0.0;
             }
             [[unroll]] for (uint b = 0; b < QB; b++) {
                 float part = 0.0;
@@ -80,7 +85,7 @@ void main() {
             uint j = j0 + jj;
             [[unroll]] for (uint t = 0; t < DPL; t++) {
                 uint d = t * 8u + lane;
-                float vv = d < D ? lv_texel_f32(VTEX, pc.v_offset + j * D + d) : 0.0;
+                float vv = d < D ? lv_texel_act(VTEX, pc.v_offset + j * D + d, IDT) : 0.0;
                 [[unroll]] for (uint b = 0; b < QB; b++)
                     ov[b * DPL + t] = fma(s[b * KT + jj], vv, ov[b * DPL + t]);
             }
@@ -92,7 +97,10 @@ void main() {
         float inv = 1.0 / l[b];
         [[unroll]] for (uint t = 0; t < DPL; t++) {
             uint d = t * 8u + lane;
-            if (d < D) out_data[pc.out_offset + (q0 + b) * D + d] = ov[b * DPL + t] * inv;
+            if (d >= D) continue;
+            uint e = pc.out_offset + (q0 + b) * D + d;
+            if (ODT != LV_DTYPE_F32) LV_STORE_HALF(out_words, e, lv_half_bits(ov[b * DPL + t] * inv, ODT))
+            else out_data[e] = ov[b * DPL + t] * inv;
         }
     }
 }

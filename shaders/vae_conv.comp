@@ -34,10 +34,15 @@ layout(constant_id = 3) const uint UP = 0;  // 1: the source is read 2x nearest-
 layout(constant_id = 4) const uint VEC = 1; // 1: channels in vec4 units (the host checks
                                             // ci % 4 == 0 and 4-aligned offsets)
 layout(constant_id = 5) const uint DOWN = 0; // 1: stride 2, padded after the frame only
+// The activations' dtypes (f32, or f16 / bf16 as halves of words: common.glsl): IDT of the
+// three input frames, ODT of out and the residual. Arithmetic is f32 either way.
+layout(constant_id = 6) const uint IDT = LV_DTYPE_F32;
+layout(constant_id = 7) const uint ODT = LV_DTYPE_F32;
 
 // out is also read when the residual binding aliases it (in place): each element is
 // read and then written by the same invocation.
 layout(std430, binding = 0) buffer Out { float out_data[]; };
+layout(std430, binding = 0) buffer OutW { uint out_words[]; }; // ODT 16-bit: halves of words
 layout(binding = 1) uniform utextureBuffer IN0;  // texel bindings (ops.def kind 't')
 layout(binding = 2) uniform utextureBuffer IN1;
 layout(binding = 3) uniform utextureBuffer IN2;
@@ -49,11 +54,10 @@ const uint L = 8u;
 
 // Source element(s) at `idx` of input frame f (f is a constant after inlining).
 vec4 load_src(uint f, uint idx) {
-    if (VEC != 0u) {
-        uint q = idx >> 2;
-        return f == 0u ? lv_texel_f32x4(IN0, q) : (f == 1u ? lv_texel_f32x4(IN1, q) : lv_texel_f32x4(IN2, q));
-    }
-    return vec4(f == 0u ? lv_texel_f32(IN0, idx) : (f == 1u ? lv_texel_f32(IN1, idx) : lv_texel_f32(IN2, idx)), 0.0, 0.0, 0.0);
+    if (VEC != 0u)
+        return f == 0u ? lv_texel_act4(IN0, idx, IDT) : (f == 1u ? lv_texel_act4(IN1, idx, IDT) : lv_texel_act4(IN2, idx, IDT));
+    return vec4(f == 0u ? lv_texel_act(IN0, idx, IDT) : (f == 1u ? lv_texel_act(IN1, idx, IDT) : lv_texel_act(IN2, idx, IDT)),
+                0.0, 0.0, 0.0);
 }
 
 vec4 load_w(uint idx) {
@@ -145,8 +149,9 @@ void main() {
                 if (x >= OW) continue;
                 uint idx = (row * OW + x) * pc.co + n;
                 float v = acc[(r * L + l) * TN + j] + b;
-                if (has_res) v += lv_texel_f32(RES, pc.res_off + idx);
-                out_data[pc.out_off + idx] = v;
+                if (has_res) v += lv_texel_act(RES, pc.res_off + idx, ODT);
+                if (ODT != LV_DTYPE_F32) LV_STORE_HALF(out_words, pc.out_off + idx, lv_half_bits(v, ODT))
+                else out_data[pc.out_off + idx] = v;
             }
         }
     }

@@ -17,6 +17,7 @@ layout(constant_id = 1) const uint UP = 0;                // 1: the source is re
 layout(constant_id = 2) const uint VEC = 1;               // 4 columns an invocation
 layout(constant_id = 3) const uint ODT = LV_DTYPE_F32;    // col: f32, or f16 / bf16 in 32-bit words
 layout(constant_id = 4) const uint DOWN = 0;              // 1: stride 2, padded after the frame only
+layout(constant_id = 5) const uint IDT = LV_DTYPE_F32;    // the source frames: f32, or f16 / bf16
 
 layout(std430, binding = 0) writeonly buffer Col { float col_data[]; };
 layout(std430, binding = 0) writeonly buffer Col4 { vec4 col_data4[]; };
@@ -27,11 +28,9 @@ layout(binding = 2) uniform utextureBuffer IN1;
 layout(binding = 3) uniform utextureBuffer IN2;
 
 vec4 load_src(uint f, uint idx) {
-    if (VEC != 0u) {
-        uint q = idx >> 2;
-        return f == 0u ? lv_texel_f32x4(IN0, q) : (f == 1u ? lv_texel_f32x4(IN1, q) : lv_texel_f32x4(IN2, q));
-    }
-    return vec4(f == 0u ? lv_texel_f32(IN0, idx) : (f == 1u ? lv_texel_f32(IN1, idx) : lv_texel_f32(IN2, idx)),
+    if (VEC != 0u)
+        return f == 0u ? lv_texel_act4(IN0, idx, IDT) : (f == 1u ? lv_texel_act4(IN1, idx, IDT) : lv_texel_act4(IN2, idx, IDT));
+    return vec4(f == 0u ? lv_texel_act(IN0, idx, IDT) : (f == 1u ? lv_texel_act(IN1, idx, IDT) : lv_texel_act(IN2, idx, IDT)),
                 0.0, 0.0, 0.0);
 }
 

@@ -9,7 +9,10 @@
 #include "texel.glsl"
 
 layout(local_size_x = 64) in;
+layout(constant_id = 0) const uint IDT = LV_DTYPE_F32; // in's dtype: f32, or f16 / bf16 (common.glsl)
+layout(constant_id = 1) const uint ODT = LV_DTYPE_F32; // out's
 layout(std430, binding = 0) writeonly buffer Out { float out_data[]; };
+layout(std430, binding = 0) buffer OutW { uint out_words[]; }; // 16-bit: halves of words
 layout(binding = 1) uniform utextureBuffer IN;  // texel bindings (ops.def kind 't')
 
 void main() {
@@ -24,5 +27,8 @@ void main() {
         src = (((y >> 1) - pc.in_row0) * pc.in_w + (x >> 1)) * pc.in_channels + c;
     else
         src = ((y - pc.in_row0) * pc.in_w + x) * pc.in_channels + pc.half_sel * C + c;
-    out_data[pc.out_offset + row * pc.out_w * C + i] = lv_texel_f32(IN, pc.in_offset + src);
+    uint o = pc.out_offset + row * pc.out_w * C + i;
+    float v = lv_texel_act(IN, pc.in_offset + src, IDT);
+    if (ODT != LV_DTYPE_F32) LV_STORE_HALF(out_words, o, lv_half_bits(v, ODT))
+    else out_data[o] = v;
 }

@@ -55,6 +55,21 @@ static lv_status check_tensor(const char *op, const char *name, const lv_tensor 
     return lv_check_f32(op, name, t);
 }
 
+/* An activation: f32, or f16 / bf16 (16-bit activations, read and written as halves of
+ * 32-bit words; the shaders compute in f32). Weights, biases and gammas stay f32. */
+static lv_status check_act(const char *op, const char *name, const lv_tensor *t) {
+    return lv_check_act(op, name, t);
+}
+
+/* `t` must have the dtype of `like` (tensors one shader binding type reads). */
+static lv_status same_dtype(const char *op, const char *name, const lv_tensor *t, const char *like_name,
+                            const lv_tensor *like) {
+    if (t->dtype == like->dtype) return LV_OK;
+    char d1[96], d2[96];
+    return lv_error(LV_ERR_INVALID, "%s: %s %s must have the dtype of %s %s", op, name,
+                    lv_tensor_describe(t, d1, sizeof d1), like_name, lv_tensor_describe(like, d2, sizeof d2));
+}
+
 static lv_status shape_fail(const char *op, const char *name, const lv_tensor *t,
                             const char *want) {
     char d[96];
@@ -125,10 +140,15 @@ static lv_dtype column_dtype(const lv_ctx *ctx) {
 /* Output width of a convolution: the source's, doubled (up) or halved (down). */
 static int64_t out_width(const conv_frame_args *a) { return a->down ? a->W >> 1 : a->W << a->up; }
 
+/* A 16-bit out with a residual: the product goes to f32 rows after the columns in the
+ * scratch, then out = product + residual (the product's accumulate wants an f32 out). */
+static bool gemm_product_rows(const conv_frame_args *a) { return a->res && a->out->dtype != LV_F32; }
+
 static int64_t gemm_rows(const lv_ctx *ctx, const conv_frame_args *a, int64_t rows, int64_t rmax) {
     const int64_t OW = out_width(a), K = (int64_t)a->kt * a->ks * a->ks * a->ci;
     const uint64_t usable = usable_binding(ctx), cap = VAE_GEMM_COLUMN_BYTES < usable ? VAE_GEMM_COLUMN_BYTES : usable;
-    int64_t band = (int64_t)(cap / ((uint64_t)OW * K * lv_dtype_size(column_dtype(ctx))));
+    const uint64_t row_bytes = (uint64_t)K * lv_dtype_size(column_dtype(ctx)) + (gemm_product_rows(a) ? (uint64_t)a->co * 4 : 0);
+    int64_t band = (int64_t)(cap / ((uint64_t)OW * row_bytes));
     if (band > rmax) band = rmax;
     return band < rows ? band : rows;
 }
@@ -140,8 +160,14 @@ static lv_status conv_frame_gemm(lv_ctx *ctx, const char *op, const conv_frame_a
     const int64_t OW = out_width(a), ci = a->ci, co = a->co;
     const int64_t K = (int64_t)a->kt * a->ks * a->ks * ci;
     const lv_dtype cdt = column_dtype(ctx);
-    lv_tensor col;
-    LV_TRY(lv_ctx_scratch(ctx, cdt, band * OW * K, &col));
+    /* the columns, then (16-bit out with a residual) f32 product rows from a 16-byte
+     * aligned word on */
+    const bool product_rows = gemm_product_rows(a);
+    const int64_t col_words = ((band * OW * K * (int64_t)lv_dtype_size(cdt) + 15) / 16) * 4;
+    lv_tensor scratch, col;
+    LV_TRY(lv_ctx_scratch(ctx, LV_F32, col_words + (product_rows ? band * OW * co : 0), &scratch));
+    col = scratch;
+    col.dtype = cdt;
     int64_t wshape[2] = {co, K};
     lv_tensor w2 = lv_tensor_view(a->w, 0, 2, wshape);
     for (int64_t r0 = row_first; r0 < row_end; r0 += band) {
@@ -173,10 +199,11 @@ static lv_status conv_frame_gemm(lv_ctx *ctx, const char *op, const conv_frame_a
             .in_row0 = (uint32_t)lo,
             .groups = (uint32_t)groups,
         };
-        uint32_t spec[5] = {(uint32_t)a->ks, (uint32_t)a->up, vec, (uint32_t)cdt, (uint32_t)a->down};
+        uint32_t spec[6] = {(uint32_t)a->ks, (uint32_t)a->up, vec, (uint32_t)cdt, (uint32_t)a->down,
+                            (uint32_t)iv[first].dtype};
         uint32_t gx, gy;
         lv_grid_1d(ctx, (groups + 255) / 256, &gx, &gy);
-        LV_TRY(lv_dispatch(ctx, LV_OP_VAE_IM2COL, spec, 5, b, 4, &pc, sizeof pc, gx, gy, 1));
+        LV_TRY(lv_dispatch(ctx, LV_OP_VAE_IM2COL, spec, 6, b, 4, &pc, sizeof pc, gx, gy, 1));
         /* out rows = columns x w^T + bias (+ the residual, added in the product's store) */
         int64_t oshape[2] = {nr * OW, co};
         lv_tensor ov = lv_tensor_view(a->out, (r0 - row_first) * OW * co, 2, oshape);
@@ -185,6 +212,12 @@ static lv_status conv_frame_gemm(lv_ctx *ctx, const char *op, const conv_frame_a
             continue;
         }
         lv_tensor rv = lv_tensor_view(a->res, (r0 - row_first) * OW * co, 2, oshape);
+        if (product_rows) {
+            lv_tensor pv = lv_tensor_view(&scratch, col_words, 2, oshape);
+            LV_TRY(lv_op_matmul(ctx, &pv, &cv, &w2, a->bias));
+            LV_TRY(lv_op_add(ctx, &ov, &pv, &rv));
+            continue;
+        }
         if (!same_range(&rv, &ov)) LV_TRY(lv_tensor_copy(ctx, &ov, &rv));
         LV_TRY(lv_op_matmul_add(ctx, &ov, &cv, &w2, a->bias));
     }
@@ -209,7 +242,8 @@ static lv_status conv_frame(lv_ctx *ctx, const char *op, const conv_frame_args *
                         (unsigned long long)lv_ctx_max_binding(ctx));
     /* rows per band: the output band, and the source rows it reads, each fit a binding;
      * a band of nr rows reads at most ((nr - 1 + 2P) >> up) + 2 source rows */
-    int64_t out_row = OW * co * 4, in_row = a->W * (ci > 0 ? ci : 1) * 4;
+    int64_t out_row = OW * co * (int64_t)lv_dtype_size(a->out->dtype),
+            in_row = a->W * (ci > 0 ? ci : 1) * (int64_t)lv_dtype_size(a->in[first]->dtype);
     int64_t ro = (int64_t)(usable / (uint64_t)out_row), ri = (int64_t)(usable / (uint64_t)in_row);
     int64_t rmax = ri >= 2 ? ((ri - 2) << a->up) + 1 - 2 * P : 0;
     if (a->down) /* nr output rows read 2 nr + ks - 2 source rows */
@@ -278,9 +312,10 @@ static lv_status conv_frame(lv_ctx *ctx, const char *op, const conv_frame_args *
             .rows = (uint32_t)nr,
             .in_row0 = (uint32_t)lo,
         };
-        uint32_t spec[6] = {tr, tn, (uint32_t)a->ks, (uint32_t)a->up, vec, (uint32_t)a->down};
+        uint32_t spec[8] = {tr, tn, (uint32_t)a->ks, (uint32_t)a->up, vec, (uint32_t)a->down,
+                            (uint32_t)iv[first].dtype, (uint32_t)a->out->dtype};
         uint32_t gy = (uint32_t)((nr + tr - 1) / tr);
-        LV_TRY(lv_dispatch(ctx, LV_OP_VAE_CONV, spec, 6, b, 7, &pc, sizeof pc, (uint32_t)gx, gy,
+        LV_TRY(lv_dispatch(ctx, LV_OP_VAE_CONV, spec, 8, b, 7, &pc, sizeof pc, (uint32_t)gx, gy,
                            (uint32_t)gz));
     }
     return LV_OK;
@@ -291,15 +326,16 @@ static lv_status check_causal(const char *op, const lv_tensor *out, const lv_ten
                               const lv_tensor *hist_old, const lv_tensor *hist_new,
                               const lv_tensor *w, const lv_tensor *bias) {
     if (!out || !x || !w) return lv_error(LV_ERR_INVALID, "%s: out, x and w are required", op);
-    LV_TRY(check_tensor(op, "out", out));
-    LV_TRY(check_tensor(op, "x", x));
+    LV_TRY(check_act(op, "out", out));
+    LV_TRY(check_act(op, "x", x));
     LV_TRY(check_tensor(op, "w", w));
     if (x->ndim != 4) return shape_fail(op, "x", x, "[T, H, W, Ci]");
     const lv_tensor *hist[2] = {hist_old, hist_new};
     const char *hname[2] = {"hist_old", "hist_new"};
     for (int i = 0; i < 2; i++) {
         if (!hist[i]) continue;
-        LV_TRY(check_tensor(op, hname[i], hist[i]));
+        LV_TRY(check_act(op, hname[i], hist[i]));
+        LV_TRY(same_dtype(op, hname[i], hist[i], "x", x));
         if (hist[i]->ndim != 3 || hist[i]->shape[0] != x->shape[1] ||
             hist[i]->shape[1] != x->shape[2] || hist[i]->shape[2] != x->shape[3])
             return shape_fail(op, hname[i], hist[i], "[H, W, Ci] of x");
@@ -347,7 +383,8 @@ lv_status lv_op_vae_conv3d(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *x
         return shape_fail(op, "out", out, "[T, H, W, Co] of x and w");
     if (bias && lv_tensor_numel(bias) != Co) return shape_fail(op, "bias", bias, "Co elements");
     if (residual) {
-        LV_TRY(check_tensor(op, "residual", residual));
+        LV_TRY(check_act(op, "residual", residual));
+        LV_TRY(same_dtype(op, "residual", residual, "out", out));
         if (!lv_tensor_same_shape(residual, out)) return shape_fail(op, "residual", residual, "out's shape");
         LV_TRY(lv_check_alias(op, out, "residual", residual, true)); /* in place is allowed */
     }
@@ -456,8 +493,8 @@ lv_status lv_op_vae_rmsnorm(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *
                             const lv_tensor *gamma, int silu) {
     const char *op = "lv_op_vae_rmsnorm";
     if (!out || !x || !gamma) return lv_error(LV_ERR_INVALID, "%s: out, x and gamma are required", op);
-    LV_TRY(check_tensor(op, "out", out));
-    LV_TRY(check_tensor(op, "x", x));
+    LV_TRY(check_act(op, "out", out));
+    LV_TRY(check_act(op, "x", x));
     LV_TRY(check_tensor(op, "gamma", gamma));
     if (!lv_tensor_same_shape(out, x)) return shape_fail(op, "out", out, "the shape of x");
     LV_TRY(lv_check_alias(op, out, "x", x, true));
@@ -484,7 +521,8 @@ lv_status lv_op_vae_rmsnorm(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *
     uint32_t rows_per_wg = cpu ? 8 : 1;
 
     int64_t per;
-    LV_TRY(lv_rows_per_binding(ctx, op, x, (uint64_t)C * 4, &per));
+    const uint64_t row_bytes = (uint64_t)C * (lv_dtype_size(x->dtype) > lv_dtype_size(out->dtype) ? lv_dtype_size(x->dtype) : lv_dtype_size(out->dtype));
+    LV_TRY(lv_rows_per_binding(ctx, op, x, row_bytes, &per));
     for (int64_t r0 = 0; r0 < R; r0 += per) {
         int64_t nr = R - r0 < per ? R - r0 : per;
         lv_tensor vo = lv_rows_view(out, r0, nr, C), vx = lv_rows_view(x, r0, nr, C);
@@ -493,7 +531,7 @@ lv_status lv_op_vae_rmsnorm(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *
         LV_TRY(lv_bindings_prepare(ctx, LV_OP_VAE_RMSNORM, b, 3));
         uint32_t vec4 = C % 4 == 0 && b[0].elem_offset % 4 == 0 && b[1].elem_offset % 4 == 0 &&
                         b[2].elem_offset % 4 == 0;
-        uint32_t spec[3] = {wg, mode, vec4};
+        uint32_t spec[5] = {wg, mode, vec4, (uint32_t)x->dtype, (uint32_t)out->dtype};
         lv_push_vae_rmsnorm pc = {
             .out_offset = b[0].elem_offset,
             .x_offset = b[1].elem_offset,
@@ -505,7 +543,7 @@ lv_status lv_op_vae_rmsnorm(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *
         };
         uint32_t gx, gy;
         lv_grid_1d(ctx, ((uint64_t)nr + rows_per_wg - 1) / rows_per_wg, &gx, &gy);
-        LV_TRY(lv_dispatch(ctx, LV_OP_VAE_RMSNORM, spec, 3, b, 3, &pc, sizeof pc, gx, gy, 1));
+        LV_TRY(lv_dispatch(ctx, LV_OP_VAE_RMSNORM, spec, 5, b, 3, &pc, sizeof pc, gx, gy, 1));
     }
     return LV_OK;
 }
@@ -519,8 +557,8 @@ static lv_status resample_frame(lv_ctx *ctx, const char *op, const lv_tensor *ou
                                 int64_t OH, int64_t OW, int64_t C, int64_t IW, int64_t IC) {
     if (OH == 0 || OW == 0 || C == 0) return LV_OK;
     uint64_t usable = usable_binding(ctx);
-    int64_t ro = (int64_t)(usable / (uint64_t)(OW * C * 4));
-    int64_t ri = (int64_t)(usable / (uint64_t)(IW * IC * 4));
+    int64_t ro = (int64_t)(usable / (uint64_t)(OW * C * (int64_t)lv_dtype_size(out->dtype)));
+    int64_t ri = (int64_t)(usable / (uint64_t)(IW * IC * (int64_t)lv_dtype_size(in->dtype)));
     int64_t band = OH;
     if (band > ro) band = ro;
     /* mode 0 reads (nr + 1) / 2 + 1 rows at most for nr output rows */
@@ -556,7 +594,8 @@ static lv_status resample_frame(lv_ctx *ctx, const char *op, const lv_tensor *ou
             .in_channels = (uint32_t)IC,
             .half_sel = half,
         };
-        LV_TRY(lv_dispatch(ctx, LV_OP_VAE_RESAMPLE, NULL, 0, b, 2, &pc, sizeof pc,
+        uint32_t spec[2] = {(uint32_t)in->dtype, (uint32_t)out->dtype};
+        LV_TRY(lv_dispatch(ctx, LV_OP_VAE_RESAMPLE, spec, 2, b, 2, &pc, sizeof pc,
                            (uint32_t)groups, (uint32_t)nr, 1));
     }
     return LV_OK;
@@ -564,8 +603,8 @@ static lv_status resample_frame(lv_ctx *ctx, const char *op, const lv_tensor *ou
 
 static lv_status check_copy(const char *op, const lv_tensor *out, const lv_tensor *x) {
     if (!out || !x) return lv_error(LV_ERR_INVALID, "%s: out and x are required", op);
-    LV_TRY(check_tensor(op, "out", out));
-    LV_TRY(check_tensor(op, "x", x));
+    LV_TRY(check_act(op, "out", out));
+    LV_TRY(check_act(op, "x", x));
     if (x->ndim != 4) return shape_fail(op, "x", x, "[T, H, W, C]");
     LV_TRY(lv_check_alias(op, out, "x", x, false));
     return LV_OK;
@@ -610,10 +649,12 @@ lv_status lv_op_flash_attention(lv_ctx *ctx, const lv_tensor *out, const lv_tens
                                 const lv_tensor *k, const lv_tensor *v, float scale) {
     const char *op = "lv_op_flash_attention";
     if (!out || !q || !k || !v) return lv_error(LV_ERR_INVALID, "%s: out, q, k and v are required", op);
-    LV_TRY(check_tensor(op, "out", out));
-    LV_TRY(check_tensor(op, "q", q));
-    LV_TRY(check_tensor(op, "k", k));
-    LV_TRY(check_tensor(op, "v", v));
+    LV_TRY(check_act(op, "out", out));
+    LV_TRY(check_act(op, "q", q));
+    LV_TRY(check_act(op, "k", k));
+    LV_TRY(check_act(op, "v", v));
+    LV_TRY(same_dtype(op, "k", k, "q", q));
+    LV_TRY(same_dtype(op, "v", v, "q", q));
     if (q->ndim != 2) return shape_fail(op, "q", q, "[N, D]");
     int64_t N = q->shape[0], D = q->shape[1];
     if (k->ndim != 2 || k->shape[1] != D) return shape_fail(op, "k", k, "[L, D] with D of q");
@@ -638,9 +679,9 @@ lv_status lv_op_flash_attention(lv_ctx *ctx, const lv_tensor *out, const lv_tens
                         (unsigned long long)lv_ctx_max_binding(ctx));
     }
     int64_t per;
-    LV_TRY(lv_rows_per_binding(ctx, op, q, (uint64_t)D * 4, &per));
+    LV_TRY(lv_rows_per_binding(ctx, op, q, (uint64_t)D * 4, &per)); /* rows of q and of out, 4 bytes an element at most */
     uint32_t qb = (uint32_t)lv_env_u64("LONGVK_FA_QB", 1, 1, 64);
-    uint32_t spec[3] = {(uint32_t)((D + 7) / 8), qb, 8};
+    uint32_t spec[5] = {(uint32_t)((D + 7) / 8), qb, 8, (uint32_t)q->dtype, (uint32_t)out->dtype};
     for (int64_t r0 = 0; r0 < N; r0 += per) {
         int64_t nr = N - r0 < per ? N - r0 : per;
         lv_tensor ov = lv_rows_view(out, r0, nr, D), qv = lv_rows_view(q, r0, nr, D);
@@ -658,7 +699,7 @@ lv_status lv_op_flash_attention(lv_ctx *ctx, const lv_tensor *out, const lv_tens
         };
         uint32_t gx, gy;
         lv_grid_1d(ctx, ((uint64_t)nr + qb - 1) / qb, &gx, &gy);
-        LV_TRY(lv_dispatch(ctx, LV_OP_FLASH_ATTN, spec, 3, b, 4, &pc, sizeof pc, gx, gy, 1));
+        LV_TRY(lv_dispatch(ctx, LV_OP_FLASH_ATTN, spec, 5, b, 4, &pc, sizeof pc, gx, gy, 1));
     }
     return LV_OK;
 }

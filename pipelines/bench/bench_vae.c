@@ -58,7 +58,8 @@ static cli_option options[] = {
      .def = "4: frame 0, then 3 timed ones", .help = "latent frames"},
     {.name = "--precision", .kind = CLI_CHOICE, .dest = &args.precision, .choices = cli_precisions,
      .def = "f32, or LONGVK_PRECISION",
-     .help = "f16 on a device with tensor cores: every convolution as f16 columns times the weights on them "
+     .help = "f16: the decoder's activations and history in f16 (half their memory, computed in f32), and on "
+             "a device with tensor cores every convolution as f16 columns times the weights on them "
              "(engine/README.md); f32: the direct kernel"},
 };
 
@@ -150,7 +151,8 @@ int bench_vae(int argc, char **argv) {
     double med = bench_median(times, frames - 1);
     uint64_t peak = lv_ctx_memory_peak(ctx) - base, est = lv_vae_decoder_memory(dec, h, w);
     lv_vae_memory m480;
-    lv_vae_memory_estimate_parts(60, 104, &m480);
+    lv_vae_memory_estimate_parts_at(60, 104, lv_ctx_precision(ctx), &m480); /* f16: f16 activations */
+    const uint64_t est480 = m480.weights + m480.history + m480.work;
     double gflop = 2 * lv_vae_decoder_macs(dec, h, w) / 1e9;
     const int up = arch.upscale;
     const lv_device_info *dev = lv_ctx_device(ctx);
@@ -167,7 +169,7 @@ int bench_vae(int argc, char **argv) {
                dev->name, precision, tmp_made ? "random" : vae, arch.trunk, arch.head_ch, z, h, w, up * h,
                up * w, frames, (long long)fc.frames, first_ms, med, 4e3 / med, gflop, gflop / (med / 1e3),
                (unsigned long long)peak, (unsigned long long)est, bench_peak_rss(),
-               (unsigned long long)lv_vae_memory_estimate(60, 104), (unsigned long long)m480.weights,
+               (unsigned long long)est480, (unsigned long long)m480.weights,
                (unsigned long long)m480.history, (unsigned long long)m480.work);
     } else {
         printf("VAE decode on %s: %s decoder (trunk %d, head %d, z %d), latent %dx%d -> %dx%d pixels, "
@@ -180,7 +182,7 @@ int bench_vae(int argc, char **argv) {
         printf("  device memory: peak %.1f MiB, decoder estimate %.1f MiB; host peak RSS %.1f MiB\n",
                peak / 1048576.0, est / 1048576.0, bench_peak_rss() / 1048576.0);
         printf("  480x832 (latent 60x104) needs %.2f GB of device memory: weights %.2f, conv history "
-               "%.2f, work buffers %.2f\n", lv_vae_memory_estimate(60, 104) / 1e9, m480.weights / 1e9,
+               "%.2f, work buffers %.2f\n", est480 / 1e9, m480.weights / 1e9,
                m480.history / 1e9, m480.work / 1e9);
     }
     rc = 0;

@@ -286,7 +286,8 @@ static cli_option options[] = {
      .help = "the DiT's activations that feed matrix products and the Mix-FFN's convs: f32, or stored as "
              "f16 or bf16 (half their memory, computed in f32; the residual stream, norms and attention stay "
              "f32; f16 also puts the f32-input products on the tensor cores of a device that offers them, "
-             "see `longvk devices`)"},
+             "see `longvk devices`); f16 also stores the VAE decoder's activations and causal history in f16 "
+             "(about half its memory, computed in f32; bf16 leaves the VAE in f32)"},
     {.name = "--parallel-cfg", .kind = CLI_CHOICE, .dest = &args.o.parallel_cfg, .choices = on_off,
      .help = "run CFG's unconditional passes on a second context and thread, beside the conditional ones "
              "(default: on for a CPU device with 2+ cores running kernels inline, see --cpu-threads); the "

@@ -391,7 +391,7 @@ static int is_vae_file(const char *path) {
     char saved[1024];
     snprintf(saved, sizeof saved, "%s", lv_last_error());
     uint64_t memory;
-    int yes = lv_weights_open(path, &w) == LV_OK && lv_vae_weights_memory(w, 60, 104, &memory) == LV_OK;
+    int yes = lv_weights_open(path, &w) == LV_OK && lv_vae_weights_memory(w, 60, 104, LV_PRECISION_F32, &memory) == LV_OK;
     lv_weights_close(w);
     lv_error(LV_ERR_INVALID, "%s", saved); /* a probe: the caller's messages stand */
     return yes;
@@ -402,7 +402,7 @@ static int is_vae_file(const char *path) {
 static void print_vae_memory(const lv_weights *w, int width) {
     uint64_t memory = 0;
     char b[32];
-    if (lv_vae_weights_memory(w, 60, 104, &memory) != LV_OK)
+    if (lv_vae_weights_memory(w, 60, 104, LV_PRECISION_F32, &memory) != LV_OK)
         printf("%-*s unknown: not a decoder longvk can read (%s)\n", width - 1, "memory:", lv_last_error());
     else
         printf("%-*s this decoder at 480x832 (latent 60x104) needs about %s on the device\n", width - 1, "memory:",
@@ -535,7 +535,7 @@ static int print_plan(const lv_sana_config *c, lv_dtype stored, const char *what
         s = lv_gemma2_memory_plan(&g, LV_BF16, text_dtypes[args.text_weights_dtype], 600, in.alignment, &m);
         p.text = m.weights + m.work;
     }
-    if (c->in_channels == 16) p.vae = lv_vae_memory_estimate(p.grid_h, p.grid_w);
+    if (c->in_channels == 16) p.vae = lv_vae_memory_estimate_at(p.grid_h, p.grid_w, p.precision);
     lv_ctx_destroy(ctx);
     if (s != LV_OK) return cli_fail("info");
     const uint64_t with_dit = lv_gen_plan_dit_phase(&p);
@@ -545,7 +545,9 @@ static int print_plan(const lv_sana_config *c, lv_dtype stored, const char *what
                                             "Gemma-2 2B, f16, 600 tokens", "Gemma-2 2B, bf16, 600 tokens",
                                             "Gemma-2 2B, q8_0, 600 tokens", "Gemma-2 2B, q4_K, 600 tokens"};
     cli_print_plan(stdout, &p, latent_model ? text_what[args.text_weights_dtype] : NULL,
-                   c->in_channels == 16 ? "Wan2.1, untiled" : NULL);
+                   c->in_channels != 16 ? NULL
+                   : lv_vae_activation_dtype(p.precision) == LV_F16 ? "Wan2.1, untiled, f16 activations"
+                                                                    : "Wan2.1, untiled, f32 activations");
     return 0;
 }
 

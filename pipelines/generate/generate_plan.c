@@ -20,6 +20,19 @@ static int largest_chunk(const gen_run *r, int block_frames) {
 /* The DiT's part of p under a weights rule, an activation precision and a block length, and
  * the peak again; the parts that do not depend on them (text, VAE, device) stay as p has
  * them. p->twin nonzero: CFG's twin runs (sized here). */
+/* The VAE decoder this process makes (a latent model's, where it decodes), its activations at
+ * `precision` (f16 halves its history and work buffers: lv_vae_activation_dtype); 0 if none. */
+static lv_status plan_vae(const gen_run *r, lv_precision precision, uint64_t *vae) {
+    *vae = 0;
+    const bool decodes = r->root || (r->sp && (!r->o.cfg_partner || r->o.cfg_partner->role == LV_CFG_COND));
+    if (!r->o.vae_path || r->m.card.pixel || !decodes) return LV_OK;
+    lv_weights *w = NULL;
+    LV_TRY(lv_weights_open(r->o.vae_path, &w));
+    lv_status s = lv_vae_weights_memory(w, r->grid_h, r->grid_w, precision, vae);
+    lv_weights_close(w);
+    return s;
+}
+
 static lv_status plan_dit(const gen_run *r, const lv_dit_plan_input *device, int weights, lv_precision precision,
                           int block_frames, lv_generate_plan *p) {
     const lv_sana_config *cfg = lv_sana_file_config(r->m.file);
@@ -37,6 +50,7 @@ static lv_status plan_dit(const gen_run *r, const lv_dit_plan_input *device, int
     in.text_slots = p->text_slots;
     in.cached_blocks = r->o.cached_blocks;
     LV_TRY(lv_dit_memory_plan_of(cfg, &in, &p->dit));
+    if (p->vae) LV_TRY(plan_vae(r, precision, &p->vae)); /* a suggested precision changes it too */
     if (p->twin) p->twin = p->dit.passes;
     const uint64_t with_dit = lv_gen_plan_dit_phase(p);
     p->peak = p->text > with_dit ? p->text : with_dit;
@@ -69,14 +83,7 @@ lv_status lv_gen_plan(gen_run *r, bool twin, lv_generate_plan *p) {
     p->stored = qkv ? qkv->dtype : LV_F32;
     const uint64_t align = lv_ctx_alloc_alignment(r->ctx);
     if (r->use_encoder && r->root) p->text = lv_text_encoder_memory_plan(r->text, align);
-    const bool decodes = r->root || (r->sp && (!r->o.cfg_partner || r->o.cfg_partner->role == LV_CFG_COND));
-    if (r->o.vae_path && !r->m.card.pixel && decodes) {
-        lv_weights *w = NULL;
-        LV_TRY(lv_weights_open(r->o.vae_path, &w));
-        lv_status s = lv_vae_weights_memory(w, r->grid_h, r->grid_w, &p->vae);
-        lv_weights_close(w);
-        LV_TRY(s);
-    }
+    LV_TRY(plan_vae(r, lv_ctx_precision(r->ctx), &p->vae));
     p->twin = twin; /* a flag until plan_dit sizes it */
     lv_dit_plan_input device = {0};
     lv_dit_plan_device(r->ctx, &device);

@@ -52,6 +52,34 @@ static lv_tensor hist_frame(const vae_hist *h, int i) {
     return lv_tensor_view(&h->frames, i * shape[0] * shape[1] * shape[2], 3, shape);
 }
 
+lv_dtype vae_act_dtype(const lv_vae_decoder *d) { return d->comm ? LV_F32 : d->act; }
+
+lv_dtype lv_vae_activation_dtype(lv_precision precision) { return precision == LV_PRECISION_F16 ? LV_F16 : LV_F32; }
+
+/* Host floats into t (f32, or f16 rounded on the host). */
+static lv_status write_floats(lv_ctx *ctx, const lv_tensor *t, const float *host) {
+    if (t->dtype == LV_F32) return lv_tensor_write(ctx, t, host, lv_tensor_nbytes(t));
+    const int64_t n = lv_tensor_numel(t);
+    uint16_t *h = malloc((size_t)n * sizeof *h);
+    if (!h) return lv_error(LV_ERR_NOMEM, "VAE decoder: out of host memory for %lld values", (long long)n);
+    for (int64_t i = 0; i < n; i++) h[i] = lv_float_to_half(host[i]);
+    lv_status s = lv_tensor_write(ctx, t, h, lv_tensor_nbytes(t));
+    free(h);
+    return s;
+}
+
+/* t (f32 or f16) into host floats. */
+static lv_status read_floats(lv_ctx *ctx, const lv_tensor *t, float *host) {
+    if (t->dtype == LV_F32) return lv_tensor_read(ctx, t, host, lv_tensor_nbytes(t));
+    const int64_t n = lv_tensor_numel(t);
+    uint16_t *h = malloc((size_t)n * sizeof *h);
+    if (!h) return lv_error(LV_ERR_NOMEM, "VAE decoder: out of host memory for %lld values", (long long)n);
+    lv_status s = lv_tensor_read(ctx, t, h, lv_tensor_nbytes(t));
+    for (int64_t i = 0; s == LV_OK && i < n; i++) host[i] = lv_half_to_float(h[i]);
+    free(h);
+    return s;
+}
+
 static void tap(lv_vae_decoder *d, lv_ctx *ctx, const char *name, const lv_tensor *t) {
     if (d->tap && !d->comm) d->tap(d->tap_user, name, ctx, t); /* whole frames only */
 }
@@ -191,7 +219,7 @@ static lv_status resample_conv(lv_ctx *ctx, lv_vae_decoder *d, const vae_conv *c
 /* Latent frames [T, h, w, z] from the host into x [T, H, w, z]: over bands, each band's
  * rows with the rows next to it as its halo rows (every process has the whole frame). */
 static lv_status write_latents(lv_ctx *ctx, const lv_vae_decoder *d, const lv_tensor *x, const float *host) {
-    if (!d->comm) return lv_tensor_write(ctx, x, host, lv_tensor_nbytes(x));
+    if (!d->comm) return write_floats(ctx, x, host);
     const int64_t T = x->shape[0], H = x->shape[1], row = x->shape[2] * x->shape[3];
     float *stacked = malloc((size_t)lv_tensor_numel(x) * sizeof *stacked);
     if (!stacked) return lv_error(LV_ERR_NOMEM, "VAE decoder: out of host memory for %lld latent rows", (long long)(T * H));
@@ -295,7 +323,7 @@ static lv_status run_step(lv_ctx *ctx, lv_vae_decoder *d, const float *x_host, i
      * every band to the process holding band 0, which alone passes frames on */
     const int64_t OH = (int64_t)d->h * scale, P = OH * W, oc = a->out_ch;
     if (d->comm) LV_TRY(lv_sp_comm_gather_stacked(d->comm, ctx, &rgb, d->h, scale, so->raw, true));
-    else LV_TRY(lv_tensor_read(ctx, &rgb, so->raw, lv_tensor_nbytes(&rgb)));
+    else LV_TRY(read_floats(ctx, &rgb, so->raw));
     if (d->comm && lv_sp_comm_first(d->comm) != 0) {
         d->frames_done += T;
         return LV_OK;
@@ -327,13 +355,13 @@ static lv_status band_plan(const lv_vae_decoder *d, int h, int w, vae_memory *m)
         lv_status s = lv_sp_stacked_height(d->comm, h, 1, &rows);
         if (s != LV_OK) return lv_error_prefix(s, "VAE decoder at latent %d x %d", h, w);
     }
-    vae_arch_memory(&d->arch, (int)rows, w, d->step_frames, m);
+    vae_arch_memory(&d->arch, (int)rows, w, d->step_frames, vae_act_dtype(d), m);
     if (d->comm) {
         const uint64_t attn = (uint64_t)d->step_frames * ((uint64_t)rows + 2u * (uint64_t)h) * (uint64_t)w *
                               (uint64_t)d->arch.trunk;
         if (attn > m->work_elems) {
             m->work_elems = attn;
-            m->work = 3 * 4 * attn;
+            m->work = 3 * lv_dtype_size(vae_act_dtype(d)) * attn;
         }
     }
     return LV_OK;
@@ -342,14 +370,16 @@ static lv_status band_plan(const lv_vae_decoder *d, int h, int w, vae_memory *m)
 lv_status vae_ensure_buffers(lv_ctx *ctx, lv_vae_decoder *d, int h, int w) {
     vae_memory m;
     LV_TRY(band_plan(d, h, w, &m));
-    if (d->h != h || d->w != w) {
+    const lv_dtype act = vae_act_dtype(d);
+    if (d->h != h || d->w != w || d->buf_dtype != act) {
         d->h = h;
         d->w = w;
+        d->buf_dtype = act;
         for (int i = 0; i < d->nslots; i++) {
             vae_hist *hs = &d->hist[i];
             lv_tensor_free(ctx, &hs->frames);
             int64_t shape[4] = {2, rows_at(d, hs->scale), (int64_t)w * hs->scale, hs->C};
-            lv_status s = lv_tensor_create(ctx, LV_F32, 4, shape, &hs->frames);
+            lv_status s = lv_tensor_create(ctx, act, 4, shape, &hs->frames);
             if (s != LV_OK) {
                 d->h = d->w = 0;
                 return lv_error_prefix(s, "VAE decoder at latent %d x %d: conv history", h, w);
@@ -362,7 +392,7 @@ lv_status vae_ensure_buffers(lv_ctx *ctx, lv_vae_decoder *d, int h, int w) {
         for (int i = 0; i < 3; i++) {
             lv_tensor_free(ctx, &d->work[i]);
             int64_t n = (int64_t)m.work_elems;
-            lv_status s = lv_tensor_create(ctx, LV_F32, 1, &n, &d->work[i]);
+            lv_status s = lv_tensor_create(ctx, act, 1, &n, &d->work[i]);
             if (s != LV_OK) {
                 d->work_elems = 0;
                 return lv_error_prefix(s, "VAE decoder at latent %d x %d: work buffers", h, w);
@@ -381,6 +411,7 @@ lv_status lv_vae_decoder_create(lv_ctx *ctx, const lv_weights *weights, lv_vae_d
     lv_vae_decoder *d = calloc(1, sizeof *d);
     if (!d) return lv_error(LV_ERR_NOMEM, "out of host memory");
     d->step_frames = 1;
+    d->act = lv_vae_activation_dtype(lv_ctx_precision(ctx));
     lv_status s = vae_load(ctx, weights, d);
     if (s != LV_OK) {
         vae_free_tensors(ctx, d);
@@ -545,20 +576,26 @@ lv_status lv_vae_decode_frames(lv_ctx *ctx, lv_vae_decoder *dec, const float *la
     return lv_vae_decode_frames_cb(ctx, dec, latents, n, h, w, to_array, &s);
 }
 
-uint64_t lv_vae_memory_estimate(int h, int w) {
+uint64_t lv_vae_memory_estimate_at(int h, int w, lv_precision precision) {
     vae_arch arch;
     vae_arch_wan21(&arch);
     vae_memory m;
-    vae_arch_memory(&arch, h, w, 1, &m);
+    vae_arch_memory(&arch, h, w, 1, lv_vae_activation_dtype(precision), &m);
     return m.weights + m.history + m.work;
 }
 
-void lv_vae_memory_estimate_parts(int h, int w, lv_vae_memory *out) {
+uint64_t lv_vae_memory_estimate(int h, int w) { return lv_vae_memory_estimate_at(h, w, LV_PRECISION_F32); }
+
+void lv_vae_memory_estimate_parts_at(int h, int w, lv_precision precision, lv_vae_memory *out) {
     vae_arch arch;
     vae_arch_wan21(&arch);
     vae_memory m;
-    vae_arch_memory(&arch, h, w, 1, &m);
+    vae_arch_memory(&arch, h, w, 1, lv_vae_activation_dtype(precision), &m);
     *out = (lv_vae_memory){.weights = m.weights, .history = m.history, .work = m.work};
+}
+
+void lv_vae_memory_estimate_parts(int h, int w, lv_vae_memory *out) {
+    lv_vae_memory_estimate_parts_at(h, w, LV_PRECISION_F32, out);
 }
 
 void lv_vae_decoder_info(const lv_vae_decoder *dec, lv_vae_info *out) {
@@ -592,6 +629,6 @@ lv_status lv_vae_expected_tensors(int dim, int z, lv_vae_tensor_spec **out, int 
 
 uint64_t lv_vae_decoder_memory(const lv_vae_decoder *dec, int h, int w) {
     vae_memory m;
-    if (band_plan(dec, h, w, &m) != LV_OK) vae_arch_memory(&dec->arch, h, w, dec->step_frames, &m);
+    if (band_plan(dec, h, w, &m) != LV_OK) vae_arch_memory(&dec->arch, h, w, dec->step_frames, vae_act_dtype(dec), &m);
     return m.weights + m.history + m.work;
 }

@@ -101,7 +101,8 @@ static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 /* Walks one step of `step` latent frames as pipelines/wan_vae/wan_vae.c runs it (a later step:
  * every upsample3d doubles the frames; the first step has fewer) and records the largest
  * activation any of the three work buffers must hold, and the history of every slot. */
-void vae_arch_memory(const vae_arch *arch, int h, int w, int step, vae_memory *m) {
+void vae_arch_memory(const vae_arch *arch, int h, int w, int step, lv_dtype act_dtype, vae_memory *m) {
+    const uint64_t e = lv_dtype_size(act_dtype);
     uint64_t T = (uint64_t)step, H = (uint64_t)h, W = (uint64_t)w, P = H * W;
     uint64_t z = (uint64_t)arch->z, t = (uint64_t)arch->trunk;
     uint64_t act = T * P * z, hist = 2 * P * z; /* the latents, conv2, conv1's history */
@@ -131,9 +132,9 @@ void vae_arch_memory(const vae_arch *arch, int h, int w, int step, vae_memory *m
     act = max_u64(act, T * P * max_u64(hc, (uint64_t)arch->out_ch));
     hist += 2 * P * hc;
     m->weights = 4 * vae_arch_params(arch);
-    m->history = 4 * hist;
+    m->history = e * hist;
     m->work_elems = act;
-    m->work = 3 * 4 * act;
+    m->work = 3 * e * act;
 }
 
 /* Walks the structure as a decode of one later latent frame does (every upsample3d doubles

@@ -49,9 +49,10 @@ uint64_t vae_arch_params(const vae_arch *arch);
 /* Device memory of a decode at latent h x w in steps of `step` latent frames. */
 typedef struct vae_memory {
     uint64_t weights, history, work;
-    uint64_t work_elems; /* floats in each of the 3 work buffers */
+    uint64_t work_elems; /* elements in each of the 3 work buffers */
 } vae_memory;
-void vae_arch_memory(const vae_arch *arch, int h, int w, int step, vae_memory *m);
+/* act: the activations' dtype (the work buffers and the history frames: f32 or f16). */
+void vae_arch_memory(const vae_arch *arch, int h, int w, int step, lv_dtype act, vae_memory *m);
 /* Multiply-adds of one later latent frame at latent h x w (lv_vae_decoder_macs). */
 double vae_arch_macs(const vae_arch *arch, int h, int w);
 /* The tensors of the structure under the original names, in module order, into out (at
@@ -115,6 +116,8 @@ struct lv_vae_decoder {
     int64_t frames_done;
     lv_tensor work[3];
     uint64_t work_elems;
+    lv_dtype act;              /* the activations' dtype when not over bands (vae_act_dtype) */
+    lv_dtype buf_dtype;        /* the dtype work and the history frames were made in */
     lv_vae_tap tap;
     void *tap_user;
 
@@ -123,6 +126,10 @@ struct lv_vae_decoder {
     struct lv_sp_comm *comm, *own_comm;
     bool comm_checked;         /* D4 (every rank on the same kind of device) asked */
 };
+
+/* The activations' dtype (work buffers, history frames): the decoder's (lv_vae_activation_dtype
+ * of its context's precision), f32 over bands (the halo exchange and the gathers move f32 rows). */
+lv_dtype vae_act_dtype(const lv_vae_decoder *d);
 
 /* wan_vae_weights.c: reads the structure and uploads every weight (dec zeroed before). */
 lv_status vae_load(lv_ctx *ctx, const lv_weights *weights, lv_vae_decoder *dec);

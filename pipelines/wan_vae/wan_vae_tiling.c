@@ -300,7 +300,7 @@ lv_status lv_vae_tile_stream_create(lv_vae_decoder *dec, int h, int w, const lv_
     /* what the tiles' histories will hold on the host: every slot of a tile, two frames */
     uint64_t per_tile = 0;
     for (int i = 0; i < dec->nslots; i++)
-        per_tile += 2ull * th * dec->hist[i].scale * tw * dec->hist[i].scale * dec->hist[i].C * sizeof(float);
+        per_tile += 2ull * th * dec->hist[i].scale * tw * dec->hist[i].scale * dec->hist[i].C * lv_dtype_size(vae_act_dtype(dec));
     s->host_bytes = per_tile * (uint64_t)n;
     *out = s;
     return LV_OK;

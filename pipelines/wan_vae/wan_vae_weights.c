@@ -269,7 +269,7 @@ static lv_status loader_structure(vae_loader *L, vae_arch *arch) {
     return read_structure(L, arch);
 }
 
-lv_status lv_vae_weights_memory(const lv_weights *weights, int h, int w, uint64_t *bytes) {
+lv_status lv_vae_weights_memory(const lv_weights *weights, int h, int w, lv_precision precision, uint64_t *bytes) {
     if (!weights || !bytes) return lv_error(LV_ERR_INVALID, "lv_vae_weights_memory: %s is NULL", !weights ? "the weights" : "bytes");
     *bytes = 0;
     if (h < 1 || w < 1) return lv_error(LV_ERR_INVALID, "lv_vae_weights_memory: latent size %d x %d", h, w);
@@ -277,7 +277,7 @@ lv_status lv_vae_weights_memory(const lv_weights *weights, int h, int w, uint64_
     vae_arch arch = {0}; /* read_structure counts nups up from here */
     LV_TRY(loader_structure(&L, &arch));
     vae_memory m;
-    vae_arch_memory(&arch, h, w, 1, &m);
+    vae_arch_memory(&arch, h, w, 1, lv_vae_activation_dtype(precision), &m);
     *bytes = m.weights + m.history + m.work;
     return LV_OK;
 }

@@ -47,9 +47,26 @@ static void round_to(float *x, size_t n) {
                                       : lv_bf16_to_float(lv_float_to_bf16(x[i]));
 }
 
+/* The activations' dtype (x, the history frames, the residual, out): f32, or f16 in
+ * f16_activations_match_reference, whose inputs are then f16 values (round_to), so that only
+ * the output's rounding to f16 is new: at most 2^-11 |want| <= 2^-11 mag for a normal f16
+ * and 2^-25 (half the subnormal spacing) below. */
+static lv_dtype act = LV_F32;
+#define U16 4.8828125e-04 /* 2^-11 */
+
+static lv_tensor act_tensor(lv_ctx *ctx, int ndim, const int64_t *shape, const float *data) {
+    return ts_tensor(ctx, act, ndim, shape, data);
+}
+static lv_tensor act_empty(lv_ctx *ctx, int ndim, const int64_t *shape) {
+    lv_tensor t;
+    cr_assert_eq(lv_tensor_create(ctx, act, ndim, shape, &t), LV_OK, "%s", lv_last_error());
+    return t;
+}
+
 static void check_conv_bound(const char *what, const float *got, const float *want,
                              const double *mag, size_t n, int terms) {
-    ts_check_bound(what, got, want, mag, n, (terms + 3) * U);
+    if (act == LV_F32) ts_check_bound(what, got, want, mag, n, (terms + 3) * U);
+    else ts_check_bound_abs(what, got, want, mag, n, (terms + 3) * U + U16, U16 / 16384);
 }
 
 static float *packed(const float *torch_w, int co, int ci, int kt, int ks) {
@@ -80,15 +97,16 @@ static void conv3d_run(lv_ctx *ctx, const conv3d_case *c, uint64_t seed) {
     float *wt = ts_rand_alloc(nw, seed + 3, -1, 1), *bias = ts_rand_alloc((size_t)Co, seed + 4, -1, 1);
     round_to(wt, nw);
     float *res = ts_rand_alloc((size_t)T * fr_out, seed + 5, -1, 1);
+    if (act != LV_F32) ts_round_to(act, res, (size_t)T * fr_out);
     float *wp = packed(wt, Co, Ci, 3, ks);
 
     int64_t xs[4] = {T, H, W, Ci}, hs[3] = {H, W, Ci}, ws[5] = {Co, 3, ks, ks, Ci}, bs[1] = {Co};
     int64_t os[4] = {T, H, W, Co};
-    lv_tensor tx = ts_tensor(ctx, LV_F32, 4, xs, s + 2 * fr_in);
-    lv_tensor told = ts_tensor(ctx, LV_F32, 3, hs, s), tnew = ts_tensor(ctx, LV_F32, 3, hs, s + fr_in);
+    lv_tensor tx = act_tensor(ctx, 4, xs, s + 2 * fr_in);
+    lv_tensor told = act_tensor(ctx, 3, hs, s), tnew = act_tensor(ctx, 3, hs, s + fr_in);
     lv_tensor tw = ts_tensor(ctx, LV_F32, 5, ws, wp), tb = ts_tensor(ctx, LV_F32, 1, bs, bias);
-    lv_tensor tres = ts_tensor(ctx, LV_F32, 4, os, res);
-    lv_tensor tout = c->residual == 2 ? tres : ts_empty(ctx, 4, os);
+    lv_tensor tres = act_tensor(ctx, 4, os, res);
+    lv_tensor tout = c->residual == 2 ? tres : act_empty(ctx, 4, os);
     cr_assert_eq(lv_op_vae_conv3d(ctx, &tout, &tx, c->hist_old ? &told : NULL,
                                   c->hist_new ? &tnew : NULL, &tw, c->bias ? &tb : NULL,
                                   c->residual ? &tres : NULL),
@@ -100,8 +118,8 @@ static void conv3d_run(lv_ctx *ctx, const conv3d_case *c, uint64_t seed) {
     ref_vae_conv(want, mag, s, T + 2, H, W, Ci, wt, Co, 3, ks, c->bias ? bias : NULL,
                  c->residual ? res : NULL);
     char what[128];
-    snprintf(what, sizeof what, "conv3d T%d %dx%d Ci%d Co%d k%d hist%d%d b%d r%d", T, H, W, Ci,
-             Co, ks, c->hist_old, c->hist_new, c->bias, c->residual);
+    snprintf(what, sizeof what, "conv3d %s T%d %dx%d Ci%d Co%d k%d hist%d%d b%d r%d", lv_dtype_name(act), T, H, W,
+             Ci, Co, ks, c->hist_old, c->hist_new, c->bias, c->residual);
     check_conv_bound(what, got, want, mag, n, 3 * ks * ks * Ci + 2);
     free(got), free(want), free(mag);
     lv_tensor_free(ctx, &tx), lv_tensor_free(ctx, &told), lv_tensor_free(ctx, &tnew);
@@ -147,10 +165,10 @@ static void time_conv_run(lv_ctx *ctx, int T, int H, int W, int C, int hist, uin
     float *wp = packed(wt, 2 * C, C, 3, 1);
     int64_t xs[4] = {T, H, W, C}, hs[3] = {H, W, C}, ws[5] = {2 * C, 3, 1, 1, C}, bs[1] = {2 * C};
     int64_t os[4] = {2 * T, H, W, C};
-    lv_tensor tx = ts_tensor(ctx, LV_F32, 4, xs, s + 2 * fr);
-    lv_tensor told = ts_tensor(ctx, LV_F32, 3, hs, s), tnew = ts_tensor(ctx, LV_F32, 3, hs, s + fr);
+    lv_tensor tx = act_tensor(ctx, 4, xs, s + 2 * fr);
+    lv_tensor told = act_tensor(ctx, 3, hs, s), tnew = act_tensor(ctx, 3, hs, s + fr);
     lv_tensor tw = ts_tensor(ctx, LV_F32, 5, ws, wp), tb = ts_tensor(ctx, LV_F32, 1, bs, bias);
-    lv_tensor tout = ts_empty(ctx, 4, os);
+    lv_tensor tout = act_empty(ctx, 4, os);
     cr_assert_eq(lv_op_vae_time_conv(ctx, &tout, &tx, hist ? &told : NULL, hist ? &tnew : NULL,
                                      &tw, &tb),
                  LV_OK, "%s", lv_last_error());
@@ -169,7 +187,7 @@ static void time_conv_run(lv_ctx *ctx, int T, int H, int W, int C, int hist, uin
                     mag[((size_t)(2 * t + half) * P + p) * C + ch] =
                         cmag[((size_t)t * P + p) * 2 * C + (size_t)half * C + ch];
     char what[96];
-    snprintf(what, sizeof what, "time_conv T%d %dx%d C%d hist%d", T, H, W, C, hist);
+    snprintf(what, sizeof what, "time_conv %s T%d %dx%d C%d hist%d", lv_dtype_name(act), T, H, W, C, hist);
     check_conv_bound(what, got, want, mag, n, 3 * C + 1);
     free(got), free(conv), free(want), free(cmag), free(mag);
     lv_tensor_free(ctx, &tx), lv_tensor_free(ctx, &told), lv_tensor_free(ctx, &tnew);
@@ -202,8 +220,8 @@ static void conv2d_rows_run(lv_ctx *ctx, int T, int H, int W, int Ci, int Co, in
     float *wp = packed(wt, Co, Ci, 1, 3);
     int64_t xs[4] = {T, H, W, Ci}, ws[5] = {Co, 1, 3, 3, Ci}, bs[1] = {Co}, os[4] = {T, OH, OW, Co};
     int64_t rs[4] = {T, R, OW, Co};
-    lv_tensor tx = ts_tensor(ctx, LV_F32, 4, xs, x), tw = ts_tensor(ctx, LV_F32, 5, ws, wp);
-    lv_tensor tb = ts_tensor(ctx, LV_F32, 1, bs, bias), tout = ts_empty(ctx, 4, os), trows = ts_empty(ctx, 4, rs);
+    lv_tensor tx = act_tensor(ctx, 4, xs, x), tw = ts_tensor(ctx, LV_F32, 5, ws, wp);
+    lv_tensor tb = ts_tensor(ctx, LV_F32, 1, bs, bias), tout = act_empty(ctx, 4, os), trows = act_empty(ctx, 4, rs);
     cr_assert_eq(lv_op_vae_conv2d(ctx, &tout, &tx, &tw, &tb, up), LV_OK, "%s", lv_last_error());
     if (nrows)
         cr_assert_eq(lv_op_vae_conv2d_rows(ctx, &trows, &tx, &tw, &tb, up, row0), LV_OK, "%s", lv_last_error());
@@ -227,7 +245,8 @@ static void conv2d_rows_run(lv_ctx *ctx, int T, int H, int W, int Ci, int Co, in
                          "conv's", row0, nrows, t);
         }
     char what[96];
-    snprintf(what, sizeof what, "conv2d T%d %dx%d Ci%d Co%d up%d rows %d+%d", T, H, W, Ci, Co, up, row0, R);
+    snprintf(what, sizeof what, "conv2d %s T%d %dx%d Ci%d Co%d up%d rows %d+%d", lv_dtype_name(act), T, H, W, Ci, Co,
+             up, row0, R);
     check_conv_bound(what, got, want, mag, (size_t)T * R * per_row, 9 * Ci + 1);
     if (up) free(src);
     if (nrows) free(got);
@@ -442,9 +461,10 @@ static void rmsnorm_run(lv_ctx *ctx, int rows, int C, int silu, int zero_row, ui
     size_t n = (size_t)rows * C;
     float *x = ts_rand_alloc(n, seed, -2, 2), *g = ts_rand_alloc((size_t)C, seed + 1, 0.5f, 1.5f);
     if (zero_row) memset(x, 0, (size_t)C * sizeof *x);
+    if (act != LV_F32) ts_round_to(act, x, n);
     int64_t xs[2] = {rows, C}, gs[4] = {C, 1, 1, 1};
-    lv_tensor tx = ts_tensor(ctx, LV_F32, 2, xs, x), tg = ts_tensor(ctx, LV_F32, 4, gs, g);
-    lv_tensor tout = ts_empty(ctx, 2, xs);
+    lv_tensor tx = act_tensor(ctx, 2, xs, x), tg = ts_tensor(ctx, LV_F32, 4, gs, g);
+    lv_tensor tout = act_empty(ctx, 2, xs);
     cr_assert_eq(lv_op_vae_rmsnorm(ctx, &tout, &tx, &tg, silu), LV_OK, "%s", lv_last_error());
     /* in place as well */
     cr_assert_eq(lv_op_vae_rmsnorm(ctx, &tx, &tx, &tg, silu), LV_OK, "%s", lv_last_error());
@@ -455,9 +475,10 @@ static void rmsnorm_run(lv_ctx *ctx, int rows, int C, int silu, int zero_row, ui
     for (size_t i = 0; i < n; i++) {
         cr_assert(isfinite(got[i]), "rmsnorm: out[%zu] = %g", i, got[i]);
         double err = fabs((double)got[i] - want[i]);
-        double tol = (C + 32) * U * fabs((double)want[i]) + 1e-30;
-        cr_assert(err <= tol, "rmsnorm %dx%d silu%d: out[%zu] = %.9g, want %.9g", rows, C, silu,
-                  i, got[i], want[i]);
+        double tol = act == LV_F32 ? (C + 32) * U * fabs((double)want[i]) + 1e-30
+                                   : ((C + 32) * U + U16) * fabs((double)want[i]) + U16 / 16384;
+        cr_assert(err <= tol, "rmsnorm %s %dx%d silu%d: out[%zu] = %.9g, want %.9g", lv_dtype_name(act), rows, C,
+                  silu, i, got[i], want[i]);
         if (err / tol > worst) worst = err / tol;
         cr_assert_eq(got[i], got_inplace[i], "rmsnorm in place differs at %zu", i);
     }
@@ -526,15 +547,85 @@ Test(vae_ops, copies_split_over_small_bindings) {
     ts_ctx_done(ctx);
 }
 
+/* ---- f16 activations (the decoder at f16 precision) -------------------------------------- */
+
+/* The same kernels with x, the history, the residual and out in f16 (weights, biases and
+ * gammas f32): the direct conv's vec4 and scalar paths, in place, the row bands, the
+ * upsampled conv, the time_conv, the norm, the copies, the attention, and the convs as
+ * columns and a product. Bounds: the f32 ones plus the output's rounding (act, above). */
+static void attention_run(lv_ctx *ctx, int N, int L, int D, uint64_t seed); /* below */
+
+Test(vae_ops, f16_activations_match_reference) {
+    act = LV_F16;
+    round_inputs = LV_F16;
+    lv_ctx *ctx = ts_ctx();
+    const conv3d_case cases[] = {
+        {1, 5, 7, 8, 12, 3, 1, 1, 1, 0},   /* vec4 path, both history frames */
+        {3, 4, 9, 5, 3, 3, 0, 0, 1, 0},    /* odd Ci (scalar path), odd Co */
+        {2, 6, 10, 16, 20, 3, 0, 1, 1, 2}, /* residual in place */
+        {4, 3, 5, 4, 9, 3, 1, 1, 0, 1},    /* separate residual */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) conv3d_run(ctx, &cases[i], 2100 + 10 * i);
+    time_conv_run(ctx, 2, 2, 9, 7, 1, 2200);
+    conv2d_run(ctx, 2, 3, 5, 8, 6, 1, 2300);
+    conv2d_rows_run(ctx, 1, 4, 5, 4, 5, 1, 3, 2, 2310);
+    rmsnorm_run(ctx, 37, 32, 1, 1, 2400);
+    rmsnorm_run(ctx, 5, 7, 0, 0, 2410);
+    attention_run(ctx, 24, 24, 32, 2500);
+    attention_run(ctx, 13, 20, 40, 2510);
+    /* copies of f16 values stay exact */
+    int64_t xs[4] = {2, 3, 5, 4}, us[4] = {2, 6, 10, 4}, is[4] = {4, 3, 5, 2};
+    size_t n = 2 * 3 * 5 * 4;
+    float *x = ts_rand_alloc(n, 2600, -1, 1);
+    ts_round_to(LV_F16, x, n);
+    lv_tensor tx = act_tensor(ctx, 4, xs, x), tu = act_empty(ctx, 4, us), ti = act_empty(ctx, 4, is);
+    cr_assert_eq(lv_op_vae_upsample2x(ctx, &tu, &tx), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_op_vae_interleave_halves(ctx, &ti, &tx), LV_OK, "%s", lv_last_error());
+    float *got = ts_read(ctx, &tu), *want = malloc(4 * n * sizeof *want);
+    ref_vae_upsample2x(want, x, 2, 3, 5, 4);
+    cr_assert_eq(memcmp(got, want, 4 * n * sizeof *got), 0, "f16 upsample2x differs");
+    free(got);
+    got = ts_read(ctx, &ti);
+    ref_vae_interleave_halves(want, x, 2, 3, 5, 2);
+    cr_assert_eq(memcmp(got, want, n * sizeof *got), 0, "f16 interleave differs");
+    free(got), free(want), free(x);
+    lv_tensor_free(ctx, &tx), lv_tensor_free(ctx, &tu), lv_tensor_free(ctx, &ti);
+    ts_ctx_done(ctx);
+    /* 8 KiB bindings: the conv's row bands */
+    ctx = ts_ctx_with_binding(8192);
+    conv3d_case c = {2, 12, 33, 8, 8, 3, 1, 1, 1, 1};
+    conv3d_run(ctx, &c, 2700);
+    ts_ctx_done(ctx);
+    /* the columns and a product (f16 columns at f16 precision): a 16-bit out with a residual
+     * takes the product in f32 rows, then adds the residual (ops_vae.c, conv_frame_gemm) */
+    setenv("LONGVK_VAE_CONV", "gemm", 1);
+    lv_ctx_options opt;
+    lv_ctx_options_default(&opt);
+    opt.precision = LV_PRECISION_F16;
+    ctx = ts_ctx_with(opt);
+    for (size_t i = 1; i < 4; i++) conv3d_run(ctx, &cases[i], 2800 + 10 * i); /* none, in place, separate */
+    conv2d_run(ctx, 2, 3, 5, 8, 6, 1, 2850);
+    cr_assert_not_null(ctx->scratch.alloc, "no columns were made: the direct kernel ran");
+    ts_ctx_done(ctx);
+    unsetenv("LONGVK_VAE_CONV");
+    act = LV_F32;
+    round_inputs = LV_F32;
+}
+
 /* ---- flash attention ---------------------------------------------------------------------- */
 
 static void attention_run(lv_ctx *ctx, int N, int L, int D, uint64_t seed) {
     float *q = ts_rand_alloc((size_t)N * D, seed, -1, 1);
     float *k = ts_rand_alloc((size_t)L * D, seed + 1, -1, 1);
     float *v = ts_rand_alloc((size_t)L * D, seed + 2, -1, 1);
+    if (act != LV_F32) {
+        ts_round_to(act, q, (size_t)N * D);
+        ts_round_to(act, k, (size_t)L * D);
+        ts_round_to(act, v, (size_t)L * D);
+    }
     int64_t qs[2] = {N, D}, ks[2] = {L, D};
-    lv_tensor tq = ts_tensor(ctx, LV_F32, 2, qs, q), tk = ts_tensor(ctx, LV_F32, 2, ks, k);
-    lv_tensor tv = ts_tensor(ctx, LV_F32, 2, ks, v), to = ts_empty(ctx, 2, qs);
+    lv_tensor tq = act_tensor(ctx, 2, qs, q), tk = act_tensor(ctx, 2, ks, k);
+    lv_tensor tv = act_tensor(ctx, 2, ks, v), to = act_empty(ctx, 2, qs);
     double scale = 1.0 / sqrt((double)D);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -547,7 +638,10 @@ static void attention_run(lv_ctx *ctx, int N, int L, int D, uint64_t seed) {
     cr_log_info("flash attention N%d L%d D%d: nmse %.3g, max|err| %.3g (%.2f s on the device)", N,
                 L, D, e, ts_max_abs_diff(got, want, (size_t)N * D),
                 (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
-    cr_assert(e <= 1e-9, "flash attention N%d L%d D%d: nmse %.3g > 1e-9", N, L, D, e);
+    /* f16 out: every element off by at most 2^-11 of itself more, so the error's norm grows
+     * by at most 2^-11 of the output's (triangle inequality) */
+    const double bound = act == LV_F32 ? 1e-9 : (sqrt(1e-9) + U16) * (sqrt(1e-9) + U16);
+    cr_assert(e <= bound, "flash attention %s N%d L%d D%d: nmse %.3g > %.3g", lv_dtype_name(act), N, L, D, e, bound);
     free(got), free(want), free(q), free(k), free(v);
     lv_tensor_free(ctx, &tq), lv_tensor_free(ctx, &tk), lv_tensor_free(ctx, &tv);
     lv_tensor_free(ctx, &to);

@@ -216,7 +216,7 @@ Test(latent_resume, tiles_and_bands, .timeout = 900) {
     lv_weights *w;
     cr_assert_eq(lv_weights_open(VAE, &w), LV_OK, "%s", lv_last_error());
     uint64_t untiled = 0;
-    cr_assert_eq(lv_vae_weights_memory(w, 4, 8, &untiled), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_vae_weights_memory(w, 4, 8, LV_PRECISION_F32, &untiled), LV_OK, "%s", lv_last_error());
     lv_weights_close(w);
     snprintf(budget, sizeof budget, "%llu", (unsigned long long)(untiled - 1));
     const video tiled = {.width = 64, .height = 32, .frames = 13, .block_frames = 1, .budget = budget};

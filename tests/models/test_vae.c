@@ -240,7 +240,7 @@ Test(vae, memory_matches_the_estimate) {
     uint64_t used = lv_ctx_memory_peak(ctx) - base, est = lv_vae_decoder_memory(dec, h, wd);
     /* the same from the weights alone, before any upload (generate's plan) */
     uint64_t from_weights = 0;
-    cr_assert_eq(lv_vae_weights_memory(w, h, wd, &from_weights), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_vae_weights_memory(w, h, wd, LV_PRECISION_F32, &from_weights), LV_OK, "%s", lv_last_error());
     cr_assert_eq(from_weights, est);
     cr_log_info("tiny decoder at %dx%d: peak %llu bytes, estimate %llu", h, wd,
                 (unsigned long long)used, (unsigned long long)est);
@@ -257,13 +257,74 @@ Test(vae, memory_matches_the_estimate) {
     ts_ctx_done(ctx);
 }
 
+/* f16 activations (a context of f16 precision, pipelines/wan_vae/README.md "Precision"): the
+ * work buffers and the history frames hold f16, every kernel computes in f32. Each stored
+ * value is rounded once, relative error at most 2^-11 (u16); a value passes through about
+ * 40 stored activations on its way from the latents to the pixels (conv2, conv1, the
+ * middle's 2 blocks of 4 and the attention's 5, 15 upsampling modules of 1 to 4, the head),
+ * and the RMS norms keep every layer's gain near 1, so independent roundings give a relative
+ * RMS error of about sqrt(40 / 3) u16 = 1.8e-3 at the pixels, NMSE 3e-6 against the
+ * reference video (whose own f32 error is 1e-9). We assert NMSE <= 2e-5 (a relative RMS
+ * error of 4.5e-3: 9 u16), a PSNR of at least 50 dB on the [-1, 1] range, and that the f16
+ * decode's memory is what the plan says (lv_vae_decoder_memory, lv_vae_weights_memory at f16),
+ * with history and work buffers half of f32's. A kernel that read or wrote the wrong half of
+ * a word, or a buffer of the wrong dtype, gives an NMSE near 1. */
+Test(vae, f16_activations_near_the_f32_video) {
+    lv_ctx_options opt;
+    lv_ctx_options_default(&opt);
+    opt.precision = LV_PRECISION_F16;
+    lv_ctx *ctx = ts_ctx_with(opt);
+    lv_weights *w, *v;
+    cr_assert_eq(lv_weights_open(WEIGHTS, &w), LV_OK);
+    cr_assert_eq(lv_weights_open(VECTORS, &v), LV_OK);
+    uint64_t base = lv_ctx_memory_in_use(ctx);
+    lv_vae_decoder *dec;
+    cr_assert_eq(lv_vae_decoder_create(ctx, w, &dec), LV_OK, "%s", lv_last_error());
+    /* the first 2 latent frames (the first-frame rule and a later frame through the
+     * time_convs): video frames 0 to 4, by causality the reference's first 5 */
+    const lv_weight *lat = lv_weights_find(v, "latents"), *want = lv_weights_find(v, "video");
+    const int z = (int)lat->shape[0], L = (int)lat->shape[1], h = (int)lat->shape[2], wd = (int)lat->shape[3], n_lat = 2;
+    const size_t P = (size_t)h * wd, fr = (size_t)want->shape[2] * want->shape[3], T = 5, n = 3 * T * fr;
+    float *lat2 = malloc((size_t)z * n_lat * P * sizeof *lat2), *out = malloc(n * sizeof *out), *ref = malloc(n * sizeof *ref);
+    for (int c = 0; c < z; c++)
+        memcpy(lat2 + (size_t)c * n_lat * P, (const float *)lat->data + (size_t)c * L * P, n_lat * P * sizeof *lat2);
+    for (int c = 0; c < 3; c++)
+        memcpy(ref + c * T * fr, (const float *)want->data + (size_t)c * want->shape[1] * fr, T * fr * sizeof *ref);
+    cr_assert_eq(lv_vae_decode_frames(ctx, dec, lat2, n_lat, h, wd, out), LV_OK, "%s", lv_last_error());
+    const double e = ts_nmse(out, ref, n), maxd = ts_max_abs_diff(out, ref, n);
+    double se = 0;
+    for (size_t i = 0; i < n; i++) se += ((double)out[i] - ref[i]) * ((double)out[i] - ref[i]);
+    const double psnr = 10 * log10(4.0 / (se / (double)n)); /* peak-to-peak 2 */
+    cr_log_info("f16 activations: video nmse %.3g, max|err| %.3g, PSNR %.1f dB", e, maxd, psnr);
+    cr_assert(e <= 2e-5, "f16 activations: video nmse %.3g > 2e-5", e);
+    cr_assert(psnr >= 50, "f16 activations: PSNR %.1f dB < 50", psnr);
+
+    uint64_t used = lv_ctx_memory_peak(ctx) - base, est = lv_vae_decoder_memory(dec, h, wd), from_weights = 0, f32 = 0;
+    cr_assert_eq(lv_vae_weights_memory(w, h, wd, LV_PRECISION_F16, &from_weights), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_vae_weights_memory(w, h, wd, LV_PRECISION_F32, &f32), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(from_weights, est);
+    vae_memory m16, m32;
+    vae_arch_memory(&dec->arch, h, wd, 1, LV_F16, &m16);
+    vae_arch_memory(&dec->arch, h, wd, 1, LV_F32, &m32);
+    cr_assert_eq(2 * m16.history, m32.history);
+    cr_assert_eq(2 * m16.work, m32.work);
+    cr_assert_eq(f32 - est, m16.history + m16.work);
+    cr_assert(used <= est + 16 * 512 && used >= est, "f16: peak %llu, estimate %llu", (unsigned long long)used,
+              (unsigned long long)est);
+    free(out), free(ref), free(lat2);
+    lv_vae_decoder_destroy(ctx, dec);
+    lv_weights_close(w);
+    lv_weights_close(v);
+    ts_ctx_done(ctx);
+}
+
 Test(vae, real_config_plan) {
     vae_arch a;
     vae_arch_wan21(&a);
     cr_assert_eq(vae_arch_params(&a), 73295603ull); /* the spec's count for conv2 + decoder.* */
     cr_assert_eq(vae_arch_slots(&a), 32);
     vae_memory m;
-    vae_arch_memory(&a, 60, 104, 1, &m);
+    vae_arch_memory(&a, 60, 104, 1, LV_F32, &m);
     /* the spec: 32 slots x 2 frames at 480 x 832 are about 0.94 G floats (3.8 GB) */
     double g = (double)m.history / 4 / 1e9;
     cr_log_info("480p: weights %.2f GB, history %.2f GB, work %.2f GB, total %.2f GB",
@@ -276,7 +337,7 @@ Test(vae, real_config_plan) {
     const int tiles[4][3] = {{60, 64, 2}, {48, 48, 6}, {32, 32, 12}, {24, 24, 24}};
     for (int i = 0; i < 4; i++) {
         vae_memory t;
-        vae_arch_memory(&a, tiles[i][0], tiles[i][1], 1, &t);
+        vae_arch_memory(&a, tiles[i][0], tiles[i][1], 1, LV_F32, &t);
         cr_log_info("480p in %d tiles of %dx%d (overlap %d): device %.2f GB, host history %.2f GB", tiles[i][2],
                     tiles[i][0], tiles[i][1], lv_vae_tile_overlap(tiles[i][0], tiles[i][1]),
                     lv_vae_memory_estimate(tiles[i][0], tiles[i][1]) / 1e9, tiles[i][2] * (double)t.history / 1e9);
@@ -520,7 +581,7 @@ Test(vae, tiling) {
 /* The history bytes of a decoder at latent h x w, from its plan (independent of the stream's own count). */
 static uint64_t dec_history_bytes(const lv_vae_decoder *dec, int h, int w) {
     vae_memory m;
-    vae_arch_memory(&dec->arch, h, w, 1, &m);
+    vae_arch_memory(&dec->arch, h, w, 1, LV_F32, &m);
     return m.history;
 }
 
@@ -666,6 +727,22 @@ Test(vae, resume_by_decoding_the_last_frames_again, .timeout = 600) {
     double short_diff = ts_max_abs_diff(got, want, count);
     cr_log_info("decoding %d frames again instead of %d: max|diff| %.3g", R / 4, R, short_diff);
     cr_assert_gt(short_diff, 0, "%d frames again gave the same frames as %d: the test sees no history", R / 4, R);
+    lv_vae_decoder_destroy(ctx, dec);
+    ts_ctx_done(ctx);
+    /* f16 activations (a context of f16 precision): the same computation in f16, so the
+     * history comes back bit for bit as well */
+    lv_ctx_options opt;
+    lv_ctx_options_default(&opt);
+    opt.precision = LV_PRECISION_F16;
+    ctx = ts_ctx_with(opt);
+    cr_assert_eq(lv_vae_decoder_create(ctx, w, &dec), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(lv_vae_decode_frames(ctx, dec, lat, n, h, wd, whole), LV_OK, "%s", lv_last_error());
+    cr_assert_eq(dec->buf_dtype, LV_F16);
+    for (int c = 0; c < 3; c++)
+        memcpy(want + (size_t)c * tail * P, whole + ((size_t)c * T + (T - tail)) * P, (size_t)(tail * P) * sizeof *want);
+    resumed(ctx, dec, lat, n, h, wd, N, R, got);
+    cr_assert_eq(memcmp(got, want, count * sizeof *got), 0, "f16: the frames after %d again differ (max|diff| %.3g)", R,
+                 ts_max_abs_diff(got, want, count));
     free(lat), free(whole), free(want), free(got);
     lv_vae_decoder_destroy(ctx, dec);
     ts_ctx_done(ctx);
@@ -868,7 +945,10 @@ Test(vae, cli_decode_writes_the_frames) {
  * 16-bit columns each convolution's input is rounded once (relative error at most eps / 2,
  * eps = 2^-11 for f16, 2^-8 for bf16), so the video's NMSE is bounded by (convs + 1) eps^2:
  * about 12x the variance eps^2 / 12 each rounding adds, summed over the convs, for the gain
- * of the layers after it. Measured here: f16 7.3e-7, bf16 4.8e-5. */
+ * of the layers after it. At f16 precision the decoder's activations are f16 as well
+ * (f16_activations_near_the_f32_video): about two roundings a conv (its input, the norm's
+ * output, and its output), variance 2 eps^2 / 12 a conv, still under the bound. Measured
+ * here: f16 2.5e-6 (7.3e-7 with f32 activations, the columns alone rounded), bf16 4.8e-5. */
 Test(vae, tensor_core_path_columns, .timeout = 600) {
     setenv("LONGVK_VAE_CONV", "gemm", 1);
     lv_weights *w, *v;

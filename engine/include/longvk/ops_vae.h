@@ -1,7 +1,10 @@
 /* Kernels of the Wan2.1 VAE decoder and encoder (engine/ops/ops_vae.c; pipelines/wan_vae/README.md).
  *
  * Activations are channels-last, frame-major: a video chunk is [T, H, W, C] f32, like the
- * engine's other convolutions. Convolution weights are uploaded once in a packed layout,
+ * engine's other convolutions, or f16 / bf16 (16-bit activations: the decoder at f16
+ * precision), computed in f32 either way; a conv's history frames have x's dtype and its
+ * residual out's, and a copy's or the norm's out and x may differ. Weights, biases and
+ * gammas are f32. Convolution weights are uploaded once in a packed layout,
  * [Co, kT, kH, kW, Ci] (input channels innermost, so that a kernel reads a tap's weights
  * as contiguous vectors); lv_vae_pack_conv_weight() converts PyTorch's [Co, Ci, kT, kH, kW]
  * on the host. Every op splits its work over image rows so that no binding exceeds
@@ -85,7 +88,8 @@ lv_status lv_op_vae_interleave_halves(lv_ctx *ctx, const lv_tensor *out, const l
 /* Single-head softmax attention over long key sets, flash style (online softmax over key
  * tiles; the [N, L] score matrix is never stored):
  *   out[n] = sum_j softmax_j(scale * q[n] . k[j]) v[j]
- * q, out: [N, D]; k, v: [L, D]; D <= 512. Queries are split over dispatches to fit the
+ * q, out: [N, D]; k, v: [L, D] (k and v of q's dtype; any of them f32 or 16-bit, the
+ * scores and sums f32); D <= 512. Queries are split over dispatches to fit the
  * binding limit; k and v must each fit one binding. */
 lv_status lv_op_flash_attention(lv_ctx *ctx, const lv_tensor *out, const lv_tensor *q,
                                 const lv_tensor *k, const lv_tensor *v, float scale);

@@ -150,14 +150,24 @@ int lv_vae_tile_overlap(int tile_h, int tile_w);
  * scratch buffer of at most 64 MiB for their columns. */
 uint64_t lv_vae_memory_estimate(int h, int w);
 uint64_t lv_vae_decoder_memory(const lv_vae_decoder *dec, int h, int w);
+/* The dtype of a decoder's activations (its work buffers and history frames) under a
+ * context's precision: f16 for LV_PRECISION_F16, else f32 (bf16's 8-bit mantissa is too
+ * coarse for the VAE's pixels; over bands, lv_vae_set_sequence_parallel, always f32).
+ * Arithmetic is f32 either way (pipelines/wan_vae/README.md, "Precision"). */
+lv_dtype lv_vae_activation_dtype(lv_precision precision);
+/* lv_vae_memory_estimate with the activations of `precision` (lv_vae_activation_dtype). */
+uint64_t lv_vae_memory_estimate_at(int h, int w, lv_precision precision);
 /* lv_vae_memory_estimate in its three parts (their sum is its result). */
 typedef struct lv_vae_memory {
     uint64_t weights, history, work;
 } lv_vae_memory;
 void lv_vae_memory_estimate_parts(int h, int w, lv_vae_memory *out);
-/* lv_vae_decoder_memory of the decoder these weights make (1-frame steps, no bands), read
- * from the tensors present before anything is uploaded: generate's plan. */
-lv_status lv_vae_weights_memory(const lv_weights *weights, int h, int w, uint64_t *bytes);
+/* The same with the activations of `precision` (lv_vae_memory_estimate_at's parts). */
+void lv_vae_memory_estimate_parts_at(int h, int w, lv_precision precision, lv_vae_memory *out);
+/* lv_vae_decoder_memory of the decoder these weights make on a context of `precision`
+ * (1-frame steps, no bands), read from the tensors present before anything is uploaded:
+ * generate's plan. */
+lv_status lv_vae_weights_memory(const lv_weights *weights, int h, int w, lv_precision precision, uint64_t *bytes);
 
 /* The structure of a loaded decoder, as read from its weights. */
 typedef struct lv_vae_info {
@@ -189,7 +199,8 @@ lv_status lv_vae_expected_tensors(int dim, int z, lv_vae_tensor_spec **out, int 
 
 /* Test hook: called with intermediate activations of every step, channels-last
  * [T, H, W, C] ("conv2", "decoder.conv1", "decoder.middle.{0,1,2}",
- * "decoder.upsamples.{i}", "decoder.head"). Valid only during the call. */
+ * "decoder.upsamples.{i}", "decoder.head"), in the activations' dtype
+ * (lv_vae_activation_dtype: f16 at f16 precision). Valid only during the call. */
 typedef void (*lv_vae_tap)(void *user, const char *name, lv_ctx *ctx, const lv_tensor *t);
 void lv_vae_set_tap(lv_vae_decoder *dec, lv_vae_tap tap, void *user);
 
