@@ -22,13 +22,31 @@ typedef struct info_args {
     bool list;
     bool plan;
     int weights_dtype, text_weights_dtype, precision, cfg;
+    int vae_tiles, vae_tile_h, vae_tile_w; /* lv_gen_vae_tiles, as generate's --vae-tiles */
 } info_args;
 
-static info_args args = {.text_tokens = 300, .precision = LV_PRECISION_F32, .cfg = 1};
+static info_args args = {.text_tokens = 300, .precision = LV_PRECISION_F32, .cfg = 1,
+                         .vae_tiles = LV_GEN_VAE_TILES_AUTO};
 static const cli_choice info_on_off[] = {{"on", 1}, {"off", 0}, {0}};
 
 static const char *parse_latent(const char *value, void *dest) {
     return cli_parse_dims(value, 3, 1, 100000, dest) ? NULL : "is not FxHxW with integers in [1, 100000]";
+}
+
+/* --vae-tiles auto|off|HxW, as generate's */
+static const char *parse_vae_tiles(const char *value, void *dest) {
+    info_args *a = dest;
+    long d[2];
+    if (strcmp(value, "auto") == 0) a->vae_tiles = LV_GEN_VAE_TILES_AUTO;
+    else if (strcmp(value, "off") == 0) a->vae_tiles = LV_GEN_VAE_TILES_OFF;
+    else if (cli_parse_dims(value, 2, 1, 4096, d)) {
+        a->vae_tiles = LV_GEN_VAE_TILES_FIXED;
+        a->vae_tile_h = (int)d[0];
+        a->vae_tile_w = (int)d[1];
+    } else {
+        return "is not auto, off or HxW in latent pixels in [1, 4096] (e.g. 32x32: 256 x 256 pixels)";
+    }
+    return NULL;
 }
 
 static cli_option options[] = {
@@ -51,8 +69,8 @@ static cli_option options[] = {
      .help = "the device-memory plan of a run on this device, as `generate --dry-run` prints it, for one chunk "
              "of --latent and --text-tokens: the text encoder's phase (a latent model's Gemma-2 2B, bf16, a "
              "600-token pass: the instruction and the prompt at most), the DiT's, the Wan2.1 VAE decoder's "
-             "(16-channel models, untiled). With --preset or --config and no MODEL, from the architecture alone "
-             "(matrix weights bf16, as released)"},
+             "(16-channel models; in tiles as --vae-tiles says). With --preset or --config and no MODEL, from the "
+             "architecture alone (matrix weights bf16, as released)"},
     {.name = "--weights-dtype", .kind = CLI_CHOICE, .dest = &args.weights_dtype, .choices = cli_weight_dtypes,
      .def = "as-stored", .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K", .help = "with --plan: generate's --weights-dtype"},
     {.name = "--text-weights-dtype", .kind = CLI_CHOICE, .dest = &args.text_weights_dtype,
@@ -62,12 +80,18 @@ static cli_option options[] = {
      .help = "with --plan: generate's --precision"},
     {.name = "--cfg", .kind = CLI_CHOICE, .dest = &args.cfg, .choices = info_on_off, .metavar = "on|off", .def = "on",
      .help = "with --plan: CFG's second text slot (the negative prompt)"},
+    {.name = "--vae-tiles", .kind = CLI_CUSTOM, .dest = &args, .parse = parse_vae_tiles, .metavar = "auto|off|HxW",
+     .def = "auto",
+     .help = "with --plan: generate's --vae-tiles. auto plans the largest square tiles whose decoder fits what "
+             "the DiT's phase leaves of the budget, when the untiled one does not (LONGVK_DEVICE_BUDGET=BYTES "
+             "sets the budget); off the untiled decoder; HxW tiles of that many latent pixels"},
 };
 
 const cli_spec cmd_info_spec = {
     .command = "info",
     .usage = "[MODEL] [--config C.json | --preset P] [--latent FxHxW] [--text-tokens L] [--tensors]\n"
-             "       [--plan [--weights-dtype D] [--text-weights-dtype D] [--precision P] [--cfg on|off]]",
+             "       [--plan [--weights-dtype D] [--text-weights-dtype D] [--precision P] [--cfg on|off]\n"
+             "              [--vae-tiles auto|off|HxW]]",
     .about = "A folder: a diffusers pipeline (model_index.json: each of text_encoder/, tokenizer/,\n"
              "transformer/, vae/ found), a SANA-Video transformer, or a Gemma-2 text encoder (Hugging\n"
              "Face folder: config.json + model.safetensors or its index; tokenizer.model beside it).\n"
@@ -535,7 +559,27 @@ static int print_plan(const lv_sana_config *c, lv_dtype stored, const char *what
         s = lv_gemma2_memory_plan(&g, LV_BF16, text_dtypes[args.text_weights_dtype], 600, in.alignment, &m);
         p.text = m.weights + m.work;
     }
-    if (c->in_channels == 16) p.vae = lv_vae_memory_estimate_at(p.grid_h, p.grid_w, p.precision);
+    int tile = 0; /* a square tile's side in latent pixels chosen by auto, or 0 */
+    if (c->in_channels == 16) {
+        const int h = p.grid_h, w = p.grid_w;
+        if (args.vae_tiles == LV_GEN_VAE_TILES_FIXED) {
+            p.vae = lv_vae_memory_estimate_at(args.vae_tile_h < h ? args.vae_tile_h : h,
+                                              args.vae_tile_w < w ? args.vae_tile_w : w, p.precision);
+        } else {
+            p.vae = lv_vae_memory_estimate_at(h, w, p.precision);
+            /* auto, as generate_vae_tiles.c decides at the first block: the untiled decoder when it
+             * fits beside the DiT's phase, else the largest square tiles whose one-tile decoder does
+             * (lv_vae_choose_tiling) */
+            lv_generate_plan without = p;
+            without.vae = 0;
+            const uint64_t dit = lv_gen_plan_dit_phase(&without);
+            if (args.vae_tiles == LV_GEN_VAE_TILES_AUTO && dit + p.vae > p.budget && dit < p.budget)
+                for (int t = (h > w ? h : w) - 1; t >= 4 && !tile; t--) {
+                    const uint64_t one = lv_vae_memory_estimate_at(t < h ? t : h, t < w ? t : w, p.precision);
+                    if (dit + one <= p.budget) tile = t, p.vae = one;
+                }
+        }
+    }
     lv_ctx_destroy(ctx);
     if (s != LV_OK) return cli_fail("info");
     const uint64_t with_dit = lv_gen_plan_dit_phase(&p);
@@ -544,10 +588,20 @@ static int print_plan(const lv_sana_config *c, lv_dtype stored, const char *what
     static const char *const text_what[] = {"Gemma-2 2B, bf16, 600 tokens", "Gemma-2 2B, f32, 600 tokens",
                                             "Gemma-2 2B, f16, 600 tokens", "Gemma-2 2B, bf16, 600 tokens",
                                             "Gemma-2 2B, q8_0, 600 tokens", "Gemma-2 2B, q4_K, 600 tokens"};
+    char vae_what[160];
+    const char *acts = lv_vae_activation_dtype(p.precision) == LV_F16 ? "f16" : "f32";
+    if (tile)
+        snprintf(vae_what, sizeof vae_what, "Wan2.1, tiles of %d x %d latent pixels (--vae-tiles auto: the largest "
+                 "that fit what the DiT leaves), %s activations, one tile's", tile < p.grid_h ? tile : p.grid_h,
+                 tile < p.grid_w ? tile : p.grid_w, acts);
+    else if (args.vae_tiles == LV_GEN_VAE_TILES_FIXED)
+        snprintf(vae_what, sizeof vae_what, "Wan2.1, tiles of %d x %d latent pixels, %s activations, one tile's",
+                 args.vae_tile_h < p.grid_h ? args.vae_tile_h : p.grid_h,
+                 args.vae_tile_w < p.grid_w ? args.vae_tile_w : p.grid_w, acts);
+    else
+        snprintf(vae_what, sizeof vae_what, "Wan2.1, untiled, %s activations", acts);
     cli_print_plan(stdout, &p, latent_model ? text_what[args.text_weights_dtype] : NULL,
-                   c->in_channels != 16 ? NULL
-                   : lv_vae_activation_dtype(p.precision) == LV_F16 ? "Wan2.1, untiled, f16 activations"
-                                                                    : "Wan2.1, untiled, f32 activations");
+                   c->in_channels != 16 ? NULL : vae_what);
     return 0;
 }
 

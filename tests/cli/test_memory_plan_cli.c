@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "longvk/vae.h"
 #include "ts_files.h"
 
 #define PROMPT "'two red balls bouncing on a blue background'"
@@ -131,4 +132,57 @@ Test(memory_plan_cli, info_plan_of_a_preset) {
     }
     free(bf16);
     free(q8);
+}
+
+/* `info --plan --vae-tiles` as generate decides (generate_vae_tiles.c): under a budget that
+ * holds the DiT's phase but not the untiled decoder beside it, auto plans the largest square
+ * tiles whose one-tile decoder fits what the DiT leaves (the next larger square does not); off
+ * plans the untiled decoder and says it does not fit; HxW plans that tile's decoder. */
+Test(memory_plan_cli, info_plan_tiles_the_vae_under_a_budget) {
+#define PLAN_ARGS " info --plan --preset sana-video-2b-480p --precision f16 --weights-dtype q8_0 --cfg off"
+    char cmd[1024], *out;
+    snprintf(cmd, sizeof cmd, "%s" PLAN_ARGS " --vae-tiles off", LONGVK_CLI);
+    cr_assert_eq(ts_run(cmd, &out), 0, "%s", out);
+    const double untiled = figure_after(out, "VAE decoder "), phase = figure_after(out, "DiT phase ");
+    cr_assert(strstr(out, "untiled, f16 activations"), "%s", out);
+    free(out);
+    const double dit = phase - untiled, budget = dit + untiled / 2; /* MiB */
+    const unsigned long long budget_bytes = (unsigned long long)(budget * 1048576);
+
+    snprintf(cmd, sizeof cmd, "LONGVK_DEVICE_BUDGET=%llu %s" PLAN_ARGS, budget_bytes, LONGVK_CLI);
+    cr_assert_eq(ts_run(cmd, &out), 0, "%s", out);
+    const char *tiles = strstr(out, "tiles of ");
+    int th = 0, tw = 0;
+    cr_assert(tiles && sscanf(tiles, "tiles of %d x %d", &th, &tw) == 2, "auto planned no tiles:\n%s", out);
+    const double vae = figure_after(out, "VAE decoder "), peak = figure_after(out, "\n  peak ");
+    const double want = (double)lv_vae_memory_estimate_at(th, tw, LV_PRECISION_F16) / 1048576;
+    cr_assert(vae > want - 0.1 && vae < want + 0.1, "tiles of %d x %d: %.1f MiB planned, their decoder %.1f", th, tw,
+              vae, want);
+    cr_assert(peak <= budget + 0.1 && strstr(out, ": fits"), "peak %.1f MiB over the budget %.1f:\n%s", peak, budget,
+              out);
+    /* square tiles (the frame is 60 x 104: at most 60 high), the largest that fit */
+    cr_assert(th == (tw < 60 ? tw : 60), "tiles of %d x %d are not square within 60 x 104", th, tw);
+    const int t = tw + 1;
+    const double larger = (double)lv_vae_memory_estimate_at(t < 60 ? t : 60, t, LV_PRECISION_F16) / 1048576;
+    cr_assert(dit + larger > budget, "tiles of %d fit too (%.1f MiB beside %.1f, budget %.1f)", t, larger, dit, budget);
+    free(out);
+
+    snprintf(cmd, sizeof cmd, "LONGVK_DEVICE_BUDGET=%llu %s" PLAN_ARGS " --vae-tiles off", budget_bytes, LONGVK_CLI);
+    cr_assert_eq(ts_run(cmd, &out), 0, "%s", out);
+    cr_assert(strstr(out, "does NOT fit") && strstr(out, "untiled"), "%s", out);
+    free(out);
+
+    snprintf(cmd, sizeof cmd, "%s" PLAN_ARGS " --vae-tiles 32x32", LONGVK_CLI);
+    cr_assert_eq(ts_run(cmd, &out), 0, "%s", out);
+    const double fixed = figure_after(out, "VAE decoder ");
+    const double want32 = (double)lv_vae_memory_estimate_at(32, 32, LV_PRECISION_F16) / 1048576;
+    cr_assert(strstr(out, "tiles of 32 x 32") && fixed > want32 - 0.1 && fixed < want32 + 0.1, "want %.1f MiB:\n%s",
+              want32, out);
+    free(out);
+
+    snprintf(cmd, sizeof cmd, "%s" PLAN_ARGS " --vae-tiles 0x3 2>&1", LONGVK_CLI);
+    cr_assert_eq(ts_run(cmd, &out), 2, "%s", out);
+    cr_assert(strstr(out, "--vae-tiles") && strstr(out, "auto, off or HxW"), "%s", out);
+    free(out);
+#undef PLAN_ARGS
 }
