@@ -70,17 +70,7 @@ static const cli_choice continue_outputs[] = {{"whole", LV_GEN_CONTINUE_WHOLE}, 
 /* --vae-tiles auto|off|HxW into the options (dest) */
 static const char *parse_vae_tiles(const char *value, void *dest) {
     lv_generate_options *o = dest;
-    long d[2];
-    if (strcmp(value, "auto") == 0) o->vae_tiles = LV_GEN_VAE_TILES_AUTO;
-    else if (strcmp(value, "off") == 0) o->vae_tiles = LV_GEN_VAE_TILES_OFF;
-    else if (cli_parse_dims(value, 2, 1, 4096, d)) {
-        o->vae_tiles = LV_GEN_VAE_TILES_FIXED;
-        o->vae_tile_h = (int)d[0];
-        o->vae_tile_w = (int)d[1];
-    } else {
-        return "is not auto, off or HxW in latent pixels in [1, 4096] (e.g. 32x32: 256 x 256 pixels)";
-    }
-    return NULL;
+    return cli_parse_vae_tiles(value, &o->vae_tiles, &o->vae_tile_h, &o->vae_tile_w);
 }
 
 static const char *parse_prompt_at(const char *value, void *dest) {

@@ -36,17 +36,7 @@ static const char *parse_latent(const char *value, void *dest) {
 /* --vae-tiles auto|off|HxW, as generate's */
 static const char *parse_vae_tiles(const char *value, void *dest) {
     info_args *a = dest;
-    long d[2];
-    if (strcmp(value, "auto") == 0) a->vae_tiles = LV_GEN_VAE_TILES_AUTO;
-    else if (strcmp(value, "off") == 0) a->vae_tiles = LV_GEN_VAE_TILES_OFF;
-    else if (cli_parse_dims(value, 2, 1, 4096, d)) {
-        a->vae_tiles = LV_GEN_VAE_TILES_FIXED;
-        a->vae_tile_h = (int)d[0];
-        a->vae_tile_w = (int)d[1];
-    } else {
-        return "is not auto, off or HxW in latent pixels in [1, 4096] (e.g. 32x32: 256 x 256 pixels)";
-    }
-    return NULL;
+    return cli_parse_vae_tiles(value, &a->vae_tiles, &a->vae_tile_h, &a->vae_tile_w);
 }
 
 static cli_option options[] = {

@@ -46,6 +46,10 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_defer_errors(bool on);
 const char *cli_deferred_errors(void);
 
+/* --vae-tiles auto|off|HxW (generate, info --plan): *mode an lv_gen_vae_tiles, and the tile's
+ * latent pixels for HxW; NULL, or what is wrong with the value (shared_options.c). */
+const char *cli_parse_vae_tiles(const char *value, int *mode, int *tile_h, int *tile_w);
+
 /* How a block recipe samples, in --help and `info`: its sampler's name ("re-noise" or
  * "Euler"), and where its CFG applies (" at the last step", " at the last N steps", or ""
  * for every step or no CFG). */
