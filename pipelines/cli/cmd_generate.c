@@ -593,8 +593,8 @@ static void print_plan(const lv_generate_description *p) {
             p->sampler == LV_GEN_LONGSANA ? " per block" : "", p->cfg_scale, (unsigned long long)p->seed,
             precisions[p->precision <= LV_PRECISION_BF16 ? p->precision : 0]);
     if (p->sampler == LV_GEN_LONGSANA)
-        fprintf(stderr, "; %d blocks of %d %s frames%s", p->blocks, p->block_frames, p->latent ? "latent" : "model",
-                p->burn_in_blocks ? "" : "\n");
+        fprintf(stderr, "; %d block%s of %d %s frame%s%s", p->blocks, p->blocks == 1 ? "" : "s", p->block_frames,
+                p->latent ? "latent" : "model", p->block_frames == 1 ? "" : "s", p->burn_in_blocks ? "" : "\n");
     if (p->sampler == LV_GEN_LONGSANA && p->burn_in_blocks)
         fprintf(stderr, ", %d of them burn-in\n", p->burn_in_blocks);
     if (p->sampler != LV_GEN_LONGSANA) fprintf(stderr, "; one clip\n");
