@@ -204,7 +204,8 @@ static cli_option options[] = {
      .help = "the text encoder's matrix weights (q, k, v, o, gate, up, down) on the device, as --weights-dtype "
              "for the DiT: converted, or quantized on load as ggml's q8_0 / q4_K (the embedding and the norms as "
              "stored; q4_K falls back to q8_0 where rows are not whole blocks of 256); a GGUF's quantized "
-             "matrices stay as they are"},
+             "matrices stay as they are. Gemma-2's only: with the default model's word tables or --text-embeds "
+             "it changes nothing (a warning says so)"},
     {.name = "--motion-score", .kind = CLI_INT, .dest = &args.motion_score, .metavar = "N", .min = 0, .max = 1000,
      .def = "10", .help = "with a text encoder: \" motion score: N.\" appended to the prompt, as SANA-Video's "
                           "inference does; 0 appends nothing"},

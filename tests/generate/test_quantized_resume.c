@@ -46,6 +46,9 @@ Test(quantized_resume, the_dtype_is_part_of_the_run, .timeout = 900) {
     cr_assert(p.status != 0 && strstr(p.err, "text_weights_dtype was not set (the default), now \"q8_0\"") &&
                   strstr(p.err, "--text-weights-dtype"),
               "exit %d: %s", p.status, p.err);
+    /* and said to do nothing on this model, whose prompt goes through word tables */
+    cr_assert(strstr(p.err, "--text-weights-dtype q8_0 changes nothing here: this model reads its prompt through "
+                            "word tables"), "%s", p.err);
     free(p.err);
     p = gen((const char *[]){LONGVK_CLI, "generate", COMMON, "--weights-dtype", "q8_0", "--resume", "-o", k, NULL});
     cr_assert_eq(p.status, 0, "the resumed run: exit %d\n%s", p.status, p.err);
