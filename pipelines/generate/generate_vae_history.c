@@ -67,6 +67,10 @@ lv_status lv_gen_vae_reprime(gen_run *r) {
         return lv_error(LV_ERR_FORMAT, "%s: %lld latent frames kept for the VAE, %lld expected (%lld decoded, the "
                         "decoder's history spans %d)", r->state_path, (long long)v->kept,
                         (long long)(v->fed < R ? v->fed : R), (long long)v->fed, R);
+    if (v->tile_h > 0 && (r->sp || r->o.sp_bands > 0)) /* the decoder is split over the bands instead */
+        return lv_error(LV_ERR_INVALID, "--resume: the interrupted run decoded the VAE in tiles of %d x %d latent "
+                        "pixels, and over bands (--sp-emulate, --sequence-parallel) the VAE is not tiled: resume "
+                        "it without them, as it was made", v->tile_h, v->tile_w);
     r->vae_tiling = (lv_vae_tiling){v->tile_h, v->tile_w, v->overlap};
     r->vae_forced = true;
     r->vae_fed = v->fed - v->kept; /* lv_gen_vae_keep counts them again */

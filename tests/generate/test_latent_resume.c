@@ -222,6 +222,19 @@ Test(latent_resume, tiles_and_bands, .timeout = 900) {
     const video tiled = {.width = 64, .height = 32, .frames = 13, .block_frames = 1, .budget = budget};
     const moment mt[] = {{AT_FRAME, 7}};
     kill_and_resume(embeds, &tiled, mt, 1, "tiles");
+    /* a tiled run resumed over bands is refused, naming the tiles, and its state is kept */
+    const char *refused = LONGVK_TEST_TMP "/latent-resume-tiles-bands.mkv";
+    killed_run(embeds, &tiled, refused, mt[0]);
+    const video tiled_bands = {.width = 64, .height = 32, .frames = 13, .block_frames = 1, .sp_bands = 2};
+    lv_generate_options ob = options(embeds, &tiled_bands, refused);
+    ob.resume = true;
+    cr_assert_eq(lv_generate(&ob, NULL, NULL, NULL, NULL), LV_ERR_INVALID, "%s", lv_last_error());
+    cr_assert(strstr(lv_last_error(), "decoded the VAE in tiles of") && strstr(lv_last_error(), "without them"), "%s",
+              lv_last_error());
+    char refused_state[300];
+    snprintf(refused_state, sizeof refused_state, "%s.longvk-state", refused);
+    cr_assert_eq(access(refused_state, F_OK), 0, "the refused resume removed the state");
+    remove_outputs(refused);
     /* bands: 2 over 4 latent rows (2 token rows) */
     const video banded = {.width = 16, .height = 32, .frames = 13, .block_frames = 1, .sp_bands = 2};
     const moment mb[] = {{AT_FRAME, 7}};
