@@ -7,6 +7,7 @@
 #define LONGVK_BENCH_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "options.h"
 
@@ -44,6 +45,9 @@ int bench_fail(const char *context);
 double bench_now(void);
 /* Median of n values (sorts them). */
 double bench_median(double *values, int n);
+/* The quality figure of --nmse: sum (got - want)^2 / sum want^2 over n values (0 when both are
+ * zero, -1 when only `want` is). */
+double bench_nmse(const float *got, const float *want, size_t n);
 /* Peak and current resident set size of this process in bytes (VmHWM, VmRSS), 0 if unknown. */
 long long bench_peak_rss(void);
 long long bench_rss(void);

@@ -1,13 +1,23 @@
 /* `longvk bench dit --preset sana-video-2b-480p|sana-video-2b-720p [--depth N] [--frames N]
- *                   [--latent HxW] [--runs N] [--precision P] [--json]`
+ *                   [--latent HxW] [--runs N] [--precision P] [--weights-dtype D] [--nmse] [--json]`
  *
  * One LongSANA chunk of SANA-Video 2B at the real shape: the 4 read passes at t = 1000, 960,
  * 889, 727 (LongSANA's steps, prompt only) and the write pass that commits the chunk to the
  * carried state, through lv_longsana_chunk, the call `generate` makes. Random bf16 weights
  * are made in host memory (bench_dit_model.c: no file read or written), uploaded as a real
- * model's are (matmul weights stay bf16, the rest f32), and the text is 300 random caption
- * vectors. The first chunk is the warm-up (pipeline creation, no carried state to read);
- * the next --runs chunks are timed and their median reported. A chunk's time is what
+ * model's are (matmul weights as --weights-dtype says, by default bf16 as stored, the rest
+ * f32), and the text is 300 random caption vectors.
+ *
+ * --nmse (issue 56's quality figure): before the timing, one read pass at t = 1000 over
+ * random latents of the chunk's shape runs twice on the same random weights and text, with
+ * the matrices as stored (bf16) and as --weights-dtype says (quantized on load by
+ * lv_dit_create, as generate's --weights-dtype), each on a context of its own; the NMSE of
+ * the second prediction against the first is reported (bench_dit_setup.c). With --runs 0 no
+ * chunk runs and no dit but the probes' is made: the quality figure (and the quantized
+ * probe's weights' device memory) alone.
+ *
+ * The first chunk is the warm-up (pipeline creation, no carried state to read); the next
+ * --runs chunks are timed and their median reported. A chunk's time is what
  * `generate` spends in it: besides the kernels, the noise drawn on the host, the latents'
  * uploads and read-backs, and each pass's check for non-finite values (a few MB and a
  * synchronisation per pass, small beside 57.6 TFLOP a pass at 480p).
@@ -36,7 +46,8 @@
 typedef struct dit_bench_args {
     bench_dit_args shape;
     bool json;
-    int runs, precision;
+    bool nmse;
+    int runs, precision, weights;
 } dit_bench_args;
 
 static dit_bench_args args;
@@ -44,21 +55,30 @@ static dit_bench_args args;
 static cli_option options[] = {
     {.name = "--json", .kind = CLI_FLAG, .dest = &args.json, .help = "one JSON object with the same figures"},
     BENCH_DIT_SHAPE_OPTIONS(args.shape),
-    {.name = "--runs", .kind = CLI_INT, .dest = &args.runs, .metavar = "N", .min = 1, .max = MAX_RUNS, .def = "3",
-     .help = "timed chunks after the warm-up chunk (the median is reported)"},
+    {.name = "--runs", .kind = CLI_INT, .dest = &args.runs, .metavar = "N", .min = 0, .max = MAX_RUNS, .def = "3",
+     .help = "timed chunks after the warm-up chunk (the median is reported); 0 with --nmse: no chunk, the "
+             "quality figure alone"},
     {.name = "--precision", .kind = CLI_CHOICE, .dest = &args.precision, .choices = cli_precisions,
      .def = "f32, or LONGVK_PRECISION", .help = "the DiT's activations between kernels (as generate's --precision)"},
+    {.name = "--weights-dtype", .kind = CLI_CHOICE, .dest = &args.weights, .choices = cli_weight_dtypes,
+     .def = "as-stored (bf16)", .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K",
+     .help = "the matrices on the device, as generate's --weights-dtype (q8_0 / q4_K: quantized on load; at the "
+             "2B's width 2240, not a multiple of q4_K's 256, almost every q4_K matrix falls back to q8_0)"},
+    {.name = "--nmse", .kind = CLI_FLAG, .dest = &args.nmse,
+     .help = "also the quality: the NMSE of one read pass's prediction (t = 1000, random latents of the chunk's "
+             "shape) with these weights against the same random weights as stored (bf16), at this --precision"},
 };
 
 const cli_spec bench_dit_spec = {
     .command = "bench dit",
     .usage = "[--json] [--preset P] [--depth N] [--frames N] [--latent HxW] [--text-tokens L] [--runs N] "
-             "[--precision P]",
+             "[--precision P] [--weights-dtype D] [--nmse]",
     .about = "One LongSANA chunk of SANA-Video 2B (4 read passes and the write pass) at the real shape with\n"
              "random bf16 weights made in host memory: time per chunk and per forward, frames/s of the DiT\n"
              "alone (pixel frames: 10 latent frames are 40 at 480p), TFLOP/s counted from the shapes (3.69\n"
-             "GFLOP per token per forward at 480p), the fraction of the device's peak and its memory. The\n"
-             "whole model needs a GPU: on lavapipe use e.g. --depth 1 --frames 1 --latent 16x26.\n",
+             "GFLOP per token per forward at 480p), the fraction of the device's peak and its memory; with\n"
+             "--nmse, what --weights-dtype costs in quality against bf16. The whole model needs a GPU: on\n"
+             "lavapipe use e.g. --depth 1 --frames 1 --latent 16x26.\n",
     .options = options,
     .count = CLI_COUNT(options),
 };
@@ -108,14 +128,17 @@ static void pass_done(void *user, int step, int passes) {
     } while (0)
 
 int bench_dit(int argc, char **argv) {
-    args = (dit_bench_args){.shape = BENCH_DIT_ARGS_DEFAULT, .runs = 3};
+    args = (dit_bench_args){.shape = BENCH_DIT_ARGS_DEFAULT, .runs = 3, .weights = LV_DIT_WEIGHTS_AS_STORED};
     int r = cli_parse(&bench_dit_spec, argc, argv);
     if (r >= 0) return r;
+    if (args.runs == 0 && !args.nmse) return cli_usage_error("bench dit", "--runs 0 times nothing: it needs --nmse");
     lv_ctx_options ctx_opt;
     lv_ctx_options_default(&ctx_opt);
     ctx_opt.precision = args.precision;
     bench_dit_run run;
-    if ((r = bench_dit_open("bench dit", &args.shape, &ctx_opt, NULL, &run)) != 0) return r;
+    lv_dit_options dit_opt = {.cached_blocks = LV_CACHED_ALL, .weights = (lv_dit_weights)args.weights};
+    bench_dit_nmse nmse_mode = !args.nmse ? BENCH_DIT_NO_NMSE : args.runs ? BENCH_DIT_NMSE : BENCH_DIT_NMSE_ONLY;
+    if ((r = bench_dit_open("bench dit", &args.shape, &ctx_opt, &dit_opt, nmse_mode, &run)) != 0) return r;
     const bench_dit_shape *shp = run.shape;
     const lv_sana_config cfg = run.cfg;
     const int full_depth = run.full_depth, frames = args.shape.frames, runs = args.runs, L = args.shape.text_tokens;
@@ -127,6 +150,11 @@ int bench_dit(int argc, char **argv) {
     const lv_device_info *dev = lv_ctx_device(ctx);
     static const char *const precision_names[] = {"auto", "f32", "f16", "bf16"};
     const char *precision = precision_names[lv_ctx_precision(ctx)];
+    /* cli_weight_dtypes' order (lv_dit_weights) */
+    static const char *const weights_names[] = {"bf16", "f32", "f16", "bf16", "q8_0", "q4_K"};
+    const char *weights = weights_names[args.weights];
+    char nmse[32] = "null";
+    if (args.nmse) snprintf(nmse, sizeof nmse, "%.6g", run.nmse);
     const uint64_t params = run.params, weight_bytes = run.weight_bytes;
     const double make_s = run.make_s, upload_s = run.upload_s;
 
@@ -136,6 +164,23 @@ int bench_dit(int argc, char **argv) {
     size_t nx = (size_t)cfg.out_channels * frames * lh * lw;
     if (!(x0 = malloc(nx * sizeof *x0))) FAIL("out of host memory\n");
 
+    if (runs == 0) { /* --nmse alone */
+        if (json)
+            printf("{\"bench\": \"dit\", \"device\": \"%s\", \"preset\": \"%s\", \"depth\": %d, "
+                   "\"model_depth\": %d, \"frames\": %d, \"latent\": [%d, %d], \"tokens\": %lld, "
+                   "\"text_tokens\": %d, \"params\": %llu, \"weights_dtype\": \"%s\", \"nmse_vs_bf16\": %s, "
+                   "\"runs\": 0, \"device_weight_bytes\": %llu, \"precision\": \"%s\"}\n",
+                   dev->name, shp->preset, cfg.depth, full_depth, frames, lh, lw, (long long)T, L,
+                   (unsigned long long)params, weights, nmse, (unsigned long long)weight_bytes, precision);
+        else
+            printf("DiT on %s: %s, depth %d of %d, %d latent frames of %dx%d = %lld tokens, %d text tokens, random "
+                   "bf16 weights as %s on the device (%.2f GiB at precision %s)\n  quality: NMSE %.3g of a read "
+                   "pass's prediction (t = 1000) with %s weights against bf16 (%.1f s)\n",
+                   dev->name, shp->preset, cfg.depth, full_depth, frames, lh, lw, (long long)T, L, weights,
+                   (double)weight_bytes / (1 << 30), precision, run.nmse, weights, run.nmse_s);
+        rc = 0;
+        goto done;
+    }
     if (!json)
         fprintf(stderr, "%s on %s: depth %d of %d, %d latent frames of %dx%d (%lld tokens), %d text tokens; "
                         "weights made in %.1f s, uploaded in %.1f s; warm-up chunk, then %d timed...\n",
@@ -180,14 +225,16 @@ int bench_dit(int argc, char **argv) {
         char j1[16], j2[16];
         printf("{\"bench\": \"dit\", \"device\": \"%s\", \"preset\": \"%s\", \"depth\": %d, \"model_depth\": %d, "
                "\"frames\": %d, \"latent\": [%d, %d], \"tokens\": %lld, \"text_tokens\": %d, \"params\": %llu, "
-               "\"weights_dtype\": \"bf16\", \"runs\": %d, \"warmup_chunk_s\": %.4f, \"chunk_s\": %.4f, "
-               "\"forward_s\": %.4f, \"read_pass_s\": %.4f, \"write_pass_s\": %.4f, \"pixel_frames\": %.0f, "
+               "\"weights_dtype\": \"%s\", \"nmse_vs_bf16\": %s, \"runs\": %d, \"warmup_chunk_s\": %.4f, "
+               "\"chunk_s\": %.4f, \"forward_s\": %.4f, \"read_pass_s\": %.4f, \"write_pass_s\": %.4f, "
+               "\"pixel_frames\": %.0f, "
                "\"frames_per_s\": %.3f, \"gflop_per_token_forward\": %.4f, \"tflop_per_chunk\": %.4f, "
                "\"tflops\": %.4f, \"fraction_fp32_peak\": %s, \"fraction_half_peak\": %s, "
                "\"device_memory_peak_bytes\": %llu, \"device_weight_bytes\": %llu, \"state_bytes\": %llu, "
                "\"precision\": \"%s\", \"device_activation_bytes\": %llu, \"host_peak_rss_bytes\": %lld}\n",
                dev->name, shp->preset, cfg.depth, full_depth, frames, lh, lw, (long long)T, L,
-               (unsigned long long)params, runs, warm_s, chunk, chunk / (STEPS + 1), read, write, pixel_frames, fps,
+               (unsigned long long)params, weights, nmse, runs, warm_s, chunk, chunk / (STEPS + 1), read, write,
+               pixel_frames, fps,
                fl.read_pass / (double)T / 1e9, chunk_flop / 1e12, tflops, bench_json_fraction(j1, sizeof j1, f32_frac),
                bench_json_fraction(j2, sizeof j2, half_frac),
                (unsigned long long)peak_mem, (unsigned long long)weight_bytes,
@@ -195,9 +242,12 @@ int bench_dit(int argc, char **argv) {
                bench_peak_rss());
     } else {
         printf("DiT on %s: %s, depth %d of %d, %d latent frames of %dx%d = %lld tokens (%s, %.0f pixel frames), "
-               "%d text tokens, bf16 weights (%.2f G parameters)\n",
+               "%d text tokens, random bf16 weights as %s on the device (%.2f G parameters)\n",
                dev->name, shp->preset, cfg.depth, full_depth, frames, lh, lw, (long long)T, shp->vae, pixel_frames, L,
-               (double)params / 1e9);
+               weights, (double)params / 1e9);
+        if (args.nmse)
+            printf("  quality: NMSE %.3g of a read pass's prediction (t = 1000) with %s weights against bf16 "
+                   "(%.1f s)\n", run.nmse, weights, run.nmse_s);
         printf("  chunk (4 read passes + write pass), median of %d: %.3f s (warm-up chunk %.3f s)\n", runs, chunk,
                warm_s);
         printf("  per forward: %.3f s on average; read pass %.3f s, write pass %.3f s (medians)\n",

@@ -36,9 +36,34 @@ static const char *keep(char *msg, size_t size, const char *text) {
     return msg;
 }
 
+/* --nmse's probe: one read pass at t = 1000 (LongSANA's first step) over latents x of the
+ * chunk's shape, text y in slot 0, on a context of its own (the measured context's memory
+ * peak never sees it), the dit made from `file` with `opt` but the matrices as `weights`. */
+static lv_status probe_forward(const lv_ctx_options *ctx_opt, const lv_sana_file *file, const lv_dit_options *opt,
+                               lv_dit_weights weights, const float *y, int L, const float *x, int frames, int h,
+                               int w, float *out, uint64_t *weight_bytes) {
+    lv_ctx *ctx = NULL;
+    lv_dit *dit = NULL;
+    lv_dit_options o = *opt;
+    o.weights = weights;
+    float ts[64];
+    for (int f = 0; f < frames && f < 64; f++) ts[f] = 1000;
+    lv_dit_pass pass = {.x = x, .frames = frames, .height = h, .width = w, .timesteps = ts};
+    lv_status s = lv_ctx_create(ctx_opt, &ctx);
+    uint64_t base = ctx ? lv_ctx_memory_in_use(ctx) : 0;
+    if (s == LV_OK) s = lv_dit_create(ctx, file, &o, &dit);
+    if (s == LV_OK) *weight_bytes = lv_ctx_memory_in_use(ctx) - base;
+    if (s == LV_OK) s = lv_dit_set_text(ctx, dit, 0, y, L, NULL);
+    if (s == LV_OK) s = lv_dit_forward(ctx, dit, &pass, out);
+    if (dit) lv_dit_destroy(ctx, dit);
+    if (ctx) lv_ctx_destroy(ctx);
+    return s;
+}
+
 int bench_dit_open(const char *bench, const bench_dit_args *a, const lv_ctx_options *ctx_opt,
-                   const lv_dit_options *dit_opt, bench_dit_run *run) {
+                   const lv_dit_options *dit_opt, bench_dit_nmse nmse, bench_dit_run *run) {
     memset(run, 0, sizeof *run);
+    run->nmse = -1;
     run->shape = &bench_dit_shapes[a->preset];
     lv_sana_config *cfg = &run->cfg;
     if (lv_sana_config_preset(run->shape->preset, cfg) != LV_OK) {
@@ -64,21 +89,46 @@ int bench_dit_open(const char *bench, const bench_dit_args *a, const lv_ctx_opti
     run->params = model.params;
     lv_ctx_options copt;
     lv_ctx_options_default(&copt);
-    if (!failed && lv_ctx_create(ctx_opt ? ctx_opt : &copt, &run->ctx) != LV_OK) failed = keep(msg, sizeof msg, lv_last_error());
-    uint64_t base = run->ctx ? lv_ctx_memory_in_use(run->ctx) : 0;
+    if (!ctx_opt) ctx_opt = &copt;
     lv_dit_options dopt = {.cached_blocks = LV_CACHED_ALL};
-    t0 = bench_now();
-    if (!failed && lv_dit_create(run->ctx, model.file, dit_opt ? dit_opt : &dopt, &run->dit) != LV_OK)
-        failed = keep(msg, sizeof msg, lv_last_error());
-    run->upload_s = bench_now() - t0;
-    if (!failed) run->weight_bytes = lv_ctx_memory_in_use(run->ctx) - base;
-    bench_dit_model_free(&model); /* the weights are on the device now */
+    if (!dit_opt) dit_opt = &dopt;
     size_t ny = (size_t)a->text_tokens * cfg->caption_channels;
     if (!failed && !(y = malloc(ny * sizeof *y))) failed = keep(msg, sizeof msg, "out of host memory");
-    if (!failed) {
-        rand_fill(y, ny, 7);
-        if (lv_dit_set_text(run->ctx, run->dit, 0, y, a->text_tokens, NULL) != LV_OK) failed = keep(msg, sizeof msg, lv_last_error());
+    if (!failed) rand_fill(y, ny, 7);
+    if (!failed && nmse != BENCH_DIT_NO_NMSE) {
+        /* the same weights (this model), latents and text through the file's bf16 matrices and
+         * through dit_opt's, one after the other */
+        size_t nx = (size_t)cfg->in_channels * a->frames * run->lh * run->lw;
+        size_t no = (size_t)cfg->out_channels * a->frames * run->lh * run->lw;
+        float *x = malloc(nx * sizeof *x), *ref = malloc(no * sizeof *ref), *got = malloc(no * sizeof *got);
+        t0 = bench_now();
+        if (!x || !ref || !got) failed = keep(msg, sizeof msg, "out of host memory");
+        else {
+            rand_fill(x, nx, 11);
+            uint64_t bytes = 0;
+            if (probe_forward(ctx_opt, model.file, dit_opt, LV_DIT_WEIGHTS_AS_STORED, y, a->text_tokens, x, a->frames,
+                              run->lh, run->lw, ref, &bytes) != LV_OK ||
+                probe_forward(ctx_opt, model.file, dit_opt, dit_opt->weights, y, a->text_tokens, x, a->frames,
+                              run->lh, run->lw, got, &run->weight_bytes) != LV_OK)
+                failed = keep(msg, sizeof msg, lv_last_error());
+            else run->nmse = bench_nmse(got, ref, no);
+        }
+        run->nmse_s = bench_now() - t0;
+        free(x);
+        free(ref);
+        free(got);
     }
+    if (!failed && lv_ctx_create(ctx_opt, &run->ctx) != LV_OK) failed = keep(msg, sizeof msg, lv_last_error());
+    const bool measured = nmse != BENCH_DIT_NMSE_ONLY; /* the dit the caller times */
+    uint64_t base = run->ctx ? lv_ctx_memory_in_use(run->ctx) : 0;
+    t0 = bench_now();
+    if (!failed && measured && lv_dit_create(run->ctx, model.file, dit_opt, &run->dit) != LV_OK)
+        failed = keep(msg, sizeof msg, lv_last_error());
+    run->upload_s = bench_now() - t0;
+    if (!failed && measured) run->weight_bytes = lv_ctx_memory_in_use(run->ctx) - base;
+    bench_dit_model_free(&model); /* the weights are on the device now */
+    if (!failed && measured && lv_dit_set_text(run->ctx, run->dit, 0, y, a->text_tokens, NULL) != LV_OK)
+        failed = keep(msg, sizeof msg, lv_last_error());
     free(y);
     if (failed) {
         fprintf(stderr, "longvk %s: %s\n", bench, failed);

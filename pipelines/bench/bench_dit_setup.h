@@ -62,16 +62,25 @@ typedef struct bench_dit_run {
     int64_t T;                /* tokens in the chunk */
     uint64_t params, weight_bytes;
     double make_s, upload_s;  /* making the random weights, uploading them */
+    double nmse, nmse_s;      /* with nmse asked: the probe's NMSE (else -1) and the seconds it took */
     lv_ctx *ctx;
     lv_dit *dit;
 } bench_dit_run;
 
+/* Whether bench_dit_open measures the quality (--nmse), and whether it makes the timed dit. */
+typedef enum bench_dit_nmse { BENCH_DIT_NO_NMSE, BENCH_DIT_NMSE, BENCH_DIT_NMSE_ONLY } bench_dit_nmse;
+
 /* Resolves the shape, makes the weights, creates the context (ctx_opt, or the defaults) and
  * the dit (dit_opt, or every chunk cached), sets 300 (--text-tokens) random caption vectors
- * in slot 0. Returns 0, or prints "longvk BENCH: ..." and returns the exit status (2: a
- * usage error); *run is then closed. */
+ * in slot 0. With BENCH_DIT_NMSE, first measures what dit_opt->weights costs in quality:
+ * one read pass at t = 1000 over random latents of the chunk's shape with that text,
+ * through the same random weights uploaded as stored (bf16) and as dit_opt says, each on a
+ * context of its own made with ctx_opt; run->nmse = sum (q - b)^2 / sum b^2 of the two
+ * predictions. BENCH_DIT_NMSE_ONLY: that alone; run->dit stays NULL (run->ctx is made),
+ * run->weight_bytes is the quantized probe's. Returns 0, or prints "longvk BENCH: ..." and
+ * returns the exit status (2: a usage error); *run is then closed. */
 int bench_dit_open(const char *bench, const bench_dit_args *a, const lv_ctx_options *ctx_opt,
-                   const lv_dit_options *dit_opt, bench_dit_run *run);
+                   const lv_dit_options *dit_opt, bench_dit_nmse nmse, bench_dit_run *run);
 void bench_dit_close(bench_dit_run *run);
 
 #endif

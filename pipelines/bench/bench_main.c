@@ -42,6 +42,16 @@ double bench_median(double *values, int n) {
     return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
+double bench_nmse(const float *got, const float *want, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)got[i] - (double)want[i];
+        num += d * d;
+        den += (double)want[i] * (double)want[i];
+    }
+    return den > 0 ? num / den : num == 0 ? 0 : -1;
+}
+
 static long long status_bytes(const char *field) {
     FILE *f = fopen("/proc/self/status", "r");
     if (!f) return 0;

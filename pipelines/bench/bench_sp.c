@@ -431,7 +431,7 @@ int bench_sp(int argc, char **argv) {
     if (args.vae && args.vae_dim % 4) return cli_usage_error("bench sp", "--vae-dim must be a multiple of 4");
     if (!args.vae && cli_given(&bench_sp_spec, "--vae-dim")) return cli_usage_error("bench sp", "--vae-dim needs --vae");
     bench_dit_run run;
-    if ((r = bench_dit_open("bench sp", &args.shape, NULL, NULL, &run)) != 0) return r;
+    if ((r = bench_dit_open("bench sp", &args.shape, NULL, NULL, BENCH_DIT_NO_NMSE, &run)) != 0) return r;
     vae_runner vr = {0};
     vae_one_rank vo = {.on = args.vae, .frames = args.shape.frames};
     const lv_device_info *dev = lv_ctx_device(run.ctx);

@@ -12,7 +12,12 @@
  *
  * Timed: lv_gemma2_encode of the prompt (after one warm-up), median of --runs; and the same
  * with no layer (embedding lookup, upload, final norm, read back), so that per layer =
- * (full - no layer) / layers. */
+ * (full - no layer) / layers.
+ *
+ * --nmse (issue 56's quality figure): after the timing, a second encoder is made from the
+ * same file with the matrices as stored (bf16) and encodes the same tokens; the NMSE of the
+ * timed encoder's last hidden state (--text-weights-dtype, quantized on load by
+ * lv_gemma2_create as generate's) against it is reported. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,7 +30,7 @@
 #include "longvk.h"
 
 typedef struct text_bench_args {
-    bool json;
+    bool json, nmse;
     int layers, vocab, tokens, runs, weights;
     long device;
 } text_bench_args;
@@ -46,17 +51,20 @@ static cli_option options[] = {
     {.name = "--text-weights-dtype", .kind = CLI_CHOICE, .dest = &args.weights, .choices = cli_weight_dtypes,
      .def = "as-stored (bf16)", .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K",
      .help = "the matrices on the device, as generate's --text-weights-dtype (q8_0 / q4_K: quantized on load)"},
+    {.name = "--nmse", .kind = CLI_FLAG, .dest = &args.nmse,
+     .help = "also the quality: the NMSE of the last hidden state against the same random weights as stored (bf16)"},
     {.name = "--device", .kind = CLI_LONG, .dest = &args.device, .min = 0, .max = 64,
      .help = "Vulkan device (see `longvk devices`)"},
 };
 
 const cli_spec bench_text_spec = {
     .command = "bench text",
-    .usage = "[--json] [--layers N] [--vocab N] [--tokens N] [--runs N] [--text-weights-dtype D]",
+    .usage = "[--json] [--layers N] [--vocab N] [--tokens N] [--runs N] [--text-weights-dtype D] [--nmse]",
     .about = "The Gemma-2 text encoder's seconds per 300-token prompt and per layer at the Gemma-2-2B\n"
              "shape with random bf16 weights. The default (all 26 layers) writes a 5.2 GB temporary\n"
              "file in $TMPDIR (else /tmp) and needs 4.05 GB of device memory; --layers 2 --vocab 4096\n"
-             "needs 0.33 GB of each. Fewer layers give the per-layer time to extrapolate from.\n",
+             "needs 0.33 GB of each. Fewer layers give the per-layer time to extrapolate from. --nmse: what\n"
+             "--text-weights-dtype costs in quality against bf16.\n",
     .options = options,
     .count = CLI_COUNT(options),
 };
@@ -158,11 +166,11 @@ int bench_text(int argc, char **argv) {
     uint16_t *shared = malloc(shared_n * sizeof *shared);
     void *embed = mmap(NULL, embed_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     int32_t *ids = malloc((size_t)n * sizeof *ids);
-    float *out = malloc((size_t)n * Hd * sizeof *out);
+    float *out = malloc((size_t)n * Hd * sizeof *out), *ref = NULL;
     double *times = calloc((size_t)runs, sizeof *times), *times0 = calloc((size_t)runs, sizeof *times0);
     lv_gemma2_file *file = NULL;
     lv_ctx *ctx = NULL;
-    lv_gemma2 *enc = NULL;
+    lv_gemma2 *enc = NULL, *ref_enc = NULL;
     char path[4096] = "";
     if (!shared || embed == MAP_FAILED || !ids || !out || !times || !times0) {
         fprintf(stderr, "longvk bench text: out of host memory\n");
@@ -196,12 +204,14 @@ int bench_text(int argc, char **argv) {
     /* warm-up (pipelines, work buffers), then the timed runs */
     if (lv_gemma2_encode(enc, ids, n, out) != LV_OK) FAIL();
     for (int i = 0; i < runs; i++) {
-        t0 = bench_now();
-        if (lv_gemma2_encode(enc, ids, n, out) != LV_OK) FAIL();
-        times[i] = bench_now() - t0;
+        /* the run with no layer first, so that `out` ends with the full encoder's (checked
+         * below, and --nmse's) */
         t0 = bench_now();
         if (lv_gemma2_encode_layers(enc, ids, n, 0, 1, out) != LV_OK) FAIL();
         times0[i] = bench_now() - t0;
+        t0 = bench_now();
+        if (lv_gemma2_encode(enc, ids, n, out) != LV_OK) FAIL();
+        times[i] = bench_now() - t0;
     }
     int finite = 1;
     for (size_t i = 0; i < (size_t)n * Hd; i++) finite &= isfinite(out[i]) != 0;
@@ -209,6 +219,21 @@ int bench_text(int argc, char **argv) {
     double per_layer = (full - none) / cfg.num_layers, full26 = none + 26 * per_layer;
     lv_gemma2_memory mem;
     lv_gemma2_memory_usage(enc, &mem);
+    char nmse[32] = "null";
+    double nmse_s = 0;
+    if (args.nmse) {
+        /* the same file and tokens, the matrices as stored */
+        t0 = bench_now();
+        gopt.weight_dtype = -1;
+        if (!(ref = malloc((size_t)n * Hd * sizeof *ref))) {
+            fprintf(stderr, "longvk bench text: out of host memory\n");
+            goto done;
+        }
+        if (lv_gemma2_create(ctx, file, &gopt, &ref_enc) != LV_OK || lv_gemma2_encode(ref_enc, ids, n, ref) != LV_OK)
+            FAIL();
+        snprintf(nmse, sizeof nmse, "%.6g", bench_nmse(out, ref, (size_t)n * Hd));
+        nmse_s = bench_now() - t0;
+    }
     const lv_device_info *dev = lv_ctx_device(ctx);
     static const char *const dtype_names[] = {"bf16", "f32", "f16", "bf16", "q8_0", "q4_K"};
     const char *dtype_name = dtype_names[args.weights];
@@ -217,10 +242,10 @@ int bench_text(int argc, char **argv) {
                "\"seconds_per_prompt\": %.6g, \"seconds_no_layer\": %.6g, \"seconds_per_layer\": %.6g, "
                "\"seconds_per_prompt_26_layers\": %.6g, \"extrapolated\": %s, \"device_weight_bytes\": %llu, "
                "\"device_work_bytes\": %llu, \"write_seconds\": %.3f, \"upload_seconds\": %.3f, "
-               "\"weights_dtype\": \"%s\"}\n",
+               "\"weights_dtype\": \"%s\", \"nmse_vs_bf16\": %s}\n",
                dev->name, cfg.num_layers, cfg.vocab_size, n, runs, full, none, per_layer, full26,
                cfg.num_layers == 26 ? "false" : "true", (unsigned long long)mem.weights,
-               (unsigned long long)mem.work, t_write, t_upload, dtype_name);
+               (unsigned long long)mem.work, t_write, t_upload, dtype_name, nmse);
     } else {
         printf("bench text on %s: Gemma-2-2B shape, %d of 26 layers, random bf16 weights (matrices %s on the "
                "device), vocab %d, %d tokens, median of %d\n",
@@ -231,6 +256,9 @@ int bench_text(int argc, char **argv) {
         printf("  26 layers: %.2f s per prompt%s\n", full26, cfg.num_layers == 26 ? " (measured)" : " (extrapolated)");
         printf("  device memory: weights %.1f MiB, work %.1f MiB; file written in %.1f s, uploaded in %.1f s\n",
                (double)mem.weights / 1048576.0, (double)mem.work / 1048576.0, t_write, t_upload);
+        if (args.nmse)
+            printf("  quality: NMSE %s of the last hidden state with %s matrices against bf16 (%.1f s)\n", nmse,
+                   dtype_name, nmse_s);
     }
     if (!finite) {
         fprintf(stderr, "longvk bench text: the output is not finite\n");
@@ -238,6 +266,7 @@ int bench_text(int argc, char **argv) {
     }
     rc = 0;
 done:
+    if (ref_enc) lv_gemma2_destroy(ref_enc);
     if (enc) lv_gemma2_destroy(enc);
     if (ctx) lv_ctx_destroy(ctx);
     lv_gemma2_file_close(file);
@@ -245,6 +274,7 @@ done:
     free(shared);
     free(ids);
     free(out);
+    free(ref);
     free(times);
     free(times0);
     return rc;

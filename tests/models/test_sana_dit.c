@@ -628,10 +628,10 @@ Test(sana_dit, ffn_slices_equal_whole_frames) {
     lv_sana_file_close(model);
 }
 
-/* `longvk bench dit OPTIONS --json`: its device_activation_bytes (the peak above what stays
- * held between chunks: weights, state, text). */
-static unsigned long long bench_dit_activation_bytes(const char *options, const char *name) {
-    char cmd[4096], path[1024];
+/* `longvk bench dit OPTIONS --json` (written to LONGVK_TEST_TMP/name): its figure `field`
+ * as the text after `"field": `, in `text` (size bytes). */
+static void bench_dit_figure(const char *options, const char *name, const char *field, char *text, size_t size) {
+    char cmd[4096], path[1024], key[128];
     snprintf(path, sizeof path, "%s/%s", LONGVK_TEST_TMP, name);
     snprintf(cmd, sizeof cmd, "%s bench dit %s --json >%s 2>%s.err", LONGVK_CLI, options, path, path);
     int rc = system(cmd);
@@ -639,11 +639,23 @@ static unsigned long long bench_dit_activation_bytes(const char *options, const 
     size_t len;
     char *json = (char *)ts_slurp(path, &len);
     cr_assert_not_null(json);
-    const char *at = strstr(json, "\"device_activation_bytes\": ");
+    snprintf(key, sizeof key, "\"%s\": ", field);
+    const char *at = strstr(json, key);
     cr_assert_not_null(at, "%s", json);
-    unsigned long long bytes = strtoull(at + strlen("\"device_activation_bytes\": "), NULL, 10);
+    at += strlen(key);
+    size_t n = strcspn(at, ",}");
+    cr_assert(n > 0 && n < size, "%s", json);
+    memcpy(text, at, n);
+    text[n] = '\0';
     free(json);
-    return bytes;
+}
+
+/* Its device_activation_bytes (the peak above what stays held between chunks: weights,
+ * state, text). */
+static unsigned long long bench_dit_activation_bytes(const char *options, const char *name) {
+    char text[64];
+    bench_dit_figure(options, name, "device_activation_bytes", text, sizeof text);
+    return strtoull(text, NULL, 10);
 }
 
 /* A forward's temporaries are released block by block (the stream is flushed at each
@@ -763,4 +775,71 @@ Test(sana_dit, tiny_quantized_weights) {
 Test(sana_dit, default_model_quantized_weights) {
     quantized_weights("default-model/default.safetensors", "default-model/vectors.safetensors", "chunk0_noise",
                       600.0f);
+}
+
+/* `longvk bench dit --weights-dtype D --nmse` (issue 56's quality figure) at the 2B's real
+ * width, one block, 4 tokens: the same random weights, latents and text run with the
+ * matrices as stored (bf16) and as D. bf16 against bf16 is the same computation: NMSE
+ * exactly 0. q8_0: above 0 (the quantization happened) and within the bound of
+ * quantized_weights above, P max_W beta_W, from the q8_0 step: bench dit's weights are
+ * uniform in [-0.02, 0.02] (bench_dit_model.c), so beta_W is ts_q8_0_weight_nmse of such a
+ * matrix, times (1 + 2^-8)^2 for the bf16 rounding that can lift a block's max|w| (the
+ * smallest matrix, t_embedder.mlp.0, has 573440 weights: its mean square is that of the
+ * sample to well under 1%); P counts the products whose K is whole q8_0 blocks, from the
+ * model's tensor list. --runs 0 without --nmse times nothing: a usage error. */
+Test(sana_dit, bench_dit_nmse_of_quantized_weights, .timeout = 600) {
+    const char *shape = "--depth 1 --frames 1 --latent 2x2 --text-tokens 4 --runs 0 --nmse"; /* no chunk timed */
+    char opts[512], text[64];
+    snprintf(opts, sizeof opts, "%s --weights-dtype bf16", shape);
+    bench_dit_figure(opts, "bench_dit_nmse_bf16.json", "nmse_vs_bf16", text, sizeof text);
+    cr_assert_str_eq(text, "0", "bf16 against bf16: NMSE %s, want exactly 0", text);
+    snprintf(opts, sizeof opts, "%s --weights-dtype q8_0", shape);
+    bench_dit_figure(opts, "bench_dit_nmse_q8_0.json", "nmse_vs_bf16", text, sizeof text);
+    double e = strtod(text, NULL);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s bench dit --depth 1 --runs 0 >/dev/null 2>&1", LONGVK_CLI);
+    int rc = system(cmd);
+    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "%s: exit %d, want 2", cmd, WEXITSTATUS(rc));
+
+    lv_sana_config cfg;
+    cr_assert_eq(lv_sana_config_preset("sana-video-2b-480p", &cfg), LV_OK, "%s", lv_last_error());
+    cfg.depth = 1;
+    lv_sana_tensor_spec *specs;
+    int count;
+    cr_assert_eq(lv_sana_expected_tensors(&cfg, &specs, &count), LV_OK, "%s", lv_last_error());
+    static const char *products[] = {"x_embedder.proj.weight", "t_embedder.mlp.0.weight", "t_embedder.mlp.2.weight",
+                                     "t_block.1.weight", "y_embedder.y_proj.fc1.weight",
+                                     "y_embedder.y_proj.fc2.weight", "final_layer.linear.weight",
+                                     "blocks.0.attn.qkv.weight", "blocks.0.attn.proj.weight",
+                                     "blocks.0.cross_attn.q_linear.weight", "blocks.0.cross_attn.kv_linear.weight",
+                                     "blocks.0.cross_attn.proj.weight", "blocks.0.mlp.inverted_conv.conv.weight",
+                                     "blocks.0.mlp.point_conv.conv.weight", "blocks.0.mlp.t_conv.weight"};
+    lv_ctx *ctx = ts_ctx();
+    const bool tconv_gemm = lv_temporal_conv_uses_gemm(ctx);
+    ts_ctx_done(ctx);
+    int P = 0;
+    for (size_t i = 0; i < sizeof products / sizeof *products; i++) {
+        const bool tconv = strcmp(products[i], "blocks.0.mlp.t_conv.weight") == 0;
+        if (tconv && !tconv_gemm) continue; /* a conv kernel, not a product */
+        int found = 0;
+        for (int j = 0; j < count && !found; j++) {
+            if (strcmp(specs[j].name, products[i]) != 0) continue;
+            found = 1;
+            int64_t n = 1;
+            for (int d = 0; d < specs[j].ndim; d++) n *= specs[j].shape[d];
+            /* t_conv goes tap-major, rows of C; the others have rows of n / shape[0] */
+            int64_t K = tconv ? cfg.hidden : n / specs[j].shape[0];
+            if (K % 32 == 0) P++;
+        }
+        cr_assert(found, "%s is not in the model's tensor list", products[i]);
+    }
+    free(specs);
+    const int64_t n = 256 * 2240;
+    float *w = ts_rand_alloc((size_t)n, 5, -0.02f, 0.02f);
+    const double beta = ts_q8_0_weight_nmse(w, n) * (1 + 0x1p-8) * (1 + 0x1p-8), bound = P * beta;
+    free(w);
+    cr_log_info("bench dit, 2B width, one block: q8_0 against bf16 NMSE %.3g (bound %.3g = %d products x %.3g)", e,
+                bound, P, beta);
+    cr_assert(e > 0, "q8_0: NMSE %s, the quantization did not happen", text);
+    cr_assert(e <= bound, "q8_0: NMSE %.3g > %.3g", e, bound);
 }
