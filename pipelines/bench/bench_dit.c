@@ -60,7 +60,7 @@ static cli_option options[] = {
              "quality figure alone"},
     {.name = "--precision", .kind = CLI_CHOICE, .dest = &args.precision, .choices = cli_precisions,
      .def = "f32, or LONGVK_PRECISION", .help = "the DiT's activations between kernels (as generate's --precision)"},
-    {.name = "--weights-dtype", .kind = CLI_CHOICE, .dest = &args.weights, .choices = cli_weight_dtypes,
+    {.name = "--weights-dtype", .kind = CLI_CHOICE, .dest = &args.weights, .choices = cli_weight_dtypes, .aliases = cli_weight_dtype_aliases,
      .def = "as-stored (bf16)", .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K",
      .help = "the matrices on the device, as generate's --weights-dtype (q8_0 / q4_K: quantized on load; at the "
              "2B's width 2240, not a multiple of q4_K's 256, almost every q4_K matrix falls back to q8_0)"},

@@ -48,7 +48,7 @@ static cli_option options[] = {
      .def = "300, SANA-Video's text length", .help = "prompt tokens"},
     {.name = "--runs", .kind = CLI_INT, .dest = &args.runs, .metavar = "N", .min = 1, .max = 100, .def = "3",
      .help = "timed runs after a warm-up (the median is reported)"},
-    {.name = "--text-weights-dtype", .kind = CLI_CHOICE, .dest = &args.weights, .choices = cli_weight_dtypes,
+    {.name = "--text-weights-dtype", .kind = CLI_CHOICE, .dest = &args.weights, .choices = cli_weight_dtypes, .aliases = cli_weight_dtype_aliases,
      .def = "as-stored (bf16)", .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K",
      .help = "the matrices on the device, as generate's --text-weights-dtype (q8_0 / q4_K: quantized on load)"},
     {.name = "--nmse", .kind = CLI_FLAG, .dest = &args.nmse,

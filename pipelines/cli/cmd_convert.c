@@ -20,6 +20,7 @@ typedef struct convert_args {
 
 enum { QUANT_NONE = 0, QUANT_Q8_0, QUANT_Q4_K };
 static const cli_choice quant_choices[] = {{"q8_0", QUANT_Q8_0}, {"q4_K", QUANT_Q4_K}, {0}};
+static const cli_choice quant_aliases[] = {{"q4_k", QUANT_Q4_K}, {"Q4_K", QUANT_Q4_K}, {"Q8_0", QUANT_Q8_0}, {0}};
 
 static convert_args args;
 
@@ -30,7 +31,7 @@ static cli_option options[] = {
     {.kind = CLI_OUTPUT, .dest = &args.out, .metavar = "OUT.safetensors|OUT.gguf", .required = true,
      .help = "keeps every tensor's name, dtype and shape and IN's metadata; it is written to a temporary file "
              "and renamed into place when complete. A name ending in .gguf writes GGUF (version 3)"},
-    {.name = "--quantize", .kind = CLI_CHOICE, .dest = &args.quantize, .choices = quant_choices, .metavar = "q8_0|q4_K",
+    {.name = "--quantize", .kind = CLI_CHOICE, .dest = &args.quantize, .choices = quant_choices, .aliases = quant_aliases, .metavar = "q8_0|q4_K",
      .help = "OUT.gguf only: the matrix weights (a name ending in .weight, 2 dims, or more that are all 1: "
              "linear layers and 1x1 convs; not embedding tables) quantized as ggml's q8_0 or q4_K; a row not whole blocks (32, 256) "
              "falls back, q4_K to q8_0, q8_0 to its dtype; every other tensor as it is"},

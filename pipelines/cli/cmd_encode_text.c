@@ -80,7 +80,7 @@ static cli_option options[] = {
     {.name = "--dtype", .kind = CLI_CHOICE, .dest = &args.dtype, .choices = dtypes, .def = "the weights as stored",
      .help = "f32: every weight as float32; bf16-weights: every weight rounded to bf16 (compute is float32 "
              "either way)"},
-    {.name = "--text-weights-dtype", .kind = CLI_CHOICE, .dest = &args.weights, .choices = cli_weight_dtypes,
+    {.name = "--text-weights-dtype", .kind = CLI_CHOICE, .dest = &args.weights, .choices = cli_weight_dtypes, .aliases = cli_weight_dtype_aliases,
      .def = "as-stored", .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K",
      .help = "the encoder's matrix weights (q, k, v, o, gate, up, down) on the device, as generate's "
              "--text-weights-dtype: converted to f32, f16 or bf16 (every weight rounded, as --dtype), or "

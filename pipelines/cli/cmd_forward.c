@@ -61,7 +61,7 @@ static cli_option options[] = {
      .help = "block-causal: chunks of B latent frames, each reading the carried state of the earlier ones"},
     {.name = "--cached-blocks", .kind = CLI_LONG, .dest = &args.cached, .metavar = "K", .min = 0, .max = 100000,
      .def = "all", .help = "with --block-frames: only the last K chunks (0: none)"},
-    {.name = "--weights-dtype", .kind = CLI_CHOICE, .dest = &args.weights, .choices = cli_weight_dtypes,
+    {.name = "--weights-dtype", .kind = CLI_CHOICE, .dest = &args.weights, .choices = cli_weight_dtypes, .aliases = cli_weight_dtype_aliases,
      .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K", .def = "as-stored",
      .help = "the matrix weights on the device: as stored, or converted (f16/bf16 halve an f32 file's memory), "
              "or quantized on load (q8_0, q4_K; rows not whole blocks fall back: q4_K to q8_0 to as stored)"},

@@ -200,7 +200,7 @@ static cli_option options[] = {
      .help = "the text encoder's attention soft-cap; off is what SANA-Video's own runs do (transformers' sdpa "
              "attention ignores it)"},
     {.name = "--text-weights-dtype", .kind = CLI_CHOICE, .dest = &args.o.text_weights_dtype,
-     .choices = cli_weight_dtypes, .def = "as-stored", .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K",
+     .choices = cli_weight_dtypes, .aliases = cli_weight_dtype_aliases, .def = "as-stored", .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K",
      .help = "the text encoder's matrix weights (q, k, v, o, gate, up, down) on the device, as --weights-dtype "
              "for the DiT: converted, or quantized on load as ggml's q8_0 / q4_K (the embedding and the norms as "
              "stored; q4_K falls back to q8_0 where rows are not whole blocks of 256); a GGUF's quantized "
@@ -267,7 +267,7 @@ static cli_option options[] = {
      .help = "CPU device (lavapipe) only: worker threads; 0 runs every kernel on lavapipe's own thread (default: "
              "0 for small models such as the embedded one, whose kernels are shorter than a hand-off to "
              "workers; else one per core). LP_NUM_THREADS, when set, wins"},
-    {.name = "--weights-dtype", .kind = CLI_CHOICE, .dest = &args.o.weights_dtype, .choices = cli_weight_dtypes,
+    {.name = "--weights-dtype", .kind = CLI_CHOICE, .dest = &args.o.weights_dtype, .choices = cli_weight_dtypes, .aliases = cli_weight_dtype_aliases,
      .def = "as-stored", .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K",
      .help = "the DiT's matrix weights on the device: as the file stores them, or converted (f16/bf16 halve "
              "an f32 file's memory), or quantized on load as ggml's q8_0 / q4_K (about 1/4 and 1/7; rows not "

@@ -61,10 +61,10 @@ static cli_option options[] = {
              "600-token pass: the instruction and the prompt at most), the DiT's, the Wan2.1 VAE decoder's "
              "(16-channel models; in tiles as --vae-tiles says). With --preset or --config and no MODEL, from the "
              "architecture alone (matrix weights bf16, as released)"},
-    {.name = "--weights-dtype", .kind = CLI_CHOICE, .dest = &args.weights_dtype, .choices = cli_weight_dtypes,
+    {.name = "--weights-dtype", .kind = CLI_CHOICE, .dest = &args.weights_dtype, .choices = cli_weight_dtypes, .aliases = cli_weight_dtype_aliases,
      .def = "as-stored", .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K", .help = "with --plan: generate's --weights-dtype"},
     {.name = "--text-weights-dtype", .kind = CLI_CHOICE, .dest = &args.text_weights_dtype,
-     .choices = cli_weight_dtypes, .def = "as-stored (bf16)", .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K",
+     .choices = cli_weight_dtypes, .aliases = cli_weight_dtype_aliases, .def = "as-stored (bf16)", .metavar = "as-stored|f32|f16|bf16|q8_0|q4_K",
      .help = "with --plan: generate's --text-weights-dtype, for the text encoder's phase"},
     {.name = "--precision", .kind = CLI_CHOICE, .dest = &args.precision, .choices = cli_precisions, .def = "f32",
      .help = "with --plan: generate's --precision"},

@@ -569,5 +569,8 @@ int cli_check_preset(const char *command, const char *preset) {
 const cli_choice cli_weight_dtypes[] = {{"as-stored", LV_DIT_WEIGHTS_AS_STORED}, {"f32", LV_DIT_WEIGHTS_F32},
                                         {"f16", LV_DIT_WEIGHTS_F16}, {"bf16", LV_DIT_WEIGHTS_BF16},
                                         {"q8_0", LV_DIT_WEIGHTS_Q8_0}, {"q4_K", LV_DIT_WEIGHTS_Q4_K}, {0}};
+/* ggml names its types q8_0 and q4_K (GGML_TYPE_Q4_K); users also write them otherwise */
+const cli_choice cli_weight_dtype_aliases[] = {{"q4_k", LV_DIT_WEIGHTS_Q4_K}, {"Q4_K", LV_DIT_WEIGHTS_Q4_K},
+                                               {"Q8_0", LV_DIT_WEIGHTS_Q8_0}, {0}};
 const cli_choice cli_precisions[] = {
     {"f32", LV_PRECISION_F32}, {"f16", LV_PRECISION_F16}, {"bf16", LV_PRECISION_BF16}, {0}};

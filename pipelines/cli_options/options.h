@@ -154,6 +154,8 @@ int cli_check_preset(const char *command, const char *preset);
 
 /* Choices shared by commands: --weights-dtype (lv_dit_weights) and --precision (lv_precision). */
 extern const cli_choice cli_weight_dtypes[];
+/* --weights-dtype's other spellings, accepted and not listed: q4_k, Q4_K, Q8_0 */
+extern const cli_choice cli_weight_dtype_aliases[];
 extern const cli_choice cli_precisions[];
 
 #endif

@@ -109,6 +109,21 @@ Test(cli_options, integers_and_sizes) {
         cr_assert(!cli_parse_dims(bad_dims[i], 3, 1, 100000, d), "'%s' was accepted", bad_dims[i]);
 }
 
+/* ggml's type names in other cases are taken (aliases, not listed): q4_k, Q4_K, Q8_0 */
+Test(cli_options, weight_dtypes_in_other_cases) {
+    const char *spellings[][2] = {{"q4_k", "weights q4_K"}, {"Q4_K", "weights q4_K"}, {"Q8_0", "weights q8_0"},
+                                  {"q4_1", "--weights-dtype"}};
+    for (size_t i = 0; i < sizeof spellings / sizeof *spellings; i++) {
+        char cmd[1024], *out;
+        snprintf(cmd, sizeof cmd, "%s info --plan --preset sana-video-2b-480p --weights-dtype %s 2>&1", LONGVK_CLI,
+                 spellings[i][0]);
+        int rc = ts_run(cmd, &out);
+        cr_assert(rc == (i < 3 ? 0 : 2) && strstr(out, spellings[i][1]), "--weights-dtype %s: exit %d\n%s",
+                  spellings[i][0], rc, out);
+        free(out);
+    }
+}
+
 /* ---- non-finite and malformed values on the command line ------------------------------------ */
 
 Test(cli_options, non_finite_values_are_usage_errors, .timeout = 300) {
