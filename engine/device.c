@@ -1,4 +1,5 @@
 /* Vulkan instance, device choice, validation messenger, and the context's lifetime. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -348,6 +349,8 @@ lv_status lv_ctx_create(const lv_ctx_options *opt_in, lv_ctx **out) {
     ctx->precision = precision;
     ctx->validation = opt.validation < 0 ? lv_env_flag("LONGVK_VALIDATE") : opt.validation != 0;
     ctx->profile = opt.profile < 0 ? lv_env_flag("LONGVK_PROFILE") : opt.profile != 0;
+    static atomic_int contexts_made;
+    ctx->serial = atomic_fetch_add(&contexts_made, 1) + 1;
 
     /* lavapipe sizes its compute thread pool from LP_NUM_THREADS when the instance
      * enumerates its devices; set it for that moment only, so that other contexts of the
@@ -384,7 +387,8 @@ lv_status lv_ctx_create(const lv_ctx_options *opt_in, lv_ctx **out) {
 static void print_profile(lv_ctx *ctx) {
     double total = 0;
     for (int i = 0; i < LV_OP_COUNT; i++) total += ctx->op_time_ms[i];
-    fprintf(stderr, "longvk profile (device time per op):\n");
+    /* one table a context: a CFG-parallel run's twin (its second context) prints its own */
+    fprintf(stderr, "longvk profile of context %d on %s (device time per op):\n", ctx->serial, ctx->info.name);
     fprintf(stderr, "  %-20s %10s %12s %8s\n", "op", "calls", "ms", "share");
     for (int i = 0; i < LV_OP_COUNT; i++) {
         if (!ctx->op_calls[i]) continue;

@@ -99,6 +99,7 @@ struct lv_ctx {
     uint32_t dispatches_recorded;
     /* profiling (LONGVK_PROFILE=1) */
     bool profile;
+    int serial; /* 1 for the process's first context, 2 for the next, ... (the profile names it) */
     VkQueryPool query_pool;
     uint32_t queries_used;
     lv_profile_entry *profile_entries;
