@@ -19,6 +19,7 @@
 
 #include "test_support.h"
 #include "ts_files.h"
+#include "ts_frames.h"
 #include "ts_process.h"
 
 #define PROMPT "two red balls bouncing on a blue background"
@@ -36,27 +37,6 @@ static void run_ok(const char *const *argv, const char *what) {
     cr_assert(!p.timed_out && p.status == 0, "%s: exit %d, stderr:\n%s", what, p.status, p.err);
     cr_log_info("%s: %.1f s", what, p.seconds);
     free(p.err);
-}
-
-static double pair_mae(const uint8_t *v, int t) {
-    double s = 0;
-    for (int i = 0; i < FRAME_BYTES; i++)
-        s += fabs((double)v[(size_t)(t + 1) * FRAME_BYTES + i] - v[(size_t)t * FRAME_BYTES + i]);
-    return s / FRAME_BYTES;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* the median MAE over the block boundaries (pairs (4b - 1, 4b)), as longvk metrics takes it */
-static double median_seam(const uint8_t *v, int64_t frames) {
-    double m[512];
-    int n = 0;
-    for (int f = 4; f < frames && n < 512; f += 4) m[n++] = pair_mae(v, f - 1);
-    qsort(m, (size_t)n, sizeof *m, cmp_double);
-    return n % 2 ? m[n / 2] : 0.5 * (m[n / 2 - 1] + m[n / 2]);
 }
 
 static double psnr(const uint8_t *a, const uint8_t *b, size_t n) {
@@ -86,7 +66,7 @@ Test(continue_cli, junction, .timeout = 1200) {
     cr_assert_eq(nx, 320, "whole: the clip's 160 frames and 160 new ones");
     cr_assert(memcmp(vx, vc, 160 * FRAME_BYTES) == 0, "the clip's frames, byte for byte");
 
-    double seam = pair_mae(vx, 159), median = median_seam(vx, nx);
+    double seam = ts_pair_mae(vx, FRAME_BYTES, 159), median = ts_median_seam(vx, FRAME_BYTES, nx, 4);
     cr_log_info("the junction's seam %.3f = %.2fx the median block seam %.3f", seam, seam / median, median);
     cr_expect(seam <= 1.5 * median, "the junction's seam %.3f > 1.5 x the median %.3f", seam, median);
     /* longvk metrics --switches: the junction as a switch to the same prompt at 160f */

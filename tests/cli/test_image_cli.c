@@ -33,6 +33,7 @@
 
 #include "test_support.h"
 #include "ts_files.h"
+#include "ts_frames.h"
 #include "ts_process.h"
 
 #define PROMPT "two red balls bouncing on a blue background"
@@ -93,18 +94,6 @@ static int max_diff(const uint8_t *a, const uint8_t *b) {
     return m;
 }
 
-static double pair_mae(const uint8_t *v, int t) {
-    double s = 0;
-    for (int i = 0; i < FRAME_BYTES; i++)
-        s += fabs((double)v[(size_t)(t + 1) * FRAME_BYTES + i] - v[(size_t)t * FRAME_BYTES + i]);
-    return s / FRAME_BYTES;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 Test(image_cli, frame_zero_and_continuation, .timeout = 600) {
     const char *out = LONGVK_TEST_TMP "/image_a.mkv", *plain = LONGVK_TEST_TMP "/image_plain.mkv";
     clean(out), clean(plain);
@@ -121,9 +110,9 @@ Test(image_cli, frame_zero_and_continuation, .timeout = 600) {
 
     /* the video continues the picture: its first step no larger than the usual one */
     double m[63];
-    for (int t = 0; t < 63; t++) m[t] = pair_mae(v, t);
+    for (int t = 0; t < 63; t++) m[t] = ts_pair_mae(v, FRAME_BYTES, t);
     double first = m[0];
-    qsort(m, 63, sizeof *m, cmp_double);
+    qsort(m, 63, sizeof *m, ts_cmp_double);
     cr_log_info("MAE frame 0 -> 1 %.2f, median of consecutive frames %.2f (%.2fx)", first, m[31], first / m[31]);
     cr_assert_leq(first, 1.5 * m[31], "frame 0 -> 1 MAE %.2f > 1.5 x the median %.2f", first, m[31]);
 

@@ -31,6 +31,7 @@
 #include "longvk.h"
 #include "test_support.h"
 #include "ts_files.h"
+#include "ts_frames.h"
 #include "ts_process.h"
 
 #define PROMPT_A "two red balls bouncing on a blue background"
@@ -72,27 +73,6 @@ static double hist_chi2(const uint8_t *a, const uint8_t *b, int f0, int n) {
         if (x + y > 0) d += 0.5 * (x - y) * (x - y) / (x + y);
     }
     return d / 3;
-}
-
-static double pair_mae(const uint8_t *v, int t) {
-    double s = 0;
-    for (int i = 0; i < FRAME_BYTES; i++)
-        s += fabs((double)v[(size_t)(t + 1) * FRAME_BYTES + i] - v[(size_t)t * FRAME_BYTES + i]);
-    return s / FRAME_BYTES;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* the median MAE over the block boundaries (pairs (4b - 1, 4b)) */
-static double median_seam(const uint8_t *v, int64_t frames) {
-    double m[64];
-    int n = 0;
-    for (int f = 4; f < frames && n < 64; f += 4) m[n++] = pair_mae(v, f - 1);
-    qsort(m, (size_t)n, sizeof *m, cmp_double);
-    return n % 2 ? m[n / 2] : 0.5 * (m[n / 2 - 1] + m[n / 2]);
 }
 
 static uint8_t *video(const char *path) {
@@ -144,9 +124,10 @@ Test(schedule_cli, one_switch, .timeout = 1200) {
         if (blk >= 11 + 2) cr_expect(d1b < 0.1 && d1a > 0.3, "block %d (transition): %.3f to B, %.3f to A",
                                      blk + 1, d1b, d1a);
     }
-    double m0 = median_seam(v0, 64), m1 = median_seam(v1, 64), at0 = pair_mae(v0, 31), at1 = pair_mae(v1, 31);
+    double m0 = ts_median_seam(v0, FRAME_BYTES, 64, 4), m1 = ts_median_seam(v1, FRAME_BYTES, 64, 4);
+    double at0 = ts_pair_mae(v0, FRAME_BYTES, 31), at1 = ts_pair_mae(v1, FRAME_BYTES, 31);
     double most = 0;
-    for (int f = 32; f <= 48; f += 4) most = fmax(most, pair_mae(v1, f - 1));
+    for (int f = 32; f <= 48; f += 4) most = fmax(most, ts_pair_mae(v1, FRAME_BYTES, f - 1));
     cr_log_info("seam at the switch: %.3f = %.2fx the median %.3f without a transition; %.3f = %.2fx the median "
                 "%.3f with --transition 1, largest over the transition %.3f = %.2fx", at0, at0 / m0, m0, at1,
                 at1 / m1, m1, most, most / m1);
