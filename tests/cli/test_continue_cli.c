@@ -39,12 +39,6 @@ static void run_ok(const char *const *argv, const char *what) {
     free(p.err);
 }
 
-static double psnr(const uint8_t *a, const uint8_t *b, size_t n) {
-    double se = 0;
-    for (size_t i = 0; i < n; i++) se += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-    return se == 0 ? 99 : 10 * log10(255.0 * 255.0 / (se / n));
-}
-
 Test(continue_cli, junction, .timeout = 1200) {
     const char *full = LONGVK_TEST_TMP "/cont_cli_20s.mkv", *clip = LONGVK_TEST_TMP "/cont_cli_10s.mkv";
     const char *cont = LONGVK_TEST_TMP "/cont_cli_cont.mkv", *sched = LONGVK_TEST_TMP "/cont_cli_junction.schedule";
@@ -87,14 +81,14 @@ Test(continue_cli, junction, .timeout = 1200) {
      * 4th, 54.8-62.9 dB from the 8th on (the window forgets the difference; junction seam
      * 1.09x the median); a video with another seed is 12-13 dB from it. Bound 30 dB: an
      * RMS error of 8 levels of 255, far from another video. */
-    double first = psnr(vx + 160 * FRAME_BYTES, vf + 160 * FRAME_BYTES, 4 * FRAME_BYTES);
+    double first = ts_psnr(vx + 160 * FRAME_BYTES, vf + 160 * FRAME_BYTES, 4 * FRAME_BYTES);
     cr_log_info("first continued block: %.2f dB from the uninterrupted run's", first);
     for (int b = 1; b < 40; b *= 2)
         cr_log_info("block %d after the junction (frames %d-%d): %.2f dB", b, 160 + 4 * b, 163 + 4 * b,
-                    psnr(vx + (size_t)(160 + 4 * b) * FRAME_BYTES, vf + (size_t)(160 + 4 * b) * FRAME_BYTES,
-                         4 * FRAME_BYTES));
+                    ts_psnr(vx + (size_t)(160 + 4 * b) * FRAME_BYTES, vf + (size_t)(160 + 4 * b) * FRAME_BYTES,
+                            4 * FRAME_BYTES));
     cr_log_info("last block (frames 316-319): %.2f dB",
-                psnr(vx + 316 * FRAME_BYTES, vf + 316 * FRAME_BYTES, 4 * FRAME_BYTES));
+                ts_psnr(vx + 316 * FRAME_BYTES, vf + 316 * FRAME_BYTES, 4 * FRAME_BYTES));
     cr_expect_geq(first, 30.0, "the first continued block is %.2f dB from the uninterrupted run's", first);
     free(vf), free(vc), free(vx);
     clean(full), clean(clip), clean(cont);

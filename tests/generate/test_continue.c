@@ -30,6 +30,7 @@
 #include "longvk/generate.h"
 #include "test_support.h"
 #include "ts_files.h"
+#include "ts_frames.h"
 
 #define PROMPT "two red balls bouncing on a blue background"
 #define PLANE (32 * 32)
@@ -124,12 +125,6 @@ static void on_progress(void *user, const lv_generate_progress *p) {
     if (w->stop_at && p->block >= w->stop_at) w->flag = 1;
 }
 
-static double psnr(const uint8_t *a, const uint8_t *b, size_t n) {
-    double se = 0;
-    for (size_t i = 0; i < n; i++) se += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-    return se == 0 ? 99 : 10 * log10(255.0 * 255.0 / (se / n));
-}
-
 static void clean(const char *out) {
     char b[600];
     remove(out);
@@ -172,9 +167,9 @@ Test(continue, from_a_file_and_resumed, .timeout = 600) {
      * with seed 8 is 12-13 dB from it. Bound 30 dB for the first block and every frame: an
      * RMS error of 8 levels, far from another video's 12 dB, with 9 dB of room for other
      * devices' rounding of the amplification. */
-    double first = psnr(v1 + 8 * FRAME_BYTES, vf + 8 * FRAME_BYTES, 4 * FRAME_BYTES), least = 99;
+    double first = ts_psnr(v1 + 8 * FRAME_BYTES, vf + 8 * FRAME_BYTES, 4 * FRAME_BYTES), least = 99;
     for (int t = 8; t < 20; t++) {
-        double p = psnr(v1 + (size_t)t * FRAME_BYTES, vf + (size_t)t * FRAME_BYTES, FRAME_BYTES);
+        double p = ts_psnr(v1 + (size_t)t * FRAME_BYTES, vf + (size_t)t * FRAME_BYTES, FRAME_BYTES);
         least = p < least ? p : least;
     }
     cr_log_info("the continuation from the 8-bit clip: first new block %.2f dB, least frame %.2f dB", first, least);

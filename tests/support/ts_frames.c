@@ -12,6 +12,12 @@ double ts_pair_mae(const uint8_t *v, size_t frame_bytes, int t) {
     return s / frame_bytes;
 }
 
+double ts_psnr(const uint8_t *a, const uint8_t *b, size_t n) {
+    double se = 0;
+    for (size_t i = 0; i < n; i++) se += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    return se == 0 ? 99 : 10 * log10(255.0 * 255.0 / (se / n));
+}
+
 int ts_cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
