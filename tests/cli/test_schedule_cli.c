@@ -39,16 +39,6 @@
 #define COMMON "--seconds", "4", "--burn-in-blocks", "8", "--codec", "ffv1", "--scale", "1", "-s", "7"
 #define FRAME_BYTES (32 * 32 * 3)
 
-static ts_proc gen(const char *const *argv) {
-    ts_proc p = ts_spawn(argv, 600);
-    cr_assert(!p.timed_out, "%s timed out", ts_argv_text(argv));
-    return p;
-}
-
-static void expect_ok(ts_proc *p, const char *what) {
-    cr_assert(p->status == 0, "%s: exit %d, stderr:\n%s", what, p->status, p->err);
-}
-
 static void clean(const char *out) {
     char b[600];
     remove(out);
@@ -88,23 +78,23 @@ Test(schedule_cli, one_switch, .timeout = 1200) {
     const char *a = LONGVK_TEST_TMP "/sched_a.mkv", *b = LONGVK_TEST_TMP "/sched_b.mkv";
     const char *s0 = LONGVK_TEST_TMP "/sched_s0.mkv", *s1 = LONGVK_TEST_TMP "/sched_s1.mkv";
     clean(a), clean(b), clean(s0), clean(s1);
-    ts_proc p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, COMMON, "-q", "-o", a, NULL});
-    expect_ok(&p, "the first prompt alone");
+    ts_proc p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, COMMON, "-q", "-o", a, NULL});
+    ts_assert_exit0(&p, "the first prompt alone");
     free(p.err);
-    p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_B, COMMON, "-q", "-o", b, NULL});
-    expect_ok(&p, "the second prompt alone");
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_B, COMMON, "-q", "-o", b, NULL});
+    ts_assert_exit0(&p, "the second prompt alone");
     free(p.err);
-    p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "2=" PROMPT_B, COMMON, "-o", s0,
-                             NULL});
-    expect_ok(&p, "one switch");
+    p = ts_spawn_cli(
+        (const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "2=" PROMPT_B, COMMON, "-o", s0, NULL});
+    ts_assert_exit0(&p, "one switch");
     const char *line = "switch 1/1: block 17/24 (block 9 of the video) from frame 32 = 2.000 s (asked: frame 32), "
                        "transition 0 frames: \"" PROMPT_B "\"";
     const char *first = strstr(p.err, line);
     cr_assert(first && strstr(first + 1, line), "the progress and the summary name the switch:\n%s", p.err);
     free(p.err);
-    p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "0:02=" PROMPT_B, "--transition",
-                             "1", COMMON, "-q", "-o", s1, NULL});
-    expect_ok(&p, "one switch with --transition 1");
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "0:02=" PROMPT_B,
+                                      "--transition", "1", COMMON, "-q", "-o", s1, NULL});
+    ts_assert_exit0(&p, "one switch with --transition 1");
     free(p.err);
 
     uint8_t *va = video(a), *vb = video(b), *v0 = video(s0), *v1 = video(s1);
@@ -151,17 +141,17 @@ Test(schedule_cli, replay_and_resume, .timeout = 1200) {
     const char *k = LONGVK_TEST_TMP "/sched_k.mkv";
     clean(s), clean(r), clean(k);
     /* 1.9 s is frame 30, in block 8 of the video (frames 28-31, block 16 with the burn-in) */
-    ts_proc p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "1.9=" PROMPT_B,
-                                     "--transition", "0.5", COMMON, "-q", "-o", s, NULL});
-    expect_ok(&p, "the scheduled run");
+    ts_proc p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "1.9=" PROMPT_B,
+                                              "--transition", "0.5", COMMON, "-q", "-o", s, NULL});
+    ts_assert_exit0(&p, "the scheduled run");
     free(p.err);
     size_t len;
     char *sched = (char *)ts_slurp(LONGVK_TEST_TMP "/sched_r.mkv.schedule", &len);
     cr_assert(strstr(sched, "\n28f | " PROMPT_B " |  | 8f\n"), "block-exact times in OUT.schedule:\n%s", sched);
     free(sched);
-    p = gen((const char *[]){LONGVK_CLI, "generate", "--schedule", LONGVK_TEST_TMP "/sched_r.mkv.schedule", COMMON,
-                             "-q", "-o", r, NULL});
-    expect_ok(&p, "--schedule OUT.schedule");
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "--schedule", LONGVK_TEST_TMP "/sched_r.mkv.schedule",
+                                      COMMON, "-q", "-o", r, NULL});
+    ts_assert_exit0(&p, "--schedule OUT.schedule");
     free(p.err);
     uint8_t *vs = video(s), *vr = video(r);
     cr_assert(memcmp(vs, vr, (size_t)64 * FRAME_BYTES) == 0, "--schedule OUT.schedule: other frames");
@@ -170,16 +160,16 @@ Test(schedule_cli, replay_and_resume, .timeout = 1200) {
     const char *const run[] = {LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "1.9=" PROMPT_B,
                                "--transition", "0.5", COMMON, "-q", "-o", k, NULL};
     setenv("LONGVK_TEST_STOP", "0:14", 1);
-    p = gen(run);
+    p = ts_spawn_cli(run);
     unsetenv("LONGVK_TEST_STOP");
     cr_assert_eq(p.status, 130, "the stopped run: exit %d\n%s", p.status, p.err);
     free(p.err);
     /* another schedule, or none, is refused */
-    p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "2=" PROMPT_B, "--transition",
-                             "0.5", COMMON, "-q", "--resume", "-o", k, NULL});
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "2=" PROMPT_B,
+                                      "--transition", "0.5", COMMON, "-q", "--resume", "-o", k, NULL});
     cr_assert(p.status != 0 && strstr(p.err, "belongs to another run: schedule was"), "%s", p.err);
     free(p.err);
-    p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, COMMON, "-q", "--resume", "-o", k, NULL});
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, COMMON, "-q", "--resume", "-o", k, NULL});
     cr_assert(p.status != 0 && strstr(p.err, "belongs to a run with a prompt schedule"), "%s", p.err);
     free(p.err);
     const char *resume[sizeof run / sizeof run[0] + 1];
@@ -187,8 +177,8 @@ Test(schedule_cli, replay_and_resume, .timeout = 1200) {
     for (; run[n]; n++) resume[n] = run[n];
     resume[n++] = "--resume";
     resume[n] = NULL;
-    p = gen(resume);
-    expect_ok(&p, "--resume");
+    p = ts_spawn_cli(resume);
+    ts_assert_exit0(&p, "--resume");
     free(p.err);
     uint8_t *vk = video(k);
     cr_assert(memcmp(vs, vk, (size_t)64 * FRAME_BYTES) == 0, "--resume: other frames than the uninterrupted run");
@@ -197,22 +187,22 @@ Test(schedule_cli, replay_and_resume, .timeout = 1200) {
      * the switch at block 16 re-makes blocks 13-15, two of them from the resume file */
     const char *q = LONGVK_TEST_TMP "/sched_q.mkv", *qk = LONGVK_TEST_TMP "/sched_qk.mkv";
     clean(q), clean(qk);
-    p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "1.9=" PROMPT_B, "--on-switch",
-                             "recache", COMMON, "-q", "-o", q, NULL});
-    expect_ok(&p, "--on-switch recache");
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "1.9=" PROMPT_B,
+                                      "--on-switch", "recache", COMMON, "-q", "-o", q, NULL});
+    ts_assert_exit0(&p, "--on-switch recache");
     free(p.err);
     const char *const qrun[] = {LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "1.9=" PROMPT_B, "--on-switch",
                                 "recache", COMMON, "-q", "-o", qk, NULL, NULL};
     setenv("LONGVK_TEST_STOP", "0:15", 1);
-    p = gen(qrun);
+    p = ts_spawn_cli(qrun);
     unsetenv("LONGVK_TEST_STOP");
     cr_assert_eq(p.status, 130, "the stopped recache run: exit %d\n%s", p.status, p.err);
     free(p.err);
     const char *qresume[sizeof qrun / sizeof qrun[0]];
     memcpy(qresume, qrun, sizeof qrun);
     qresume[sizeof qrun / sizeof qrun[0] - 2] = "--resume";
-    p = gen(qresume);
-    expect_ok(&p, "--on-switch recache --resume");
+    p = ts_spawn_cli(qresume);
+    ts_assert_exit0(&p, "--on-switch recache --resume");
     free(p.err);
     uint8_t *vq = video(q), *vqk = video(qk);
     cr_assert(memcmp(vq, vs, 28 * FRAME_BYTES) == 0, "recache: before the switch, keep's frames");
@@ -228,14 +218,32 @@ Test(schedule_cli, replay_and_resume, .timeout = 1200) {
 Test(schedule_cli, recache_same_prompt, .timeout = 600) {
     const char *a = LONGVK_TEST_TMP "/sched_same_a.mkv", *q = LONGVK_TEST_TMP "/sched_same_q.mkv";
     clean(a), clean(q);
-    ts_proc p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--seconds", "1", "--burn-in-blocks", "0",
-                                     "--codec", "ffv1", "--scale", "1", "-q", "-o", a, NULL});
-    expect_ok(&p, "one prompt");
+    ts_proc p =
+        ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--seconds", "1", "--burn-in-blocks", "0",
+                                      "--codec", "ffv1", "--scale", "1", "-q", "-o", a, NULL});
+    ts_assert_exit0(&p, "one prompt");
     free(p.err);
-    p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "8f=" PROMPT_A, "--on-switch",
-                             "recache", "--seconds", "1", "--burn-in-blocks", "0", "--codec", "ffv1", "--scale", "1",
-                             "-q", "-o", q, NULL});
-    expect_ok(&p, "a switch to the same prompt");
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI,
+                                      "generate",
+                                      "-p",
+                                      PROMPT_A,
+                                      "--prompt-at",
+                                      "8f=" PROMPT_A,
+                                      "--on-switch",
+                                      "recache",
+                                      "--seconds",
+                                      "1",
+                                      "--burn-in-blocks",
+                                      "0",
+                                      "--codec",
+                                      "ffv1",
+                                      "--scale",
+                                      "1",
+                                      "-q",
+                                      "-o",
+                                      q,
+                                      NULL});
+    ts_assert_exit0(&p, "a switch to the same prompt");
     free(p.err);
     int64_t na, nq;
     size_t fa, fq;

@@ -78,6 +78,16 @@ ts_proc ts_spawn(const char *const *argv, double timeout_s) {
     return r;
 }
 
+ts_proc ts_spawn_cli(const char *const *argv) {
+    ts_proc p = ts_spawn(argv, 600);
+    cr_assert(!p.timed_out, "%s timed out", ts_argv_text(argv));
+    return p;
+}
+
+void ts_assert_exit0(const ts_proc *p, const char *what) {
+    cr_assert(p->status == 0, "%s: exit %d, stderr:\n%s", what, p->status, p->err);
+}
+
 char *ts_argv_text(const char *const *argv) {
     size_t cap = 64;
     for (int i = 0; argv[i]; i++) cap += 4 * strlen(argv[i]) + 3;

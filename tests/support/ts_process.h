@@ -19,6 +19,11 @@ typedef struct ts_proc {
 /* Runs argv[0] (a path) with argv (NULL-terminated), stdout to /dev/null, and waits for
  * it at most timeout_s seconds. */
 ts_proc ts_spawn(const char *const *argv, double timeout_s);
+/* A run of the program as the CLI tests make it: ts_spawn with a 600 s limit, failing the
+ * test (naming the command) if it ran past it. */
+ts_proc ts_spawn_cli(const char *const *argv);
+/* Asserts that the run exited 0, else fails the test with `what`, the status and stderr. */
+void ts_assert_exit0(const ts_proc *p, const char *what);
 /* The argv as one shell-quoted line (for messages; malloc'd). */
 char *ts_argv_text(const char *const *argv);
 /* FNV-1a 64 of the file's bytes and its size; fails the test if it cannot be read. */
