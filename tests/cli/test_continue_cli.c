@@ -25,13 +25,6 @@
 #define PROMPT "two red balls bouncing on a blue background"
 #define FRAME_BYTES (32 * 32 * 3)
 
-static void clean(const char *out) {
-    char b[600];
-    remove(out);
-    snprintf(b, sizeof b, "%s.longvk-state", out);
-    remove(b);
-}
-
 static void run_ok(const char *const *argv, const char *what) {
     ts_proc p = ts_spawn(argv, 600);
     cr_assert(!p.timed_out && p.status == 0, "%s: exit %d, stderr:\n%s", what, p.status, p.err);
@@ -42,7 +35,7 @@ static void run_ok(const char *const *argv, const char *what) {
 Test(continue_cli, junction, .timeout = 1200) {
     const char *full = LONGVK_TEST_TMP "/cont_cli_20s.mkv", *clip = LONGVK_TEST_TMP "/cont_cli_10s.mkv";
     const char *cont = LONGVK_TEST_TMP "/cont_cli_cont.mkv", *sched = LONGVK_TEST_TMP "/cont_cli_junction.schedule";
-    clean(full), clean(clip), clean(cont);
+    ts_remove_output_and_state(full), ts_remove_output_and_state(clip), ts_remove_output_and_state(cont);
     run_ok((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--seconds", "20", "--scale", "1", "--codec", "ffv1",
                             "-s", "3", "-q", "-o", full, NULL}, "20 s");
     char cmd[1400], *out = NULL;
@@ -91,7 +84,7 @@ Test(continue_cli, junction, .timeout = 1200) {
                 ts_psnr(vx + 316 * FRAME_BYTES, vf + 316 * FRAME_BYTES, 4 * FRAME_BYTES));
     cr_expect_geq(first, 30.0, "the first continued block is %.2f dB from the uninterrupted run's", first);
     free(vf), free(vc), free(vx);
-    clean(full), clean(clip), clean(cont);
+    ts_remove_output_and_state(full), ts_remove_output_and_state(clip), ts_remove_output_and_state(cont);
     remove(sched);
 }
 
@@ -109,7 +102,7 @@ static void refused(const char *const *argv, const char *message, const char *ou
 Test(continue_cli, bad_input, .timeout = 300) {
     const char *out = LONGVK_TEST_TMP "/cont_cli_bad.mkv", *text = LONGVK_TEST_TMP "/cont_cli_text.mkv";
     const char *shortc = LONGVK_TEST_TMP "/cont_cli_short.mkv";
-    clean(out), clean(shortc);
+    ts_remove_output_and_state(out), ts_remove_output_and_state(shortc);
     ts_spit(text, "not a video\n", 12);
     uint64_t size, before = ts_file_hash(text, &size);
     refused((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--seconds", "1", "--continue", text, "-o", out,
@@ -131,5 +124,5 @@ Test(continue_cli, bad_input, .timeout = 300) {
     cr_expect(access(out, F_OK) != 0, "a refused run wrote its output");
     cr_expect_eq(ts_file_hash(text, &size), before, "the input was changed");
     remove(text);
-    clean(shortc);
+    ts_remove_output_and_state(shortc);
 }

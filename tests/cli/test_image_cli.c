@@ -48,13 +48,6 @@
 #define BALL_LAVFI "color=c=0x2040c0:s=32x32,geq=r='if(lt(hypot(X-10,Y-12),4),220,32)':" \
                    "g='if(lt(hypot(X-10,Y-12),4),30,64)':b='if(lt(hypot(X-10,Y-12),4),30,192)'"
 
-static void clean(const char *out) {
-    char b[600];
-    remove(out);
-    snprintf(b, sizeof b, "%s.longvk-state", out);
-    remove(b);
-}
-
 static void make_ball(const char *path) {
     char cmd[1024], *out = NULL;
     snprintf(cmd, sizeof cmd, "ffmpeg -nostdin -loglevel error -y -f lavfi -i \"" BALL_LAVFI "\" -frames:v 1 %s 2>&1",
@@ -86,7 +79,7 @@ static int max_diff(const uint8_t *a, const uint8_t *b) {
 
 Test(image_cli, frame_zero_and_continuation, .timeout = 600) {
     const char *out = LONGVK_TEST_TMP "/image_a.mkv", *plain = LONGVK_TEST_TMP "/image_plain.mkv";
-    clean(out), clean(plain);
+    ts_remove_output_and_state(out), ts_remove_output_and_state(plain);
     make_ball(BALL_A);
     ts_proc p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--image", BALL_A, "--seconds", "4",
                                               COMMON, "-s", "3", "-o", out, NULL});
@@ -127,7 +120,7 @@ Test(image_cli, frame_zero_and_continuation, .timeout = 600) {
 
 Test(image_cli, crop_and_scale, .timeout = 600) {
     const char *wide = LONGVK_TEST_TMP "/image_wide.png", *out = LONGVK_TEST_TMP "/image_wide.mkv";
-    clean(out);
+    ts_remove_output_and_state(out);
     make_ball(BALL_C);
     char *text = NULL;
     int rc = ts_run("ffmpeg -nostdin -loglevel error -y -i " BALL_C " -vf \"scale=64:64:flags=neighbor,"
@@ -149,7 +142,7 @@ Test(image_cli, crop_and_scale, .timeout = 600) {
 
 Test(image_cli, single_clip, .timeout = 300) {
     const char *ball = LONGVK_TEST_TMP "/image_ball_s.png", *out = LONGVK_TEST_TMP "/image_clip.mkv";
-    clean(out);
+    ts_remove_output_and_state(out);
     make_ball(ball);
     ts_proc p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--image", ball, "--sampler",
                                               "euler", "--steps", "3", "--frames", "8", COMMON, "-q", "-o", out, NULL});
@@ -164,7 +157,7 @@ Test(image_cli, single_clip, .timeout = 300) {
 Test(image_cli, resume_identity, .timeout = 600) {
     const char *full = LONGVK_TEST_TMP "/image_full.mkv", *cut = LONGVK_TEST_TMP "/image_cut.mkv";
     const char *other = LONGVK_TEST_TMP "/image_other.png", *noimg = LONGVK_TEST_TMP "/image_noimg.mkv";
-    clean(full), clean(cut), clean(noimg);
+    ts_remove_output_and_state(full), ts_remove_output_and_state(cut), ts_remove_output_and_state(noimg);
     make_ball(BALL_R);
     char *text = NULL;
     cr_assert_eq(ts_run("ffmpeg -nostdin -loglevel error -y -f lavfi -i color=c=red:s=32x32 -frames:v 1 " LONGVK_TEST_TMP
@@ -212,7 +205,7 @@ Test(image_cli, resume_identity, .timeout = 600) {
 Test(image_cli, bad_input, .timeout = 300) {
     const char *out = LONGVK_TEST_TMP "/image_bad.mkv", *junk = LONGVK_TEST_TMP "/image_junk.png";
     const char *wav = LONGVK_TEST_TMP "/image_audio.wav";
-    clean(out);
+    ts_remove_output_and_state(out);
     make_ball(BALL_B);
     FILE *f = fopen(junk, "w");
     cr_assert_not_null(f);

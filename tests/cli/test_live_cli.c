@@ -34,13 +34,7 @@
 #define FRAME_BYTES (32 * 32 * 3)
 
 static void clean(const char *out) {
-    char b[600];
-    remove(out);
-    const char *ext[] = {".schedule", ".longvk-state", ".longvk-lock", ".err"};
-    for (int i = 0; i < 4; i++) {
-        snprintf(b, sizeof b, "%s%s", out, ext[i]);
-        remove(b);
-    }
+    ts_remove_output(out, (const char *const[]){".schedule", ".longvk-state", ".longvk-lock", ".err", NULL});
 }
 
 static const char *fifo(const char *name) {

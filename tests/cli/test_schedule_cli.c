@@ -39,14 +39,7 @@
 #define COMMON "--seconds", "4", "--burn-in-blocks", "8", "--codec", "ffv1", "--scale", "1", "-s", "7"
 #define FRAME_BYTES (32 * 32 * 3)
 
-static void clean(const char *out) {
-    char b[600];
-    remove(out);
-    snprintf(b, sizeof b, "%s.schedule", out);
-    remove(b);
-    snprintf(b, sizeof b, "%s.longvk-state", out);
-    remove(b);
-}
+static void clean(const char *out) { ts_remove_output(out, (const char *const[]){".schedule", ".longvk-state", NULL}); }
 
 /* chi-square distance of the RGB histograms (32 bins a channel, each normalised) of frames
  * [f0, f0 + n) of two videos: codec/metrics' histogram distance */

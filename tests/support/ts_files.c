@@ -30,6 +30,19 @@ void ts_spit(const char *path, const void *data, size_t len) {
     cr_assert_eq(fclose(f), 0);
 }
 
+void ts_remove_output(const char *out, const char *const *suffixes) {
+    char b[1200];
+    remove(out);
+    for (int i = 0; suffixes[i]; i++) {
+        cr_assert_lt((size_t)snprintf(b, sizeof b, "%s%s", out, suffixes[i]), sizeof b, "path too long: %s", out);
+        remove(b);
+    }
+}
+
+void ts_remove_output_and_state(const char *out) {
+    ts_remove_output(out, (const char *const[]){".longvk-state", NULL});
+}
+
 const char *ts_tmp_in(const char *dir, const char *name) {
     static char bufs[8][1024];
     static int next;

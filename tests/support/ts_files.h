@@ -13,6 +13,11 @@ void ts_spit(const char *path, const void *data, size_t len);
  * it in the test's scratch directory (LONGVK_TEST_TMP, defined for test executables). */
 const char *ts_tmp_in(const char *dir, const char *name);
 #define ts_tmp(name) ts_tmp_in(LONGVK_TEST_TMP, (name))
+/* Removes a run's output and the files longvk puts beside it, "<out><suffix>" for each
+ * suffix (NULL-terminated), before a test makes them again; missing ones are fine. */
+void ts_remove_output(const char *out, const char *const *suffixes);
+/* The output and its resume file (OUT.longvk-state). */
+void ts_remove_output_and_state(const char *out);
 /* Runs a shell command; returns its exit status and its stdout+stderr in *output (malloc'd). */
 int ts_run(const char *command, char **output);
 /* Every frame of the video at `path` decoded into one malloc'd packed RGB buffer: *frames
