@@ -31,13 +31,6 @@
 #define VAE LONGVK_ASSETS_DIR "/testdata/wan-vae/wan-vae-tiny.weights.safetensors"
 #define PROMPT "a red fox running through snow"
 
-static void copy(const char *from, const char *to) {
-    size_t len;
-    uint8_t *b = ts_slurp(from, &len);
-    ts_spit(to, b, len);
-    free(b);
-}
-
 /* The tiny DiT with caption_channels `cap`: y_embedder.y_proj.fc1.weight [64, cap] drawn
  * afresh, every other tensor as in tiny-hd32. */
 static void write_dit(const char *path, int cap) {
@@ -80,13 +73,13 @@ static const char *make_pipeline(const char *name) {
     snprintf(p, sizeof p, "%s/model_index.json", root);
     ts_spit(p, "{\"_class_name\": \"SanaVideoPipeline\"}", 36);
     snprintf(p, sizeof p, "%s/text_encoder/model.safetensors", root);
-    copy(G2 "/tiny.weights.safetensors", p);
+    ts_copy_file(G2 "/tiny.weights.safetensors", p);
     snprintf(p, sizeof p, "%s/tokenizer/tokenizer.model", root);
-    copy(G2 "/tokenizer.model", p);
+    ts_copy_file(G2 "/tokenizer.model", p);
     snprintf(p, sizeof p, "%s/transformer/diffusion_pytorch_model.safetensors", root);
     write_dit(p, 96);
     snprintf(p, sizeof p, "%s/vae/diffusion_pytorch_model.safetensors", root);
-    copy(VAE, p);
+    ts_copy_file(VAE, p);
     return root;
 }
 
@@ -258,7 +251,7 @@ Test(generate_pipeline, pieces_that_do_not_fit_are_named, .timeout = 300) {
     free(out);
     mkdir(p, 0755);
     snprintf(p, sizeof p, "%s/tokenizer/tokenizer.model", dir);
-    copy(G2 "/tokenizer.model", p);
+    ts_copy_file(G2 "/tokenizer.model", p);
 
     /* the encoder's config with a wrong shape: the tensor and both shapes named */
     snprintf(p, sizeof p, "%s/text_encoder/model.safetensors", dir);
@@ -280,7 +273,7 @@ Test(generate_pipeline, pieces_that_do_not_fit_are_named, .timeout = 300) {
     free(bad);
     free(t);
     lv_weights_close(w);
-    copy(G2 "/tiny.weights.safetensors", p);
+    ts_copy_file(G2 "/tiny.weights.safetensors", p);
 
     /* a pipeline without transformer/, and a latent model with neither encoder nor embeddings */
     snprintf(p, sizeof p, "%s/model_index.json", ts_tmp("pipe-empty"));

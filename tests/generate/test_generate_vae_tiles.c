@@ -37,13 +37,6 @@
 #define WIDTH 96
 #define HEIGHT 64
 
-static void copy(const char *from, const char *to) {
-    size_t len;
-    uint8_t *b = ts_slurp(from, &len);
-    ts_spit(to, b, len);
-    free(b);
-}
-
 /* The tiny DiT with caption_channels 96 (Gemma's width): y_embedder.y_proj.fc1.weight drawn
  * afresh, every other tensor as in tiny-hd32 (as test_generate_pipeline.c makes it). */
 static void write_dit(const char *path) {
@@ -83,13 +76,13 @@ static const char *make_pipeline(void) {
     snprintf(p, sizeof p, "%s/model_index.json", root);
     ts_spit(p, "{\"_class_name\": \"SanaVideoPipeline\"}", 36);
     snprintf(p, sizeof p, "%s/text_encoder/model.safetensors", root);
-    copy(G2 "/tiny.weights.safetensors", p);
+    ts_copy_file(G2 "/tiny.weights.safetensors", p);
     snprintf(p, sizeof p, "%s/tokenizer/tokenizer.model", root);
-    copy(G2 "/tokenizer.model", p);
+    ts_copy_file(G2 "/tokenizer.model", p);
     snprintf(p, sizeof p, "%s/transformer/diffusion_pytorch_model.safetensors", root);
     write_dit(p);
     snprintf(p, sizeof p, "%s/vae/diffusion_pytorch_model.safetensors", root);
-    copy(VAE, p);
+    ts_copy_file(VAE, p);
     return root;
 }
 

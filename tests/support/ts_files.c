@@ -30,6 +30,13 @@ void ts_spit(const char *path, const void *data, size_t len) {
     cr_assert_eq(fclose(f), 0);
 }
 
+void ts_copy_file(const char *from, const char *to) {
+    size_t len;
+    uint8_t *b = ts_slurp(from, &len);
+    ts_spit(to, b, len);
+    free(b);
+}
+
 void ts_remove_output(const char *out, const char *const *suffixes) {
     char b[1200];
     remove(out);

@@ -9,6 +9,8 @@
 /* The whole file in a malloc'd buffer (NUL-terminated, *len bytes). */
 uint8_t *ts_slurp(const char *path, size_t *len);
 void ts_spit(const char *path, const void *data, size_t len);
+/* Copies the file `from` to `to` (ts_slurp, then ts_spit). */
+void ts_copy_file(const char *from, const char *to);
 /* "<dir>/<name>" in a static rotating buffer (valid for the next 7 calls); ts_tmp(name) puts
  * it in the test's scratch directory (LONGVK_TEST_TMP, defined for test executables). */
 const char *ts_tmp_in(const char *dir, const char *name);
