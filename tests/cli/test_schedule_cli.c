@@ -58,15 +58,6 @@ static double hist_chi2(const uint8_t *a, const uint8_t *b, int f0, int n) {
     return d / 3;
 }
 
-static uint8_t *video(const char *path) {
-    int64_t n;
-    size_t fb;
-    uint8_t *v = ts_decode_all(path, &n, &fb);
-    cr_assert_eq(n, 64, "%s: %lld frames", path, (long long)n);
-    cr_assert_eq(fb, (size_t)FRAME_BYTES);
-    return v;
-}
-
 Test(schedule_cli, one_switch, .timeout = 1200) {
     const char *a = LONGVK_TEST_TMP "/sched_a.mkv", *b = LONGVK_TEST_TMP "/sched_b.mkv";
     const char *s0 = LONGVK_TEST_TMP "/sched_s0.mkv", *s1 = LONGVK_TEST_TMP "/sched_s1.mkv";
@@ -90,7 +81,8 @@ Test(schedule_cli, one_switch, .timeout = 1200) {
     ts_assert_exit0(&p, "one switch with --transition 1");
     free(p.err);
 
-    uint8_t *va = video(a), *vb = video(b), *v0 = video(s0), *v1 = video(s1);
+    uint8_t *va = ts_decode_frames(a, 64, FRAME_BYTES), *vb = ts_decode_frames(b, 64, FRAME_BYTES);
+    uint8_t *v0 = ts_decode_frames(s0, 64, FRAME_BYTES), *v1 = ts_decode_frames(s1, 64, FRAME_BYTES);
     cr_assert(memcmp(v0, va, 32 * FRAME_BYTES) == 0, "before the switch: the first prompt's frames");
     cr_assert(memcmp(v1, va, 32 * FRAME_BYTES) == 0, "before the switch (transition): the first prompt's frames");
     cr_assert(memcmp(v0 + 32 * FRAME_BYTES, va + 32 * FRAME_BYTES, FRAME_BYTES) != 0, "the switch block differs");
@@ -146,7 +138,7 @@ Test(schedule_cli, replay_and_resume, .timeout = 1200) {
                                       COMMON, "-q", "-o", r, NULL});
     ts_assert_exit0(&p, "--schedule OUT.schedule");
     free(p.err);
-    uint8_t *vs = video(s), *vr = video(r);
+    uint8_t *vs = ts_decode_frames(s, 64, FRAME_BYTES), *vr = ts_decode_frames(r, 64, FRAME_BYTES);
     cr_assert(memcmp(vs, vr, (size_t)64 * FRAME_BYTES) == 0, "--schedule OUT.schedule: other frames");
 
     /* stopped after block 14 (6 of the video), before the switch at block 16; resumed */
@@ -173,7 +165,7 @@ Test(schedule_cli, replay_and_resume, .timeout = 1200) {
     p = ts_spawn_cli(resume);
     ts_assert_exit0(&p, "--resume");
     free(p.err);
-    uint8_t *vk = video(k);
+    uint8_t *vk = ts_decode_frames(k, 64, FRAME_BYTES);
     cr_assert(memcmp(vs, vk, (size_t)64 * FRAME_BYTES) == 0, "--resume: other frames than the uninterrupted run");
 
     /* --on-switch recache: the frames before the switch are keep's; stopped after block 15,
@@ -197,7 +189,7 @@ Test(schedule_cli, replay_and_resume, .timeout = 1200) {
     p = ts_spawn_cli(qresume);
     ts_assert_exit0(&p, "--on-switch recache --resume");
     free(p.err);
-    uint8_t *vq = video(q), *vqk = video(qk);
+    uint8_t *vq = ts_decode_frames(q, 64, FRAME_BYTES), *vqk = ts_decode_frames(qk, 64, FRAME_BYTES);
     cr_assert(memcmp(vq, vs, 28 * FRAME_BYTES) == 0, "recache: before the switch, keep's frames");
     cr_assert(memcmp(vq + 28 * FRAME_BYTES, vs + 28 * FRAME_BYTES, 4 * FRAME_BYTES) != 0,
               "recache: the switch block as keep makes it");

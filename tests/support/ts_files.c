@@ -105,3 +105,12 @@ uint8_t *ts_decode_all(const char *path, int64_t *frames, size_t *frame_bytes) {
     *frames = n;
     return all;
 }
+
+uint8_t *ts_decode_frames(const char *path, int64_t frames, size_t frame_bytes) {
+    int64_t n;
+    size_t fb;
+    uint8_t *v = ts_decode_all(path, &n, &fb);
+    cr_assert_eq(n, frames, "%s: %lld frames", path, (long long)n);
+    cr_assert_eq(fb, frame_bytes);
+    return v;
+}

@@ -25,5 +25,7 @@ int ts_run(const char *command, char **output);
 /* Every frame of the video at `path` decoded into one malloc'd packed RGB buffer: *frames
  * frames of *frame_bytes bytes. */
 uint8_t *ts_decode_all(const char *path, int64_t *frames, size_t *frame_bytes);
+/* The same, failing the test unless the video has `frames` frames of `frame_bytes` bytes. */
+uint8_t *ts_decode_frames(const char *path, int64_t frames, size_t frame_bytes);
 
 #endif
