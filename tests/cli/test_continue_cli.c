@@ -19,17 +19,11 @@
 
 #include "test_support.h"
 #include "ts_files.h"
+#include "ts_frames.h"
 #include "ts_process.h"
 
 #define PROMPT "two red balls bouncing on a blue background"
 #define FRAME_BYTES (32 * 32 * 3)
-
-static void clean(const char *out) {
-    char b[600];
-    remove(out);
-    snprintf(b, sizeof b, "%s.longvk-state", out);
-    remove(b);
-}
 
 static void run_ok(const char *const *argv, const char *what) {
     ts_proc p = ts_spawn(argv, 600);
@@ -38,37 +32,10 @@ static void run_ok(const char *const *argv, const char *what) {
     free(p.err);
 }
 
-static double pair_mae(const uint8_t *v, int t) {
-    double s = 0;
-    for (int i = 0; i < FRAME_BYTES; i++)
-        s += fabs((double)v[(size_t)(t + 1) * FRAME_BYTES + i] - v[(size_t)t * FRAME_BYTES + i]);
-    return s / FRAME_BYTES;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* the median MAE over the block boundaries (pairs (4b - 1, 4b)), as longvk metrics takes it */
-static double median_seam(const uint8_t *v, int64_t frames) {
-    double m[512];
-    int n = 0;
-    for (int f = 4; f < frames && n < 512; f += 4) m[n++] = pair_mae(v, f - 1);
-    qsort(m, (size_t)n, sizeof *m, cmp_double);
-    return n % 2 ? m[n / 2] : 0.5 * (m[n / 2 - 1] + m[n / 2]);
-}
-
-static double psnr(const uint8_t *a, const uint8_t *b, size_t n) {
-    double se = 0;
-    for (size_t i = 0; i < n; i++) se += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-    return se == 0 ? 99 : 10 * log10(255.0 * 255.0 / (se / n));
-}
-
 Test(continue_cli, junction, .timeout = 1200) {
     const char *full = LONGVK_TEST_TMP "/cont_cli_20s.mkv", *clip = LONGVK_TEST_TMP "/cont_cli_10s.mkv";
     const char *cont = LONGVK_TEST_TMP "/cont_cli_cont.mkv", *sched = LONGVK_TEST_TMP "/cont_cli_junction.schedule";
-    clean(full), clean(clip), clean(cont);
+    ts_remove_output_and_state(full), ts_remove_output_and_state(clip), ts_remove_output_and_state(cont);
     run_ok((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--seconds", "20", "--scale", "1", "--codec", "ffv1",
                             "-s", "3", "-q", "-o", full, NULL}, "20 s");
     char cmd[1400], *out = NULL;
@@ -86,7 +53,7 @@ Test(continue_cli, junction, .timeout = 1200) {
     cr_assert_eq(nx, 320, "whole: the clip's 160 frames and 160 new ones");
     cr_assert(memcmp(vx, vc, 160 * FRAME_BYTES) == 0, "the clip's frames, byte for byte");
 
-    double seam = pair_mae(vx, 159), median = median_seam(vx, nx);
+    double seam = ts_pair_mae(vx, FRAME_BYTES, 159), median = ts_median_seam(vx, FRAME_BYTES, nx, 4);
     cr_log_info("the junction's seam %.3f = %.2fx the median block seam %.3f", seam, seam / median, median);
     cr_expect(seam <= 1.5 * median, "the junction's seam %.3f > 1.5 x the median %.3f", seam, median);
     /* longvk metrics --switches: the junction as a switch to the same prompt at 160f */
@@ -107,17 +74,17 @@ Test(continue_cli, junction, .timeout = 1200) {
      * 4th, 54.8-62.9 dB from the 8th on (the window forgets the difference; junction seam
      * 1.09x the median); a video with another seed is 12-13 dB from it. Bound 30 dB: an
      * RMS error of 8 levels of 255, far from another video. */
-    double first = psnr(vx + 160 * FRAME_BYTES, vf + 160 * FRAME_BYTES, 4 * FRAME_BYTES);
+    double first = ts_psnr(vx + 160 * FRAME_BYTES, vf + 160 * FRAME_BYTES, 4 * FRAME_BYTES);
     cr_log_info("first continued block: %.2f dB from the uninterrupted run's", first);
     for (int b = 1; b < 40; b *= 2)
         cr_log_info("block %d after the junction (frames %d-%d): %.2f dB", b, 160 + 4 * b, 163 + 4 * b,
-                    psnr(vx + (size_t)(160 + 4 * b) * FRAME_BYTES, vf + (size_t)(160 + 4 * b) * FRAME_BYTES,
-                         4 * FRAME_BYTES));
+                    ts_psnr(vx + (size_t)(160 + 4 * b) * FRAME_BYTES, vf + (size_t)(160 + 4 * b) * FRAME_BYTES,
+                            4 * FRAME_BYTES));
     cr_log_info("last block (frames 316-319): %.2f dB",
-                psnr(vx + 316 * FRAME_BYTES, vf + 316 * FRAME_BYTES, 4 * FRAME_BYTES));
+                ts_psnr(vx + 316 * FRAME_BYTES, vf + 316 * FRAME_BYTES, 4 * FRAME_BYTES));
     cr_expect_geq(first, 30.0, "the first continued block is %.2f dB from the uninterrupted run's", first);
     free(vf), free(vc), free(vx);
-    clean(full), clean(clip), clean(cont);
+    ts_remove_output_and_state(full), ts_remove_output_and_state(clip), ts_remove_output_and_state(cont);
     remove(sched);
 }
 
@@ -135,7 +102,7 @@ static void refused(const char *const *argv, const char *message, const char *ou
 Test(continue_cli, bad_input, .timeout = 300) {
     const char *out = LONGVK_TEST_TMP "/cont_cli_bad.mkv", *text = LONGVK_TEST_TMP "/cont_cli_text.mkv";
     const char *shortc = LONGVK_TEST_TMP "/cont_cli_short.mkv";
-    clean(out), clean(shortc);
+    ts_remove_output_and_state(out), ts_remove_output_and_state(shortc);
     ts_spit(text, "not a video\n", 12);
     uint64_t size, before = ts_file_hash(text, &size);
     refused((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--seconds", "1", "--continue", text, "-o", out,
@@ -157,5 +124,5 @@ Test(continue_cli, bad_input, .timeout = 300) {
     cr_expect(access(out, F_OK) != 0, "a refused run wrote its output");
     cr_expect_eq(ts_file_hash(text, &size), before, "the input was changed");
     remove(text);
-    clean(shortc);
+    ts_remove_output_and_state(shortc);
 }

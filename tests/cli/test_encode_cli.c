@@ -36,21 +36,6 @@ static const char *tmp(const char *name) {
     return p;
 }
 
-static ts_proc run_argv(const char *const *argv) {
-    const char *full[64] = {LONGVK_CLI};
-    int n = 1;
-    for (int i = 0; argv[i] && n < 63; i++) full[n++] = argv[i];
-    full[n] = NULL;
-    return ts_spawn(full, 600);
-}
-
-#define RUN(...) run_argv((const char *const[]){__VA_ARGS__, NULL})
-
-static void expect_exit(ts_proc p, int status, const char *what) {
-    cr_assert(!p.timed_out && p.signal == 0, "%s: ended by signal %d / timed out; stderr:\n%s", what, p.signal, p.err);
-    cr_assert_eq(p.status, status, "%s: exit %d, want %d; stderr:\n%s", what, p.status, status, p.err);
-}
-
 static void expect_says(ts_proc p, const char *needle, const char *what) {
     cr_assert_not_null(strstr(p.err, needle), "%s: the message does not say '%s':\n%s", what, needle, p.err);
     free(p.err);
@@ -93,8 +78,8 @@ Test(encode_cli, round_trip_through_encode_and_decode, .timeout = 300) {
     const char *clip = tmp("clip.mkv"), *lat = tmp("lat.npy"), *out = tmp("out.mkv");
     remove(lat), remove(out);
     cr_assert_eq(clip_write(clip, "ffv1", CLIP_SMOOTH, 48, 32, 16, 9, 4, 4), LV_OK, "%s", lv_last_error());
-    ts_proc p = RUN("encode", clip, "--vae", FULL, "-o", lat, "-W", "48", "-H", "32");
-    expect_exit(p, 0, "encode");
+    ts_proc p = TS_LONGVK("encode", clip, "--vae", FULL, "-o", lat, "-W", "48", "-H", "32");
+    ts_expect_exit(p, 0, "encode");
     free(p.err);
     lv_npy x;
     cr_assert_eq(lv_npy_read(lat, &x), LV_OK, "%s", lv_last_error());
@@ -119,8 +104,8 @@ Test(encode_cli, round_trip_through_encode_and_decode, .timeout = 300) {
     cr_assert_eq(memcmp(x.data, want, nl * sizeof *want), 0, "the CLI's latents differ from the library's (nmse %.3g)",
                  ts_nmse(x.data, want, nl));
 
-    p = RUN("decode", "--vae", FULL, "--latents", lat, "-o", out, "--codec", "ffv1");
-    expect_exit(p, 0, "decode of the encoded latents");
+    p = TS_LONGVK("decode", "--vae", FULL, "--latents", lat, "-o", out, "--codec", "ffv1");
+    ts_expect_exit(p, 0, "decode of the encoded latents");
     free(p.err);
     int T2, H2, W2;
     float *back = read_video(out, &T2, &H2, &W2);
@@ -161,9 +146,9 @@ Test(encode_cli, fitted_sizes_and_frame_counts, .timeout = 300) {
     cr_assert(x.ndim == 4 && x.shape[1] == 2);
     /* --vae-tiling with one tile covering the frame: the same latents */
     const char *tiled = tmp("fit-tiled.npy");
-    ts_proc p = RUN("encode", seven, "--vae", FULL, "-o", tiled, "-W", "48", "-H", "32", "--vae-tiling", "--tile", "8x8",
-                    "--tile-overlap", "2");
-    expect_exit(p, 0, "encode --vae-tiling");
+    ts_proc p = TS_LONGVK("encode", seven, "--vae", FULL, "-o", tiled, "-W", "48", "-H", "32", "--vae-tiling", "--tile",
+                          "8x8", "--tile-overlap", "2");
+    ts_expect_exit(p, 0, "encode --vae-tiling");
     free(p.err);
     lv_npy y;
     cr_assert_eq(lv_npy_read(tiled, &y), LV_OK, "%s", lv_last_error());
@@ -171,8 +156,8 @@ Test(encode_cli, fitted_sizes_and_frame_counts, .timeout = 300) {
               "one tile's latents differ from the untiled encode's");
     lv_npy_free(&y);
     lv_npy_free(&x);
-    p = RUN("encode", seven, "--vae", FULL, "-o", tiled, "--vae-tiling", "--tile", "4x4", "--tile-overlap", "4");
-    expect_exit(p, 2, "an overlap as large as the tile");
+    p = TS_LONGVK("encode", seven, "--vae", FULL, "-o", tiled, "--vae-tiling", "--tile", "4x4", "--tile-overlap", "4");
+    ts_expect_exit(p, 2, "an overlap as large as the tile");
     expect_says(p, "--tile-overlap 4 must be smaller", "--tile-overlap 4");
 }
 
@@ -184,24 +169,24 @@ Test(encode_cli, bad_input_is_refused_and_nothing_written, .timeout = 300) {
     fputs("this is no video at all, only text that FFmpeg will not take for one", f);
     fclose(f);
     remove(lat);
-    ts_proc p = RUN("encode", tmp("missing.mkv"), "--vae", FULL, "-o", lat, "-W", "48", "-H", "32");
-    expect_exit(p, 2, "a missing input");
+    ts_proc p = TS_LONGVK("encode", tmp("missing.mkv"), "--vae", FULL, "-o", lat, "-W", "48", "-H", "32");
+    ts_expect_exit(p, 2, "a missing input");
     expect_says(p, "missing.mkv", "a missing input");
-    p = RUN("encode", junk, "--vae", FULL, "-o", lat, "-W", "48", "-H", "32");
-    expect_exit(p, 2, "an input that is no video");
+    p = TS_LONGVK("encode", junk, "--vae", FULL, "-o", lat, "-W", "48", "-H", "32");
+    ts_expect_exit(p, 2, "an input that is no video");
     expect_says(p, "junk.mkv", "an input that is no video");
-    p = RUN("encode", clip, "--vae", DECODER_ONLY, "-o", lat, "-W", "48", "-H", "32");
-    expect_exit(p, 2, "a decoder-only VAE");
+    p = TS_LONGVK("encode", clip, "--vae", DECODER_ONLY, "-o", lat, "-W", "48", "-H", "32");
+    ts_expect_exit(p, 2, "a decoder-only VAE");
     expect_says(p, "decoder-only", "a decoder-only VAE");
-    p = RUN("encode", clip, "--vae", FULL, "-o", lat, "-W", "50", "-H", "32");
-    expect_exit(p, 2, "a width that is no multiple of 8");
+    p = TS_LONGVK("encode", clip, "--vae", FULL, "-o", lat, "-W", "50", "-H", "32");
+    ts_expect_exit(p, 2, "a width that is no multiple of 8");
     expect_says(p, "multiples of 8", "-W 50");
-    p = RUN("encode", clip, "--vae", FULL, "-o", clip, "-W", "48", "-H", "32");
-    expect_exit(p, 2, "the output naming the input");
+    p = TS_LONGVK("encode", clip, "--vae", FULL, "-o", clip, "-W", "48", "-H", "32");
+    ts_expect_exit(p, 2, "the output naming the input");
     free(p.err);
     cr_assert(!exists(lat), "%s was written by a refused command", lat);
-    p = RUN("encode", clip, "--vae", FULL, "-o", LONGVK_TEST_TMP "/no-such-folder/x.npy", "-W", "48", "-H", "32");
-    expect_exit(p, 2, "an output in a missing folder");
+    p = TS_LONGVK("encode", clip, "--vae", FULL, "-o", LONGVK_TEST_TMP "/no-such-folder/x.npy", "-W", "48", "-H", "32");
+    ts_expect_exit(p, 2, "an output in a missing folder");
     expect_says(p, "no-such-folder", "an output in a missing folder");
     cr_assert(!exists(LONGVK_TEST_TMP "/no-such-folder"));
     /* the clip is untouched: still 5 decodable frames */

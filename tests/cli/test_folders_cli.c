@@ -19,13 +19,6 @@
 #define VAE LONGVK_ASSETS_DIR "/testdata/wan-vae/wan-vae-tiny.weights.safetensors"
 #define TOKENIZER LONGVK_ASSETS_DIR "/testdata/gemma2/tokenizer.model"
 
-static void copy(const char *from, const char *to) {
-    size_t len;
-    uint8_t *b = ts_slurp(from, &len);
-    ts_spit(to, b, len);
-    free(b);
-}
-
 static char *run(const char *cmd, int want_status) {
     char *out;
     int rc = ts_run(cmd, &out);
@@ -40,7 +33,7 @@ static const char *vae_folder(const char *name) {
     mkdir(dir, 0755);
     char file[1100];
     snprintf(file, sizeof file, "%s/diffusion_pytorch_model.safetensors", dir);
-    copy(VAE, file);
+    ts_copy_file(VAE, file);
     return dir;
 }
 
@@ -141,7 +134,7 @@ Test(folders_cli, info_describes_components_and_their_memory, .timeout = 300) {
     snprintf(tok, sizeof tok, "%s", ts_tmp("fold-tokenizer"));
     mkdir(tok, 0755);
     snprintf(file, sizeof file, "%s/tokenizer.model", tok);
-    copy(TOKENIZER, file);
+    ts_copy_file(TOKENIZER, file);
     snprintf(cmd, sizeof cmd, "%s info %s 2>&1", LONGVK_CLI, tok);
     out = run(cmd, 0);
     cr_assert_not_null(strstr(out, "SentencePiece, 512 pieces"), "%s", out);

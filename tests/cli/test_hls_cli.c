@@ -107,13 +107,7 @@ static int64_t check_segments(const playlist *p, const char *dir, const uint8_t 
 }
 
 static void clean(const char *out) {
-    char b[700];
-    remove(out);
-    const char *ext[] = {".longvk-state", ".longvk-lock", ".init.mp4", ".err"};
-    for (int i = 0; i < 4; i++) {
-        snprintf(b, sizeof b, "%s%s", out, ext[i]);
-        remove(b);
-    }
+    ts_remove_output(out, (const char *const[]){".longvk-state", ".longvk-lock", ".init.mp4", ".err", NULL});
 }
 
 /* The run with LONGVK_TEST_KILL=0:BLOCK (SIGKILL after that block), --overwrite or --resume;

@@ -33,6 +33,7 @@
 
 #include "test_support.h"
 #include "ts_files.h"
+#include "ts_frames.h"
 #include "ts_process.h"
 
 #define PROMPT "two red balls bouncing on a blue background"
@@ -46,23 +47,6 @@
 /* a red disc of radius 4 at (10, 12) on a blue background */
 #define BALL_LAVFI "color=c=0x2040c0:s=32x32,geq=r='if(lt(hypot(X-10,Y-12),4),220,32)':" \
                    "g='if(lt(hypot(X-10,Y-12),4),30,64)':b='if(lt(hypot(X-10,Y-12),4),30,192)'"
-
-static ts_proc gen(const char *const *argv) {
-    ts_proc p = ts_spawn(argv, 600);
-    cr_assert(!p.timed_out, "%s timed out", ts_argv_text(argv));
-    return p;
-}
-
-static void expect_ok(ts_proc *p, const char *what) {
-    cr_assert(p->status == 0, "%s: exit %d, stderr:\n%s", what, p->status, p->err);
-}
-
-static void clean(const char *out) {
-    char b[600];
-    remove(out);
-    snprintf(b, sizeof b, "%s.longvk-state", out);
-    remove(b);
-}
 
 static void make_ball(const char *path) {
     char cmd[1024], *out = NULL;
@@ -93,25 +77,13 @@ static int max_diff(const uint8_t *a, const uint8_t *b) {
     return m;
 }
 
-static double pair_mae(const uint8_t *v, int t) {
-    double s = 0;
-    for (int i = 0; i < FRAME_BYTES; i++)
-        s += fabs((double)v[(size_t)(t + 1) * FRAME_BYTES + i] - v[(size_t)t * FRAME_BYTES + i]);
-    return s / FRAME_BYTES;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 Test(image_cli, frame_zero_and_continuation, .timeout = 600) {
     const char *out = LONGVK_TEST_TMP "/image_a.mkv", *plain = LONGVK_TEST_TMP "/image_plain.mkv";
-    clean(out), clean(plain);
+    ts_remove_output_and_state(out), ts_remove_output_and_state(plain);
     make_ball(BALL_A);
-    ts_proc p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--image", BALL_A, "--seconds", "4", COMMON,
-                                     "-s", "3", "-o", out, NULL});
-    expect_ok(&p, "--image");
+    ts_proc p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--image", BALL_A, "--seconds", "4",
+                                              COMMON, "-s", "3", "-o", out, NULL});
+    ts_assert_exit0(&p, "--image");
     cr_assert_null(strstr(p.err, "cropped"), "a picture of the model's size is not cropped:\n%s", p.err);
     free(p.err);
     uint8_t *ball = frames_of(BALL_A, 1), *v = frames_of(out, 64);
@@ -121,9 +93,9 @@ Test(image_cli, frame_zero_and_continuation, .timeout = 600) {
 
     /* the video continues the picture: its first step no larger than the usual one */
     double m[63];
-    for (int t = 0; t < 63; t++) m[t] = pair_mae(v, t);
+    for (int t = 0; t < 63; t++) m[t] = ts_pair_mae(v, FRAME_BYTES, t);
     double first = m[0];
-    qsort(m, 63, sizeof *m, cmp_double);
+    qsort(m, 63, sizeof *m, ts_cmp_double);
     cr_log_info("MAE frame 0 -> 1 %.2f, median of consecutive frames %.2f (%.2fx)", first, m[31], first / m[31]);
     cr_assert_leq(first, 1.5 * m[31], "frame 0 -> 1 MAE %.2f > 1.5 x the median %.2f", first, m[31]);
 
@@ -137,9 +109,9 @@ Test(image_cli, frame_zero_and_continuation, .timeout = 600) {
     cr_assert(ratio > 0 && ratio <= 1.5, "seam ratio %.3f > 1.5", ratio);
     free(text);
 
-    p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--burn-in-blocks", "0", "--seconds", "1", COMMON,
-                             "-s", "3", "-q", "-o", plain, NULL});
-    expect_ok(&p, "without --image");
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--burn-in-blocks", "0", "--seconds", "1",
+                                      COMMON, "-s", "3", "-q", "-o", plain, NULL});
+    ts_assert_exit0(&p, "without --image");
     free(p.err);
     uint8_t *w = frames_of(plain, 16);
     cr_assert_gt(max_diff(w, ball), 32, "without --image frame 0 is not the picture");
@@ -148,16 +120,16 @@ Test(image_cli, frame_zero_and_continuation, .timeout = 600) {
 
 Test(image_cli, crop_and_scale, .timeout = 600) {
     const char *wide = LONGVK_TEST_TMP "/image_wide.png", *out = LONGVK_TEST_TMP "/image_wide.mkv";
-    clean(out);
+    ts_remove_output_and_state(out);
     make_ball(BALL_C);
     char *text = NULL;
     int rc = ts_run("ffmpeg -nostdin -loglevel error -y -i " BALL_C " -vf \"scale=64:64:flags=neighbor,"
                     "pad=128:64:32:0:color=0x00ff00\" " LONGVK_TEST_TMP "/image_wide.png 2>&1", &text);
     cr_assert_eq(rc, 0, "ffmpeg: %s", text ? text : "");
     free(text);
-    ts_proc p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--image", wide, "--frames", "4", COMMON,
-                                     "-o", out, NULL});
-    expect_ok(&p, "--image of another aspect ratio");
+    ts_proc p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--image", wide, "--frames", "4",
+                                              COMMON, "-o", out, NULL});
+    ts_assert_exit0(&p, "--image of another aspect ratio");
     cr_assert(strstr(p.err, "is 128x64, the model's frames 32x32 (another aspect ratio): its centre 64x64 is used "
                             "(64 columns cropped), scaled to 32x32"), "the crop is not said:\n%s", p.err);
     free(p.err);
@@ -170,11 +142,11 @@ Test(image_cli, crop_and_scale, .timeout = 600) {
 
 Test(image_cli, single_clip, .timeout = 300) {
     const char *ball = LONGVK_TEST_TMP "/image_ball_s.png", *out = LONGVK_TEST_TMP "/image_clip.mkv";
-    clean(out);
+    ts_remove_output_and_state(out);
     make_ball(ball);
-    ts_proc p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--image", ball, "--sampler", "euler",
-                                     "--steps", "3", "--frames", "8", COMMON, "-q", "-o", out, NULL});
-    expect_ok(&p, "--image with a single clip");
+    ts_proc p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--image", ball, "--sampler",
+                                              "euler", "--steps", "3", "--frames", "8", COMMON, "-q", "-o", out, NULL});
+    ts_assert_exit0(&p, "--image with a single clip");
     free(p.err);
     uint8_t *b = frames_of(ball, 1), *v = frames_of(out, 8);
     int d = max_diff(v, b);
@@ -185,33 +157,33 @@ Test(image_cli, single_clip, .timeout = 300) {
 Test(image_cli, resume_identity, .timeout = 600) {
     const char *full = LONGVK_TEST_TMP "/image_full.mkv", *cut = LONGVK_TEST_TMP "/image_cut.mkv";
     const char *other = LONGVK_TEST_TMP "/image_other.png", *noimg = LONGVK_TEST_TMP "/image_noimg.mkv";
-    clean(full), clean(cut), clean(noimg);
+    ts_remove_output_and_state(full), ts_remove_output_and_state(cut), ts_remove_output_and_state(noimg);
     make_ball(BALL_R);
     char *text = NULL;
     cr_assert_eq(ts_run("ffmpeg -nostdin -loglevel error -y -f lavfi -i color=c=red:s=32x32 -frames:v 1 " LONGVK_TEST_TMP
                         "/image_other.png 2>&1", &text), 0, "%s", text);
     free(text);
-    ts_proc p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--image", BALL_R, "--seconds", "2", COMMON,
-                                     "-q", "-o", full, NULL});
-    expect_ok(&p, "the uninterrupted run");
+    ts_proc p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--image", BALL_R, "--seconds", "2",
+                                              COMMON, "-q", "-o", full, NULL});
+    ts_assert_exit0(&p, "the uninterrupted run");
     free(p.err);
     setenv("LONGVK_TEST_STOP", "0:3", 1);
-    p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--image", BALL_R, "--seconds", "2", COMMON, "-q",
-                             "-o", cut, NULL});
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--image", BALL_R, "--seconds", "2", COMMON,
+                                      "-q", "-o", cut, NULL});
     unsetenv("LONGVK_TEST_STOP");
     cr_assert_eq(p.status, 130, "the stopped run: exit %d\n%s", p.status, p.err);
     free(p.err);
-    p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--seconds", "2", COMMON, "-q", "--resume", "-o",
-                             cut, NULL});
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--seconds", "2", COMMON, "-q", "--resume",
+                                      "-o", cut, NULL});
     cr_assert(p.status != 0 && strstr(p.err, "belongs to a run that started from an image (--image)"), "%s", p.err);
     free(p.err);
-    p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--image", other, "--seconds", "2", COMMON, "-q",
-                             "--resume", "-o", cut, NULL});
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--image", other, "--seconds", "2", COMMON,
+                                      "-q", "--resume", "-o", cut, NULL});
     cr_assert(p.status != 0 && strstr(p.err, "belongs to another run: image was"), "%s", p.err);
     free(p.err);
-    p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--image", BALL_R, "--seconds", "2", COMMON, "-q",
-                             "--resume", "-o", cut, NULL});
-    expect_ok(&p, "--resume with the same image");
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--image", BALL_R, "--seconds", "2", COMMON,
+                                      "-q", "--resume", "-o", cut, NULL});
+    ts_assert_exit0(&p, "--resume with the same image");
     free(p.err);
     uint8_t *a = frames_of(full, 32), *b = frames_of(cut, 32);
     cr_assert(memcmp(a, b, (size_t)32 * FRAME_BYTES) == 0, "--resume: other frames than the uninterrupted run");
@@ -219,13 +191,13 @@ Test(image_cli, resume_identity, .timeout = 600) {
 
     /* a run without an image, resumed with one */
     setenv("LONGVK_TEST_STOP", "0:2", 1);
-    p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--burn-in-blocks", "0", "--seconds", "2", COMMON,
-                             "-q", "-o", noimg, NULL});
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--burn-in-blocks", "0", "--seconds", "2",
+                                      COMMON, "-q", "-o", noimg, NULL});
     unsetenv("LONGVK_TEST_STOP");
     cr_assert_eq(p.status, 130, "the stopped run without an image: exit %d\n%s", p.status, p.err);
     free(p.err);
-    p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--image", BALL_R, "--seconds", "2", COMMON, "-q",
-                             "--resume", "-o", noimg, NULL});
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT, "--image", BALL_R, "--seconds", "2", COMMON,
+                                      "-q", "--resume", "-o", noimg, NULL});
     cr_assert(p.status != 0 && strstr(p.err, "belongs to another run: image was not set"), "%s", p.err);
     free(p.err);
 }
@@ -233,7 +205,7 @@ Test(image_cli, resume_identity, .timeout = 600) {
 Test(image_cli, bad_input, .timeout = 300) {
     const char *out = LONGVK_TEST_TMP "/image_bad.mkv", *junk = LONGVK_TEST_TMP "/image_junk.png";
     const char *wav = LONGVK_TEST_TMP "/image_audio.wav";
-    clean(out);
+    ts_remove_output_and_state(out);
     make_ball(BALL_B);
     FILE *f = fopen(junk, "w");
     cr_assert_not_null(f);
@@ -256,7 +228,7 @@ Test(image_cli, bad_input, .timeout = 300) {
          "give the VAE with --vae"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        ts_proc p = gen(cases[i].argv);
+        ts_proc p = ts_spawn_cli(cases[i].argv);
         cr_expect_eq(p.status, 2, "case %zu: exit %d\n%s", i, p.status, p.err);
         cr_expect(strstr(p.err, cases[i].says), "case %zu: no '%s' in\n%s", i, cases[i].says, p.err);
         cr_expect(access(out, F_OK) != 0, "case %zu wrote %s", i, out);

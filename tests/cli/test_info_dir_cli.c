@@ -14,13 +14,6 @@
 #define G2 LONGVK_ASSETS_DIR "/testdata/gemma2"
 #define SANA LONGVK_ASSETS_DIR "/testdata/sana-video/tiny-hd32.weights.safetensors"
 
-static void copy(const char *from, const char *to) {
-    size_t len;
-    uint8_t *b = ts_slurp(from, &len);
-    ts_spit(to, b, len);
-    free(b);
-}
-
 static char *info(const char *dir, int want_status) {
     char cmd[2048], *out;
     snprintf(cmd, sizeof cmd, "%s info %s", LONGVK_CLI, dir);
@@ -33,8 +26,8 @@ Test(info_dir_cli, gemma2_folder) {
     char root[1024];
     snprintf(root, sizeof root, "%s", ts_tmp("info-gemma2"));
     mkdir(root, 0755);
-    copy(G2 "/tiny.weights.safetensors", ts_tmp("info-gemma2/model.safetensors"));
-    copy(G2 "/tokenizer.model", ts_tmp("info-gemma2/tokenizer.model"));
+    ts_copy_file(G2 "/tiny.weights.safetensors", ts_tmp("info-gemma2/model.safetensors"));
+    ts_copy_file(G2 "/tokenizer.model", ts_tmp("info-gemma2/tokenizer.model"));
     char *out = info(root, 0);
     cr_assert(strstr(out, "Gemma-2 text encoder"), "%s", out);
     cr_assert(strstr(out, "hidden 96, 3 layers, 4 heads (2 kv) x 32, MLP 256, vocab 512"), "%s", out);
@@ -68,9 +61,9 @@ Test(info_dir_cli, diffusers_pipeline_folder) {
     const char *dirs[] = {"info-pipe/text_encoder", "info-pipe/tokenizer", "info-pipe/transformer", "info-pipe/vae"};
     for (int i = 0; i < 4; i++) mkdir(ts_tmp(dirs[i]), 0755);
     ts_spit(ts_tmp("info-pipe/model_index.json"), "{\"_class_name\": \"SanaVideoPipeline\"}", 36);
-    copy(G2 "/tiny.weights.safetensors", ts_tmp("info-pipe/text_encoder/model.safetensors"));
-    copy(G2 "/tokenizer.model", ts_tmp("info-pipe/tokenizer/tokenizer.model"));
-    copy(SANA, ts_tmp("info-pipe/transformer/diffusion_pytorch_model.safetensors"));
+    ts_copy_file(G2 "/tiny.weights.safetensors", ts_tmp("info-pipe/text_encoder/model.safetensors"));
+    ts_copy_file(G2 "/tokenizer.model", ts_tmp("info-pipe/tokenizer/tokenizer.model"));
+    ts_copy_file(SANA, ts_tmp("info-pipe/transformer/diffusion_pytorch_model.safetensors"));
     float z[6] = {0};
     lv_weight vae = {.name = "decoder.conv_in.weight", .dtype = LV_F32, .ndim = 2, .shape = {2, 3}, .data = z,
                      .nbytes = sizeof z};

@@ -34,13 +34,7 @@
 #define FRAME_BYTES (32 * 32 * 3)
 
 static void clean(const char *out) {
-    char b[600];
-    remove(out);
-    const char *ext[] = {".schedule", ".longvk-state", ".longvk-lock", ".err"};
-    for (int i = 0; i < 4; i++) {
-        snprintf(b, sizeof b, "%s%s", out, ext[i]);
-        remove(b);
-    }
+    ts_remove_output(out, (const char *const[]){".schedule", ".longvk-state", ".longvk-lock", ".err", NULL});
 }
 
 static const char *fifo(const char *name) {
@@ -90,15 +84,6 @@ static void put(int fd, const char *line) {
     cr_assert_eq(write(fd, "\n", 1), 1);
 }
 
-static uint8_t *video(const char *path) {
-    int64_t n;
-    size_t fb;
-    uint8_t *v = ts_decode_all(path, &n, &fb);
-    cr_assert_eq(n, 64, "%s: %lld frames", path, (long long)n);
-    cr_assert_eq(fb, (size_t)FRAME_BYTES);
-    return v;
-}
-
 /* --schedule OUT.schedule into `again`: the frames must be OUT's */
 static void replay_equals(const char *out, const char *again) {
     char sched[600];
@@ -108,7 +93,7 @@ static void replay_equals(const char *out, const char *again) {
                          600);
     cr_assert(!p.timed_out && p.status == 0, "--schedule %s: exit %d\n%s", sched, p.status, p.err);
     free(p.err);
-    uint8_t *a = video(out), *b = video(again);
+    uint8_t *a = ts_decode_frames(out, 64, FRAME_BYTES), *b = ts_decode_frames(again, 64, FRAME_BYTES);
     cr_assert(memcmp(a, b, (size_t)64 * FRAME_BYTES) == 0, "--schedule %s makes other frames than %s", sched, out);
     free(a), free(b);
 }
@@ -222,7 +207,7 @@ Test(live_cli, file_and_stdin, .timeout = 600) {
              "--scale 1 -s 7 -q -o %s < %s 2>&1", LONGVK_CLI, PROMPT_A, out2, in);
     cr_assert_eq(ts_run(cmd, &o), 0, "%s", o);
     free(o);
-    uint8_t *a = video(out), *b = video(out2);
+    uint8_t *a = ts_decode_frames(out, 64, FRAME_BYTES), *b = ts_decode_frames(out2, 64, FRAME_BYTES);
     cr_assert(memcmp(a, b, (size_t)64 * FRAME_BYTES) == 0, "stdin and the file: other frames");
     free(a), free(b);
 }

@@ -50,21 +50,6 @@ static const char *tmp(const char *name) {
     return p;
 }
 
-static ts_proc run_argv(const char *const *argv) {
-    const char *full[64] = {LONGVK_CLI};
-    int n = 1;
-    for (int i = 0; argv[i] && n < 63; i++) full[n++] = argv[i];
-    full[n] = NULL;
-    return ts_spawn(full, 600);
-}
-
-#define RUN(...) run_argv((const char *const[]){__VA_ARGS__, NULL})
-
-static void expect_exit(ts_proc p, int status, const char *what) {
-    cr_assert(!p.timed_out && p.signal == 0, "%s: ended by signal %d / timed out; stderr:\n%s", what, p.signal, p.err);
-    cr_assert_eq(p.status, status, "%s: exit %d, want %d; stderr:\n%s", what, p.status, status, p.err);
-}
-
 static void expect_says(ts_proc p, const char *needle, const char *what) {
     cr_assert_not_null(strstr(p.err, needle), "%s: the message does not say '%s':\n%s", what, needle, p.err);
 }
@@ -168,58 +153,60 @@ Test(cli_outputs, devices_and_fifos_are_written_through, .timeout = 600) {
     /* convert: the reference bytes first */
     const char *ref = tmp("convert_ref.safetensors");
     unlink(ref);
-    expect_exit(RUN("convert", PTH, ref), 0, "convert to a file");
+    ts_expect_exit(TS_LONGVK("convert", PTH, ref), 0, "convert to a file");
     off_t ref_size = file_size(ref);
-    expect_exit(RUN("convert", PTH, dev), 0, "convert to /dev/null");
+    ts_expect_exit(TS_LONGVK("convert", PTH, dev), 0, "convert to /dev/null");
     expect_char_device(dev);
     fifo_reader r;
     fifo_start(&r, tmp("convert.fifo"));
-    ts_proc p = RUN("convert", PTH, tmp("convert.fifo"));
+    ts_proc p = TS_LONGVK("convert", PTH, tmp("convert.fifo"));
     size_t got = fifo_finish(&r);
-    expect_exit(p, 0, "convert to a FIFO");
+    ts_expect_exit(p, 0, "convert to a FIFO");
     cr_assert_eq((off_t)got, ref_size, "convert wrote %zu bytes into the FIFO, %lld into a file", got,
                  (long long)ref_size);
 
     /* metrics --json to /dev/null and --plot into a FIFO */
     const char *video = tmp("clip.mkv");
     unlink(video);
-    expect_exit(RUN("generate", "-p", "a red ball", "--frames", "4", "--burn-in-blocks", "0", "--codec", "ffv1", "-q",
-                    "-o", video),
-                0, "a clip to measure");
+    ts_expect_exit(TS_LONGVK("generate", "-p", "a red ball", "--frames", "4", "--burn-in-blocks", "0", "--codec",
+                             "ffv1", "-q", "-o", video),
+                   0, "a clip to measure");
     fifo_start(&r, tmp("plot.fifo"));
-    p = RUN("metrics", video, "--block-frames", "2", "--json", dev, "--plot", tmp("plot.fifo"));
+    p = TS_LONGVK("metrics", video, "--block-frames", "2", "--json", dev, "--plot", tmp("plot.fifo"));
     got = fifo_finish(&r);
-    expect_exit(p, 0, "metrics --json /dev/null --plot FIFO");
+    ts_expect_exit(p, 0, "metrics --json /dev/null --plot FIFO");
     expect_char_device(dev);
     cr_assert_gt(got, 100, "metrics wrote %zu bytes of SVG into the FIFO", got);
 
     /* encode-text --template none -o /dev/null: written through; the sana-video template's
      * mask would go beside -o: refused, exit 2, nothing created in /dev */
-    expect_exit(RUN("encode-text", "--text-encoder", GEMMA, "--template", "none", "--ids", "2,65,432", "-o", dev),
-                0, "encode-text -o /dev/null");
+    ts_expect_exit(
+        TS_LONGVK("encode-text", "--text-encoder", GEMMA, "--template", "none", "--ids", "2,65,432", "-o", dev), 0,
+        "encode-text -o /dev/null");
     expect_char_device(dev);
-    p = RUN("encode-text", "--text-encoder", GEMMA, "--tokenizer", TOKENIZER, "-p", "a cat", "-o", dev);
-    expect_exit(p, 2, "encode-text (sana-video) -o /dev/null");
+    p = TS_LONGVK("encode-text", "--text-encoder", GEMMA, "--tokenizer", TOKENIZER, "-p", "a cat", "-o", dev);
+    ts_expect_exit(p, 2, "encode-text (sana-video) -o /dev/null");
     expect_says(p, dev, "encode-text -o /dev/null");
     expect_absent(dev_mask);
     expect_char_device(dev);
 
     /* generate: the video cannot be written through (renamed into place, a resume state
      * beside it): refused, exit 2; --save-text-embeds is written through */
-    p = RUN("generate", "-p", "a red ball", "--frames", "4", "--burn-in-blocks", "0", "-q", "-o", dev);
-    expect_exit(p, 2, "generate -o /dev/null");
+    p = TS_LONGVK("generate", "-p", "a red ball", "--frames", "4", "--burn-in-blocks", "0", "-q", "-o", dev);
+    ts_expect_exit(p, 2, "generate -o /dev/null");
     expect_says(p, "not a regular file", "generate -o /dev/null");
     expect_char_device(dev);
     expect_absent(dev_state);
     expect_absent(dev_part);
     fifo_start(&r, tmp("gen.fifo"));
-    p = RUN("generate", "-p", "a red ball", "--frames", "4", "--burn-in-blocks", "0", "-q", "-o", tmp("gen.fifo"));
+    p = TS_LONGVK("generate", "-p", "a red ball", "--frames", "4", "--burn-in-blocks", "0", "-q", "-o",
+                  tmp("gen.fifo"));
     fifo_finish(&r);
-    expect_exit(p, 2, "generate -o FIFO");
+    ts_expect_exit(p, 2, "generate -o FIFO");
     unlink(video);
-    p = RUN("generate", "-p", "a red ball", "--frames", "4", "--burn-in-blocks", "0", "--codec", "ffv1", "-q", "-o",
-            video, "--save-text-embeds", dev);
-    expect_exit(p, 0, "generate --save-text-embeds /dev/null");
+    p = TS_LONGVK("generate", "-p", "a red ball", "--frames", "4", "--burn-in-blocks", "0", "--codec", "ffv1", "-q",
+                  "-o", video, "--save-text-embeds", dev);
+    ts_expect_exit(p, 0, "generate --save-text-embeds /dev/null");
     expect_char_device(dev);
 }
 
@@ -228,7 +215,7 @@ Test(cli_outputs, symbolic_links_are_written_through, .timeout = 600) {
     unlink(link);
     ts_spit(target, "old", 3);
     cr_assert_eq(symlink(target, link), 0);
-    expect_exit(RUN("convert", PTH, link), 0, "convert to a link");
+    ts_expect_exit(TS_LONGVK("convert", PTH, link), 0, "convert to a link");
     struct stat st;
     cr_assert_eq(lstat(link, &st), 0);
     cr_assert(S_ISLNK(st.st_mode), "convert replaced the link %s by a file", link);
@@ -238,8 +225,9 @@ Test(cli_outputs, symbolic_links_are_written_through, .timeout = 600) {
     unlink(dangling);
     unlink(later);
     cr_assert_eq(symlink("out53_dangling_target.npy", dangling), 0); /* relative to the link's folder */
-    expect_exit(RUN("encode-text", "--text-encoder", GEMMA, "--template", "none", "--ids", "2,65", "-o", dangling), 0,
-                "encode-text to a dangling link");
+    ts_expect_exit(
+        TS_LONGVK("encode-text", "--text-encoder", GEMMA, "--template", "none", "--ids", "2,65", "-o", dangling), 0,
+        "encode-text to a dangling link");
     cr_assert_eq(lstat(dangling, &st), 0);
     cr_assert(S_ISLNK(st.st_mode), "encode-text replaced the link %s", dangling);
     lv_npy a;
@@ -250,9 +238,9 @@ Test(cli_outputs, symbolic_links_are_written_through, .timeout = 600) {
     unlink(vlink);
     unlink(vtarget);
     cr_assert_eq(symlink(vtarget, vlink), 0);
-    expect_exit(RUN("generate", "-p", "a red ball", "--frames", "4", "--burn-in-blocks", "0", "--codec", "ffv1", "-q",
-                    "-o", vlink),
-                0, "generate to a link");
+    ts_expect_exit(TS_LONGVK("generate", "-p", "a red ball", "--frames", "4", "--burn-in-blocks", "0", "--codec",
+                             "ffv1", "-q", "-o", vlink),
+                   0, "generate to a link");
     cr_assert_eq(lstat(vlink, &st), 0);
     cr_assert(S_ISLNK(st.st_mode), "generate replaced the link %s by a file", vlink);
     cr_assert_gt(file_size(vtarget), 100, "the video is not at the link's target");
@@ -283,7 +271,7 @@ static void make_pipeline(const char *dir) {
 }
 
 static void expect_refused_unchanged(ts_proc p, const char *file, uint64_t hash, const char *what) {
-    expect_exit(p, 2, what);
+    ts_expect_exit(p, 2, what);
     expect_says(p, "refusing to overwrite an input", what);
     uint64_t size, h = ts_file_hash(file, &size);
     cr_assert_eq(h, hash, "%s: %s changed", what, file);
@@ -303,33 +291,34 @@ Test(cli_outputs, outputs_inside_input_folders_are_refused, .timeout = 300) {
                    h_gemma = ts_file_hash(gemma, &size), h_tok = ts_file_hash(tok, &size),
                    h_cfg = ts_file_hash(cfg, &size);
     const char *video = tmp("pipe_out.mkv");
-    ts_proc p = RUN("generate", "--model", pipe, "-p", "x", "--frames", "1", "-o", video, "--save-text-embeds", dit);
+    ts_proc p =
+        TS_LONGVK("generate", "--model", pipe, "-p", "x", "--frames", "1", "-o", video, "--save-text-embeds", dit);
     expect_refused_unchanged(p, dit, h_dit, "--save-text-embeds onto the pipeline's DiT");
     expect_says(p, "--model", "--save-text-embeds onto the DiT");
     expect_says(p, "--save-text-embeds", "--save-text-embeds onto the DiT");
-    p = RUN("generate", "--model", pipe, "-p", "x", "--frames", "1", "-o", video, "--save-text-embeds", vae);
+    p = TS_LONGVK("generate", "--model", pipe, "-p", "x", "--frames", "1", "-o", video, "--save-text-embeds", vae);
     expect_refused_unchanged(p, vae, h_vae, "--save-text-embeds onto the pipeline's VAE");
-    p = RUN("generate", "--model", dit, "--text-encoder", te, "-p", "x", "--frames", "1", "-o", video,
-            "--save-text-embeds", gemma);
+    p = TS_LONGVK("generate", "--model", dit, "--text-encoder", te, "-p", "x", "--frames", "1", "-o", video,
+                  "--save-text-embeds", gemma);
     expect_refused_unchanged(p, gemma, h_gemma, "--save-text-embeds onto Gemma-2");
-    p = RUN("encode-text", "--text-encoder", te, "-p", "x", "-o", gemma);
+    p = TS_LONGVK("encode-text", "--text-encoder", te, "-p", "x", "-o", gemma);
     expect_refused_unchanged(p, gemma, h_gemma, "encode-text -o onto Gemma-2");
     /* the tokenizer beside text_encoder/ (../tokenizer), and a file input's config.json */
-    p = RUN("encode-text", "--text-encoder", te, "--template", "none", "--ids", "2", "-o", tok);
+    p = TS_LONGVK("encode-text", "--text-encoder", te, "--template", "none", "--ids", "2", "-o", tok);
     expect_refused_unchanged(p, tok, h_tok, "encode-text -o onto the tokenizer");
-    p = RUN("generate", "--model", dit, "-p", "x", "--frames", "1", "-o", video, "--save-text-embeds", cfg);
+    p = TS_LONGVK("generate", "--model", dit, "-p", "x", "--frames", "1", "-o", video, "--save-text-embeds", cfg);
     expect_refused_unchanged(p, cfg, h_cfg, "--save-text-embeds onto the DiT's config.json");
     /* derived outputs: encode-text's mask and generate's state, as links into the folder */
     const char *mask = tmp("derived.mask.npy"), *state = tmp("derived.mkv.longvk-state");
     unlink(mask);
     unlink(state);
     cr_assert_eq(link(gemma, mask), 0);
-    p = RUN("encode-text", "--text-encoder", te, "-p", "x", "-o", tmp("derived.npy"));
+    p = TS_LONGVK("encode-text", "--text-encoder", te, "-p", "x", "-o", tmp("derived.npy"));
     expect_refused_unchanged(p, gemma, h_gemma, "encode-text's mask onto Gemma-2");
     unlink(mask);
     cr_assert_eq(link(dit, state), 0);
-    p = RUN("generate", "--model", pipe, "-p", "x", "--frames", "1", "-o", tmp("derived.mkv"));
-    expect_exit(p, 2, "generate's state onto the DiT");
+    p = TS_LONGVK("generate", "--model", pipe, "-p", "x", "--frames", "1", "-o", tmp("derived.mkv"));
+    ts_expect_exit(p, 2, "generate's state onto the DiT");
     expect_says(p, "longvk-state", "generate's state onto the DiT");
     unlink(state);
     cr_assert_eq(ts_file_hash(dit, &size), h_dit, "the DiT changed");
@@ -393,7 +382,7 @@ Test(cli_outputs, write_protected_outputs_are_refused, .timeout = 300) {
     for (int i = 0; i < 3; i++) {
         ts_proc p;
         if (!run_unprivileged(runs[i], &p)) return;
-        expect_exit(p, 1, runs[i][0]);
+        ts_expect_exit(p, 1, runs[i][0]);
         expect_says(p, "Permission denied", runs[i][0]);
         free(p.err);
         struct stat st;
@@ -414,7 +403,7 @@ typedef struct bg_run {
 
 static void *bg_main(void *arg) {
     bg_run *b = arg;
-    b->result = run_argv(b->argv);
+    b->result = ts_spawn_program(LONGVK_CLI, b->argv);
     return NULL;
 }
 
@@ -432,11 +421,11 @@ Test(cli_outputs, a_second_writer_is_refused, .timeout = 600) {
     /* the first run has started writing once its resume state is there */
     for (int i = 0; i < 6000 && access(state, F_OK) != 0; i++) usleep(10000);
     cr_assert_eq(access(state, F_OK), 0, "the first run wrote no state");
-    ts_proc p = RUN("generate", "-p", "a blue ball", "--frames", "4", "--burn-in-blocks", "0", "--codec", "ffv1", "-q",
-                    "-o", out);
+    ts_proc p = TS_LONGVK("generate", "-p", "a blue ball", "--frames", "4", "--burn-in-blocks", "0", "--codec", "ffv1",
+                          "-q", "-o", out);
     pthread_join(b.thread, NULL);
-    expect_exit(b.result, 0, "the first writer");
-    expect_exit(p, 1, "a second writer of the same output");
+    ts_expect_exit(b.result, 0, "the first writer");
+    ts_expect_exit(p, 1, "a second writer of the same output");
     expect_says(p, "another longvk run", "the second writer");
     expect_absent(state);
     expect_absent(lock);
@@ -459,31 +448,31 @@ Test(cli_outputs, an_interrupted_output_needs_resume_or_overwrite, .timeout = 60
     unlink(state);
     /* stopped after block 2 (LONGVK_TEST_STOP: a SIGUSR1 then): a partial video and its state */
     setenv("LONGVK_TEST_STOP", "0:2", 1);
-    ts_proc p = RUN("generate", "-p", "a red ball", "--frames", "16", "--block-frames", "4", "--burn-in-blocks", "0",
-                    "--codec", "ffv1", "-q", "-o", out);
+    ts_proc p = TS_LONGVK("generate", "-p", "a red ball", "--frames", "16", "--block-frames", "4", "--burn-in-blocks",
+                          "0", "--codec", "ffv1", "-q", "-o", out);
     unsetenv("LONGVK_TEST_STOP");
-    expect_exit(p, 130, "the interrupted run");
+    ts_expect_exit(p, 130, "the interrupted run");
     cr_assert_eq(access(state, F_OK), 0, "no state after the interruption");
     uint64_t size, h_video = ts_file_hash(out, &size), h_state = ts_file_hash(state, &size);
     /* the same command again, without --resume: refused, both files kept */
-    p = RUN("generate", "-p", "a red ball", "--frames", "4", "--block-frames", "4", "--burn-in-blocks", "0", "--codec",
-            "ffv1", "-q", "-o", out);
-    expect_exit(p, 2, "a re-run without --resume");
+    p = TS_LONGVK("generate", "-p", "a red ball", "--frames", "4", "--block-frames", "4", "--burn-in-blocks", "0",
+                  "--codec", "ffv1", "-q", "-o", out);
+    ts_expect_exit(p, 2, "a re-run without --resume");
     expect_says(p, "--resume", "a re-run without --resume");
     expect_says(p, "--overwrite", "a re-run without --resume");
     cr_assert_eq(ts_file_hash(out, &size), h_video, "the partial video changed");
     cr_assert_eq(ts_file_hash(state, &size), h_state, "the state changed");
     /* --overwrite starts again */
-    p = RUN("generate", "-p", "a red ball", "--frames", "4", "--block-frames", "4", "--burn-in-blocks", "0", "--codec",
-            "ffv1", "-q", "-o", out, "--overwrite");
-    expect_exit(p, 0, "--overwrite");
+    p = TS_LONGVK("generate", "-p", "a red ball", "--frames", "4", "--block-frames", "4", "--burn-in-blocks", "0",
+                  "--codec", "ffv1", "-q", "-o", out, "--overwrite");
+    ts_expect_exit(p, 0, "--overwrite");
     expect_absent(state);
     int64_t frames;
     size_t fb;
     free(ts_decode_all(out, &frames, &fb));
     cr_assert_eq(frames, 4);
-    p = RUN("generate", "-p", "a red ball", "--frames", "4", "-o", out, "--overwrite", "--resume");
-    expect_exit(p, 2, "--resume with --overwrite");
+    p = TS_LONGVK("generate", "-p", "a red ball", "--frames", "4", "-o", out, "--overwrite", "--resume");
+    ts_expect_exit(p, 2, "--resume with --overwrite");
 }
 
 /* ---- 9. non-finite latents ------------------------------------------------------------------ */
@@ -504,8 +493,8 @@ Test(cli_outputs, decode_refuses_non_finite_latents, .timeout = 300) {
     cr_assert_eq(lv_npy_write(latents, 4, shape, x), LV_OK);
     free(x);
     unlink(out);
-    ts_proc p = RUN("decode", "--vae", VAE, "--latents", latents, "--codec", "ffv1", "-o", out);
-    expect_exit(p, 1, "decode of NaN latents");
+    ts_proc p = TS_LONGVK("decode", "--vae", VAE, "--latents", latents, "--codec", "ffv1", "-o", out);
+    ts_expect_exit(p, 1, "decode of NaN latents");
     expect_says(p, latents, "decode of NaN latents");
     expect_says(p, "'latents'", "decode of NaN latents");
     expect_says(p, "[2, 0, 0, 3]", "decode of NaN latents");
@@ -517,19 +506,19 @@ Test(cli_outputs, decode_refuses_non_finite_latents, .timeout = 300) {
 Test(cli_outputs, bad_values_are_usage_errors, .timeout = 300) {
     const char *out = tmp("bad_values.mkv");
     unlink(out);
-    ts_proc p = RUN("generate", "-p", "a red ball", "--frames", "4", "-W", "33", "-o", out);
-    expect_exit(p, 2, "generate -W 33");
+    ts_proc p = TS_LONGVK("generate", "-p", "a red ball", "--frames", "4", "-W", "33", "-o", out);
+    ts_expect_exit(p, 2, "generate -W 33");
     expect_says(p, "-W/-H", "generate -W 33");
-    p = RUN("generate", "-p", "a red ball", "--frames", "4", "--steps", "64", "-o", out);
-    expect_exit(p, 2, "generate --steps 64");
+    p = TS_LONGVK("generate", "-p", "a red ball", "--frames", "4", "--steps", "64", "-o", out);
+    ts_expect_exit(p, 2, "generate --steps 64");
     expect_says(p, "--steps", "generate --steps 64");
     expect_absent(out);
-    p = RUN("info", "--preset", "nope");
-    expect_exit(p, 2, "info --preset nope");
+    p = TS_LONGVK("info", "--preset", "nope");
+    ts_expect_exit(p, 2, "info --preset nope");
     expect_says(p, "nope", "info --preset nope");
     setenv("LONGVK_PRECISION", "garbage", 1);
-    p = RUN("info");
+    p = TS_LONGVK("info");
     unsetenv("LONGVK_PRECISION");
-    expect_exit(p, 2, "LONGVK_PRECISION=garbage");
+    ts_expect_exit(p, 2, "LONGVK_PRECISION=garbage");
     expect_says(p, "LONGVK_PRECISION", "LONGVK_PRECISION=garbage");
 }

@@ -48,13 +48,6 @@ static void expect_lacks(const ts_proc *p, const char *needle, const char *what)
     cr_assert_null(strstr(p->err, needle), "%s: '%s' in:\n%s", what, needle, p->err);
 }
 
-static void remove_outputs(const char *out) {
-    char state[1100];
-    snprintf(state, sizeof state, "%.1024s.longvk-state", out);
-    unlink(out);
-    unlink(state);
-}
-
 /* Prompt embeddings for tiny-hd32 (ts_write_tiny_embeds). */
 static const char *write_embeds(void) {
     const char *path = ts_tmp("ident-embeds.safetensors");
@@ -73,7 +66,7 @@ Test(run_identity, latent_models_resume, .timeout = 600) {
     char out[1024], state[1100];
     snprintf(out, sizeof out, "%s", ts_tmp("ident-latent.mkv"));
     snprintf(state, sizeof state, "%s.longvk-state", out);
-    remove_outputs(out);
+    ts_remove_output_and_state(out);
 
     /* a prompt beside the rows would not be read: refused, not ignored (item 15) */
     ts_proc p = gen(LATENT(out, "--frames", "5", "-p", "a red fox"));
@@ -119,7 +112,7 @@ Test(run_identity, latent_models_resume, .timeout = 600) {
     cr_assert_eq(access(state, F_OK), -1, "the finished run left %s", state);
 
     /* --frames 6: a latent frame is 4 pixel frames (the first alone), so 9 are made, and said */
-    remove_outputs(out);
+    ts_remove_output_and_state(out);
     p = gen(LATENT(out, "--frames", "6"));
     expect_exit(p, 0, "--frames 6");
     expect_has(&p, "generating 9 frames", "--frames 6");
@@ -134,7 +127,7 @@ Test(run_identity, latent_models_resume, .timeout = 600) {
     /* no --scale: a latent model's frames as the VAE makes them (the embedded model's 8 times
      * larger would make 384 x 256 here, 6656 x 3840 for SANA-Video's 832 x 480) */
     cr_assert_eq(fb, (size_t)48 * 32 * 3, "frames of %zu bytes, not 48 x 32 RGB", fb);
-    remove_outputs(out);
+    ts_remove_output_and_state(out);
 }
 
 #define DEFAULT(out, ...)                                                                                         \
@@ -145,7 +138,7 @@ Test(run_identity, latent_models_resume, .timeout = 600) {
 
 /* A run stopped after block 2 at `precision`: 130, its state kept. */
 static void stopped_run(const char *out, const char *precision) {
-    remove_outputs(out);
+    ts_remove_output_and_state(out);
     setenv("LONGVK_TEST_STOP", "0:2", 1);
     ts_proc p = gen(DEFAULT(out, "--precision", precision));
     unsetenv("LONGVK_TEST_STOP");
@@ -192,7 +185,7 @@ Test(run_identity, resume_refuses_what_changes_the_frames, .timeout = 600) {
     cr_assert(p.status != 0, "resumed at f32 what was made at bf16:\n%s", p.err);
     expect_has(&p, "precision was \"bf16\", now not set (the default)", "made at bf16");
     free(p.err);
-    remove_outputs(out);
+    ts_remove_output_and_state(out);
 }
 
 /* Prompt rows for the embedded model (caption 32, 20 tokens) and its negative, the values
@@ -223,7 +216,7 @@ Test(run_identity, text_embeds_are_recorded_by_content, .timeout = 600) {
     snprintf(out, sizeof out, "%s", ts_tmp("ident-embeds.mkv"));
     snprintf(embeds, sizeof embeds, "%s", ts_tmp("ident-rows.safetensors"));
     snprintf(moved, sizeof moved, "%s", ts_tmp("ident-rows-moved.safetensors"));
-    remove_outputs(out);
+    ts_remove_output_and_state(out);
     write_default_embeds(embeds, 0.0f);
     setenv("LONGVK_TEST_STOP", "0:1", 1);
     ts_proc p = gen(EMBEDS(out, embeds, "--precision", "f32"));
@@ -247,13 +240,13 @@ Test(run_identity, text_embeds_are_recorded_by_content, .timeout = 600) {
     size_t fb;
     free(ts_decode_all(out, &frames, &fb));
     cr_assert_eq(frames, 8);
-    remove_outputs(out);
+    ts_remove_output_and_state(out);
 }
 
 Test(run_identity, the_run_is_described_before_its_first_frame, .timeout = 300) {
     char out[1024];
     snprintf(out, sizeof out, "%s", ts_tmp("ident-plan.mkv"));
-    remove_outputs(out);
+    ts_remove_output_and_state(out);
     const char *const argv[] = {LONGVK_CLI, "generate", "-p", PROMPT, "--frames", "8", "--burn-in-blocks", "1", "-s",
                                 "11", "--codec", "ffv1", "-o", out, NULL};
     ts_proc p = gen(argv);
@@ -265,14 +258,14 @@ Test(run_identity, the_run_is_described_before_its_first_frame, .timeout = 300) 
     const char *want[] = {", seed 11,", "precision f32", "; 3 blocks of 4 model frames, 1 of them burn-in\n"};
     for (int i = 0; i < 3; i++) expect_has(&p, want[i], "the run's line");
     free(p.err);
-    remove_outputs(out);
+    ts_remove_output_and_state(out);
     const char *const quiet[] = {LONGVK_CLI, "generate", "-p", PROMPT, "--frames", "8", "--burn-in-blocks", "1", "-s",
                                  "11", "--codec", "ffv1", "-q", "-o", out, NULL};
     p = gen(quiet);
     expect_exit(p, 0, "generate -q");
     cr_assert_eq(p.err[0], '\0', "-q prints nothing:\n%s", p.err);
     free(p.err);
-    remove_outputs(out);
+    ts_remove_output_and_state(out);
 }
 
 Test(run_identity, version_and_the_variables_for_users) {

@@ -31,6 +31,7 @@
 #include "longvk.h"
 #include "test_support.h"
 #include "ts_files.h"
+#include "ts_frames.h"
 #include "ts_process.h"
 
 #define PROMPT_A "two red balls bouncing on a blue background"
@@ -38,24 +39,7 @@
 #define COMMON "--seconds", "4", "--burn-in-blocks", "8", "--codec", "ffv1", "--scale", "1", "-s", "7"
 #define FRAME_BYTES (32 * 32 * 3)
 
-static ts_proc gen(const char *const *argv) {
-    ts_proc p = ts_spawn(argv, 600);
-    cr_assert(!p.timed_out, "%s timed out", ts_argv_text(argv));
-    return p;
-}
-
-static void expect_ok(ts_proc *p, const char *what) {
-    cr_assert(p->status == 0, "%s: exit %d, stderr:\n%s", what, p->status, p->err);
-}
-
-static void clean(const char *out) {
-    char b[600];
-    remove(out);
-    snprintf(b, sizeof b, "%s.schedule", out);
-    remove(b);
-    snprintf(b, sizeof b, "%s.longvk-state", out);
-    remove(b);
-}
+static void clean(const char *out) { ts_remove_output(out, (const char *const[]){".schedule", ".longvk-state", NULL}); }
 
 /* chi-square distance of the RGB histograms (32 bins a channel, each normalised) of frames
  * [f0, f0 + n) of two videos: codec/metrics' histogram distance */
@@ -74,60 +58,31 @@ static double hist_chi2(const uint8_t *a, const uint8_t *b, int f0, int n) {
     return d / 3;
 }
 
-static double pair_mae(const uint8_t *v, int t) {
-    double s = 0;
-    for (int i = 0; i < FRAME_BYTES; i++)
-        s += fabs((double)v[(size_t)(t + 1) * FRAME_BYTES + i] - v[(size_t)t * FRAME_BYTES + i]);
-    return s / FRAME_BYTES;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* the median MAE over the block boundaries (pairs (4b - 1, 4b)) */
-static double median_seam(const uint8_t *v, int64_t frames) {
-    double m[64];
-    int n = 0;
-    for (int f = 4; f < frames && n < 64; f += 4) m[n++] = pair_mae(v, f - 1);
-    qsort(m, (size_t)n, sizeof *m, cmp_double);
-    return n % 2 ? m[n / 2] : 0.5 * (m[n / 2 - 1] + m[n / 2]);
-}
-
-static uint8_t *video(const char *path) {
-    int64_t n;
-    size_t fb;
-    uint8_t *v = ts_decode_all(path, &n, &fb);
-    cr_assert_eq(n, 64, "%s: %lld frames", path, (long long)n);
-    cr_assert_eq(fb, (size_t)FRAME_BYTES);
-    return v;
-}
-
 Test(schedule_cli, one_switch, .timeout = 1200) {
     const char *a = LONGVK_TEST_TMP "/sched_a.mkv", *b = LONGVK_TEST_TMP "/sched_b.mkv";
     const char *s0 = LONGVK_TEST_TMP "/sched_s0.mkv", *s1 = LONGVK_TEST_TMP "/sched_s1.mkv";
     clean(a), clean(b), clean(s0), clean(s1);
-    ts_proc p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, COMMON, "-q", "-o", a, NULL});
-    expect_ok(&p, "the first prompt alone");
+    ts_proc p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, COMMON, "-q", "-o", a, NULL});
+    ts_assert_exit0(&p, "the first prompt alone");
     free(p.err);
-    p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_B, COMMON, "-q", "-o", b, NULL});
-    expect_ok(&p, "the second prompt alone");
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_B, COMMON, "-q", "-o", b, NULL});
+    ts_assert_exit0(&p, "the second prompt alone");
     free(p.err);
-    p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "2=" PROMPT_B, COMMON, "-o", s0,
-                             NULL});
-    expect_ok(&p, "one switch");
+    p = ts_spawn_cli(
+        (const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "2=" PROMPT_B, COMMON, "-o", s0, NULL});
+    ts_assert_exit0(&p, "one switch");
     const char *line = "switch 1/1: block 17/24 (block 9 of the video) from frame 32 = 2.000 s (asked: frame 32), "
                        "transition 0 frames: \"" PROMPT_B "\"";
     const char *first = strstr(p.err, line);
     cr_assert(first && strstr(first + 1, line), "the progress and the summary name the switch:\n%s", p.err);
     free(p.err);
-    p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "0:02=" PROMPT_B, "--transition",
-                             "1", COMMON, "-q", "-o", s1, NULL});
-    expect_ok(&p, "one switch with --transition 1");
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "0:02=" PROMPT_B,
+                                      "--transition", "1", COMMON, "-q", "-o", s1, NULL});
+    ts_assert_exit0(&p, "one switch with --transition 1");
     free(p.err);
 
-    uint8_t *va = video(a), *vb = video(b), *v0 = video(s0), *v1 = video(s1);
+    uint8_t *va = ts_decode_frames(a, 64, FRAME_BYTES), *vb = ts_decode_frames(b, 64, FRAME_BYTES);
+    uint8_t *v0 = ts_decode_frames(s0, 64, FRAME_BYTES), *v1 = ts_decode_frames(s1, 64, FRAME_BYTES);
     cr_assert(memcmp(v0, va, 32 * FRAME_BYTES) == 0, "before the switch: the first prompt's frames");
     cr_assert(memcmp(v1, va, 32 * FRAME_BYTES) == 0, "before the switch (transition): the first prompt's frames");
     cr_assert(memcmp(v0 + 32 * FRAME_BYTES, va + 32 * FRAME_BYTES, FRAME_BYTES) != 0, "the switch block differs");
@@ -144,9 +99,10 @@ Test(schedule_cli, one_switch, .timeout = 1200) {
         if (blk >= 11 + 2) cr_expect(d1b < 0.1 && d1a > 0.3, "block %d (transition): %.3f to B, %.3f to A",
                                      blk + 1, d1b, d1a);
     }
-    double m0 = median_seam(v0, 64), m1 = median_seam(v1, 64), at0 = pair_mae(v0, 31), at1 = pair_mae(v1, 31);
+    double m0 = ts_median_seam(v0, FRAME_BYTES, 64, 4), m1 = ts_median_seam(v1, FRAME_BYTES, 64, 4);
+    double at0 = ts_pair_mae(v0, FRAME_BYTES, 31), at1 = ts_pair_mae(v1, FRAME_BYTES, 31);
     double most = 0;
-    for (int f = 32; f <= 48; f += 4) most = fmax(most, pair_mae(v1, f - 1));
+    for (int f = 32; f <= 48; f += 4) most = fmax(most, ts_pair_mae(v1, FRAME_BYTES, f - 1));
     cr_log_info("seam at the switch: %.3f = %.2fx the median %.3f without a transition; %.3f = %.2fx the median "
                 "%.3f with --transition 1, largest over the transition %.3f = %.2fx", at0, at0 / m0, m0, at1,
                 at1 / m1, m1, most, most / m1);
@@ -170,35 +126,35 @@ Test(schedule_cli, replay_and_resume, .timeout = 1200) {
     const char *k = LONGVK_TEST_TMP "/sched_k.mkv";
     clean(s), clean(r), clean(k);
     /* 1.9 s is frame 30, in block 8 of the video (frames 28-31, block 16 with the burn-in) */
-    ts_proc p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "1.9=" PROMPT_B,
-                                     "--transition", "0.5", COMMON, "-q", "-o", s, NULL});
-    expect_ok(&p, "the scheduled run");
+    ts_proc p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "1.9=" PROMPT_B,
+                                              "--transition", "0.5", COMMON, "-q", "-o", s, NULL});
+    ts_assert_exit0(&p, "the scheduled run");
     free(p.err);
     size_t len;
     char *sched = (char *)ts_slurp(LONGVK_TEST_TMP "/sched_r.mkv.schedule", &len);
     cr_assert(strstr(sched, "\n28f | " PROMPT_B " |  | 8f\n"), "block-exact times in OUT.schedule:\n%s", sched);
     free(sched);
-    p = gen((const char *[]){LONGVK_CLI, "generate", "--schedule", LONGVK_TEST_TMP "/sched_r.mkv.schedule", COMMON,
-                             "-q", "-o", r, NULL});
-    expect_ok(&p, "--schedule OUT.schedule");
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "--schedule", LONGVK_TEST_TMP "/sched_r.mkv.schedule",
+                                      COMMON, "-q", "-o", r, NULL});
+    ts_assert_exit0(&p, "--schedule OUT.schedule");
     free(p.err);
-    uint8_t *vs = video(s), *vr = video(r);
+    uint8_t *vs = ts_decode_frames(s, 64, FRAME_BYTES), *vr = ts_decode_frames(r, 64, FRAME_BYTES);
     cr_assert(memcmp(vs, vr, (size_t)64 * FRAME_BYTES) == 0, "--schedule OUT.schedule: other frames");
 
     /* stopped after block 14 (6 of the video), before the switch at block 16; resumed */
     const char *const run[] = {LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "1.9=" PROMPT_B,
                                "--transition", "0.5", COMMON, "-q", "-o", k, NULL};
     setenv("LONGVK_TEST_STOP", "0:14", 1);
-    p = gen(run);
+    p = ts_spawn_cli(run);
     unsetenv("LONGVK_TEST_STOP");
     cr_assert_eq(p.status, 130, "the stopped run: exit %d\n%s", p.status, p.err);
     free(p.err);
     /* another schedule, or none, is refused */
-    p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "2=" PROMPT_B, "--transition",
-                             "0.5", COMMON, "-q", "--resume", "-o", k, NULL});
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "2=" PROMPT_B,
+                                      "--transition", "0.5", COMMON, "-q", "--resume", "-o", k, NULL});
     cr_assert(p.status != 0 && strstr(p.err, "belongs to another run: schedule was"), "%s", p.err);
     free(p.err);
-    p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, COMMON, "-q", "--resume", "-o", k, NULL});
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, COMMON, "-q", "--resume", "-o", k, NULL});
     cr_assert(p.status != 0 && strstr(p.err, "belongs to a run with a prompt schedule"), "%s", p.err);
     free(p.err);
     const char *resume[sizeof run / sizeof run[0] + 1];
@@ -206,34 +162,34 @@ Test(schedule_cli, replay_and_resume, .timeout = 1200) {
     for (; run[n]; n++) resume[n] = run[n];
     resume[n++] = "--resume";
     resume[n] = NULL;
-    p = gen(resume);
-    expect_ok(&p, "--resume");
+    p = ts_spawn_cli(resume);
+    ts_assert_exit0(&p, "--resume");
     free(p.err);
-    uint8_t *vk = video(k);
+    uint8_t *vk = ts_decode_frames(k, 64, FRAME_BYTES);
     cr_assert(memcmp(vs, vk, (size_t)64 * FRAME_BYTES) == 0, "--resume: other frames than the uninterrupted run");
 
     /* --on-switch recache: the frames before the switch are keep's; stopped after block 15,
      * the switch at block 16 re-makes blocks 13-15, two of them from the resume file */
     const char *q = LONGVK_TEST_TMP "/sched_q.mkv", *qk = LONGVK_TEST_TMP "/sched_qk.mkv";
     clean(q), clean(qk);
-    p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "1.9=" PROMPT_B, "--on-switch",
-                             "recache", COMMON, "-q", "-o", q, NULL});
-    expect_ok(&p, "--on-switch recache");
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "1.9=" PROMPT_B,
+                                      "--on-switch", "recache", COMMON, "-q", "-o", q, NULL});
+    ts_assert_exit0(&p, "--on-switch recache");
     free(p.err);
     const char *const qrun[] = {LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "1.9=" PROMPT_B, "--on-switch",
                                 "recache", COMMON, "-q", "-o", qk, NULL, NULL};
     setenv("LONGVK_TEST_STOP", "0:15", 1);
-    p = gen(qrun);
+    p = ts_spawn_cli(qrun);
     unsetenv("LONGVK_TEST_STOP");
     cr_assert_eq(p.status, 130, "the stopped recache run: exit %d\n%s", p.status, p.err);
     free(p.err);
     const char *qresume[sizeof qrun / sizeof qrun[0]];
     memcpy(qresume, qrun, sizeof qrun);
     qresume[sizeof qrun / sizeof qrun[0] - 2] = "--resume";
-    p = gen(qresume);
-    expect_ok(&p, "--on-switch recache --resume");
+    p = ts_spawn_cli(qresume);
+    ts_assert_exit0(&p, "--on-switch recache --resume");
     free(p.err);
-    uint8_t *vq = video(q), *vqk = video(qk);
+    uint8_t *vq = ts_decode_frames(q, 64, FRAME_BYTES), *vqk = ts_decode_frames(qk, 64, FRAME_BYTES);
     cr_assert(memcmp(vq, vs, 28 * FRAME_BYTES) == 0, "recache: before the switch, keep's frames");
     cr_assert(memcmp(vq + 28 * FRAME_BYTES, vs + 28 * FRAME_BYTES, 4 * FRAME_BYTES) != 0,
               "recache: the switch block as keep makes it");
@@ -247,14 +203,32 @@ Test(schedule_cli, replay_and_resume, .timeout = 1200) {
 Test(schedule_cli, recache_same_prompt, .timeout = 600) {
     const char *a = LONGVK_TEST_TMP "/sched_same_a.mkv", *q = LONGVK_TEST_TMP "/sched_same_q.mkv";
     clean(a), clean(q);
-    ts_proc p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--seconds", "1", "--burn-in-blocks", "0",
-                                     "--codec", "ffv1", "--scale", "1", "-q", "-o", a, NULL});
-    expect_ok(&p, "one prompt");
+    ts_proc p =
+        ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--seconds", "1", "--burn-in-blocks", "0",
+                                      "--codec", "ffv1", "--scale", "1", "-q", "-o", a, NULL});
+    ts_assert_exit0(&p, "one prompt");
     free(p.err);
-    p = gen((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "8f=" PROMPT_A, "--on-switch",
-                             "recache", "--seconds", "1", "--burn-in-blocks", "0", "--codec", "ffv1", "--scale", "1",
-                             "-q", "-o", q, NULL});
-    expect_ok(&p, "a switch to the same prompt");
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI,
+                                      "generate",
+                                      "-p",
+                                      PROMPT_A,
+                                      "--prompt-at",
+                                      "8f=" PROMPT_A,
+                                      "--on-switch",
+                                      "recache",
+                                      "--seconds",
+                                      "1",
+                                      "--burn-in-blocks",
+                                      "0",
+                                      "--codec",
+                                      "ffv1",
+                                      "--scale",
+                                      "1",
+                                      "-q",
+                                      "-o",
+                                      q,
+                                      NULL});
+    ts_assert_exit0(&p, "a switch to the same prompt");
     free(p.err);
     int64_t na, nq;
     size_t fa, fq;

@@ -32,19 +32,6 @@
 typedef enum { ADD, MUL, SCALE_ADD } binary_kind;
 static const char *binary_names[] = {"add", "mul", "scale_add"};
 
-/* Every element within its bound; on failure name the element and the case. */
-static void expect_within(const char *what, const float *got, const float *want,
-                          const double *tol, size_t n) {
-    double worst = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - (double)want[i]);
-        cr_assert(d <= tol[i], "%s: element %zu: got %.9g want %.9g (|diff| %.3g > bound %.3g)",
-                  what, i, got[i], want[i], d, tol[i]);
-        if (tol[i] > 0 && d / tol[i] > worst) worst = d / tol[i];
-    }
-    cr_log_info("%s: worst error / bound = %.3f", what, worst);
-}
-
 static void expect_equal(const char *what, const float *got, const float *want, size_t n) {
     for (size_t i = 0; i < n; i++)
         cr_assert(got[i] == want[i] || (isnan(got[i]) && isnan(want[i])),
@@ -88,7 +75,7 @@ static void check_binary(lv_ctx *ctx, binary_kind kind, int ndim, const int64_t 
             double bi = b[(i / C) / (R / G) * C + i % C];
             tol[i] = 3 * U * (fabs(alpha * (double)a[i]) + fabs(beta * bi));
         }
-        expect_within(what, got, want, tol, (size_t)n);
+        ts_expect_within(what, got, want, tol, (size_t)n);
     }
     free(got);
     free(a);
@@ -127,7 +114,7 @@ static void check_adaln(lv_ctx *ctx, int mode, int ndim, const int64_t *shape, i
     char what[128];
     snprintf(what, sizeof what, "%s R=%lld C=%lld Gp=%lld Gq=%lld", mode == 0 ? "modulate" : "add_gated",
              (long long)R, (long long)C, (long long)Gp, (long long)Gq);
-    expect_within(what, got, want, tol, (size_t)n);
+    ts_expect_within(what, got, want, tol, (size_t)n);
     free(got);
     free(x);
     free(p);
@@ -227,7 +214,7 @@ Test(elementwise, activations) {
                 if (k == 0) ref_silu(want, x, n);
                 else ref_gelu_tanh(want, x, n);
                 for (int64_t i = 0; i < n; i++) tol[i] = activation_tol(k, x[i], want[i]);
-                expect_within(what, got, want, tol, (size_t)n);
+                ts_expect_within(what, got, want, tol, (size_t)n);
             }
             free(got);
         }
@@ -276,7 +263,7 @@ static void check_gated_to(lv_dtype idt, lv_dtype odt, const char *name, gated_o
             char what[64];
             snprintf(what, sizeof what, "%s %lldx%lld%s in %s out %s%s", name, (long long)R, (long long)C,
                      bcast ? " bcast" : "", lv_dtype_name(idt), lv_dtype_name(odt), in_place ? " in place" : "");
-            expect_within(what, got, want, tol, (size_t)n);
+            ts_expect_within(what, got, want, tol, (size_t)n);
             free(got);
             free(a);
             free(b);
@@ -346,7 +333,7 @@ Test(elementwise, in_place) {
     for (int64_t i = 0; i < n; i++)
         tol[i] = 4 * U * (fabs(a[i] * (1 + (double)s3[(i / C) / 11 * C + i % C])) + fabs((double)b[i]));
     got = ts_read(ctx, &ta);
-    expect_within("modulate in place", got, want, tol, (size_t)n);
+    ts_expect_within("modulate in place", got, want, tol, (size_t)n);
     memcpy(a, got, (size_t)n * 4);
     free(got);
 
@@ -356,13 +343,13 @@ Test(elementwise, in_place) {
     for (int64_t i = 0; i < n; i++)
         tol[i] = 3 * U * (fabs((double)b[i]) + fabs((double)s3[(i / C) / 11 * C + i % C] * a[i]));
     got = ts_read(ctx, &tb);
-    expect_within("add_gated in place", got, want, tol, (size_t)n);
+    ts_expect_within("add_gated in place", got, want, tol, (size_t)n);
     free(got);
     cr_assert_eq(lv_op_gelu_tanh(ctx, &ta, &ta), LV_OK, "%s", lv_last_error());
     ref_gelu_tanh(want, a, n);
     for (int64_t i = 0; i < n; i++) tol[i] = activation_tol(1, a[i], want[i]);
     got = ts_read(ctx, &ta);
-    expect_within("gelu_tanh in place", got, want, tol, (size_t)n);
+    ts_expect_within("gelu_tanh in place", got, want, tol, (size_t)n);
     free(got);
 
     free(a);
@@ -409,7 +396,7 @@ static void split_case(lv_ctx *ctx, int64_t C, int64_t off, uint64_t seed) {
             tol[i] = 4 * U * (fabs(a[off + i] * (1 + bv)) + fabs(bv));
         }
         snprintf(what, sizeof what, "modulate split, C=%lld G=%lld", (long long)C, (long long)G);
-        expect_within(what, got, want, tol, (size_t)n);
+        ts_expect_within(what, got, want, tol, (size_t)n);
         free(got);
     }
     cr_assert_eq(lv_op_silu(ctx, &vo, &va), LV_OK, "%s", lv_last_error());
@@ -417,7 +404,7 @@ static void split_case(lv_ctx *ctx, int64_t C, int64_t off, uint64_t seed) {
     ref_silu(want, a + off, n);
     for (int64_t i = 0; i < n; i++) tol[i] = activation_tol(0, a[off + i], want[i]);
     snprintf(what, sizeof what, "silu split, C=%lld", (long long)C);
-    expect_within(what, got, want, tol, (size_t)n);
+    ts_expect_within(what, got, want, tol, (size_t)n);
     free(got);
     free(a);
     free(b);

@@ -30,18 +30,6 @@
 
 #define U (1.0 / 16777216.0)
 
-static void expect_within(const char *what, const float *got, const float *want,
-                          const double *tol, size_t n) {
-    double worst = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - (double)want[i]);
-        cr_assert(d <= tol[i], "%s: element %zu: got %.9g want %.9g (|diff| %.3g > bound %.3g)",
-                  what, i, got[i], want[i], d, tol[i]);
-        if (tol[i] > 0 && d / tol[i] > worst) worst = d / tol[i];
-    }
-    cr_log_info("%s: worst error / bound = %.3f", what, worst);
-}
-
 static void rmsnorm_tol(double *tol, const float *want, int64_t n, int64_t C) {
     for (int64_t i = 0; i < n; i++) tol[i] = (C / 2.0 + 12) * U * fabs((double)want[i]) + 1e-37;
 }
@@ -113,7 +101,7 @@ static void run_case(lv_ctx *ctx, const norm_case *k, int layer, int with_w, int
     snprintf(what, sizeof what, "%s [%lld, %lld] x in [%g, %g] eps %g%s%s%s",
              layer ? "layernorm" : "rmsnorm", (long long)k->R, (long long)k->C, k->lo, k->hi,
              k->eps, with_w ? " +weight" : "", with_b ? " +bias" : "", in_place ? " in place" : "");
-    expect_within(what, got, want, tol, (size_t)n);
+    ts_expect_within(what, got, want, tol, (size_t)n);
     free(got);
     free(x);
     free(w);
@@ -267,7 +255,7 @@ static void check_adaln_to(lv_ctx *ctx, lv_dtype odt, int64_t R, int64_t C, int6
     char what[64];
     snprintf(what, sizeof what, "adaln %lldx%lld G=%lld out %s", (long long)R, (long long)C, (long long)G,
              lv_dtype_name(odt));
-    expect_within(what, got, want, tol, (size_t)(R * C));
+    ts_expect_within(what, got, want, tol, (size_t)(R * C));
     free(got);
     free(x);
     free(shift);

@@ -128,17 +128,6 @@ static void rope_tol(double *tol, const float *x, const float *table, int64_t N,
             }
 }
 
-static void expect_within(const char *what, const float *got, const float *want, const double *tol, size_t n) {
-    double worst = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - (double)want[i]);
-        cr_assert(d <= tol[i], "%s: element %zu: got %.9g want %.9g (|diff| %.3g > bound %.3g)", what, i,
-                  got[i], want[i], d, tol[i]);
-        if (tol[i] > 0 && d / tol[i] > worst) worst = d / tol[i];
-    }
-    cr_log_info("%s: worst error / bound = %.3f", what, worst);
-}
-
 /* table: NULL for random angles, else a 3-D grid F x Hg x Wg = N tokens */
 static void run_rope(lv_ctx *ctx, int64_t N, int64_t H, int64_t D, const int *grid, int in_place,
                      uint64_t seed) {
@@ -168,7 +157,7 @@ static void run_rope(lv_ctx *ctx, int64_t N, int64_t H, int64_t D, const int *gr
     char what[96];
     snprintf(what, sizeof what, "rope N=%lld H=%lld D=%lld%s%s", (long long)N, (long long)H, (long long)D,
              grid ? " 3d table" : " random table", in_place ? " in place" : "");
-    expect_within(what, got, want, tol, (size_t)n);
+    ts_expect_within(what, got, want, tol, (size_t)n);
     free(got);
     free(x);
     free(table);
@@ -233,7 +222,7 @@ static void run_rope_half(lv_ctx *ctx, int64_t N, int64_t H, int64_t D, int in_p
     char what[96];
     snprintf(what, sizeof what, "rope_half N=%lld H=%lld D=%lld offset %lld%s", (long long)N, (long long)H,
              (long long)D, (long long)xoff, in_place ? " in place" : "");
-    expect_within(what, got, want, tol, (size_t)n);
+    ts_expect_within(what, got, want, tol, (size_t)n);
     /* not the adjacent-pair rotation: the two differ on these inputs */
     if (D >= 4) {
         float *adj = malloc((size_t)n * 4);
@@ -287,7 +276,7 @@ static void split_case(lv_ctx *ctx, int64_t xoff, int64_t toff) {
     rope_tol(tol, x + xoff, table + toff, N, H, D);
     char what[64];
     snprintf(what, sizeof what, "rope split, offsets %lld, %lld", (long long)xoff, (long long)toff);
-    expect_within(what, got, want, tol, (size_t)n);
+    ts_expect_within(what, got, want, tol, (size_t)n);
     free(got);
     free(want);
     free(tol);

@@ -30,6 +30,7 @@
 #include "longvk/generate.h"
 #include "test_support.h"
 #include "ts_files.h"
+#include "ts_frames.h"
 
 #define PROMPT "two red balls bouncing on a blue background"
 #define PLANE (32 * 32)
@@ -124,23 +125,11 @@ static void on_progress(void *user, const lv_generate_progress *p) {
     if (w->stop_at && p->block >= w->stop_at) w->flag = 1;
 }
 
-static double psnr(const uint8_t *a, const uint8_t *b, size_t n) {
-    double se = 0;
-    for (size_t i = 0; i < n; i++) se += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-    return se == 0 ? 99 : 10 * log10(255.0 * 255.0 / (se / n));
-}
-
-static void clean(const char *out) {
-    char b[600];
-    remove(out);
-    snprintf(b, sizeof b, "%s.longvk-state", out);
-    remove(b);
-}
-
 Test(continue, from_a_file_and_resumed, .timeout = 600) {
     const char *clip = ts_tmp("cont_clip.mkv"), *full = ts_tmp("cont_full.mkv"), *c1 = ts_tmp("cont_c1.mkv");
     const char *c2 = ts_tmp("cont_c2.mkv"), *other = ts_tmp("cont_other.mkv");
-    clean(clip), clean(full), clean(c1), clean(c2), clean(other);
+    const char *outputs[] = {clip, full, c1, c2, other};
+    for (int i = 0; i < 5; i++) ts_remove_output_and_state(outputs[i]);
     lv_generate_options o;
     options(&o, 8, LV_CACHED_ALL); /* a run of 8 frames: the first 8 of the 20-frame run */
     o.output = clip;
@@ -172,9 +161,9 @@ Test(continue, from_a_file_and_resumed, .timeout = 600) {
      * with seed 8 is 12-13 dB from it. Bound 30 dB for the first block and every frame: an
      * RMS error of 8 levels, far from another video's 12 dB, with 9 dB of room for other
      * devices' rounding of the amplification. */
-    double first = psnr(v1 + 8 * FRAME_BYTES, vf + 8 * FRAME_BYTES, 4 * FRAME_BYTES), least = 99;
+    double first = ts_psnr(v1 + 8 * FRAME_BYTES, vf + 8 * FRAME_BYTES, 4 * FRAME_BYTES), least = 99;
     for (int t = 8; t < 20; t++) {
-        double p = psnr(v1 + (size_t)t * FRAME_BYTES, vf + (size_t)t * FRAME_BYTES, FRAME_BYTES);
+        double p = ts_psnr(v1 + (size_t)t * FRAME_BYTES, vf + (size_t)t * FRAME_BYTES, FRAME_BYTES);
         least = p < least ? p : least;
     }
     cr_log_info("the continuation from the 8-bit clip: first new block %.2f dB, least frame %.2f dB", first, least);
@@ -193,7 +182,7 @@ Test(continue, from_a_file_and_resumed, .timeout = 600) {
     cr_assert_eq(n2, 20);
     cr_assert(memcmp(v1, v2, 20 * FRAME_BYTES) == 0, "stopped in the clip and resumed: the uninterrupted frames");
     /* stopped again, resumed with another clip: refused */
-    clean(c2);
+    ts_remove_output_and_state(c2);
     o.resume = false;
     s = (watch){.stop_at = 5};
     cr_assert_eq(lv_generate(&o, on_progress, NULL, &s, &s.flag), LV_ERR_INTERRUPTED, "%s", lv_last_error());
@@ -202,7 +191,7 @@ Test(continue, from_a_file_and_resumed, .timeout = 600) {
     cr_assert_neq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_OK);
     cr_assert(strstr(lv_last_error(), "continue"), "the refusal names the clip: %s", lv_last_error());
     free(vf), free(vc), free(v1), free(v2);
-    clean(clip), clean(full), clean(c1), clean(c2);
+    for (int i = 0; i < 4; i++) ts_remove_output_and_state(outputs[i]);
 }
 
 static void keep_warning(void *user, const char *message) {
@@ -214,7 +203,7 @@ static void keep_warning(void *user, const char *message) {
  * continued output holds the clip's own pixels, then the new frames. */
 Test(continue, another_size, .timeout = 600) {
     const char *wide = ts_tmp("cont_wide.mkv"), *big = ts_tmp("cont_big.mkv"), *out = ts_tmp("cont_size.mkv");
-    clean(wide), clean(big), clean(out);
+    ts_remove_output_and_state(wide), ts_remove_output_and_state(big), ts_remove_output_and_state(out);
     lv_generate_options o;
     options(&o, 4, LV_GEN_MODEL_DEFAULT);
     o.width = 64;
@@ -240,7 +229,7 @@ Test(continue, another_size, .timeout = 600) {
             cr_assert(memcmp(v + (size_t)t * FRAME_BYTES + y * 96, vw + (size_t)t * fw + (y * 64 + 16) * 3, 96) == 0,
                       "frame %d row %d: not the clip's centre", t, y);
     free(v), free(vw);
-    clean(out);
+    ts_remove_output_and_state(out);
     said[0] = 0;
     o.continue_path = big;
     o.scale = 2;
@@ -251,7 +240,7 @@ Test(continue, another_size, .timeout = 600) {
     cr_assert_eq(n, 8);
     cr_assert(memcmp(v, vb, 4 * fw) == 0, "--scale 2: the clip's own pixels, not the model's upscaled");
     free(v), free(vb);
-    clean(wide), clean(big), clean(out);
+    ts_remove_output_and_state(wide), ts_remove_output_and_state(big), ts_remove_output_and_state(out);
 }
 
 /* lv_generate_check refuses o as a bad value, its message holding `want`. */
@@ -264,7 +253,7 @@ static void refused(const lv_generate_options *o, const char *want) {
 
 Test(continue, bad_input, .timeout = 300) {
     const char *out = ts_tmp("cont_bad.mkv"), *text = ts_tmp("cont_text.mkv"), *shortc = ts_tmp("cont_short.mkv");
-    clean(out);
+    ts_remove_output_and_state(out);
     lv_generate_options o;
     options(&o, 8, LV_GEN_MODEL_DEFAULT);
     o.output = out;
@@ -275,7 +264,7 @@ Test(continue, bad_input, .timeout = 300) {
     refused(&o, "cont_text.mkv");
     options(&o, 3, LV_GEN_MODEL_DEFAULT); /* 3 frames: less than a block of 4 */
     o.output = shortc;
-    clean(shortc);
+    ts_remove_output_and_state(shortc);
     cr_assert_eq(lv_generate(&o, NULL, NULL, NULL, NULL), LV_OK, "%s", lv_last_error());
     options(&o, 8, LV_GEN_MODEL_DEFAULT);
     o.output = out;
@@ -308,6 +297,6 @@ Test(continue, bad_input, .timeout = 300) {
     o.continue_path = shortc;
     refused(&o, "Wan2.1 VAE's encoder");
     cr_assert(access(out, F_OK) != 0, "nothing written");
-    clean(shortc);
+    ts_remove_output_and_state(shortc);
     remove(text);
 }

@@ -3,9 +3,10 @@
  *
  *   longvk generate --model DIR -p "..." -o out.mkv
  *
- * DIR is built here from the tiny test models: the tiny Gemma-2 (text_encoder/), its
- * SentencePiece tokenizer (tokenizer/), the tiny SANA-Video DiT with its caption projection
- * widened to Gemma's hidden size 96 (transformer/) and the tiny Wan2.1 VAE (vae/). Each model
+ * DIR is built (ts_tiny_pipeline.h) from the tiny test models: the tiny Gemma-2
+ * (text_encoder/), its SentencePiece tokenizer (tokenizer/), the tiny SANA-Video DiT with its
+ * caption projection widened to Gemma's hidden size 96 (transformer/) and the tiny Wan2.1 VAE
+ * (vae/). Each model
  * is checked against its original elsewhere (test_gemma2, test_sana_dit, test_vae); this
  * test checks that generate feeds the DiT exactly what `encode-text` computes, that the same
  * rows given as --text-embeds make the same frames, the original release layout, and the
@@ -26,70 +27,11 @@
 #include "test_support.h"
 #include "ts_files.h"
 #include "ts_mpi.h"
+#include "ts_tiny_pipeline.h"
 
 #define G2 LONGVK_ASSETS_DIR "/testdata/gemma2"
-#define SANA LONGVK_ASSETS_DIR "/testdata/sana-video/tiny-hd32.weights.safetensors"
 #define VAE LONGVK_ASSETS_DIR "/testdata/wan-vae/wan-vae-tiny.weights.safetensors"
 #define PROMPT "a red fox running through snow"
-
-static void copy(const char *from, const char *to) {
-    size_t len;
-    uint8_t *b = ts_slurp(from, &len);
-    ts_spit(to, b, len);
-    free(b);
-}
-
-/* The tiny DiT with caption_channels `cap`: y_embedder.y_proj.fc1.weight [64, cap] drawn
- * afresh, every other tensor as in tiny-hd32. */
-static void write_dit(const char *path, int cap) {
-    lv_weights *w;
-    cr_assert_eq(lv_weights_open(SANA, &w), LV_OK, "%s", lv_last_error());
-    int n = lv_weights_count(w);
-    lv_weight *t = calloc((size_t)n, sizeof *t);
-    float *fc1 = ts_rand_alloc((size_t)64 * cap, 4301, -0.5f, 0.5f);
-    for (int i = 0; i < n; i++) {
-        t[i] = *lv_weights_at(w, i);
-        if (strcmp(t[i].name, "y_embedder.y_proj.fc1.weight") == 0) {
-            t[i].shape[1] = cap;
-            t[i].data = fc1;
-            t[i].nbytes = (uint64_t)64 * cap * sizeof(float);
-        }
-    }
-    char config[512];
-    snprintf(config, sizeof config,
-             "{\"hidden_size\": 64, \"depth\": 2, \"num_heads\": 2, \"head_dim\": 32, \"patch_size\": [1, 2, 2], "
-             "\"in_channels\": 4, \"out_channels\": 4, \"caption_channels\": %d, \"mlp_ratio\": 3.0}",
-             cap);
-    const char *meta[] = {"config", config};
-    cr_assert_eq(lv_safetensors_write(path, t, n, meta, 1), LV_OK, "%s", lv_last_error());
-    free(fc1);
-    free(t);
-    lv_weights_close(w);
-}
-
-/* DIR with model_index.json, text_encoder/, tokenizer/, transformer/ and vae/. */
-static const char *make_pipeline(const char *name) {
-    static char root[1024];
-    snprintf(root, sizeof root, "%s", ts_tmp(name));
-    char p[1200];
-    mkdir(root, 0755);
-    const char *parts[] = {"text_encoder", "tokenizer", "transformer", "vae"};
-    for (int i = 0; i < 4; i++) {
-        snprintf(p, sizeof p, "%s/%s", root, parts[i]);
-        mkdir(p, 0755);
-    }
-    snprintf(p, sizeof p, "%s/model_index.json", root);
-    ts_spit(p, "{\"_class_name\": \"SanaVideoPipeline\"}", 36);
-    snprintf(p, sizeof p, "%s/text_encoder/model.safetensors", root);
-    copy(G2 "/tiny.weights.safetensors", p);
-    snprintf(p, sizeof p, "%s/tokenizer/tokenizer.model", root);
-    copy(G2 "/tokenizer.model", p);
-    snprintf(p, sizeof p, "%s/transformer/diffusion_pytorch_model.safetensors", root);
-    write_dit(p, 96);
-    snprintf(p, sizeof p, "%s/vae/diffusion_pytorch_model.safetensors", root);
-    copy(VAE, p);
-    return root;
-}
 
 static char *run(const char *cmd, int want_status) {
     char *out;
@@ -115,7 +57,7 @@ static float *read_f32(const lv_weights *w, const char *name, int64_t want) {
 #define GEN_ARGS "--frames 9 -W 48 -H 32 --block-frames 1 --codec ffv1 -q"
 
 Test(generate_pipeline, prompt_to_video_feeds_encode_text_rows, .timeout = 600) {
-    const char *dir = make_pipeline("pipe");
+    const char *dir = ts_make_tiny_pipeline("pipe");
     char cmd[4096], video[1024], embeds[1024], y_npy[1024], mask_npy[1024];
     snprintf(video, sizeof video, "%s", ts_tmp("pipe-out.mkv"));
     snprintf(embeds, sizeof embeds, "%s", ts_tmp("pipe-embeds.safetensors"));
@@ -185,7 +127,7 @@ Test(generate_pipeline, prompt_to_video_feeds_encode_text_rows, .timeout = 600) 
 }
 
 Test(generate_pipeline, cfg_long_prompt_and_options, .timeout = 600) {
-    const char *dir = make_pipeline("pipe-cfg");
+    const char *dir = ts_make_tiny_pipeline("pipe-cfg");
     char cmd[4096];
     /* CFG: the negative prompt is SANA-Video's default one, encoded without the instruction */
     snprintf(cmd, sizeof cmd, "%s generate --model %s -p '" PROMPT "' --cfg-scale 3 --frames 5 -W 48 -H 32 "
@@ -227,18 +169,18 @@ Test(generate_pipeline, cfg_long_prompt_and_options, .timeout = 600) {
 }
 
 Test(generate_pipeline, pieces_that_do_not_fit_are_named, .timeout = 300) {
-    const char *dir = make_pipeline("pipe-bad");
+    const char *dir = ts_make_tiny_pipeline("pipe-bad");
     char cmd[4096], p[1200];
     const char *o = ts_tmp("bad.mkv");
 
     /* a DiT whose captions are 32 wide with the 96-wide encoder */
     snprintf(p, sizeof p, "%s/transformer/diffusion_pytorch_model.safetensors", dir);
-    write_dit(p, 32);
+    ts_write_tiny_dit(p, 32);
     snprintf(cmd, sizeof cmd, "%s generate --model %s -p x --frames 1 -W 48 -H 32 -o %s 2>&1", LONGVK_CLI, dir, o);
     char *out = run(cmd, 1);
     cr_assert(strstr(out, "hidden size 96") && strstr(out, "captions of 32"), "%s", out);
     free(out);
-    write_dit(p, 96);
+    ts_write_tiny_dit(p, 96);
 
     /* the tokenizer is not a SentencePiece model */
     snprintf(p, sizeof p, "%s/tokenizer/tokenizer.model", dir);
@@ -259,7 +201,7 @@ Test(generate_pipeline, pieces_that_do_not_fit_are_named, .timeout = 300) {
     free(out);
     mkdir(p, 0755);
     snprintf(p, sizeof p, "%s/tokenizer/tokenizer.model", dir);
-    copy(G2 "/tokenizer.model", p);
+    ts_copy_file(G2 "/tokenizer.model", p);
 
     /* the encoder's config with a wrong shape: the tensor and both shapes named */
     snprintf(p, sizeof p, "%s/text_encoder/model.safetensors", dir);
@@ -281,7 +223,7 @@ Test(generate_pipeline, pieces_that_do_not_fit_are_named, .timeout = 300) {
     free(bad);
     free(t);
     lv_weights_close(w);
-    copy(G2 "/tiny.weights.safetensors", p);
+    ts_copy_file(G2 "/tiny.weights.safetensors", p);
 
     /* a pipeline without transformer/, and a latent model with neither encoder nor embeddings */
     snprintf(p, sizeof p, "%s/model_index.json", ts_tmp("pipe-empty"));
@@ -311,7 +253,7 @@ Test(generate_pipeline, pieces_that_do_not_fit_are_named, .timeout = 300) {
  * encoder makes: the same clip from those rows saved (--save-text-embeds) and given back
  * (--text-embeds, the VAE named) has the same frames. */
 Test(generate_pipeline, single_clip_from_a_prompt, .timeout = 600) {
-    const char *dir = make_pipeline("pipe-clip");
+    const char *dir = ts_make_tiny_pipeline("pipe-clip");
     const char *samplers[] = {"euler", "dpm++2m"};
     for (int i = 0; i < 2; i++) {
         char cmd[4096], video[1024], again[1024], embeds[1024];
@@ -344,7 +286,7 @@ Test(generate_pipeline, single_clip_from_a_prompt, .timeout = 600) {
  * one it began with is removed), so it does not say it can resume. Before, the encoder ran to its end and the run said
  * "interrupted before the first block" and "resume with the same command and --resume". */
 Test(generate_pipeline, a_stop_ends_the_text_encoder_within_a_layer, .timeout = 300) {
-    const char *dir = make_pipeline("pipe-stop");
+    const char *dir = ts_make_tiny_pipeline("pipe-stop");
     char cmd[4096], video[1024], state[1100];
     snprintf(video, sizeof video, "%s", ts_tmp("pipe-stop.mkv"));
     snprintf(state, sizeof state, "%s.longvk-state", video);
@@ -397,7 +339,7 @@ static void same_floats(const lv_weights *a, const char *na, const lv_weights *b
  * for bit; what cannot be scheduled on a latent model (--text-embeds, --prompts-from; recache
  * with --cfg-parallel) is refused before any work. */
 Test(generate_pipeline, a_schedule_encodes_each_prompt_once, .timeout = 1200) {
-    const char *dir = make_pipeline("pipe-sched");
+    const char *dir = ts_make_tiny_pipeline("pipe-sched");
     char cmd[4096], one[1024], other[1024], sched[1024], replay[1024], emu[1024];
     char e_one[1024], e_other[1024], e_sched[1024];
     snprintf(one, sizeof one, "%s", ts_tmp("sched-a.mkv"));
@@ -584,7 +526,7 @@ Test(generate_pipeline, a_schedule_encodes_each_prompt_once, .timeout = 1200) {
  * alone runs the text encoder (the rows are broadcast); the VAE decodes 2 latent rows on each
  * rank (halo rows exchanged, pixel rows gathered to rank 0); the frames are --sp-emulate 2's. */
 Test(generate_pipeline, two_ranks_make_the_frames_of_two_bands, .timeout = 600) {
-    const char *dir = make_pipeline("pipe-mpi");
+    const char *dir = ts_make_tiny_pipeline("pipe-mpi");
     char cmd[4096], e[1024], m[1024];
     snprintf(e, sizeof e, "%s", ts_tmp("pipe-e2.mkv"));
     snprintf(m, sizeof m, "%s", ts_tmp("pipe-m2.mkv"));
@@ -630,7 +572,7 @@ static double mib_after(const char *out, const char *label) {
 }
 
 Test(generate_pipeline, dry_run_plan_equals_the_run, .timeout = 300) {
-    const char *dir = make_pipeline("pipe-plan");
+    const char *dir = ts_make_tiny_pipeline("pipe-plan");
     char cmd[4096], video[1024];
     snprintf(video, sizeof video, "%s", ts_tmp("pipe-plan.mkv"));
     remove(video);

@@ -1,6 +1,6 @@
 /* The VAE in spatial tiles inside generate (--vae-tiles auto|off|HxW): a latent model (the tiny
- * diffusers pipeline of test_generate_pipeline.c: tiny Gemma-2, tiny SANA-Video DiT, tiny Wan2.1
- * VAE) makes 9 frames in 3 blocks (1 + 4 + 4 pixel frames) at 96 x 64 (latent 12 x 8), and
+ * diffusers pipeline of test_generate_pipeline.c, ts_tiny_pipeline.h: tiny Gemma-2, tiny
+ * SANA-Video DiT, tiny Wan2.1 VAE) makes 9 frames in 3 blocks (1 + 4 + 4 pixel frames) at 96 x 64 (latent 12 x 8), and
  * the frames reach the test through the frame sink as floats.
  *
  * Bounds. Tiles do not see their neighbours (every conv pads the tile edge with zeros, the middle
@@ -27,71 +27,14 @@
 #include "longvk/frame_writer.h"
 #include "test_support.h"
 #include "ts_files.h"
+#include "ts_tiny_pipeline.h"
 
-#define G2 LONGVK_ASSETS_DIR "/testdata/gemma2"
-#define SANA LONGVK_ASSETS_DIR "/testdata/sana-video/tiny-hd32.weights.safetensors"
 #define VAE LONGVK_ASSETS_DIR "/testdata/wan-vae/wan-vae-tiny.weights.safetensors"
 #define PROMPT "a red fox running through snow"
 #define FRAMES 9
 #define LATENT_FRAMES 3
 #define WIDTH 96
 #define HEIGHT 64
-
-static void copy(const char *from, const char *to) {
-    size_t len;
-    uint8_t *b = ts_slurp(from, &len);
-    ts_spit(to, b, len);
-    free(b);
-}
-
-/* The tiny DiT with caption_channels 96 (Gemma's width): y_embedder.y_proj.fc1.weight drawn
- * afresh, every other tensor as in tiny-hd32 (as test_generate_pipeline.c makes it). */
-static void write_dit(const char *path) {
-    const int cap = 96;
-    lv_weights *w;
-    cr_assert_eq(lv_weights_open(SANA, &w), LV_OK, "%s", lv_last_error());
-    int n = lv_weights_count(w);
-    lv_weight *t = calloc((size_t)n, sizeof *t);
-    float *fc1 = ts_rand_alloc((size_t)64 * cap, 4301, -0.5f, 0.5f);
-    for (int i = 0; i < n; i++) {
-        t[i] = *lv_weights_at(w, i);
-        if (strcmp(t[i].name, "y_embedder.y_proj.fc1.weight") == 0) {
-            t[i].shape[1] = cap;
-            t[i].data = fc1;
-            t[i].nbytes = (uint64_t)64 * cap * sizeof(float);
-        }
-    }
-    const char *meta[] = {"config", "{\"hidden_size\": 64, \"depth\": 2, \"num_heads\": 2, \"head_dim\": 32, "
-                                    "\"patch_size\": [1, 2, 2], \"in_channels\": 4, \"out_channels\": 4, "
-                                    "\"caption_channels\": 96, \"mlp_ratio\": 3.0}"};
-    cr_assert_eq(lv_safetensors_write(path, t, n, meta, 1), LV_OK, "%s", lv_last_error());
-    free(fc1);
-    free(t);
-    lv_weights_close(w);
-}
-
-static const char *make_pipeline(void) {
-    static char root[1024];
-    snprintf(root, sizeof root, "%s", ts_tmp("vae-tiles-pipe"));
-    char p[1200];
-    mkdir(root, 0755);
-    const char *parts[] = {"text_encoder", "tokenizer", "transformer", "vae"};
-    for (int i = 0; i < 4; i++) {
-        snprintf(p, sizeof p, "%s/%s", root, parts[i]);
-        mkdir(p, 0755);
-    }
-    snprintf(p, sizeof p, "%s/model_index.json", root);
-    ts_spit(p, "{\"_class_name\": \"SanaVideoPipeline\"}", 36);
-    snprintf(p, sizeof p, "%s/text_encoder/model.safetensors", root);
-    copy(G2 "/tiny.weights.safetensors", p);
-    snprintf(p, sizeof p, "%s/tokenizer/tokenizer.model", root);
-    copy(G2 "/tokenizer.model", p);
-    snprintf(p, sizeof p, "%s/transformer/diffusion_pytorch_model.safetensors", root);
-    write_dit(p);
-    snprintf(p, sizeof p, "%s/vae/diffusion_pytorch_model.safetensors", root);
-    copy(VAE, p);
-    return root;
-}
 
 #define PLANE ((size_t)WIDTH * HEIGHT)
 #define VIDEO ((size_t)3 * FRAMES * PLANE)
@@ -151,7 +94,7 @@ static run_out *run(const lv_generate_options *o) {
 }
 
 Test(generate_vae_tiles, tiles_off_fixed_and_auto, .timeout = 600) {
-    const char *dir = make_pipeline();
+    const char *dir = ts_make_tiny_pipeline("vae-tiles-pipe");
     /* the prompt through the pipeline's Gemma-2 once, its rows kept for every run after; no
      * VAE: the latents to a .npy */
     lv_pipeline_dir parts;
@@ -244,7 +187,7 @@ static char *cli(const char *args, int want) {
 }
 
 Test(generate_vae_tiles, cli_line_and_bad_values, .timeout = 300) {
-    const char *dir = make_pipeline();
+    const char *dir = ts_make_tiny_pipeline("vae-tiles-pipe");
     char args[4096];
     /* one latent frame in tiles: the line says how the VAE decodes */
     snprintf(args, sizeof args, "--model %s -p '" PROMPT "' --frames 1 -W 96 -H 64 --scale 1 --codec ffv1 "

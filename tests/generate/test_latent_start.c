@@ -34,6 +34,7 @@
 #include "longvk/vae.h"
 #include "test_support.h"
 #include "ts_files.h"
+#include "ts_frames.h"
 
 #define MODEL LONGVK_ASSETS_DIR "/fixtures/tiny-hd32-diffusers"
 #define VAE_FULL LONGVK_ASSETS_DIR "/testdata/wan-vae/wan-vae-tiny-full.weights.safetensors"
@@ -224,17 +225,6 @@ Test(latent_start, continue_equals_uninterrupted, .timeout = 300) {
     lv_npy_free(&full);
 }
 
-static double pair_mae(const uint8_t *v, size_t fb, int t) {
-    double s = 0;
-    for (size_t i = 0; i < fb; i++) s += fabs((double)v[(size_t)(t + 1) * fb + i] - v[(size_t)t * fb + i]);
-    return s / fb;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 #define CLI_COMMON "--model " MODEL " -W 48 -H 32 --block-frames 1 --scale 1 --codec ffv1 -s 5 -q"
 
 Test(latent_start, continue_a_file, .timeout = 300) {
@@ -282,13 +272,13 @@ Test(latent_start, continue_a_file, .timeout = 300) {
      * median 72.90 (ratio 1.003); the uninterrupted run's own step at frame 8 64.41, median
      * 70.35. */
     double steps[16];
-    for (int t = 0; t < 16; t++) steps[t] = pair_mae(vc, fb, t);
+    for (int t = 0; t < 16; t++) steps[t] = ts_pair_mae(vc, fb, t);
     double junction = steps[8];
-    qsort(steps, 16, sizeof *steps, cmp_double);
+    qsort(steps, 16, sizeof *steps, ts_cmp_double);
     double median = (steps[7] + steps[8]) / 2;
-    for (int t = 0; t < 16; t++) steps[t] = pair_mae(vf, fb, t);
+    for (int t = 0; t < 16; t++) steps[t] = ts_pair_mae(vf, fb, t);
     const double own = steps[8];
-    qsort(steps, 16, sizeof *steps, cmp_double);
+    qsort(steps, 16, sizeof *steps, ts_cmp_double);
     cr_log_info("junction seam %.2f, median %.2f (ratio %.3f); the uninterrupted run's at frame 8: %.2f, median %.2f",
                 junction, median, junction / median, own, (steps[7] + steps[8]) / 2);
     cr_expect_leq(junction, 1.5 * median, "junction %.2f vs median %.2f", junction, median);

@@ -13,36 +13,32 @@
 #define COMMON "-p", "two red balls bouncing on a blue background", "--seconds", "2", "--burn-in-blocks", "2", \
                "--codec", "ffv1", "--scale", "1", "-s", "7", "-q"
 
-static ts_proc gen(const char *const *argv) {
-    ts_proc p = ts_spawn(argv, 600);
-    cr_assert(!p.timed_out, "%s timed out", ts_argv_text(argv));
-    return p;
-}
-
 Test(quantized_resume, the_dtype_is_part_of_the_run, .timeout = 900) {
     const char *full = LONGVK_TEST_TMP "/q8_full.mkv", *k = LONGVK_TEST_TMP "/q8_k.mkv";
     char state[512];
     snprintf(state, sizeof state, "%s.longvk-state", k);
     remove(full), remove(k), remove(state);
-    ts_proc p = gen((const char *[]){LONGVK_CLI, "generate", COMMON, "--weights-dtype", "q8_0", "-o", full, NULL});
+    ts_proc p =
+        ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", COMMON, "--weights-dtype", "q8_0", "-o", full, NULL});
     cr_assert_eq(p.status, 0, "the whole run: exit %d\n%s", p.status, p.err);
     free(p.err);
     setenv("LONGVK_TEST_STOP", "0:4", 1);
-    p = gen((const char *[]){LONGVK_CLI, "generate", COMMON, "--weights-dtype", "q8_0", "-o", k, NULL});
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", COMMON, "--weights-dtype", "q8_0", "-o", k, NULL});
     unsetenv("LONGVK_TEST_STOP");
     cr_assert_eq(p.status, 130, "the stopped run: exit %d\n%s", p.status, p.err);
     free(p.err);
-    p = gen((const char *[]){LONGVK_CLI, "generate", COMMON, "--resume", "-o", k, NULL});
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", COMMON, "--resume", "-o", k, NULL});
     cr_assert(p.status != 0 && strstr(p.err, "belongs to another run: weights_dtype was \"q8_0\", now not set"),
               "exit %d: %s", p.status, p.err);
     free(p.err);
-    p = gen((const char *[]){LONGVK_CLI, "generate", COMMON, "--weights-dtype", "q4_K", "--resume", "-o", k, NULL});
+    p = ts_spawn_cli(
+        (const char *[]){LONGVK_CLI, "generate", COMMON, "--weights-dtype", "q4_K", "--resume", "-o", k, NULL});
     cr_assert(p.status != 0 && strstr(p.err, "weights_dtype was \"q8_0\", now \"q4_K\""), "exit %d: %s", p.status,
               p.err);
     free(p.err);
     /* the text encoder's dtype is recorded likewise (only when not as stored) */
-    p = gen((const char *[]){LONGVK_CLI, "generate", COMMON, "--weights-dtype", "q8_0", "--text-weights-dtype", "q8_0",
-                             "--resume", "-o", k, NULL});
+    p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", COMMON, "--weights-dtype", "q8_0", "--text-weights-dtype",
+                                      "q8_0", "--resume", "-o", k, NULL});
     cr_assert(p.status != 0 && strstr(p.err, "text_weights_dtype was not set (the default), now \"q8_0\"") &&
                   strstr(p.err, "--text-weights-dtype"),
               "exit %d: %s", p.status, p.err);
@@ -50,7 +46,8 @@ Test(quantized_resume, the_dtype_is_part_of_the_run, .timeout = 900) {
     cr_assert(strstr(p.err, "--text-weights-dtype q8_0 changes nothing here: this model reads its prompt through "
                             "word tables"), "%s", p.err);
     free(p.err);
-    p = gen((const char *[]){LONGVK_CLI, "generate", COMMON, "--weights-dtype", "q8_0", "--resume", "-o", k, NULL});
+    p = ts_spawn_cli(
+        (const char *[]){LONGVK_CLI, "generate", COMMON, "--weights-dtype", "q8_0", "--resume", "-o", k, NULL});
     cr_assert_eq(p.status, 0, "the resumed run: exit %d\n%s", p.status, p.err);
     free(p.err);
     int64_t n1, n2;

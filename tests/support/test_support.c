@@ -99,6 +99,17 @@ double ts_max_abs_diff(const float *got, const float *want, size_t n) {
     return m;
 }
 
+void ts_expect_within(const char *what, const float *got, const float *want, const double *tol, size_t n) {
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)want[i]);
+        cr_assert(d <= tol[i], "%s: element %zu: got %.9g want %.9g (|diff| %.3g > bound %.3g)", what, i,
+                  got[i], want[i], d, tol[i]);
+        if (tol[i] > 0 && d / tol[i] > worst) worst = d / tol[i];
+    }
+    cr_log_info("%s: worst error / bound = %.3f", what, worst);
+}
+
 double ts_check_bound(const char *what, const float *got, const float *want, const double *mag,
                       size_t n, double factor) {
     return ts_check_bound_abs(what, got, want, mag, n, factor, 0.0);

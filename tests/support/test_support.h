@@ -32,6 +32,9 @@ double ts_q8_0_weight_nmse(const float *w, int64_t n);
  * --text-embeds reads them: y [8, 32] (its text tokens and caption channels), mask [8]. */
 void ts_write_tiny_embeds(const char *path);
 double ts_max_abs_diff(const float *got, const float *want, size_t n);
+/* Asserts |got - want| <= tol[i] for every element (a failure names the element and
+ * `what`), and logs the worst error / bound. */
+void ts_expect_within(const char *what, const float *got, const float *want, const double *tol, size_t n);
 /* Asserts |got - want| <= factor * mag[i] for every element (mag: the reference's sum of
  * absolute terms), logs the worst error / bound and returns it. */
 double ts_check_bound(const char *what, const float *got, const float *want, const double *mag,

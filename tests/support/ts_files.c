@@ -30,6 +30,26 @@ void ts_spit(const char *path, const void *data, size_t len) {
     cr_assert_eq(fclose(f), 0);
 }
 
+void ts_copy_file(const char *from, const char *to) {
+    size_t len;
+    uint8_t *b = ts_slurp(from, &len);
+    ts_spit(to, b, len);
+    free(b);
+}
+
+void ts_remove_output(const char *out, const char *const *suffixes) {
+    char b[1200];
+    remove(out);
+    for (int i = 0; suffixes[i]; i++) {
+        cr_assert_lt((size_t)snprintf(b, sizeof b, "%s%s", out, suffixes[i]), sizeof b, "path too long: %s", out);
+        remove(b);
+    }
+}
+
+void ts_remove_output_and_state(const char *out) {
+    ts_remove_output(out, (const char *const[]){".longvk-state", NULL});
+}
+
 const char *ts_tmp_in(const char *dir, const char *name) {
     static char bufs[8][1024];
     static int next;
@@ -84,4 +104,13 @@ uint8_t *ts_decode_all(const char *path, int64_t *frames, size_t *frame_bytes) {
     lv_decoder_close(dec);
     *frames = n;
     return all;
+}
+
+uint8_t *ts_decode_frames(const char *path, int64_t frames, size_t frame_bytes) {
+    int64_t n;
+    size_t fb;
+    uint8_t *v = ts_decode_all(path, &n, &fb);
+    cr_assert_eq(n, frames, "%s: %lld frames", path, (long long)n);
+    cr_assert_eq(fb, frame_bytes);
+    return v;
 }

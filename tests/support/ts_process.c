@@ -78,6 +78,29 @@ ts_proc ts_spawn(const char *const *argv, double timeout_s) {
     return r;
 }
 
+ts_proc ts_spawn_cli(const char *const *argv) {
+    ts_proc p = ts_spawn(argv, 600);
+    cr_assert(!p.timed_out, "%s timed out", ts_argv_text(argv));
+    return p;
+}
+
+void ts_assert_exit0(const ts_proc *p, const char *what) {
+    cr_assert(p->status == 0, "%s: exit %d, stderr:\n%s", what, p->status, p->err);
+}
+
+ts_proc ts_spawn_program(const char *program, const char *const *args) {
+    const char *full[64] = {program};
+    int n = 1;
+    for (int i = 0; args[i] && n < 63; i++) full[n++] = args[i];
+    full[n] = NULL;
+    return ts_spawn(full, 600);
+}
+
+void ts_expect_exit(ts_proc p, int status, const char *what) {
+    cr_assert(!p.timed_out && p.signal == 0, "%s: ended by signal %d / timed out; stderr:\n%s", what, p.signal, p.err);
+    cr_assert_eq(p.status, status, "%s: exit %d, want %d; stderr:\n%s", what, p.status, status, p.err);
+}
+
 char *ts_argv_text(const char *const *argv) {
     size_t cap = 64;
     for (int i = 0; argv[i]; i++) cap += 4 * strlen(argv[i]) + 3;
