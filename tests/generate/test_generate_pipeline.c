@@ -12,11 +12,10 @@
  * rows given as --text-embeds make the same frames, the original release layout, and the
  * errors of a pipeline that does not fit together; a prompt schedule (issue 54: each distinct
  * prompt through Gemma-2 once, the rows each switch applies, replay, bands and ranks, recache
- * on latents); the matrices quantized on load (issue 56: q8_0 near the f32 frames). With MPI: the pipeline over 2 ranks
- * (rank 0 encodes the text, each rank decodes its band of latent rows) makes the frames of
- * --sp-emulate 2, and over 4 ranks in two CFG groups of 2 bands too. */
+ * on latents); the matrices quantized on load (issue 56: q8_0 near the f32 frames). With MPI:
+ * the pipeline over 2 ranks (rank 0 encodes the text, each rank decodes its band of latent
+ * rows) makes the frames of --sp-emulate 2, and over 4 ranks in two CFG groups of 2 bands too. */
 #include <criterion/criterion.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +25,7 @@
 #include "longvk.h"
 #include "test_support.h"
 #include "ts_files.h"
+#include "ts_frames.h"
 #include "ts_mpi.h"
 #include "ts_tiny_pipeline.h"
 
@@ -640,14 +640,8 @@ static uint8_t *pipeline_frames(const char *dir, const char *dtype, int64_t *n, 
     return v;
 }
 
-static double psnr_bytes(const uint8_t *a, const uint8_t *b, size_t n) {
-    double se = 0;
-    for (size_t i = 0; i < n; i++) se += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-    return se == 0 ? 99 : 10 * log10(255.0 * 255.0 / (se / (double)n));
-}
-
 Test(generate_pipeline, quantized_weights_near_the_f32_frames, .timeout = 600) {
-    const char *dir = make_pipeline("pipe-quant");
+    const char *dir = ts_make_tiny_pipeline("pipe-quant");
     int64_t n32, n8, n4;
     size_t fb32, fb8, fb4;
     uint8_t *f32 = pipeline_frames(dir, "as-stored", &n32, &fb32), *q8 = pipeline_frames(dir, "q8_0", &n8, &fb8),
@@ -655,7 +649,7 @@ Test(generate_pipeline, quantized_weights_near_the_f32_frames, .timeout = 600) {
     cr_assert(n32 == 5 && n8 == n32 && n4 == n32 && fb8 == fb32 && fb4 == fb32, "%lld / %lld / %lld frames",
               (long long)n32, (long long)n8, (long long)n4);
     const size_t bytes = (size_t)n32 * fb32;
-    const double p8 = psnr_bytes(f32, q8, bytes), p4 = psnr_bytes(f32, q4, bytes);
+    const double p8 = ts_psnr(f32, q8, bytes), p4 = ts_psnr(f32, q4, bytes);
     cr_log_info("q8_0 against f32: PSNR %.1f dB; q4_K %.1f dB", p8, p4);
     cr_assert(p8 >= 30 && p8 < 99, "q8_0: PSNR %.1f dB against the f32 frames (bound 30; 99 means not quantized)", p8);
     cr_assert(p4 < 99, "q4_K made the f32 frames: not quantized");
