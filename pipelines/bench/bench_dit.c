@@ -150,9 +150,8 @@ int bench_dit(int argc, char **argv) {
     const lv_device_info *dev = lv_ctx_device(ctx);
     static const char *const precision_names[] = {"auto", "f32", "f16", "bf16"};
     const char *precision = precision_names[lv_ctx_precision(ctx)];
-    /* cli_weight_dtypes' order (lv_dit_weights) */
-    static const char *const weights_names[] = {"bf16", "f32", "f16", "bf16", "q8_0", "q4_K"};
-    const char *weights = weights_names[args.weights];
+    /* the random weights are made in bf16: as stored is bf16 */
+    const char *weights = args.weights == LV_DIT_WEIGHTS_AS_STORED ? "bf16" : lv_dit_weights_name((lv_dit_weights)args.weights);
     char nmse[32] = "null";
     if (args.nmse) snprintf(nmse, sizeof nmse, "%.6g", run.nmse);
     const uint64_t params = run.params, weight_bytes = run.weight_bytes;

@@ -58,9 +58,9 @@ _Static_assert(LV_TEXT_WEIGHTS_BF16 == (int)LV_DIT_WEIGHTS_BF16 && LV_TEXT_WEIGH
 lv_status lv_gen_prepare_text(gen_run *r, void (*warn)(void *, const char *), void *user) {
     int cap = lv_sana_file_config(r->m.file)->caption_channels;
     if (!r->use_encoder && r->o.text_weights_dtype != LV_DIT_WEIGHTS_AS_STORED && warn) {
-        static const char *const names[] = {"as-stored", "f32", "f16", "bf16", "q8_0", "q4_K"};
         char msg[256];
-        snprintf(msg, sizeof msg, "--text-weights-dtype %s changes nothing here: %s", names[r->o.text_weights_dtype],
+        snprintf(msg, sizeof msg, "--text-weights-dtype %s changes nothing here: %s",
+                 lv_dit_weights_name((lv_dit_weights)r->o.text_weights_dtype),
                  r->o.text_embeds_path ? "the prompt's rows come from --text-embeds, no text encoder runs"
                                        : "this model reads its prompt through word tables, not Gemma-2");
         warn(user, msg);

@@ -71,13 +71,11 @@ static cJSON *run_identity(const lv_generate_options *o, const lv_gen_model *m, 
     static const char *const precisions[] = {"auto", "f32", "f16", "bf16"};
     if (precision != LV_PRECISION_F32) cJSON_AddStringToObject(j, "precision", precisions[precision]);
     /* the float weight dtypes (the quantized ones are recorded above) */
-    static const char *const weights[] = {"as-stored", "f32", "f16", "bf16"};
     if (o->weights_dtype > LV_DIT_WEIGHTS_AS_STORED && o->weights_dtype <= LV_DIT_WEIGHTS_BF16)
-        cJSON_AddStringToObject(j, "weights_dtype", weights[o->weights_dtype]);
+        cJSON_AddStringToObject(j, "weights_dtype", lv_dit_weights_name((lv_dit_weights)o->weights_dtype));
     /* the text encoder's, likewise (its rows differ): only when not as stored */
-    static const char *const text_weights[] = {"as-stored", "f32", "f16", "bf16", "q8_0", "q4_K"};
     if (o->text_weights_dtype > LV_DIT_WEIGHTS_AS_STORED && o->text_weights_dtype <= LV_DIT_WEIGHTS_Q4_K)
-        cJSON_AddStringToObject(j, "text_weights_dtype", text_weights[o->text_weights_dtype]);
+        cJSON_AddStringToObject(j, "text_weights_dtype", lv_dit_weights_name((lv_dit_weights)o->text_weights_dtype));
     /* the rows by their content (the same file moved is the same run, an edited one is not) */
     char *embeds = o->text_embeds_path ? lv_gen_file_identity(o->text_embeds_path) : NULL;
     if (embeds) cJSON_AddStringToObject(j, "text_embeds", embeds);

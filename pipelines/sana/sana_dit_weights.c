@@ -25,6 +25,11 @@ static lv_status upload(lv_ctx *ctx, const lv_sana_file *file, const char *name,
     return lv_tensor_from_weight(ctx, w, dt, ndim, shape, out);
 }
 
+const char *lv_dit_weights_name(lv_dit_weights rule) {
+    static const char *const names[] = {"as-stored", "f32", "f16", "bf16", "q8_0", "q4_K"};
+    return rule >= LV_DIT_WEIGHTS_AS_STORED && rule <= LV_DIT_WEIGHTS_Q4_K ? names[rule] : "?";
+}
+
 int lv_dit_matmul_dtype(lv_dit_weights rule) {
     switch (rule) {
     case LV_DIT_WEIGHTS_F32: return LV_F32;

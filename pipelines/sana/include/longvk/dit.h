@@ -38,6 +38,10 @@ typedef enum lv_dit_weights {
     LV_DIT_WEIGHTS_Q4_K
 } lv_dit_weights;
 
+/* The rule's name as the options spell it ("as-stored", "f32", ..., "q8_0", "q4_K"); "?" for
+ * a value that is none of them. */
+const char *lv_dit_weights_name(lv_dit_weights rule);
+
 typedef struct lv_dit_options {
     /* Which committed chunks attention reads: LV_CACHED_ALL (< 0) every one (the additive
      * state), K > 0 the last K (a window), 0 none: no state is carried (each chunk alone,
