@@ -549,25 +549,26 @@ static int print_plan(const lv_sana_config *c, lv_dtype stored, const char *what
         s = lv_gemma2_memory_plan(&g, LV_BF16, text_dtypes[args.text_weights_dtype], 600, in.alignment, &m);
         p.text = m.weights + m.work;
     }
-    int tile = 0; /* a square tile's side in latent pixels chosen by auto, or 0 */
+    lv_vae_tiling tiles = {0, 0, 0}; /* the tiles planned (tile_h 0: untiled) */
+    bool auto_tiled = false;
     if (c->in_channels == 16) {
         const int h = p.grid_h, w = p.grid_w;
         if (args.vae_tiles == LV_GEN_VAE_TILES_FIXED) {
-            p.vae = lv_vae_memory_estimate_at(args.vae_tile_h < h ? args.vae_tile_h : h,
-                                              args.vae_tile_w < w ? args.vae_tile_w : w, p.precision);
+            tiles = (lv_vae_tiling){args.vae_tile_h < h ? args.vae_tile_h : h, args.vae_tile_w < w ? args.vae_tile_w : w, 0};
+            p.vae = lv_vae_memory_estimate_at(tiles.tile_h, tiles.tile_w, p.precision);
         } else {
             p.vae = lv_vae_memory_estimate_at(h, w, p.precision);
-            /* auto, as generate_vae_tiles.c decides at the first block: the untiled decoder when it
-             * fits beside the DiT's phase, else the largest square tiles whose one-tile decoder does
-             * (lv_vae_choose_tiling) */
+            /* auto, as generate_vae_tiles.c decides at the first block (lv_vae_choose_tiling): the
+             * untiled decoder when it fits beside the DiT's phase, else the largest square tiles
+             * whose one-tile decoder does */
             lv_generate_plan without = p;
             without.vae = 0;
             const uint64_t dit = lv_gen_plan_dit_phase(&without);
-            if (args.vae_tiles == LV_GEN_VAE_TILES_AUTO && dit + p.vae > p.budget && dit < p.budget)
-                for (int t = (h > w ? h : w) - 1; t >= 4 && !tile; t--) {
-                    const uint64_t one = lv_vae_memory_estimate_at(t < h ? t : h, t < w ? t : w, p.precision);
-                    if (dit + one <= p.budget) tile = t, p.vae = one;
-                }
+            if (args.vae_tiles == LV_GEN_VAE_TILES_AUTO && dit < p.budget &&
+                lv_vae_choose_tiling_estimate(h, w, p.precision, p.budget - dit, &tiles) == 1) {
+                p.vae = lv_vae_memory_estimate_at(tiles.tile_h, tiles.tile_w, p.precision);
+                auto_tiled = true;
+            }
         }
     }
     lv_ctx_destroy(ctx);
@@ -580,14 +581,10 @@ static int print_plan(const lv_sana_config *c, lv_dtype stored, const char *what
                                             "Gemma-2 2B, q8_0, 600 tokens", "Gemma-2 2B, q4_K, 600 tokens"};
     char vae_what[160];
     const char *acts = lv_vae_activation_dtype(p.precision) == LV_F16 ? "f16" : "f32";
-    if (tile)
-        snprintf(vae_what, sizeof vae_what, "Wan2.1, tiles of %d x %d latent pixels (--vae-tiles auto: the largest "
-                 "that fit what the DiT leaves), %s activations, one tile's", tile < p.grid_h ? tile : p.grid_h,
-                 tile < p.grid_w ? tile : p.grid_w, acts);
-    else if (args.vae_tiles == LV_GEN_VAE_TILES_FIXED)
-        snprintf(vae_what, sizeof vae_what, "Wan2.1, tiles of %d x %d latent pixels, %s activations, one tile's",
-                 args.vae_tile_h < p.grid_h ? args.vae_tile_h : p.grid_h,
-                 args.vae_tile_w < p.grid_w ? args.vae_tile_w : p.grid_w, acts);
+    if (tiles.tile_h)
+        snprintf(vae_what, sizeof vae_what, "Wan2.1, tiles of %d x %d latent pixels%s, %s activations, one tile's",
+                 tiles.tile_h, tiles.tile_w,
+                 auto_tiled ? " (--vae-tiles auto: the largest that fit what the DiT leaves)" : "", acts);
     else
         snprintf(vae_what, sizeof vae_what, "Wan2.1, untiled, %s activations", acts);
     cli_print_plan(stdout, &p, latent_model ? text_what[args.text_weights_dtype] : NULL,

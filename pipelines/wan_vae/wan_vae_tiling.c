@@ -440,16 +440,34 @@ int lv_vae_tile_overlap(int tile_h, int tile_w) {
     return m / 2 < 8 ? m / 2 : 8;
 }
 
-int lv_vae_choose_tiling(const lv_vae_decoder *dec, int h, int w, uint64_t budget, lv_vae_tiling *out) {
-    if (lv_vae_decoder_memory(dec, h, w) <= budget) return 0;
+/* The rule of lv_vae_choose_tiling for any decoder's memory at a latent size (th x tw). */
+typedef uint64_t (*decoder_bytes_fn)(const void *user, int th, int tw);
+
+static int largest_square_tiles(int h, int w, uint64_t budget, decoder_bytes_fn bytes, const void *user,
+                                lv_vae_tiling *out) {
+    if (bytes(user, h, w) <= budget) return 0;
     /* one tile's memory shrinks with the tile: the largest square that fits */
     for (int t = (h > w ? h : w) - 1; t >= 4; t--) {
         lv_vae_tiling c = {t < h ? t : h, t < w ? t : w, 0};
         c.overlap = lv_vae_tile_overlap(c.tile_h, c.tile_w);
-        if (lv_vae_tiled_memory(dec, h, w, &c) <= budget) {
+        if (bytes(user, c.tile_h, c.tile_w) <= budget) {
             *out = c;
             return 1;
         }
     }
     return -1;
+}
+
+static uint64_t loaded_decoder_bytes(const void *dec, int th, int tw) { return lv_vae_decoder_memory(dec, th, tw); }
+
+static uint64_t estimated_decoder_bytes(const void *precision, int th, int tw) {
+    return lv_vae_memory_estimate_at(th, tw, *(const lv_precision *)precision);
+}
+
+int lv_vae_choose_tiling(const lv_vae_decoder *dec, int h, int w, uint64_t budget, lv_vae_tiling *out) {
+    return largest_square_tiles(h, w, budget, loaded_decoder_bytes, dec, out);
+}
+
+int lv_vae_choose_tiling_estimate(int h, int w, lv_precision precision, uint64_t budget, lv_vae_tiling *out) {
+    return largest_square_tiles(h, w, budget, estimated_decoder_bytes, &precision, out);
 }

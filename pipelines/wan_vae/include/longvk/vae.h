@@ -138,6 +138,9 @@ void lv_vae_tile_stream_destroy(lv_vae_tile_stream *s);
  * tiles (at most the frame along each axis; overlap lv_vae_tile_overlap) whose one-tile
  * memory fits; -1 when even tiles of 4 x 4 do not. */
 int lv_vae_choose_tiling(const lv_vae_decoder *dec, int h, int w, uint64_t budget, lv_vae_tiling *out);
+/* The same choice for the real Wan2.1 decoder from its estimate (lv_vae_memory_estimate_at),
+ * no weights loaded: `info --plan`. */
+int lv_vae_choose_tiling_estimate(int h, int w, lv_precision precision, uint64_t budget, lv_vae_tiling *out);
 /* The overlap generate uses for tiles of tile_h x tile_w latent pixels: half the smaller
  * side, at most 8 (decode --vae-tiling's default; 64 pixels). */
 int lv_vae_tile_overlap(int tile_h, int tile_w);
