@@ -1,7 +1,5 @@
 /* Progress reports and the ETA: blocks weighed by their forward passes, at the time per
  * pass measured since the warm-up. */
-#include <stdio.h>
-
 #include "generate_run.h"
 
 /* Forward passes a block of this recipe takes: one per step, one more per step with CFG
@@ -34,12 +32,8 @@ static double work_of(const gen_run *r, int from, int to) {
 /* lv_chunk_options.step_done: the end of the first step this run makes is the end of the
  * warm-up (every kernel compiled): the ETA's rate is measured from there. */
 void lv_gen_on_step(void *user, int step, int passes) {
+    (void)step;
     gen_run *r = user;
-    if (step == 0 && r->nsw && r->x_next_alpha >= 0) {
-        if (lv_gen_schedule_set_cond(r, r->x_next_switch, r->x_next_alpha) != LV_OK)
-            fprintf(stderr, "LVX set_cond failed: %s\n", lv_last_error());
-        r->x_next_alpha = -1;
-    }
     if (r->warm_end > 0) return;
     r->warm_end = lv_gen_now();
     r->warm_work = passes;

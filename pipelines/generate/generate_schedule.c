@@ -485,8 +485,6 @@ static int switch_at(const gen_run *r, int k, double *alpha) {
     if (i > 0 && w->transition > 0) {
         double mid = (double)block_first_frame(r, k) + 0.5 * (double)block_video_frames(r, k);
         double a = (mid - (double)w->frame) / (double)w->transition;
-        const char *vx = getenv("LVX_VARIANT");
-        if (a < 1 && vx && strstr(vx, "easeout")) a = 1 - (1 - a) * (1 - a);
         *alpha = a >= 1 ? 1 : a;
     }
     return i;
@@ -496,41 +494,11 @@ static int switch_at(const gen_run *r, int k, double *alpha) {
  * *started receives the switch that begins at this block (-1: none). */
 lv_status lv_gen_schedule_block(gen_run *r, int c, int *started) {
     *started = -1;
-    r->x_next_alpha = -1;
     if (!r->nsw) return LV_OK;
     int k = c - r->o.burn_in_blocks;
     double a;
     int i = switch_at(r, k, &a);
     if (k >= 0 && i > 0 && r->sw[i].block == k) *started = i;
-    {   /* LVX experiment: perstep: step 0 at the block's middle, the last step and the write pass at its end */
-        const char *vx = getenv("LVX_VARIANT");
-        if (vx && strstr(vx, "perstep") && a < 1) {
-            double end = (double)block_first_frame(r, k) + (double)block_video_frames(r, k);
-            double a1 = (end - (double)r->sw[i].frame) / (double)r->sw[i].transition;
-            if (a1 < 1 && strstr(vx, "easeout")) a1 = 1 - (1 - a1) * (1 - a1);
-            r->x_next_alpha = a1 >= 1 ? 1 : a1;
-            r->x_next_switch = i;
-            fprintf(stderr, "LVX perstep chunk %d: a %.4f then %.4f\n", c, a, r->x_next_alpha);
-        }
-    }
-    {   /* LVX experiment: negold: CFG's unconditional slot holds the previous prompt during the transition and 2 blocks after */
-        const char *vx = getenv("LVX_VARIANT");
-        bool neg = false;
-        if (vx && strstr(vx, "negold") && k >= 0 && i > 0) {
-            int64_t n = block_video_frames(r, k);
-            int64_t m = (r->sw[i].transition + n - 1) / n;
-            neg = k >= r->sw[i].block && k < r->sw[i].block + m + 2;
-        }
-        if (neg != r->x_negold) {
-            r->x_negold = neg;
-            r->cond_alpha = -1; /* force */
-            fprintf(stderr, "LVX negold chunk %d: %d\n", c, neg);
-        }
-    }
-    return lv_gen_schedule_set_cond(r, i, a);
-}
-
-lv_status lv_gen_schedule_set_cond(gen_run *r, int i, double a) {
     if (i == r->cond_switch && a == r->cond_alpha) return LV_OK;
     const int cap = lv_sana_file_config(r->m.file)->caption_channels, L = r->text_len;
     const size_t rows = (size_t)2 * L * cap;
@@ -544,12 +512,6 @@ lv_status lv_gen_schedule_set_cond(gen_run *r, int i, double a) {
         float fa = (float)a;
         for (size_t j = 0; j < rows; j++) r->y[j] = (1.0f - fa) * from[j] + fa * to[j];
         for (int j = 0; j < 2 * L; j++) r->mask[j] = fm[j] > tm[j] ? fm[j] : tm[j];
-    }
-    if (r->x_negold) {
-        const float *from = r->texts_y + (size_t)r->sw[i - 1].text * rows;
-        const float *fm = r->texts_mask + (size_t)r->sw[i - 1].text * 2 * L;
-        memcpy(r->y + (size_t)L * cap, from, (size_t)L * cap * sizeof(float));
-        memcpy(r->mask + L, fm, (size_t)L * sizeof(float));
     }
     LV_TRY(lv_gen_set_texts(r, r->ctx, r->dit));
     if (r->twin) LV_TRY(lv_gen_set_texts(r, lv_dit_twin_ctx(r->twin), lv_dit_twin_dit(r->twin)));
