@@ -265,10 +265,6 @@ static lv_status run(gen_run *r, const lv_generate_options *opt_in, lv_generate_
             chunk_opt.cond_frames = r->cond_frames;
             chunk_opt.cond = r->cond;
         }
-        if (r->x_alpha > 0) {
-            chunk_opt.x_set_text = lv_gen_x_set_text;
-            chunk_opt.x_alpha = r->x_alpha;
-        }
         lv_status s = lv_longsana_chunk(r->ctx, r->dit, &chunk_opt, c, position, n, r->grid_h, r->grid_w, r->x0);
         if (s != LV_OK) { /* "block 17 of 160 (burn-in), step 2 of 2: the DiT's output ..." */
             char msg[1024];

@@ -138,7 +138,6 @@ typedef struct gen_run {
     lv_text_encoder *live_text;   /* the word tables for prompts pushed during the run (opened at the first) */
     int cond_switch;         /* the conditioning the DiT holds: entry, and how far its transition is */
     double cond_alpha;
-    double x_alpha; int x_switch; /* LVX experiment */
     /* --on-switch recache: the last hist_slots finished blocks (K + 1), slot c % hist_slots:
      * [hist_slots, HIST_HEAD + C x 2B x H x W] floats, each slot its chunk index (-1: none),
      * frames and position, then the clean latents [C, frames, H, W] */
@@ -228,7 +227,6 @@ lv_status lv_gen_schedule_encode(gen_run *r, lv_ctx *ctx, uint64_t *peak);
 /* the host bytes of the rows kept for the run */
 uint64_t lv_gen_schedule_rows_bytes(const gen_run *r);
 lv_status lv_gen_schedule_block(gen_run *r, int chunk, int *started);
-lv_status lv_gen_x_set_text(void *user, int which);
 void lv_gen_schedule_report(const gen_run *r, int i, lv_generate_progress *p);
 /* the switches at shown blocks < shown_blocks (the ones applied once that many are started) */
 lv_status lv_gen_schedule_write(const gen_run *r, int shown_blocks);

@@ -499,15 +499,6 @@ lv_status lv_gen_schedule_block(gen_run *r, int c, int *started) {
     double a;
     int i = switch_at(r, k, &a);
     if (k >= 0 && i > 0 && r->sw[i].block == k) *started = i;
-    r->x_alpha = 0;
-    {
-        const char *vx = getenv("LVX_VARIANT");
-        if (vx && !strcmp(vx, "vblend") && a < 1) {
-            r->x_alpha = a;
-            r->x_switch = i;
-            fprintf(stderr, "LVX vblend chunk %d: a %.4f\n", c, a);
-        }
-    }
     if (i == r->cond_switch && a == r->cond_alpha) return LV_OK;
     const int cap = lv_sana_file_config(r->m.file)->caption_channels, L = r->text_len;
     const size_t rows = (size_t)2 * L * cap;
@@ -607,29 +598,4 @@ char *lv_gen_schedule_identity(const lv_generate_options *o) {
                      e->negative_prompt ? e->negative_prompt : "", e->transition ? e->transition : "-");
     }
     return s;
-}
-
-/* LVX experiment vblend: 0 the old prompt's rows, 1 the new one's, 2 the interpolated ones */
-lv_status lv_gen_x_set_text(void *user, int which) {
-    gen_run *r = user;
-    const int cap = lv_sana_file_config(r->m.file)->caption_channels, L = r->text_len;
-    const size_t rows = (size_t)2 * L * cap;
-    int i = r->x_switch;
-    const float *to = r->texts_y + (size_t)r->sw[i].text * rows, *tm = r->texts_mask + (size_t)r->sw[i].text * 2 * L;
-    const float *from = r->texts_y + (size_t)r->sw[i - 1].text * rows;
-    const float *fm = r->texts_mask + (size_t)r->sw[i - 1].text * 2 * L;
-    if (which == 0) {
-        memcpy(r->y, from, rows * sizeof(float));
-        memcpy(r->mask, fm, (size_t)2 * L * sizeof(float));
-    } else if (which == 1) {
-        memcpy(r->y, to, rows * sizeof(float));
-        memcpy(r->mask, tm, (size_t)2 * L * sizeof(float));
-    } else {
-        float fa = (float)r->x_alpha;
-        for (size_t j = 0; j < rows; j++) r->y[j] = (1.0f - fa) * from[j] + fa * to[j];
-        for (int j = 0; j < 2 * L; j++) r->mask[j] = fm[j] > tm[j] ? fm[j] : tm[j];
-    }
-    LV_TRY(lv_gen_set_texts(r, r->ctx, r->dit));
-    if (r->twin) LV_TRY(lv_gen_set_texts(r, lv_dit_twin_ctx(r->twin), lv_dit_twin_dit(r->twin)));
-    return LV_OK;
 }

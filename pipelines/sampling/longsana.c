@@ -141,33 +141,17 @@ lv_status lv_longsana_chunk(lv_ctx *ctx, lv_dit *dit, const lv_chunk_options *op
         lv_dit_pass uncond = pass;
         uncond.text_slot = 1;
         bool uncond_failed;
-        bool blend = opt->x_set_text && opt->x_alpha > 0 && opt->x_alpha < 1;
-        float *vnew = NULL;
-        for (int pass_i = 0; pass_i < (blend ? 2 : 1) && s == LV_OK; pass_i++) {
-            if (blend) s = opt->x_set_text(opt->step_user, pass_i == 0 ? 1 : 0);
-            if (s != LV_OK) break;
-            if (cfg_here && opt->cfg_partner)
-                s = guided_with_partner(ctx, dit, opt->cfg_partner, &pass, &uncond, v, vu, n, &uncond_failed);
-            else
-                s = forward_beside(ctx, dit, opt->twin, &pass, v, cfg_here ? &uncond : NULL, vu, &uncond_failed);
-            if (s != LV_OK) break;
-            if (cfg_here)
-                for (size_t j = 0; j < n; j++) v[j] = vu[j] + (float)opt->cfg_scale * (v[j] - vu[j]);
-            if (blend && pass_i == 0) {
-                vnew = malloc(n * sizeof *vnew);
-                memcpy(vnew, v, n * sizeof *v);
-            }
-        }
-        if (blend && s == LV_OK) {
-            for (size_t j = 0; j < n; j++) v[j] = (float)(1 - opt->x_alpha) * v[j] + (float)opt->x_alpha * vnew[j];
-            s = opt->x_set_text(opt->step_user, 2);
-        }
-        free(vnew);
+        if (cfg_here && opt->cfg_partner)
+            s = guided_with_partner(ctx, dit, opt->cfg_partner, &pass, &uncond, v, vu, n, &uncond_failed);
+        else
+            s = forward_beside(ctx, dit, opt->twin, &pass, v, cfg_here ? &uncond : NULL, vu, &uncond_failed);
         if (s != LV_OK) {
             step_error(opt, s, k, uncond_failed);
             break;
         }
         if (opt->step_done) opt->step_done(opt->step_user, k, cfg_here ? 2 : 1);
+        if (cfg_here)
+            for (size_t j = 0; j < n; j++) v[j] = vu[j] + (float)opt->cfg_scale * (v[j] - vu[j]);
         for (size_t j = 0; j < n; j++) x0[j] = x[j] - (float)sig * v[j];
         hold_cond(opt, x0, frames, plane, channels); /* their prediction is not used */
         if (k + 1 < opt->steps) {

@@ -128,10 +128,6 @@ typedef struct lv_chunk_options {
      * only the other frames), and the finished chunk holds them as given. 0: none. */
     int cond_frames;
     const float *cond;
-    /* LVX experiment vblend: with 0 < x_alpha < 1 each step's v is (1 - a) v_old + a v_new,
-     * x_set_text(user, 0 old | 1 new | 2 the interpolated rows, for the write pass) */
-    lv_status (*x_set_text)(void *user, int which);
-    double x_alpha;
 } lv_chunk_options;
 
 /* Errors name the step and the stage: "step 2 of 2: the DiT's output has non-finite values
