@@ -189,6 +189,31 @@ lv_status lv_output_open(lv_output_file *f, const char *path) {
     return LV_OK;
 }
 
+/* The name being written: the temporary file, or the output itself when written through. */
+static const char *written_name(const lv_output_file *f) { return f->direct ? f->path : f->tmp; }
+
+lv_status lv_output_write(lv_output_file *f, const void *data, uint64_t n) {
+    if (!f->fp) return lv_error(LV_ERR_INVALID, "%s: not open", f->path);
+    const int fd = fileno(f->fp);
+    const uint8_t *p = data;
+    while (n) {
+        size_t piece = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : (size_t)n;
+        ssize_t k = write(fd, p, piece);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0)
+            return lv_error(LV_ERR_IO, "%s: write failed: %s", written_name(f), k < 0 ? strerror(errno) : "no progress");
+        p += k;
+        n -= (uint64_t)k;
+    }
+    return LV_OK;
+}
+
+lv_status lv_output_sync(lv_output_file *f) {
+    if (!f->fp) return lv_error(LV_ERR_INVALID, "%s: not open", f->path);
+    if (f->direct || fsync(fileno(f->fp)) == 0) return LV_OK;
+    return lv_error(LV_ERR_IO, "%s: cannot finish the file: %s", written_name(f), strerror(errno));
+}
+
 lv_status lv_output_commit(lv_output_file *f) {
     if (!f->fp) return lv_error(LV_ERR_INVALID, "%s: not open", f->path);
     int bad = fflush(f->fp) != 0 || ferror(f->fp);

@@ -4,10 +4,8 @@
  * the caller's pairs as strings), the tensor infos (name, u32 n_dims, the dims in ggml order
  * (ne[0], the row, first; dims of 1 dropped from a tensor of more than 4), u32 ggml type, u64 offset into the data), zero padding to the
  * alignment, then each tensor's bytes at its offset (every one a multiple of 32 bytes in). */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "longvk/files.h"
 #include "longvk/weights.h"
@@ -69,19 +67,6 @@ static void put_str(gbuf *b, const char *s) {
 }
 
 static uint64_t align_up(uint64_t x) { return (x + GGUF_ALIGNMENT - 1) / GGUF_ALIGNMENT * GGUF_ALIGNMENT; }
-
-static lv_status write_all(int fd, const void *data, uint64_t n, const char *tmp) {
-    const uint8_t *p = data;
-    while (n) {
-        size_t chunk = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : (size_t)n;
-        ssize_t k = write(fd, p, chunk);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return lv_error(LV_ERR_IO, "%s: write failed: %s", tmp, k < 0 ? strerror(errno) : "no progress");
-        p += k;
-        n -= (uint64_t)k;
-    }
-    return LV_OK;
-}
 
 /* The dims GGUF gets, row-major: t's, less dims of 1 where t has more than 4 (the same
  * layout; GGUF has at most 4). Returns their count. */
@@ -162,16 +147,13 @@ lv_status lv_gguf_write(const char *path, const lv_weight *tensors, int n, const
         free(h.data);
         return s;
     }
-    int fd = fileno(out.fp); /* nothing goes through the FILE's buffer */
-    const char *tmp = out.direct ? path : out.tmp;
-    s = write_all(fd, h.data, h.len, tmp);
+    s = lv_output_write(&out, h.data, h.len);
     for (int i = 0; s == LV_OK && i < n; i++) {
-        s = write_all(fd, tensors[i].data, tensors[i].nbytes, tmp);
+        s = lv_output_write(&out, tensors[i].data, tensors[i].nbytes);
         uint64_t pad = align_up(tensors[i].nbytes) - tensors[i].nbytes;
-        if (s == LV_OK && i + 1 < n) s = write_all(fd, zeros, pad, tmp);
+        if (s == LV_OK && i + 1 < n) s = lv_output_write(&out, zeros, pad);
     }
-    if (s == LV_OK && !out.direct && fsync(fd) != 0)
-        s = lv_error(LV_ERR_IO, "%s: cannot finish the file: %s", tmp, strerror(errno));
+    if (s == LV_OK) s = lv_output_sync(&out);
     free(h.data);
     if (s != LV_OK) {
         lv_output_discard(&out);

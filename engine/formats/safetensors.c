@@ -3,7 +3,6 @@
  * then the tensor bytes (offsets relative to the end of the header). Read with mmap;
  * written atomically. Every field is checked before a tensor is handed out. */
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
@@ -11,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "longvk/files.h"
 #include "weights_internal.h"
@@ -349,19 +347,6 @@ static lv_status check_tensors(const char *path, const lv_weight *t, int n) {
     return LV_OK;
 }
 
-static lv_status write_all(int fd, const void *data, uint64_t n, const char *tmp) {
-    const uint8_t *p = data;
-    while (n) {
-        size_t chunk = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : (size_t)n;
-        ssize_t k = write(fd, p, chunk);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return lv_error(LV_ERR_IO, "%s: write failed: %s", tmp, k < 0 ? strerror(errno) : "no progress");
-        p += k;
-        n -= (uint64_t)k;
-    }
-    return LV_OK;
-}
-
 lv_status lv_safetensors_write(const char *path, const lv_weight *tensors, int n,
                                const char *const *metadata_kv, int n_metadata) {
     if (!path) return lv_error(LV_ERR_INVALID, "lv_safetensors_write: no path");
@@ -430,18 +415,13 @@ lv_status lv_safetensors_write(const char *path, const lv_weight *tensors, int n
     /* a temporary file renamed into place; a device or FIFO written through (lv_output_open) */
     if ((s = lv_output_open(&out, path)) != LV_OK) goto done;
     opened = 1;
-    int fd = fileno(out.fp); /* nothing goes through the FILE's buffer */
-    const char *tmp = out.direct ? path : out.tmp;
     uint8_t len_bytes[8];
     for (int i = 0; i < 8; i++) len_bytes[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
-    if ((s = write_all(fd, len_bytes, 8, tmp)) != LV_OK) goto done;
-    if ((s = write_all(fd, h.data, h.len, tmp)) != LV_OK) goto done;
+    if ((s = lv_output_write(&out, len_bytes, 8)) != LV_OK) goto done;
+    if ((s = lv_output_write(&out, h.data, h.len)) != LV_OK) goto done;
     for (int i = 0; i < n; i++)
-        if ((s = write_all(fd, tensors[order[i]].data, tensors[order[i]].nbytes, tmp)) != LV_OK) goto done;
-    if (!out.direct && fsync(fd) != 0) {
-        s = lv_error(LV_ERR_IO, "%s: cannot finish the file: %s", tmp, strerror(errno));
-        goto done;
-    }
+        if ((s = lv_output_write(&out, tensors[order[i]].data, tensors[order[i]].nbytes)) != LV_OK) goto done;
+    if ((s = lv_output_sync(&out)) != LV_OK) goto done;
     opened = 0;
     s = lv_output_commit(&out);
 done:

@@ -201,6 +201,11 @@ Test(weights, write_refuses_bad_input_and_leaves_no_file) {
     cr_assert(strstr(lv_last_error(), "temporary file"), "%s", lv_last_error());
     FILE *fp = fopen(path, "rb");
     cr_assert_null(fp, "a refused write created the file");
+    /* a full disk (/dev/full, written through as a device): the failed write names it */
+    cr_assert_eq(lv_safetensors_write("/dev/full", ok, 1, NULL, 0), LV_ERR_IO);
+    cr_assert(strstr(lv_last_error(), "/dev/full: write failed: No space left on device"), "%s", lv_last_error());
+    cr_assert_eq(lv_gguf_write("/dev/full", ok, 1, NULL, 0), LV_ERR_IO);
+    cr_assert(strstr(lv_last_error(), "/dev/full: write failed: No space left on device"), "%s", lv_last_error());
 }
 
 Test(weights, open_errors_name_the_file) {

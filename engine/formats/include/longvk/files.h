@@ -63,6 +63,13 @@ typedef struct lv_output_file {
 } lv_output_file;
 
 lv_status lv_output_open(lv_output_file *f, const char *path);
+/* n bytes straight to the file's descriptor, past the FILE's buffer (for large blocks: a
+ * writer uses either this or the FILE, not both), retried on EINTR, in pieces of at most
+ * 1 GiB; an error names the file being written. */
+lv_status lv_output_write(lv_output_file *f, const void *data, uint64_t n);
+/* The written bytes on the disk before lv_output_commit renames the file into place (a
+ * device or FIFO: nothing to do). */
+lv_status lv_output_sync(lv_output_file *f);
 /* Flushes and closes, then renames into place; on a write error removes the temporary file
  * and reports it (naming the output). */
 lv_status lv_output_commit(lv_output_file *f);
