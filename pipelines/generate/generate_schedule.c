@@ -490,6 +490,30 @@ static int switch_at(const gen_run *r, int k, double *alpha) {
     return i;
 }
 
+/* The rows (and masks) a block reads at fraction a of entry i's transition, into y and mask:
+ * y = (1 - a) y_before + a y_i, where y_before is what the block before the switch read. That
+ * is entry i-1's own rows once its transition has ended; when switches come closer than a
+ * transition, it is itself a mixture, made the same way, so the new transition starts from the
+ * conditioning in force instead of jumping back to entry i-1's own rows. The masks of every text
+ * that contributes are united. Recursion: one level per switch still inside the transition
+ * before it. */
+static void transition_rows(const gen_run *r, int i, double a, float *y, float *mask) {
+    const int cap = lv_sana_file_config(r->m.file)->caption_channels, L = r->text_len;
+    const size_t rows = (size_t)2 * L * cap;
+    const float *to = r->texts_y + (size_t)r->sw[i].text * rows, *tm = r->texts_mask + (size_t)r->sw[i].text * 2 * L;
+    if (a >= 1) { /* the entry's own rows, bit for bit */
+        memcpy(y, to, rows * sizeof(float));
+        memcpy(mask, tm, (size_t)2 * L * sizeof(float));
+        return;
+    }
+    double before_a;
+    int before = switch_at(r, r->sw[i].block - 1, &before_a); /* a switch is never at block 0 */
+    transition_rows(r, before, before_a, y, mask);
+    float fa = (float)a;
+    for (size_t j = 0; j < rows; j++) y[j] = (1.0f - fa) * y[j] + fa * to[j];
+    for (int j = 0; j < 2 * L; j++) mask[j] = mask[j] > tm[j] ? mask[j] : tm[j];
+}
+
 /* Before chunk c (burn-in included): the DiT's texts for that block, set when they change;
  * *started receives the switch that begins at this block (-1: none). */
 lv_status lv_gen_schedule_block(gen_run *r, int c, int *started) {
@@ -500,19 +524,7 @@ lv_status lv_gen_schedule_block(gen_run *r, int c, int *started) {
     int i = switch_at(r, k, &a);
     if (k >= 0 && i > 0 && r->sw[i].block == k) *started = i;
     if (i == r->cond_switch && a == r->cond_alpha) return LV_OK;
-    const int cap = lv_sana_file_config(r->m.file)->caption_channels, L = r->text_len;
-    const size_t rows = (size_t)2 * L * cap;
-    const float *to = r->texts_y + (size_t)r->sw[i].text * rows, *tm = r->texts_mask + (size_t)r->sw[i].text * 2 * L;
-    if (a >= 1) { /* the entry's own rows, bit for bit */
-        memcpy(r->y, to, rows * sizeof(float));
-        memcpy(r->mask, tm, (size_t)2 * L * sizeof(float));
-    } else { /* the rows interpolated from the entry before (its own rows) to this one's */
-        const float *from = r->texts_y + (size_t)r->sw[i - 1].text * rows;
-        const float *fm = r->texts_mask + (size_t)r->sw[i - 1].text * 2 * L;
-        float fa = (float)a;
-        for (size_t j = 0; j < rows; j++) r->y[j] = (1.0f - fa) * from[j] + fa * to[j];
-        for (int j = 0; j < 2 * L; j++) r->mask[j] = fm[j] > tm[j] ? fm[j] : tm[j];
-    }
+    transition_rows(r, i, a, r->y, r->mask);
     LV_TRY(lv_gen_set_texts(r, r->ctx, r->dit));
     if (r->twin) LV_TRY(lv_gen_set_texts(r, lv_dit_twin_ctx(r->twin), lv_dit_twin_dit(r->twin)));
     r->cond_switch = i;

@@ -18,6 +18,10 @@
  *   frames; a resume with another schedule, or none, is refused. --on-switch recache: keep's
  *   frames before the switch, other ones from it, and a resume just before the switch (the
  *   blocks it re-makes partly from the resume file) makes the uninterrupted frames.
+ * - transitions_that_overlap: a switch at 2 s while the one at 1 s is still in its 3 s
+ *   transition starts from the mixture in force: its seam is at most 1.5 times the median
+ *   (measured 0.69x; 2.44x when the second transition started from the second prompt's own
+ *   rows: a cut).
  * - recache_same_prompt: recache under the prompt already in force, from nothing, is the
  *   one-prompt video bit for bit.
  * - bad_input: every refused schedule exits 2 with its message before any work. */
@@ -36,6 +40,7 @@
 
 #define PROMPT_A "two red balls bouncing on a blue background"
 #define PROMPT_B "three yellow squares on a dark background"
+#define PROMPT_C "one white circle on a light background"
 #define COMMON "--seconds", "4", "--burn-in-blocks", "8", "--codec", "ffv1", "--scale", "1", "-s", "7"
 #define FRAME_BYTES (32 * 32 * 3)
 
@@ -200,6 +205,24 @@ Test(schedule_cli, replay_and_resume, .timeout = 1200) {
 /* Recache's mechanics: a switch to the same prompt at block 3 without a burn-in re-makes the
  * state from nothing (blocks 1 and 2's write passes again, the conv caches' chain as the first
  * time), so the video is the one-prompt video bit for bit. */
+Test(schedule_cli, transitions_that_overlap, .timeout = 600) {
+    const char *two = LONGVK_TEST_TMP "/sched_ov.mkv";
+    clean(two);
+    /* 3 s: 48 frames, 11 block boundaries (COMMON's --seconds 4 is replaced by the later one) */
+    ts_proc p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "1=" PROMPT_B,
+                                              "--prompt-at", "2=" PROMPT_C, "--transition", "3", COMMON,
+                                              "--seconds", "3", "-q", "-o", two, NULL});
+    ts_assert_exit0(&p, "a second switch inside the first one's transition");
+    free(p.err);
+    uint8_t *v = ts_decode_frames(two, 48, FRAME_BYTES);
+    double median = ts_median_seam(v, FRAME_BYTES, 48, 4), at = ts_pair_mae(v, FRAME_BYTES, 31);
+    cr_log_info("the second switch (frame 32, the first's transition at 0.29): seam %.3f = %.2fx the median %.3f", at,
+                at / median, median);
+    cr_expect(at <= 1.5 * median, "the second switch: seam %.3f > 1.5 x the median %.3f", at, median);
+    free(v);
+    clean(two);
+}
+
 Test(schedule_cli, recache_same_prompt, .timeout = 600) {
     const char *a = LONGVK_TEST_TMP "/sched_same_a.mkv", *q = LONGVK_TEST_TMP "/sched_same_q.mkv";
     clean(a), clean(q);
