@@ -202,9 +202,6 @@ Test(schedule_cli, replay_and_resume, .timeout = 1200) {
     free(vs), free(vr), free(vk), free(vq), free(vqk);
 }
 
-/* Recache's mechanics: a switch to the same prompt at block 3 without a burn-in re-makes the
- * state from nothing (blocks 1 and 2's write passes again, the conv caches' chain as the first
- * time), so the video is the one-prompt video bit for bit. */
 Test(schedule_cli, transitions_that_overlap, .timeout = 600) {
     const char *two = LONGVK_TEST_TMP "/sched_ov.mkv";
     clean(two);
@@ -223,6 +220,9 @@ Test(schedule_cli, transitions_that_overlap, .timeout = 600) {
     clean(two);
 }
 
+/* Recache's mechanics: a switch to the same prompt at block 3 without a burn-in re-makes the
+ * state from nothing (blocks 1 and 2's write passes again, the conv caches' chain as the first
+ * time), so the video is the one-prompt video bit for bit. */
 Test(schedule_cli, recache_same_prompt, .timeout = 600) {
     const char *a = LONGVK_TEST_TMP "/sched_same_a.mkv", *q = LONGVK_TEST_TMP "/sched_same_q.mkv";
     clean(a), clean(q);
