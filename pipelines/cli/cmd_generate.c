@@ -138,7 +138,8 @@ static cli_option options[] = {
     {.name = "--transition", .kind = CLI_DOUBLE, .dest = &args.o.transition, .metavar = "SECONDS",
      .bounds = CLI_AT_LEAST | CLI_AT_MOST, .lo = 0, .hi = 3600, .def = "0: at once",
      .help = "a switch moves the conditioning from the prompt before to the new one over this time: each block "
-             "reads the two prompts' rows interpolated at its middle frame"},
+             "reads the two prompts' rows interpolated at its middle frame (a switch inside the one before's "
+             "transition starts from the mixture in force)"},
     {.name = "--on-switch", .kind = CLI_CHOICE, .dest = &args.o.on_switch, .choices = on_switch_choices,
      .metavar = "keep|recache", .def = "keep",
      .help = "the carried state at a switch: keep, as it was made under the earlier prompts; recache: the write "
