@@ -282,7 +282,8 @@ static cli_option options[] = {
              "(about half its memory, computed in f32; bf16 leaves the VAE in f32)"},
     {.name = "--parallel-cfg", .kind = CLI_CHOICE, .dest = &args.o.parallel_cfg, .choices = on_off,
      .help = "run CFG's unconditional passes on a second context and thread, beside the conditional ones "
-             "(default: on for a CPU device with 2+ cores running kernels inline, see --cpu-threads); the "
+             "(default: LONGVK_PARALLEL_CFG, else on for a CPU device with 2+ cores running kernels inline, "
+             "see --cpu-threads); the "
              "frames are the same either way, the model's device memory twice; off with --sp-emulate, "
              "--sequence-parallel and --cfg-parallel"},
     CLI_SEQUENCE_PARALLEL_OPTION(&args.sequence_parallel,

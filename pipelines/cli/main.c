@@ -17,6 +17,8 @@ static void usage(FILE *out) {
             "  LONGVK_VALIDATE=1        enable the Vulkan validation layer; a validation message fails the run\n"
             "  LONGVK_PROFILE=1         print device time per op at exit\n"
             "  LONGVK_PRECISION=P       activations f32 (default), f16 or bf16, where --precision is not given\n"
+            "  LONGVK_PARALLEL_CFG=on|off  generate's --parallel-cfg where it is not given (default: on for a\n"
+            "                           CPU device with 2+ cores; off when other programs use the cores)\n"
             "  LONGVK_COOPMAT=0         never use cooperative matrices (tensor cores)\n"
             "  LONGVK_VAE_BUDGET=BYTES  generate --vae-tiles auto: the device bytes the VAE may hold; above, tiles\n"
             "  LONGVK_DEVICE_BUDGET=BYTES  the device memory a run may plan to hold (default: the largest heap)\n"

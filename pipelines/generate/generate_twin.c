@@ -1,17 +1,22 @@
 /* CFG's twin: the unconditional passes on a second context and thread (lv_dit_twin), when
  * it pays, with the texts and the carried state of the main DiT. */
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "generate_run.h"
 
 /* The CFG twin pays when the unconditional passes can run on a core of their own: a CPU
  * device whose kernels run inline on lavapipe's queue thread (cpu_threads 0), two cores
- * or more, block-by-block sampling with some CFG. Elsewhere it only doubles the memory. */
+ * or more, block-by-block sampling with some CFG. Elsewhere it only doubles the memory.
+ * LONGVK_PARALLEL_CFG=on|off replaces that rule (parallel_cfg -1 only): the cores may be
+ * another program's, as when CTest runs two tests at once on two cores. */
 bool lv_gen_use_twin(const gen_run *r, int cpu_threads) {
     if (r->o.parallel_cfg == 0 || !r->uncond || r->o.sampler != LV_GEN_LONGSANA) return false;
     if (r->o.sp_bands > 0 || r->sp || r->o.cfg_partner) return false; /* check_options */
     if (r->o.parallel_cfg == 1) return true;
+    const char *env = lv_env_str("LONGVK_PARALLEL_CFG");
+    if (env && (!strcmp(env, "on") || !strcmp(env, "off"))) return !strcmp(env, "on");
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     return cpu_threads == 0 && cores >= 2 && lv_ctx_device(r->ctx)->type == LV_DEVICE_CPU;
 }

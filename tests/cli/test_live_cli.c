@@ -84,12 +84,14 @@ static void put(int fd, const char *line) {
     cr_assert_eq(write(fd, "\n", 1), 1);
 }
 
-/* --schedule OUT.schedule into `again`: the frames must be OUT's */
+/* --schedule OUT.schedule into `again`, with CFG's twin (CTest turns it off by default): the
+ * frames must be OUT's */
 static void replay_equals(const char *out, const char *again) {
     char sched[600];
     snprintf(sched, sizeof sched, "%s.schedule", out);
     clean(again);
-    ts_proc p = ts_spawn((const char *[]){LONGVK_CLI, "generate", "--schedule", sched, COMMON, "-q", "-o", again, NULL},
+    ts_proc p = ts_spawn((const char *[]){LONGVK_CLI, "generate", "--schedule", sched, COMMON, "--parallel-cfg", "on",
+                                           "-q", "-o", again, NULL},
                          600);
     cr_assert(!p.timed_out && p.status == 0, "--schedule %s: exit %d\n%s", sched, p.status, p.err);
     free(p.err);

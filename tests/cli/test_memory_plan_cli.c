@@ -95,6 +95,35 @@ Test(memory_plan_cli, refused_over_budget) {
     }
 }
 
+/* Whether a run has the CFG twin, as its plan says: --parallel-cfg, else LONGVK_PARALLEL_CFG
+ * (CTest sets it off), else the automatic rule (on for this CPU device with 2+ cores); a value
+ * that is neither on nor off is ignored. */
+Test(memory_plan_cli, parallel_cfg_from_the_environment) {
+    const char *video = ts_tmp("plan_twin.mkv");
+    const bool automatic = sysconf(_SC_NPROCESSORS_ONLN) >= 2;
+    struct {
+        const char *env, *option;
+        bool twin;
+    } cases[] = {
+        {"env -u LONGVK_PARALLEL_CFG", "", automatic},
+        {"LONGVK_PARALLEL_CFG=off", "", false},
+        {"LONGVK_PARALLEL_CFG=on", "", true},
+        {"LONGVK_PARALLEL_CFG=off", "--parallel-cfg on", true},
+        {"LONGVK_PARALLEL_CFG=on", "--parallel-cfg off", false},
+        {"LONGVK_PARALLEL_CFG=sometimes", "", automatic},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[2048], *out;
+        snprintf(cmd, sizeof cmd, "%s %s generate -p " PROMPT " --seconds 2 --codec ffv1 -s 7 %s -o %s --dry-run",
+                 cases[i].env, LONGVK_CLI, cases[i].option, video);
+        cr_assert_eq(ts_run(cmd, &out), 0, "%s", out);
+        cr_expect_eq(strstr(out, "CFG twin's DiT") != NULL, cases[i].twin, "%s %s: the twin %s expected:\n%s",
+                     cases[i].env, cases[i].option, cases[i].twin ? "was" : "was not", out);
+        free(out);
+    }
+    cr_assert(!exists(video), "a dry run wrote the video");
+}
+
 /* `info --plan` from a preset alone: the text encoder's phase is Gemma-2 2B's bf16 matrices
  * (26 layers of q, k, v, o 2304 x 2048 / 1024 / 1024 / 2048, gate, up, down 2304 x 9216) and f32
  * norms (4 a layer and the final one, 2304 each), plus a 600-token pass's f32 work buffers

@@ -139,8 +139,10 @@ Test(schedule_cli, replay_and_resume, .timeout = 1200) {
     char *sched = (char *)ts_slurp(LONGVK_TEST_TMP "/sched_r.mkv.schedule", &len);
     cr_assert(strstr(sched, "\n28f | " PROMPT_B " |  | 8f\n"), "block-exact times in OUT.schedule:\n%s", sched);
     free(sched);
+    /* the replay with CFG's twin (CTest turns it off by default): the same frames with the twin's
+     * texts set at each change of the conditioning */
     p = ts_spawn_cli((const char *[]){LONGVK_CLI, "generate", "--schedule", LONGVK_TEST_TMP "/sched_r.mkv.schedule",
-                                      COMMON, "-q", "-o", r, NULL});
+                                      COMMON, "--parallel-cfg", "on", "-q", "-o", r, NULL});
     ts_assert_exit0(&p, "--schedule OUT.schedule");
     free(p.err);
     uint8_t *vs = ts_decode_frames(s, 64, FRAME_BYTES), *vr = ts_decode_frames(r, 64, FRAME_BYTES);
@@ -182,7 +184,7 @@ Test(schedule_cli, replay_and_resume, .timeout = 1200) {
     ts_assert_exit0(&p, "--on-switch recache");
     free(p.err);
     const char *const qrun[] = {LONGVK_CLI, "generate", "-p", PROMPT_A, "--prompt-at", "1.9=" PROMPT_B, "--on-switch",
-                                "recache", COMMON, "-q", "-o", qk, NULL, NULL};
+                                "recache", COMMON, "-q", "-o", qk, NULL, NULL, NULL, NULL};
     setenv("LONGVK_TEST_STOP", "0:15", 1);
     p = ts_spawn_cli(qrun);
     unsetenv("LONGVK_TEST_STOP");
@@ -190,7 +192,10 @@ Test(schedule_cli, replay_and_resume, .timeout = 1200) {
     free(p.err);
     const char *qresume[sizeof qrun / sizeof qrun[0]];
     memcpy(qresume, qrun, sizeof qrun);
-    qresume[sizeof qrun / sizeof qrun[0] - 2] = "--resume";
+    /* resumed with CFG's twin: the recache re-makes its state too (copied from the main DiT) */
+    qresume[sizeof qrun / sizeof qrun[0] - 4] = "--resume";
+    qresume[sizeof qrun / sizeof qrun[0] - 3] = "--parallel-cfg";
+    qresume[sizeof qrun / sizeof qrun[0] - 2] = "on";
     p = ts_spawn_cli(qresume);
     ts_assert_exit0(&p, "--on-switch recache --resume");
     free(p.err);

@@ -184,7 +184,8 @@ typedef struct lv_generate_options {
     int parallel_cfg;             /* CFG's unconditional passes on a second context and
                                      thread (lv_dit_twin): 1 on, 0 off, -1 auto: on for a CPU
                                      device running kernels inline (cpu_threads 0) with 2+
-                                     cores. Same frames either way. Off with sequence
+                                     cores, or as LONGVK_PARALLEL_CFG=on|off says. Same
+                                     frames either way. Off with sequence
                                      parallelism (1 is then an error): the twin's passes
                                      would run beside the bands' collectives. */
     /* Sequence parallelism (pipelines/parallel/README.md), passed to the DiT
