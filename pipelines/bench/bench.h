@@ -48,6 +48,9 @@ double bench_median(double *values, int n);
 /* The quality figure of --nmse: sum (got - want)^2 / sum want^2 over n values (0 when both are
  * zero, -1 when only `want` is). */
 double bench_nmse(const float *got, const float *want, size_t n);
+/* The weight rule a bench reports (--weights-dtype, --text-weights-dtype: lv_dit_weights'
+ * values): its name, "bf16" for as-stored (the benches make their random weights in bf16). */
+const char *bench_weights_name(int weights);
 /* Peak and current resident set size of this process in bytes (VmHWM, VmRSS), 0 if unknown. */
 long long bench_peak_rss(void);
 long long bench_rss(void);

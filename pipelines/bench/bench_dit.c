@@ -150,8 +150,7 @@ int bench_dit(int argc, char **argv) {
     const lv_device_info *dev = lv_ctx_device(ctx);
     static const char *const precision_names[] = {"auto", "f32", "f16", "bf16"};
     const char *precision = precision_names[lv_ctx_precision(ctx)];
-    /* the random weights are made in bf16: as stored is bf16 */
-    const char *weights = args.weights == LV_DIT_WEIGHTS_AS_STORED ? "bf16" : lv_dit_weights_name((lv_dit_weights)args.weights);
+    const char *weights = bench_weights_name(args.weights);
     char nmse[32] = "null";
     if (args.nmse) snprintf(nmse, sizeof nmse, "%.6g", run.nmse);
     const uint64_t params = run.params, weight_bytes = run.weight_bytes;

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "longvk/dit.h"
 #include "longvk/status.h"
 
 const bench_entry bench_entries[] = {
@@ -40,6 +41,10 @@ static int cmp_double(const void *a, const void *b) {
 double bench_median(double *values, int n) {
     qsort(values, (size_t)n, sizeof *values, cmp_double);
     return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+const char *bench_weights_name(int weights) {
+    return weights == LV_DIT_WEIGHTS_AS_STORED ? "bf16" : lv_dit_weights_name((lv_dit_weights)weights);
 }
 
 double bench_nmse(const float *got, const float *want, size_t n) {

@@ -235,8 +235,7 @@ int bench_text(int argc, char **argv) {
         nmse_s = bench_now() - t0;
     }
     const lv_device_info *dev = lv_ctx_device(ctx);
-    /* the random weights are made in bf16: as stored is bf16 */
-    const char *dtype_name = args.weights == LV_DIT_WEIGHTS_AS_STORED ? "bf16" : lv_dit_weights_name((lv_dit_weights)args.weights);
+    const char *dtype_name = bench_weights_name(args.weights);
     if (args.json) {
         printf("{\"device\": \"%s\", \"layers\": %d, \"vocab\": %d, \"tokens\": %d, \"runs\": %d, "
                "\"seconds_per_prompt\": %.6g, \"seconds_no_layer\": %.6g, \"seconds_per_layer\": %.6g, "

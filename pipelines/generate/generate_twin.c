@@ -16,7 +16,8 @@ bool lv_gen_use_twin(const gen_run *r, int cpu_threads) {
     if (r->o.sp_bands > 0 || r->sp || r->o.cfg_partner) return false; /* check_options */
     if (r->o.parallel_cfg == 1) return true;
     const char *env = lv_env_str("LONGVK_PARALLEL_CFG");
-    if (env && (!strcmp(env, "on") || !strcmp(env, "off"))) return !strcmp(env, "on");
+    if (env && !strcmp(env, "on")) return true;
+    if (env && !strcmp(env, "off")) return false;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     return cpu_threads == 0 && cores >= 2 && lv_ctx_device(r->ctx)->type == LV_DEVICE_CPU;
 }

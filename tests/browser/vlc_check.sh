@@ -10,8 +10,8 @@
 # (VLC has no frame counter of its own; its AVI muxer reports the frames it wrote). VLC reads the
 # playlist as an EVENT stream while it grows and stops at EXT-X-ENDLIST. Passes when VLC started
 # before the stream was complete and wrote as many frames from it as from the same playlist once
-# complete, all of them but the last (VLC's transcode leaves out the last frame, of an .mp4 too). VLC refuses to run
-# as root: as root it runs as `nobody`.
+# complete, all of them but the last (VLC's transcode leaves out the last frame, of an .mp4 too).
+# VLC refuses to run as root: as root it runs as `nobody`.
 set -euo pipefail
 longvk="$(realpath "${1:-build/longvk}")"
 seconds="${2:-30}"
